@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The smcd control protocol codec: see ctl-proto.h for the messages. */
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ctl-proto.h"
+#include "smc-clc.h"
+#include "sys.h"
+
+size_t smc_ctl_msg_size(uint16_t type) {
+        switch (type) {
+        case SMC_CTL_HELLO: return sizeof(struct smc_ctl_hello);
+        case SMC_CTL_HELLO_REPLY: return sizeof(struct smc_ctl_hello_reply);
+        case SMC_CTL_LISTEN: return sizeof(struct smc_ctl_listen);
+        case SMC_CTL_LISTEN_REPLY: return sizeof(struct smc_ctl_listen_reply);
+        case SMC_CTL_UNLISTEN: return sizeof(struct smc_ctl_unlisten);
+        case SMC_CTL_CONNECT: return sizeof(struct smc_ctl_connect);
+        case SMC_CTL_CONNECT_REPLY:
+        case SMC_CTL_NEW_CONN: return sizeof(struct smc_ctl_conn);
+        case SMC_CTL_CLOSE: return sizeof(struct smc_ctl_close);
+        case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
+        case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
+        default: return 0;
+        }
+}
+
+static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
+        switch (type) {
+        case SMC_CTL_HELLO:
+        case SMC_CTL_LISTEN:
+        case SMC_CTL_UNLISTEN:
+        case SMC_CTL_CONNECT:
+        case SMC_CTL_CLOSE:
+                return dir == SMC_CTL_TO_DAEMON;
+        case SMC_CTL_HELLO_REPLY:
+        case SMC_CTL_LISTEN_REPLY:
+        case SMC_CTL_CONNECT_REPLY:
+        case SMC_CTL_NEW_CONN:
+        case SMC_CTL_OK:
+        case SMC_CTL_ERROR:
+                return dir == SMC_CTL_TO_CLIENT;
+        default:
+                return false;
+        }
+}
+
+static bool buf_ok(const struct smc_ctl_buf *b) {
+        if (b->flags & ~SMC_CTL_BUF_FD)
+                return false;
+        /* 16 KiB .. 1 MiB, a power of two (SMC-D compressed sizes 0..6) */
+        if (b->size < 16384 || b->size > (1u << 20) || (b->size & (b->size - 1)))
+                return false;
+        return b->id != 0;
+}
+
+static bool addr_ok(const struct smc_ctl_addr *a, bool allow_unspec) {
+        if (a->family == AF_INET) {
+                for (size_t i = 4; i < sizeof(a->addr); i++)
+                        if (a->addr[i])
+                                return false;
+                return a->scope_id == 0;
+        }
+        if (a->family == AF_INET6)
+                return true;
+        if (allow_unspec && a->family == AF_UNSPEC)
+                return true;
+        return false;
+}
+
+int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
+        switch (m->hdr.type) {
+        case SMC_CTL_LISTEN:
+        case SMC_CTL_LISTEN_REPLY:
+                return 1;
+        case SMC_CTL_CONNECT_REPLY:
+        case SMC_CTL_NEW_CONN:
+                if (m->conn.mode == SMC_CTL_MODE_TCP)
+                        return 0;
+                if (m->conn.mode != SMC_CTL_MODE_SMCD)
+                        return -EINVAL;
+                return 2 + !!(m->conn.rx.flags & SMC_CTL_BUF_FD) + !!(m->conn.tx.flags & SMC_CTL_BUF_FD);
+        default:
+                return 0;
+        }
+}
+
+void smc_ctl_init(union smc_ctl_msg *m, uint16_t type, uint32_t seq) {
+        size_t len = smc_ctl_msg_size(type);
+
+        memset(m, 0, len ? len : sizeof(m->hdr));
+        m->hdr.magic = SMC_CTL_MAGIC;
+        m->hdr.version = SMC_CTL_VERSION;
+        m->hdr.type = type;
+        m->hdr.len = (uint32_t) len;
+        m->hdr.seq = seq;
+}
+
+static int decode_body(const union smc_ctl_msg *m) {
+        switch (m->hdr.type) {
+        case SMC_CTL_HELLO:
+                if (m->hello.flags || m->hello.reserved || m->hello.proto_min > m->hello.proto_max)
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_LISTEN:
+                if (!addr_ok(&m->listen.addr, false) || m->listen.addr.port == 0 || m->listen.reserved)
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_UNLISTEN:
+                return m->unlisten.listener_id ? 0 : -EBADMSG;
+        case SMC_CTL_CONNECT:
+                if (!addr_ok(&m->connect.dst, false) || m->connect.dst.port == 0 ||
+                    !addr_ok(&m->connect.src, true))
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_CLOSE:
+                if (!m->close.conn_id || (m->close.flags & ~SMC_CTL_CLOSE_ABORT) || m->close.reserved)
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_CONNECT_REPLY:
+        case SMC_CTL_NEW_CONN:
+                if (m->conn.mode == SMC_CTL_MODE_TCP)
+                        return m->hdr.type == SMC_CTL_CONNECT_REPLY ? 0 : -EBADMSG;
+                if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason)
+                        return -EBADMSG;
+                if (!buf_ok(&m->conn.rx) || !buf_ok(&m->conn.tx) || m->conn.rx.id == m->conn.tx.id)
+                        return -EBADMSG;
+                if (!addr_ok(&m->conn.local, false) || !addr_ok(&m->conn.peer, false))
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_ERROR:
+                if (m->error.error >= 0 || m->error.error < -4095)
+                        return -EBADMSG;
+                if (!memchr(m->error.msg, 0, sizeof(m->error.msg)))
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_LISTEN_REPLY:
+                return m->listen_reply.listener_id ? 0 : -EBADMSG;
+        default:
+                return 0;
+        }
+}
+
+int smc_ctl_decode(const union smc_ctl_msg *m, size_t len, size_t nfds, bool truncated,
+                   enum smc_ctl_dir dir) {
+        size_t want;
+        int n;
+
+        if (truncated || len < sizeof(struct smc_ctl_hdr) || len > SMC_CTL_MAX_MSG)
+                return -EBADMSG;
+        if (m->hdr.magic != SMC_CTL_MAGIC)
+                return -EBADMSG;
+        if (m->hdr.version != SMC_CTL_VERSION)
+                return -EPROTONOSUPPORT;
+        want = smc_ctl_msg_size(m->hdr.type);
+        if (!want || !type_dir_ok(m->hdr.type, dir))
+                return -EOPNOTSUPP;
+        if (m->hdr.len != len || len != want)
+                return -EBADMSG;
+        n = decode_body(m);
+        if (n < 0)
+                return n;
+        n = smc_ctl_msg_nfds(m);
+        if (n < 0)
+                return -EBADMSG;
+        if ((size_t) n != nfds)
+                return -EBADF;
+        return 0;
+}
+
+int smc_ctl_send(int sock, const union smc_ctl_msg *m, const int *fds, size_t nfds, int flags) {
+        union {
+                struct cmsghdr cmsg;
+                char buf[CMSG_SPACE(sizeof(int) * SMC_CTL_MAX_FDS)];
+        } control;
+        struct iovec iov = { .iov_base = (void *) m, .iov_len = m->hdr.len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t n;
+
+        if (nfds > SMC_CTL_MAX_FDS || m->hdr.len > SMC_CTL_MAX_MSG)
+                return -EINVAL;
+        if (nfds > 0) {
+                memset(&control, 0, sizeof(control));
+                mh.msg_control = &control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+        }
+        do
+                n = sys_sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        if ((size_t) n != m->hdr.len)
+                return -EMSGSIZE;
+        return 0;
+}
+
+int smc_ctl_recv(int sock, union smc_ctl_msg *m, int *fds, enum smc_ctl_dir dir, int flags) {
+        union {
+                struct cmsghdr cmsg;
+                /* room for more fds than allowed, so that excess is seen, not cut */
+                char buf[CMSG_SPACE(sizeof(int) * SMC_CTL_MAX_FDS * 4)];
+        } control;
+        struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = sizeof(control),
+        };
+        int got[SMC_CTL_MAX_FDS * 4];
+        size_t ngot = 0;
+        ssize_t n;
+        int r;
+
+        memset(m, 0, sizeof(m->hdr));
+        do
+                n = sys_recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                int tmp[SMC_CTL_MAX_FDS * 4];
+                if (k > SMC_CTL_MAX_FDS * 4 - ngot)
+                        k = SMC_CTL_MAX_FDS * 4 - ngot;
+                memcpy(tmp, CMSG_DATA(c), k * sizeof(int));
+                for (size_t i = 0; i < k; i++)
+                        got[ngot++] = tmp[i];
+        }
+        if (n == 0 && ngot == 0)
+                return -ECONNRESET;
+
+        r = smc_ctl_decode(m, (size_t) n, ngot, (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0, dir);
+        if (r < 0 || ngot > SMC_CTL_MAX_FDS) {
+                for (size_t i = 0; i < ngot; i++)
+                        sys_close(got[i]);
+                return r < 0 ? r : -EBADF;
+        }
+        memcpy(fds, got, ngot * sizeof(int));
+        return (int) ngot;
+}
+
+int smc_ctl_addr_from_sockaddr(struct smc_ctl_addr *a, const struct sockaddr *sa, socklen_t len) {
+        memset(a, 0, sizeof(*a));
+        if (!sa)
+                return -EINVAL;
+        if (sa->sa_family == AF_INET) {
+                const struct sockaddr_in *s = (const struct sockaddr_in *) sa;
+                if (len < sizeof(*s))
+                        return -EINVAL;
+                a->family = AF_INET;
+                a->port = ntohs(s->sin_port);
+                memcpy(a->addr, &s->sin_addr, 4);
+                return 0;
+        }
+        if (sa->sa_family == AF_INET6) {
+                const struct sockaddr_in6 *s = (const struct sockaddr_in6 *) sa;
+                if (len < sizeof(*s))
+                        return -EINVAL;
+                a->family = AF_INET6;
+                a->port = ntohs(s->sin6_port);
+                a->scope_id = s->sin6_scope_id;
+                memcpy(a->addr, &s->sin6_addr, 16);
+                return 0;
+        }
+        return -EAFNOSUPPORT;
+}
+
+int smc_ctl_addr_to_sockaddr(const struct smc_ctl_addr *a, struct sockaddr *sa, socklen_t *len) {
+        struct sockaddr_storage ss = {};
+        socklen_t full;
+
+        if (a->family == AF_INET) {
+                struct sockaddr_in *s = (struct sockaddr_in *) &ss;
+                s->sin_family = AF_INET;
+                s->sin_port = htons(a->port);
+                memcpy(&s->sin_addr, a->addr, 4);
+                full = sizeof(*s);
+        } else if (a->family == AF_INET6) {
+                struct sockaddr_in6 *s = (struct sockaddr_in6 *) &ss;
+                s->sin6_family = AF_INET6;
+                s->sin6_port = htons(a->port);
+                s->sin6_scope_id = a->scope_id;
+                memcpy(&s->sin6_addr, a->addr, 16);
+                full = sizeof(*s);
+        } else
+                return -EAFNOSUPPORT;
+        if (!len)
+                return -EINVAL;
+        if (sa)
+                memcpy(sa, &ss, *len < full ? *len : full);
+        *len = full;
+        return 0;
+}
+
+const char *smc_ctl_runtime_dir(void) {
+        const char *e = secure_getenv(SMC_CTL_RUNDIR_ENV);
+
+        if (e && e[0] == '/')
+                return e;
+        return SMCD_DEFAULT_RUNDIR;
+}

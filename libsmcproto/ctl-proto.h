@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * smcd control protocol: between libsmcproto (client) and smcd.
+ *
+ * Transport: AF_UNIX SOCK_SEQPACKET at "$SMCD_RUNTIME_DIR/smcd.sock"
+ * (default /run/smcd/smcd.sock). One datagram = one message. Integers are in host
+ * byte order (both ends are on the same host). File descriptors travel by
+ * SCM_RIGHTS in the same datagram as the message that announces them.
+ *
+ * Every message starts with the fixed 16-byte header struct smc_ctl_hdr:
+ *   magic   SMC_CTL_MAGIC
+ *   version SMC_CTL_VERSION (a message of another version is rejected, except that
+ *           a HELLO of another version is answered with ERROR -EPROTONOSUPPORT)
+ *   type    enum smc_ctl_type
+ *   len     total length of the datagram in bytes, header included; it must equal
+ *           the fixed size of that type (smc_ctl_msg_size())
+ *   seq     chosen by the requester, echoed in the reply (replies to
+ *           fire-and-forget requests can thus be told apart and discarded)
+ *
+ * Messages (C = client, D = smcd, L = listener channel; size = total bytes):
+ *
+ *   HELLO        C->D  first message on a connection. Body: proto_min, proto_max,
+ *                      flags (0). No fds. Reply HELLO_REPLY or ERROR.
+ *   HELLO_REPLY  D->C  version chosen, client id. No fds.
+ *   LISTEN       C->D  addr (the address the TCP socket is bound to), backlog.
+ *                      1 fd: the client's listening TCP socket; smcd checks that it
+ *                      is a listening TCP socket bound to exactly addr (so no client
+ *                      can claim a port it does not own) and closes its copy.
+ *                      Reply LISTEN_REPLY + 1 fd (the client end of the listener's
+ *                      accept channel, an AF_UNIX SOCK_SEQPACKET socket), or ERROR.
+ *   UNLISTEN     C->D  listener id. No fds. Reply OK or ERROR.
+ *   CONNECT      C->D  dst, src (the client's bound address), sndbuf, rcvbuf
+ *                      (bytes, 0 = default). No fds. Reply CONNECT_REPLY:
+ *                      - mode SMC_CTL_MODE_SMCD: conn id, rx and tx buffer
+ *                        descriptors, the listener's local address; fds, in order:
+ *                        X (the connection's own socket end; becomes the app's fd),
+ *                        Y (the peer's doorbell end: writing to it wakes the peer),
+ *                        then the rx memfd if rx.flags has SMC_CTL_BUF_FD, then the
+ *                        tx memfd if tx.flags has SMC_CTL_BUF_FD. A buffer without
+ *                        the flag is one this client already has mapped (same id).
+ *                      - mode SMC_CTL_MODE_TCP: fallback reason (SMC_CLC_DECL_*),
+ *                        no fds. The client then connects over plain TCP.
+ *   NEW_CONN     D->L  sent on a listener's accept channel for each SMC connection
+ *                      queued to it; body and fds as CONNECT_REPLY (peer = the
+ *                      connecting client's address, local = the listener's view).
+ *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
+ *                      success (fire and forget); ERROR on a bad id.
+ *   OK           D->C  generic success.
+ *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
+ *                      NUL-terminated message text.
+ *
+ * Decoding is strict (smc_ctl_decode()): magic, version, type, exact length and the
+ * exact number of fds for the type and direction are checked; any mismatch is
+ * rejected with an error and the received fds are closed.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
+#define SMC_CTL_VERSION 1
+#define SMC_CTL_SOCKET_NAME "smcd.sock"
+#define SMC_CTL_RUNDIR_ENV "SMCD_RUNTIME_DIR"
+#define SMC_CTL_MAX_MSG 256 /* bytes: no message is larger */
+#define SMC_CTL_MAX_FDS 4
+#define SMC_CTL_ERRMSG_LEN 96
+
+enum smc_ctl_type {
+        SMC_CTL_HELLO = 1,
+        SMC_CTL_HELLO_REPLY,
+        SMC_CTL_LISTEN,
+        SMC_CTL_LISTEN_REPLY,
+        SMC_CTL_UNLISTEN,
+        SMC_CTL_CONNECT,
+        SMC_CTL_CONNECT_REPLY,
+        SMC_CTL_NEW_CONN,
+        SMC_CTL_CLOSE,
+        SMC_CTL_OK,
+        SMC_CTL_ERROR,
+        _SMC_CTL_TYPE_MAX,
+};
+
+enum smc_ctl_mode {
+        SMC_CTL_MODE_TCP = 0,  /* TCP fallback */
+        SMC_CTL_MODE_SMCD = 1, /* SMC-D over loopback ISM */
+};
+
+struct smc_ctl_hdr {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t type;
+        uint32_t len;
+        uint32_t seq;
+};
+
+/* An IPv4 or IPv6 socket address. family is AF_INET or AF_INET6; port in host byte
+ * order; addr holds 4 (AF_INET) or 16 bytes, the rest zero. */
+struct smc_ctl_addr {
+        uint16_t family;
+        uint16_t port;
+        uint32_t scope_id;
+        uint8_t addr[16];
+};
+
+#define SMC_CTL_BUF_FD 0x1u /* the memfd of this buffer follows in the fds */
+
+/* A DMB: memfd of SMC_DMB_HDR_LEN + size bytes (see dmb.h). */
+struct smc_ctl_buf {
+        uint64_t id;   /* smcd-wide buffer id, never reused for another memfd */
+        uint32_t size; /* ring size in bytes: 16 KiB << class */
+        uint32_t flags;
+};
+
+struct smc_ctl_hello {
+        struct smc_ctl_hdr hdr;
+        uint32_t proto_min;
+        uint32_t proto_max;
+        uint32_t flags;
+        uint32_t reserved;
+};
+
+struct smc_ctl_hello_reply {
+        struct smc_ctl_hdr hdr;
+        uint32_t version;
+        uint32_t reserved;
+        uint64_t client_id;
+};
+
+struct smc_ctl_listen {
+        struct smc_ctl_hdr hdr;
+        struct smc_ctl_addr addr;
+        uint32_t backlog;
+        uint32_t reserved;
+};
+
+struct smc_ctl_listen_reply {
+        struct smc_ctl_hdr hdr;
+        uint64_t listener_id;
+};
+
+struct smc_ctl_unlisten {
+        struct smc_ctl_hdr hdr;
+        uint64_t listener_id;
+};
+
+struct smc_ctl_connect {
+        struct smc_ctl_hdr hdr;
+        struct smc_ctl_addr dst;
+        struct smc_ctl_addr src;
+        uint32_t sndbuf; /* bytes, 0 = default */
+        uint32_t rcvbuf; /* bytes, 0 = default */
+};
+
+/* CONNECT_REPLY and NEW_CONN share this body. */
+struct smc_ctl_conn {
+        struct smc_ctl_hdr hdr;
+        uint64_t conn_id;
+        uint32_t mode;            /* enum smc_ctl_mode */
+        uint32_t fallback_reason; /* SMC_CLC_DECL_* when mode is TCP, else 0 */
+        struct smc_ctl_buf rx;    /* our DMB: the peer writes, we read */
+        struct smc_ctl_buf tx;    /* the peer's DMB: we write, the peer reads */
+        struct smc_ctl_addr local;
+        struct smc_ctl_addr peer;
+};
+
+#define SMC_CTL_CLOSE_ABORT 0x1u
+
+struct smc_ctl_close {
+        struct smc_ctl_hdr hdr;
+        uint64_t conn_id;
+        uint32_t flags;
+        uint32_t reserved;
+};
+
+struct smc_ctl_ok {
+        struct smc_ctl_hdr hdr;
+};
+
+struct smc_ctl_error {
+        struct smc_ctl_hdr hdr;
+        int32_t error;   /* negative errno */
+        uint32_t detail; /* SMC_CLC_DECL_* or 0 */
+        char msg[SMC_CTL_ERRMSG_LEN];
+};
+
+union smc_ctl_msg {
+        struct smc_ctl_hdr hdr;
+        struct smc_ctl_hello hello;
+        struct smc_ctl_hello_reply hello_reply;
+        struct smc_ctl_listen listen;
+        struct smc_ctl_listen_reply listen_reply;
+        struct smc_ctl_unlisten unlisten;
+        struct smc_ctl_connect connect;
+        struct smc_ctl_conn conn;
+        struct smc_ctl_close close;
+        struct smc_ctl_ok ok;
+        struct smc_ctl_error error;
+        uint8_t raw[SMC_CTL_MAX_MSG];
+};
+
+/* Which side sends a message: decoding checks the direction too. */
+enum smc_ctl_dir {
+        SMC_CTL_TO_DAEMON,
+        SMC_CTL_TO_CLIENT,
+};
+
+/* Fixed total size in bytes of a message of @type, or 0 for an unknown type. */
+size_t smc_ctl_msg_size(uint16_t type);
+
+/* Number of fds a message carries, given its decoded body (CONNECT_REPLY/NEW_CONN
+ * depend on mode and buffer flags). Returns -EINVAL if the body is inconsistent. */
+int smc_ctl_msg_nfds(const union smc_ctl_msg *m);
+
+/* Fill in the header of @m for @type with @seq (magic, version, len). */
+void smc_ctl_init(union smc_ctl_msg *m, uint16_t type, uint32_t seq);
+
+/* Strictly validate @len bytes received in @m together with @nfds fds, as sent in
+ * direction @dir. @truncated is true when the datagram or its control data was cut
+ * (MSG_TRUNC / MSG_CTRUNC). Returns 0, or a negative errno:
+ *   -EBADMSG      bad magic, short, oversized or truncated message, wrong length,
+ *                 bad address family or field value
+ *   -EPROTONOSUPPORT  version differs from SMC_CTL_VERSION
+ *   -EOPNOTSUPP   unknown type, or a type not sent in this direction
+ *   -EBADF        wrong number of fds for the type
+ * Never touches the fds: the caller closes them on error. */
+int smc_ctl_decode(const union smc_ctl_msg *m, size_t len, size_t nfds, bool truncated,
+                   enum smc_ctl_dir dir);
+
+/* Send @m (its hdr.len bytes) with @nfds fds over @sock (MSG_NOSIGNAL; @flags adds
+ * e.g. MSG_DONTWAIT). Returns 0 or a negative errno (-EAGAIN, -EPIPE, ...). The fds
+ * stay owned by the caller. */
+int smc_ctl_send(int sock, const union smc_ctl_msg *m, const int *fds, size_t nfds, int flags);
+
+/* Receive one message into @m with up to SMC_CTL_MAX_FDS fds into @fds (received
+ * with MSG_CMSG_CLOEXEC), and decode it strictly for direction @dir. On success
+ * returns the number of fds (>= 0), which the caller now owns. On a decoding error
+ * returns a negative errno (see smc_ctl_decode) and closes any received fds, but
+ * still fills @m so the caller can echo hdr.seq. Returns -ECONNRESET at EOF and
+ * another negative errno (-EAGAIN, ...) if recvmsg fails. */
+int smc_ctl_recv(int sock, union smc_ctl_msg *m, int *fds, enum smc_ctl_dir dir, int flags);
+
+/* Conversions between struct sockaddr (AF_INET/AF_INET6) and struct smc_ctl_addr.
+ * Return 0 or -EAFNOSUPPORT / -EINVAL. to_sockaddr writes at most *len bytes and
+ * sets *len to the full length, as getsockname(2) does. */
+int smc_ctl_addr_from_sockaddr(struct smc_ctl_addr *a, const struct sockaddr *sa, socklen_t len);
+int smc_ctl_addr_to_sockaddr(const struct smc_ctl_addr *a, struct sockaddr *sa, socklen_t *len);
+
+/* The runtime directory: $SMCD_RUNTIME_DIR if set and absolute, else the built-in
+ * default. Returns a pointer to static or environment storage. */
+const char *smc_ctl_runtime_dir(void);

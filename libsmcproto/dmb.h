@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The DMB (Direct Memory Buffer) of one SMC-D endpoint over loopback ISM, and the
+ * SMC cursor arithmetic (../shared/smc-wire-spec.md sections 4.2, 4.3, 6.1).
+ *
+ * A DMB is a memfd of SMC_DMB_HDR_LEN + size bytes, size = 16 KiB << c for the
+ * compressed size c = 0..6 (16 KiB .. 1 MiB). It is the *receive* ring of its owner
+ * (the reader) and is mapped, read-write, by exactly two processes: its owner and
+ * the connection's peer (the writer). smcd also maps it, to clear it on release and
+ * to set the abort flag when one end dies. The ring data starts at SMC_DMB_HDR_LEN
+ * (page aligned); unlike a kernel DMB the whole 2^(c+14) bytes are usable.
+ *
+ * The header differs from the kernel's 32-byte SMC-D CDC area (which is host memory,
+ * not a wire format): cursors are packed into 64-bit words so that each is read and
+ * written atomically, and the fields each side writes sit on their own cache line.
+ * A cursor keeps SMC's (wrap, count) meaning: wrap in bits 32..47, count in 0..31.
+ *
+ * Memory-ordering protocol (checked under TSan by tests/test-ring):
+ *  - Data: the writer copies bytes into the ring, then stores prod with release
+ *    order; the reader loads prod with acquire order, then copies the bytes out, then
+ *    stores cons with release order; the writer loads cons with acquire order before
+ *    reusing that space. So a byte is never read before it is written nor
+ *    overwritten before it is read.
+ *  - Doorbell (reader wakeup): the app-visible fd of an endpoint is one end X of an
+ *    AF_UNIX SOCK_STREAM socketpair; the other end Y is held by the peer only. "bell"
+ *    is 1 while a doorbell byte is queued (or about to be) in X. The writer, after
+ *    publishing prod: if atomic_exchange(bell, 1) == 0, write one byte to Y. The
+ *    reader, when it finds the ring empty: if atomic_exchange(bell, 0) == 1, read
+ *    exactly one byte from X (a byte still in flight is remembered as owed and read
+ *    later), then load prod again. Both exchanges and the prod store/load are
+ *    seq_cst, so either the reader sees the new prod or the writer sees bell == 0 and
+ *    rings: no lost wakeup. No syscall happens while the ring stays non-empty.
+ *  - Plug (writer wakeup, POLLOUT): when the peer's DMB is full the writer fills X's
+ *    socket send buffer ("plugs" it: POLLOUT clears), then sets writer_waiting
+ *    (seq_cst), then reloads cons. The reader, after storing cons: if
+ *    atomic_exchange(writer_waiting, 0) == 1, drains all bytes from its Y end of the
+ *    writer's pair, which makes the writer's X writable again.
+ *  - Shutdown and close: the writer sets SMC_DMB_CONN_* in conn_flags of the peer's
+ *    DMB (release) before shutdown(Y, SHUT_WR) or close(Y); the reader sees EOF or
+ *    HUP on X, then reads conn_flags (acquire). HUP without any flag means the peer
+ *    died: ECONNRESET. smcd sets SMC_DMB_CONN_ABORT in the survivor's DMB when a
+ *    client dies.
+ */
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SMC_DMB_HDR_LEN 4096u          /* bytes before the ring data */
+#define SMC_DMB_HDR_CLEAR_LEN 256u     /* bytes of the header that are ever written */
+#define SMC_DMB_MIN_SIZE (16u << 10)   /* ring bytes, compressed size 0 */
+#define SMC_DMB_MAX_SIZE (1u << 20)    /* ring bytes, compressed size 6 */
+#define SMC_DMB_NCLASSES 7             /* compressed sizes 0..6 */
+#define SMC_DMB_DEFAULT_SIZE (64u << 10)
+#define SMC_DMB_EYECATCHER 0xFE        /* SMC CDC message type */
+
+/* conn_flags: the writer's connection state, bits as in the SMC CDC
+ * connection-state flags byte (wire spec 4.1). */
+#define SMC_DMB_CONN_DONE_WRITING 0x80u /* peer did shutdown(SHUT_WR) */
+#define SMC_DMB_CONN_CLOSED       0x40u /* peer closed orderly */
+#define SMC_DMB_CONN_ABORT        0x20u /* peer aborted: ECONNRESET */
+/* prod_flags: producer flags as in the CDC (wire spec 4.1) */
+#define SMC_DMB_PROD_WRITE_BLOCKED 0x80u
+
+struct smc_dmb_hdr {
+        /* cache line 0: written by the writer (the peer), read by the owner */
+        uint8_t type;     /* SMC_DMB_EYECATCHER, set by smcd when handed out */
+        uint8_t reserved0[7];
+        _Atomic uint64_t prod;           /* producer cursor into this ring */
+        _Atomic uint32_t prod_flags;     /* SMC_DMB_PROD_* */
+        _Atomic uint32_t conn_flags;     /* SMC_DMB_CONN_* of the writer */
+        _Atomic uint32_t writer_waiting; /* writer plugged its fd, waits for space */
+        uint8_t pad0[64 - 36];
+        /* cache line 1: written by the owner (the reader), read by the writer */
+        _Atomic uint64_t cons;          /* consumer cursor of this ring */
+        _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */
+        _Atomic uint32_t reader_flags;  /* SMC_DMB_CONN_* of the owner (reader) */
+        uint8_t pad1[64 - 16];
+};
+
+_Static_assert(sizeof(struct smc_dmb_hdr) == 128, "DMB header layout");
+_Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear length");
+
+/* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
+ * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */
+static inline unsigned smc_dmb_class(uint64_t size) {
+        unsigned c = 0;
+
+        if (size <= SMC_DMB_MIN_SIZE)
+                return 0;
+        size = (size - 1) >> 14;
+        while (size) {
+                c++;
+                size >>= 1;
+        }
+        return c > SMC_DMB_NCLASSES - 1 ? SMC_DMB_NCLASSES - 1 : c;
+}
+
+/* Ring size in bytes of compressed size c. */
+static inline uint32_t smc_dmb_class_size(unsigned c) {
+        return SMC_DMB_MIN_SIZE << c;
+}
+
+/* Cursors: (wrap, count) packed as wrap << 32 | count, 0 <= count < ring size. */
+static inline uint64_t smc_curs_make(uint16_t wrap, uint32_t count) {
+        return ((uint64_t) wrap << 32) | count;
+}
+static inline uint32_t smc_curs_count(uint64_t c) {
+        return (uint32_t) c;
+}
+static inline uint16_t smc_curs_wrap(uint64_t c) {
+        return (uint16_t) (c >> 32);
+}
+
+/* Advance cursor @c by @n bytes (n <= size) in a ring of @size bytes. */
+static inline uint64_t smc_curs_add(uint64_t c, uint32_t n, uint32_t size) {
+        uint32_t count = smc_curs_count(c) + n;
+        uint16_t wrap = smc_curs_wrap(c);
+
+        if (count >= size) {
+                count -= size;
+                wrap++;
+        }
+        return smc_curs_make(wrap, count);
+}
+
+/* Distance in bytes from @old to @new (at most one ring apart), clamped at 0
+ * (wire spec 4.3). */
+static inline uint32_t smc_curs_diff(uint32_t size, uint64_t old, uint64_t new) {
+        if (smc_curs_wrap(old) != smc_curs_wrap(new)) {
+                int64_t d = (int64_t) (size - smc_curs_count(old)) + smc_curs_count(new);
+                return d > 0 ? (uint32_t) d : 0;
+        }
+        return smc_curs_count(new) > smc_curs_count(old) ? smc_curs_count(new) - smc_curs_count(old) : 0;
+}
+
+/* Pointer to the ring data of a DMB mapped at @base. */
+static inline uint8_t *smc_dmb_data(void *base) {
+        return (uint8_t *) base + SMC_DMB_HDR_LEN;
+}

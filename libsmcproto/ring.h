@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The SMC-D data path of one connection endpoint, in the client process, with smcd
+ * not on it. The protocol (cursors, doorbell, plug, flags, memory ordering) is
+ * written down in dmb.h; this module implements it.
+ *
+ * Locking: smc_ring_send/shutdown may run in one thread while smc_ring_recv runs in
+ * another; each direction has its own mutex, so concurrent senders (or receivers)
+ * are serialised as on a TCP socket.
+ */
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "dmb.h"
+
+struct smc_ring_ep {
+        /* our DMB (rx): the peer writes, we read */
+        struct smc_dmb_hdr *rx_hdr;
+        uint8_t *rx_data;
+        uint32_t rx_size;
+        /* the peer's DMB (tx): we write, the peer reads */
+        struct smc_dmb_hdr *tx_hdr;
+        uint8_t *tx_data;
+        uint32_t tx_size;
+
+        int x;      /* our socketpair end: the app-visible fd (not owned here) */
+        int y_peer; /* the peer's socketpair end: owned, closed by smc_ring_close() */
+
+        pthread_mutex_t tx_lock;
+        pthread_mutex_t rx_lock;
+        uint32_t owed;        /* doorbell bytes still to read from x (rx_lock) */
+        uint64_t tx_prod;     /* our producer cursor, published or not (tx_lock) */
+        uint32_t tx_unpub;    /* bytes copied but not yet published (cork) */
+        bool corked;          /* TCP_CORK on */
+        bool wr_shut;         /* we did shutdown(SHUT_WR) */
+        bool rd_shut;         /* we did shutdown(SHUT_RD) */
+        bool reset_seen;      /* ECONNRESET already reported once */
+        uint32_t busy_poll_ns;  /* spin this long before sleeping (0 = never spin) */
+        uint32_t autocork_size; /* bytes; flush a corked batch at this size */
+};
+
+/* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
+ * Takes ownership of y_peer. Returns 0 or -errno (pthread_mutex_init). */
+int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void *tx_base, uint32_t tx_size,
+                  int x, int y_peer);
+
+/* Send up to the sum of @iov bytes. @nonblock: return -EAGAIN instead of waiting
+ * for space. flags: MSG_MORE (hold data as TCP_CORK does for this call).
+ * Returns bytes sent (> 0; a blocking send sends all unless interrupted after
+ * some progress), or -EAGAIN, -EPIPE (we shut down or the peer closed), -ECONNRESET
+ * (peer aborted or died), -EINTR (a signal before any byte was sent). Never raises
+ * SIGPIPE: the caller does. */
+ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
+
+/* Receive into @iov. flags: MSG_PEEK, MSG_WAITALL. Returns bytes (> 0), 0 at EOF
+ * (peer shut down or closed orderly and all data read), -EAGAIN, -ECONNRESET (peer
+ * aborted / died; data sent before the abort is still delivered first), -EINTR. */
+ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
+
+/* Publish bytes held back by cork / MSG_MORE and ring the peer. Returns 0 or -errno. */
+int smc_ring_flush(struct smc_ring_ep *ep);
+
+/* TCP_CORK on/off; turning it off flushes. */
+int smc_ring_set_cork(struct smc_ring_ep *ep, bool on);
+
+/* shutdown(2): SHUT_WR flushes, sets DONE_WRITING in the peer's DMB and shuts
+ * down the peer's socket end for writing (the peer sees EOF after the data).
+ * Returns 0 or -ENOTCONN. */
+int smc_ring_shutdown(struct smc_ring_ep *ep, int how);
+
+/* Tear down: flush, set CLOSED in the peer's DMB (or ABORT if we leave unread
+ * data), close y_peer. Does not close x and does not unmap. Returns true if it
+ * aborted. */
+bool smc_ring_close(struct smc_ring_ep *ep);
+
+/* The true readiness of the endpoint (POLLIN, POLLOUT, POLLHUP, POLLRDHUP, POLLERR)
+ * from the rings and flags, settling a stale doorbell first. */
+short smc_ring_poll(struct smc_ring_ep *ep);
+
+/* Bytes ready to read (FIONREAD). */
+uint32_t smc_ring_readable(struct smc_ring_ep *ep);
+
+/* The pending error, as SO_ERROR reports it (ECONNRESET once after an abort), or 0. */
+int smc_ring_error(struct smc_ring_ep *ep);

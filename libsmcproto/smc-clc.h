@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* SMC CLC decline / fallback reason codes (SMC_CLC_DECL_*), values as in Linux
+ * net/smc/smc_clc.h and ../shared/smc-wire-spec.md section 2.7. The high byte is the
+ * class: 01 resource, 02 timeout, 03 configuration/capability, 04 sync, 05 peer
+ * declined, 09 internal. smcd records one of these for every TCP fallback. */
+
+#define SMC_CLC_DECL_MEM         0x01010000u /* insufficient memory */
+#define SMC_CLC_DECL_TIMEOUT_CL  0x02010000u /* timeout w4 QP confirm link */
+#define SMC_CLC_DECL_TIMEOUT_AL  0x02020000u /* timeout w4 QP add link */
+#define SMC_CLC_DECL_CNFERR      0x03000000u /* configuration error */
+#define SMC_CLC_DECL_PEERNOSMC   0x03010000u /* peer did not indicate SMC */
+#define SMC_CLC_DECL_IPSEC       0x03020000u /* IPsec usage */
+#define SMC_CLC_DECL_NOSMCDEV    0x03030000u /* no SMC device found (R or D) */
+#define SMC_CLC_DECL_NOSMCDDEV   0x03030001u /* no SMC-D device found */
+#define SMC_CLC_DECL_NOSMCRDEV   0x03030002u /* no SMC-R device found */
+#define SMC_CLC_DECL_MODEUNSUPP  0x03040000u /* smc modes do not match (R or D) */
+#define SMC_CLC_DECL_OPTUNSUPP   0x03060000u /* fastopen sockopt not supported */
+#define SMC_CLC_DECL_DIFFPREFIX  0x03070000u /* IP prefix / subnet mismatch */
+#define SMC_CLC_DECL_VERSMISMAT  0x030c0000u /* SMC version mismatch */
+#define SMC_CLC_DECL_MAX_DMB     0x030d0000u /* SMC-D DMB limit reached */
+#define SMC_CLC_DECL_MAXCONNERR  0x0303000au /* max connections negotiation failed */
+#define SMC_CLC_DECL_SYNCERR     0x04000000u /* synchronization error */
+#define SMC_CLC_DECL_PEERDECL    0x05000000u /* peer declined during handshake */
+#define SMC_CLC_DECL_INTERR      0x09990000u /* internal error */
+
+/* How smcd uses them for loopback ISM (SMC-D):
+ *   NOSMCDDEV   smcd not reachable (not running, socket missing, handshake failed)
+ *   PEERNOSMC   no SMC listener for the destination on this host
+ *   MAXCONNERR  per-uid connection limit reached
+ *   MAX_DMB     per-uid buffer-bytes limit reached
+ *   MEM         buffer allocation failed
+ *   OPTUNSUPP   a socket option that SMC cannot honour was set before connect
+ *   INTERR      anything else that went wrong inside smcd or the library */
+
+/* Name of a reason code ("SMC_CLC_DECL_PEERNOSMC"), or "SMC_CLC_DECL_UNKNOWN". */
+static inline const char *smc_clc_decl_name(unsigned int code) {
+        switch (code) {
+        case 0: return "none";
+        case SMC_CLC_DECL_MEM: return "SMC_CLC_DECL_MEM";
+        case SMC_CLC_DECL_TIMEOUT_CL: return "SMC_CLC_DECL_TIMEOUT_CL";
+        case SMC_CLC_DECL_TIMEOUT_AL: return "SMC_CLC_DECL_TIMEOUT_AL";
+        case SMC_CLC_DECL_CNFERR: return "SMC_CLC_DECL_CNFERR";
+        case SMC_CLC_DECL_PEERNOSMC: return "SMC_CLC_DECL_PEERNOSMC";
+        case SMC_CLC_DECL_IPSEC: return "SMC_CLC_DECL_IPSEC";
+        case SMC_CLC_DECL_NOSMCDEV: return "SMC_CLC_DECL_NOSMCDEV";
+        case SMC_CLC_DECL_NOSMCDDEV: return "SMC_CLC_DECL_NOSMCDDEV";
+        case SMC_CLC_DECL_NOSMCRDEV: return "SMC_CLC_DECL_NOSMCRDEV";
+        case SMC_CLC_DECL_MODEUNSUPP: return "SMC_CLC_DECL_MODEUNSUPP";
+        case SMC_CLC_DECL_OPTUNSUPP: return "SMC_CLC_DECL_OPTUNSUPP";
+        case SMC_CLC_DECL_DIFFPREFIX: return "SMC_CLC_DECL_DIFFPREFIX";
+        case SMC_CLC_DECL_VERSMISMAT: return "SMC_CLC_DECL_VERSMISMAT";
+        case SMC_CLC_DECL_MAX_DMB: return "SMC_CLC_DECL_MAX_DMB";
+        case SMC_CLC_DECL_MAXCONNERR: return "SMC_CLC_DECL_MAXCONNERR";
+        case SMC_CLC_DECL_SYNCERR: return "SMC_CLC_DECL_SYNCERR";
+        case SMC_CLC_DECL_PEERDECL: return "SMC_CLC_DECL_PEERDECL";
+        case SMC_CLC_DECL_INTERR: return "SMC_CLC_DECL_INTERR";
+        default: return "SMC_CLC_DECL_UNKNOWN";
+        }
+}

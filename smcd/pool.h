@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The DMB buffer pool of smcd (seeds 000, 003, 004 in ../shared/seeds).
+ *
+ * - Size classes: SMC-D compressed sizes 0..6 = 16 KiB .. 1 MiB of ring data; each
+ *   buffer is its own memfd of SMC_DMB_HDR_LEN + ring bytes, mapped in smcd.
+ * - Trust domains: a buffer that served a connection between uids A and B is only
+ *   ever reused for a connection between the same unordered pair {A, B} (an mmap in
+ *   a client cannot be revoked). A buffer that never served anybody ("fresh", from
+ *   pre-population or a released buffer of a domain that was trimmed) can go to any
+ *   domain.
+ * - Lock-less free lists: one Treiber stack per (domain, class), plus one fresh stack
+ *   per class. The head is a 64-bit word {index + 1, tag}; every successful pop or
+ *   push increments the tag, so a stale head can never be CAS'ed back in (ABA-safe).
+ *   Buffers live in a segmented array that is never freed while the pool exists, so
+ *   a concurrent pop may read a next index of a buffer that another thread already
+ *   took (the CAS then fails). Acquire is O(1) whatever the number of buffers in use.
+ * - Release-time clearing: smc_pool_release() queues the buffer to a reclaim worker
+ *   thread, which zeroes header (SMC_DMB_HDR_CLEAR_LEN) and payload and only then
+ *   pushes it onto its domain's free list, so neither the connect path (acquire =
+ *   pop) nor the close path (release = enqueue) pays for the memset. With
+ *   buf_clear = SMC_POOL_CLEAR_CREATE (the old kernel behaviour, for comparison),
+ *   release pushes the buffer uncleared and acquire clears it.
+ * A buffer handed out by acquire always reads as zero.
+ *
+ * Thread safety: every function may be called from any thread concurrently, except
+ * smc_pool_new() / smc_pool_free().
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dmb.h"
+
+enum smc_pool_clear {
+        SMC_POOL_CLEAR_RELEASE = 0, /* zero on release, in the reclaim worker (default) */
+        SMC_POOL_CLEAR_CREATE = 1,  /* zero on acquire (old behaviour) */
+};
+
+struct smc_pool_config {
+        enum smc_pool_clear buf_clear;
+        unsigned prepopulate[SMC_DMB_NCLASSES]; /* fresh buffers to create per class */
+        uint64_t max_bytes;                     /* 0 = unlimited; total memfd bytes */
+};
+
+struct smc_pool_stats {
+        uint64_t alloc;           /* buffers created (memfd_create) */
+        uint64_t reuse;           /* acquires served from a free list */
+        uint64_t free;            /* buffers destroyed */
+        uint64_t clear;           /* buffers cleared */
+        uint64_t bytes_cleared;   /* bytes zeroed */
+        uint64_t clear_ns;        /* time spent clearing, ns */
+        uint64_t in_use[SMC_DMB_NCLASSES]; /* buffers acquired and not released */
+        uint64_t free_count[SMC_DMB_NCLASSES]; /* buffers on free lists (incl. fresh) */
+        uint64_t pending_clear;   /* released, waiting for the reclaim worker */
+        uint64_t bytes_total;     /* memfd bytes that exist */
+};
+
+struct smc_buf {
+        uint64_t id;        /* pool-wide id, never reused, never 0 */
+        int memfd;          /* owned by the pool */
+        void *base;         /* smcd's mapping: SMC_DMB_HDR_LEN + size bytes */
+        uint32_t size;      /* ring bytes */
+        uint8_t class;      /* compressed size 0..6 */
+        /* private to pool.c from here on */
+        uint32_t index;
+        _Atomic uint32_t next;
+        void *domain;
+        struct smc_buf *clear_next;
+};
+
+struct smc_pool;
+
+/* Create a pool and its reclaim worker thread, and pre-populate it. Returns 0 and
+ * *ret (owned by the caller, free with smc_pool_free()) or -ENOMEM / -errno of
+ * memfd_create, mmap or pthread_create. */
+int smc_pool_new(const struct smc_pool_config *cfg, struct smc_pool **ret);
+
+/* Stop the worker and destroy all buffers (also those still acquired). NULL is ok.
+ * Returns NULL. */
+struct smc_pool *smc_pool_free(struct smc_pool *p);
+
+/* Take a zeroed buffer of compressed size @class (0..6) for a connection between
+ * @uid_a and @uid_b (order does not matter): from the domain's free list, else the
+ * fresh list, else a new memfd. *ret stays owned by the pool.
+ * Returns 0, -EINVAL (bad class), -ENOBUFS (max_bytes reached) or -errno. */
+int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned class, struct smc_buf **ret);
+
+/* Give back a buffer that no process writes any more. It is cleared (header and
+ * payload) before anyone gets it again. Never blocks on clearing. */
+void smc_pool_release(struct smc_pool *p, struct smc_buf *b);
+
+/* Wait until the reclaim worker has cleared every buffer released so far (tests,
+ * benchmarks, orderly shutdown). */
+void smc_pool_flush(struct smc_pool *p);
+
+/* Change the clearing mode at run time (applies to buffers released after the call). */
+void smc_pool_set_clear(struct smc_pool *p, enum smc_pool_clear mode);
+
+/* Snapshot of the counters (each read atomically; the set is not a snapshot). */
+void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret);
+
+/* Look up a buffer by id (for validating client requests). Returns NULL if unknown. */
+struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id);
