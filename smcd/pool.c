@@ -1,1 +1,643 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder: being written */ typedef int smc_placeholder_t;
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The DMB buffer pool of smcd: see pool.h for the model.
+ *
+ * Data structures
+ *  - struct pool_slot wraps the public struct smc_buf with private state. Slots live
+ *    in a segmented array (segments of SLOT_SEG_SIZE slots, allocated on demand,
+ *    freed only by smc_pool_free()), so a slot pointer stays valid while the pool
+ *    lives. A slot whose buffer was destroyed (max_bytes trimming) is "dead" and may
+ *    be reinitialised for a new buffer; its generation then increases, so the
+ *    buffer id = generation << 32 | (index + 1) is never reused and lookup is O(1).
+ *  - Free lists are Treiber stacks of slot indices. A head is a 64-bit word
+ *    tag << 32 | (index + 1) (0 = empty); every successful push or pop increments
+ *    the tag, so a CAS with a stale head fails (ABA-safe). A pop may read the next
+ *    link of a slot that another thread just took: the link is atomic and the CAS
+ *    then fails.
+ *  - Trust domains (unordered uid pairs) are kept in a fixed hash table whose chains
+ *    are only ever prepended to (release store) and never shrink while the pool
+ *    lives, so lookups are lock-free: an acquire is a hash, a chain walk, one CAS and
+ *    a few counter increments. Creating a domain takes domain_lock.
+ *  - Release hands the buffer to the reclaim worker through a mutex-protected list
+ *    (the mutex is only held to link the buffer in); the worker zeroes it outside
+ *    the lock and pushes it onto its domain's free list.
+ *
+ * Lock order: domain_lock and alloc_lock are leaves, queue_lock is a leaf; none is
+ * held while another is taken.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool.h"
+
+#define SLOT_SEG_SHIFT 10u
+#define SLOT_SEG_SIZE (1u << SLOT_SEG_SHIFT)
+#define SLOT_SEG_MAX (1u << 16)                 /* 64 Mi slots */
+#define DOMAIN_HASH_SIZE 4096u
+
+enum {
+        SLOT_DEAD = 0,    /* no buffer (never created or destroyed) */
+        SLOT_FREE = 1,    /* on a free list, or popped and about to change state */
+        SLOT_IN_USE = 2,  /* acquired */
+        SLOT_PENDING = 3, /* released, queued for the reclaim worker */
+};
+
+struct pool_slot {
+        struct smc_buf buf;
+        _Atomic uint64_t id;     /* copy of buf.id for lock-free lookup; 0 if dead */
+        _Atomic uint32_t state;  /* SLOT_* */
+        uint32_t gen;            /* times this slot was (re)initialised - 1 */
+        bool dirty;              /* released uncleared (CLEAR_CREATE): acquire clears */
+        struct pool_slot *dead_next; /* alloc_lock: list of dead slots */
+};
+
+struct pool_domain {
+        _Atomic uint64_t head[SMC_DMB_NCLASSES]; /* Treiber stacks */
+        uid_t lo, hi;
+        struct pool_domain *_Atomic hash_next;
+        struct pool_domain *_Atomic all_next;
+} __attribute__((aligned(64)));
+
+struct smc_pool {
+        struct smc_pool_config cfg;
+        _Atomic int clear_mode;
+
+        /* slots */
+        pthread_mutex_t alloc_lock;
+        struct pool_slot *_Atomic *segs; /* SLOT_SEG_MAX entries */
+        _Atomic uint32_t nslots;         /* slots ever initialised (indices < nslots) */
+        struct pool_slot *dead;          /* alloc_lock */
+
+        /* domains */
+        pthread_mutex_t domain_lock;
+        struct pool_domain *_Atomic *hash; /* DOMAIN_HASH_SIZE chains */
+        struct pool_domain *_Atomic all;   /* every domain, for trimming */
+        struct pool_domain fresh;          /* buffers that never served anybody */
+
+        /* reclaim worker */
+        pthread_mutex_t queue_lock;
+        pthread_cond_t queue_cond;  /* worker waits for work */
+        pthread_cond_t done_cond;   /* flush waits for the worker */
+        struct smc_buf *queue;      /* queue_lock: LIFO list via clear_next */
+        uint64_t queued_seq;        /* queue_lock: buffers ever queued */
+        uint64_t done_seq;          /* queue_lock: buffers ever handled by the worker */
+        bool stop;                  /* queue_lock */
+        bool worker_started;
+        pthread_t worker;
+
+        /* counters */
+        _Atomic uint64_t alloc, reuse, free, clear, bytes_cleared, clear_ns;
+        _Atomic uint64_t in_use[SMC_DMB_NCLASSES];
+        _Atomic uint64_t free_count[SMC_DMB_NCLASSES];
+        _Atomic uint64_t pending_clear;
+        _Atomic uint64_t bytes_total;
+};
+
+static inline uint64_t now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static inline uint64_t buf_bytes(unsigned class) {
+        return SMC_DMB_HDR_LEN + (uint64_t) smc_dmb_class_size(class);
+}
+
+static inline struct pool_slot *slot_of(struct smc_buf *b) {
+        return (struct pool_slot *) b; /* buf is the first member */
+}
+
+/* Slot @index, which must be < nslots. */
+static inline struct pool_slot *slot_get(struct smc_pool *p, uint32_t index) {
+        struct pool_slot *seg = atomic_load_explicit(&p->segs[index >> SLOT_SEG_SHIFT], memory_order_acquire);
+
+        return &seg[index & (SLOT_SEG_SIZE - 1)];
+}
+
+/* --- Treiber stacks --- */
+
+static inline uint64_t head_make(uint32_t tag, uint32_t idx1) {
+        return (uint64_t) tag << 32 | idx1;
+}
+
+static void stack_push(struct smc_pool *p, _Atomic uint64_t *head, struct pool_slot *s) {
+        uint64_t old = atomic_load_explicit(head, memory_order_relaxed), new;
+
+        do {
+                atomic_store_explicit(&s->buf.next, (uint32_t) old, memory_order_relaxed);
+                new = head_make((uint32_t) (old >> 32) + 1, s->buf.index + 1);
+        } while (!atomic_compare_exchange_weak_explicit(head, &old, new,
+                                                        memory_order_release, memory_order_relaxed));
+}
+
+static struct pool_slot *stack_pop(struct smc_pool *p, _Atomic uint64_t *head) {
+        uint64_t old = atomic_load_explicit(head, memory_order_acquire), new;
+        struct pool_slot *s;
+
+        do {
+                uint32_t idx1 = (uint32_t) old;
+
+                if (idx1 == 0)
+                        return NULL;
+                s = slot_get(p, idx1 - 1);
+                new = head_make((uint32_t) (old >> 32) + 1,
+                                atomic_load_explicit(&s->buf.next, memory_order_relaxed));
+        } while (!atomic_compare_exchange_weak_explicit(head, &old, new,
+                                                        memory_order_acquire, memory_order_acquire));
+        return s;
+}
+
+/* --- domains --- */
+
+static inline uint32_t domain_hash(uid_t lo, uid_t hi) {
+        uint64_t k = ((uint64_t) lo << 32 | hi) * UINT64_C(0x9E3779B97F4A7C15);
+
+        return (uint32_t) (k >> 52) & (DOMAIN_HASH_SIZE - 1);
+}
+
+static struct pool_domain *domain_find(struct smc_pool *p, uint32_t h, uid_t lo, uid_t hi) {
+        for (struct pool_domain *d = atomic_load_explicit(&p->hash[h], memory_order_acquire); d;
+             d = atomic_load_explicit(&d->hash_next, memory_order_acquire))
+                if (d->lo == lo && d->hi == hi)
+                        return d;
+        return NULL;
+}
+
+static int domain_get(struct smc_pool *p, uid_t a, uid_t b, struct pool_domain **ret) {
+        uid_t lo = a < b ? a : b, hi = a < b ? b : a;
+        uint32_t h = domain_hash(lo, hi);
+        struct pool_domain *d;
+
+        d = domain_find(p, h, lo, hi);
+        if (d) {
+                *ret = d;
+                return 0;
+        }
+
+        pthread_mutex_lock(&p->domain_lock);
+        d = domain_find(p, h, lo, hi);
+        if (!d) {
+                d = aligned_alloc(_Alignof(struct pool_domain), sizeof(*d));
+                if (!d) {
+                        pthread_mutex_unlock(&p->domain_lock);
+                        return -ENOMEM;
+                }
+                memset(d, 0, sizeof(*d));
+                d->lo = lo;
+                d->hi = hi;
+                atomic_store_explicit(&d->hash_next, atomic_load_explicit(&p->hash[h], memory_order_relaxed),
+                                      memory_order_relaxed);
+                atomic_store_explicit(&d->all_next, atomic_load_explicit(&p->all, memory_order_relaxed),
+                                      memory_order_relaxed);
+                atomic_store_explicit(&p->hash[h], d, memory_order_release);
+                atomic_store_explicit(&p->all, d, memory_order_release);
+        }
+        pthread_mutex_unlock(&p->domain_lock);
+        *ret = d;
+        return 0;
+}
+
+/* --- buffer creation and destruction --- */
+
+static bool bytes_reserve(struct smc_pool *p, uint64_t n) {
+        uint64_t cur = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
+
+        if (p->cfg.max_bytes == 0) {
+                atomic_fetch_add_explicit(&p->bytes_total, n, memory_order_relaxed);
+                return true;
+        }
+        do {
+                if (cur + n > p->cfg.max_bytes)
+                        return false;
+        } while (!atomic_compare_exchange_weak_explicit(&p->bytes_total, &cur, cur + n,
+                                                        memory_order_relaxed, memory_order_relaxed));
+        return true;
+}
+
+/* Take a dead slot or a new one. */
+static int slot_alloc(struct smc_pool *p, struct pool_slot **ret) {
+        struct pool_slot *s;
+
+        pthread_mutex_lock(&p->alloc_lock);
+        s = p->dead;
+        if (s) {
+                p->dead = s->dead_next;
+                s->gen++;
+        } else {
+                uint32_t n = atomic_load_explicit(&p->nslots, memory_order_relaxed);
+                uint32_t seg = n >> SLOT_SEG_SHIFT;
+
+                if (seg >= SLOT_SEG_MAX) {
+                        pthread_mutex_unlock(&p->alloc_lock);
+                        return -ENOBUFS;
+                }
+                if (!atomic_load_explicit(&p->segs[seg], memory_order_relaxed)) {
+                        struct pool_slot *a = calloc(SLOT_SEG_SIZE, sizeof(struct pool_slot));
+
+                        if (!a) {
+                                pthread_mutex_unlock(&p->alloc_lock);
+                                return -ENOMEM;
+                        }
+                        atomic_store_explicit(&p->segs[seg], a, memory_order_release);
+                }
+                s = slot_get(p, n);
+                s->buf.index = n;
+                s->gen = 0;
+                atomic_store_explicit(&p->nslots, n + 1, memory_order_release);
+        }
+        s->dead_next = NULL;
+        pthread_mutex_unlock(&p->alloc_lock);
+        *ret = s;
+        return 0;
+}
+
+static void slot_release_dead(struct smc_pool *p, struct pool_slot *s) {
+        pthread_mutex_lock(&p->alloc_lock);
+        s->dead_next = p->dead;
+        p->dead = s;
+        pthread_mutex_unlock(&p->alloc_lock);
+}
+
+/* Create a new zeroed buffer of @class; bytes must already be reserved. The slot is
+ * returned in state SLOT_FREE, domain NULL. */
+static int buf_create(struct smc_pool *p, unsigned class, struct pool_slot **ret) {
+        uint64_t len = buf_bytes(class);
+        struct pool_slot *s;
+        char name[32];
+        void *base;
+        int fd, r;
+
+        snprintf(name, sizeof(name), "smcd-dmb-%u", class);
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        if (ftruncate(fd, (off_t) len) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        /* Clients get this fd: they must not be able to shrink it under smcd's mapping
+         * (SIGBUS when clearing) nor grow it. */
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (base == MAP_FAILED) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = slot_alloc(p, &s);
+        if (r < 0) {
+                munmap(base, len);
+                close(fd);
+                return r;
+        }
+
+        s->buf.id = (uint64_t) s->gen << 32 | (s->buf.index + 1);
+        s->buf.memfd = fd;
+        s->buf.base = base;
+        s->buf.size = smc_dmb_class_size(class);
+        s->buf.class = (uint8_t) class;
+        s->buf.domain = NULL;
+        s->buf.clear_next = NULL;
+        s->dirty = false;
+        atomic_store_explicit(&s->buf.next, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
+        atomic_store_explicit(&s->id, s->buf.id, memory_order_release);
+        atomic_fetch_add_explicit(&p->alloc, 1, memory_order_relaxed);
+        *ret = s;
+        return 0;
+}
+
+/* Destroy the buffer of slot @s, which the caller owns (popped, or pool teardown). */
+static void buf_destroy(struct smc_pool *p, struct pool_slot *s, bool recycle_slot) {
+        atomic_store_explicit(&s->id, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->state, SLOT_DEAD, memory_order_release);
+        munmap(s->buf.base, buf_bytes(s->buf.class));
+        close(s->buf.memfd);
+        s->buf.base = NULL;
+        s->buf.memfd = -1;
+        atomic_fetch_sub_explicit(&p->bytes_total, buf_bytes(s->buf.class), memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->free, 1, memory_order_relaxed);
+        if (recycle_slot)
+                slot_release_dead(p, s);
+}
+
+/* Destroy one free buffer to make room: fresh buffers first, then other domains'
+ * buffers, then @own's buffers of other classes than @class. Returns true if one
+ * was destroyed. */
+static bool trim_one(struct smc_pool *p, struct pool_domain *own, unsigned class) {
+        for (int pass = 0; pass < 3; pass++) {
+                struct pool_domain *d = pass == 0 ? &p->fresh : atomic_load_explicit(&p->all, memory_order_acquire);
+
+                for (; d; d = pass == 0 ? NULL : atomic_load_explicit(&d->all_next, memory_order_acquire)) {
+                        if ((pass == 1 && d == own) || (pass == 2 && d != own))
+                                continue;
+                        /* largest classes first: fewest destructions */
+                        for (int c = SMC_DMB_NCLASSES - 1; c >= 0; c--) {
+                                struct pool_slot *s;
+
+                                /* a free buffer of @class in the own or fresh list
+                                 * would be used rather than trimmed */
+                                if ((d == own || d == &p->fresh) && (unsigned) c == class)
+                                        continue;
+                                s = stack_pop(p, &d->head[c]);
+                                if (!s)
+                                        continue;
+                                atomic_fetch_sub_explicit(&p->free_count[c], 1, memory_order_relaxed);
+                                buf_destroy(p, s, true);
+                                return true;
+                        }
+                }
+        }
+        return false;
+}
+
+static void buf_clear(struct smc_pool *p, struct pool_slot *s) {
+        uint64_t t0 = now_ns();
+
+        memset(s->buf.base, 0, SMC_DMB_HDR_CLEAR_LEN);
+        memset(smc_dmb_data(s->buf.base), 0, s->buf.size);
+        atomic_fetch_add_explicit(&p->clear_ns, now_ns() - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->clear, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->bytes_cleared, SMC_DMB_HDR_CLEAR_LEN + (uint64_t) s->buf.size,
+                                  memory_order_relaxed);
+}
+
+/* --- reclaim worker --- */
+
+static void *reclaim_worker(void *arg) {
+        struct smc_pool *p = arg;
+
+        pthread_mutex_lock(&p->queue_lock);
+        for (;;) {
+                struct smc_buf *list;
+                uint64_t seq;
+
+                while (!p->queue && !p->stop)
+                        pthread_cond_wait(&p->queue_cond, &p->queue_lock);
+                if (!p->queue && p->stop)
+                        break;
+                list = p->queue;
+                p->queue = NULL;
+                seq = p->queued_seq;
+                pthread_mutex_unlock(&p->queue_lock);
+
+                while (list) {
+                        struct smc_buf *b = list;
+                        struct pool_slot *s = slot_of(b);
+                        struct pool_domain *d = b->domain;
+
+                        list = b->clear_next;
+                        b->clear_next = NULL;
+                        buf_clear(p, s);
+                        s->dirty = false;
+                        atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
+                        atomic_fetch_sub_explicit(&p->pending_clear, 1, memory_order_relaxed);
+                        atomic_fetch_add_explicit(&p->free_count[b->class], 1, memory_order_relaxed);
+                        stack_push(p, &d->head[b->class], s);
+                }
+
+                pthread_mutex_lock(&p->queue_lock);
+                p->done_seq = seq;
+                pthread_cond_broadcast(&p->done_cond);
+        }
+        pthread_mutex_unlock(&p->queue_lock);
+        return NULL;
+}
+
+/* --- public API --- */
+
+int smc_pool_new(const struct smc_pool_config *cfg, struct smc_pool **ret) {
+        struct smc_pool *p;
+        sigset_t all, old;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+
+        p = aligned_alloc(_Alignof(struct smc_pool), (sizeof(*p) + 63) & ~(size_t) 63);
+        if (!p)
+                return -ENOMEM;
+        memset(p, 0, sizeof(*p));
+        if (cfg)
+                p->cfg = *cfg;
+        atomic_store(&p->clear_mode, p->cfg.buf_clear == SMC_POOL_CLEAR_CREATE ? SMC_POOL_CLEAR_CREATE
+                                                                                : SMC_POOL_CLEAR_RELEASE);
+        p->segs = calloc(SLOT_SEG_MAX, sizeof(*p->segs));
+        p->hash = calloc(DOMAIN_HASH_SIZE, sizeof(*p->hash));
+        if (!p->segs || !p->hash) {
+                free(p->segs);
+                free(p->hash);
+                free(p);
+                return -ENOMEM;
+        }
+        pthread_mutex_init(&p->alloc_lock, NULL);
+        pthread_mutex_init(&p->domain_lock, NULL);
+        pthread_mutex_init(&p->queue_lock, NULL);
+        pthread_cond_init(&p->queue_cond, NULL);
+        pthread_cond_init(&p->done_cond, NULL);
+        p->fresh.lo = p->fresh.hi = (uid_t) -1;
+
+        /* The worker must not take the daemon's signals. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = -pthread_create(&p->worker, NULL, reclaim_worker, p);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0) {
+                smc_pool_free(p);
+                return r;
+        }
+        p->worker_started = true;
+
+        for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++)
+                for (unsigned i = 0; i < p->cfg.prepopulate[c]; i++) {
+                        struct pool_slot *s;
+
+                        if (!bytes_reserve(p, buf_bytes(c))) {
+                                smc_pool_free(p);
+                                return -ENOBUFS;
+                        }
+                        r = buf_create(p, c, &s);
+                        if (r < 0) {
+                                atomic_fetch_sub(&p->bytes_total, buf_bytes(c));
+                                smc_pool_free(p);
+                                return r;
+                        }
+                        atomic_fetch_add_explicit(&p->free_count[c], 1, memory_order_relaxed);
+                        stack_push(p, &p->fresh.head[c], s);
+                }
+
+        *ret = p;
+        return 0;
+}
+
+struct smc_pool *smc_pool_free(struct smc_pool *p) {
+        uint32_t n;
+
+        if (!p)
+                return NULL;
+
+        if (p->worker_started) {
+                pthread_mutex_lock(&p->queue_lock);
+                p->stop = true;
+                pthread_cond_signal(&p->queue_cond);
+                pthread_mutex_unlock(&p->queue_lock);
+                pthread_join(p->worker, NULL);
+        }
+
+        n = atomic_load(&p->nslots);
+        for (uint32_t i = 0; i < n; i++) {
+                struct pool_slot *s = slot_get(p, i);
+
+                if (atomic_load(&s->state) != SLOT_DEAD)
+                        buf_destroy(p, s, false);
+        }
+        for (uint32_t i = 0; i < SLOT_SEG_MAX; i++)
+                free(atomic_load_explicit(&p->segs[i], memory_order_relaxed));
+        for (struct pool_domain *d = atomic_load(&p->all), *next; d; d = next) {
+                next = atomic_load(&d->all_next);
+                free(d);
+        }
+        free(p->segs);
+        free(p->hash);
+        pthread_cond_destroy(&p->done_cond);
+        pthread_cond_destroy(&p->queue_cond);
+        pthread_mutex_destroy(&p->queue_lock);
+        pthread_mutex_destroy(&p->domain_lock);
+        pthread_mutex_destroy(&p->alloc_lock);
+        free(p);
+        return NULL;
+}
+
+int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned class, struct smc_buf **ret) {
+        struct pool_domain *d;
+        struct pool_slot *s;
+        int r;
+
+        if (!p || !ret || class >= SMC_DMB_NCLASSES)
+                return -EINVAL;
+
+        r = domain_get(p, uid_a, uid_b, &d);
+        if (r < 0)
+                return r;
+
+        s = stack_pop(p, &d->head[class]);
+        if (!s)
+                s = stack_pop(p, &p->fresh.head[class]);
+        if (s) {
+                atomic_fetch_sub_explicit(&p->free_count[class], 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&p->reuse, 1, memory_order_relaxed);
+                if (s->dirty) {
+                        buf_clear(p, s);
+                        s->dirty = false;
+                }
+        } else {
+                while (!bytes_reserve(p, buf_bytes(class)))
+                        if (!trim_one(p, d, class))
+                                return -ENOBUFS;
+                r = buf_create(p, class, &s);
+                if (r < 0) {
+                        atomic_fetch_sub_explicit(&p->bytes_total, buf_bytes(class), memory_order_relaxed);
+                        return r;
+                }
+        }
+
+        s->buf.domain = d;
+        atomic_store_explicit(&s->state, SLOT_IN_USE, memory_order_release);
+        atomic_fetch_add_explicit(&p->in_use[class], 1, memory_order_relaxed);
+        *ret = &s->buf;
+        return 0;
+}
+
+void smc_pool_release(struct smc_pool *p, struct smc_buf *b) {
+        struct pool_slot *s;
+        uint32_t expected = SLOT_IN_USE;
+
+        if (!p || !b)
+                return;
+        s = slot_of(b);
+
+        if (atomic_load_explicit(&p->clear_mode, memory_order_relaxed) == SMC_POOL_CLEAR_CREATE) {
+                if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE))
+                        return; /* not acquired: double release, ignore */
+                s->dirty = true;
+                atomic_fetch_sub_explicit(&p->in_use[b->class], 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&p->free_count[b->class], 1, memory_order_relaxed);
+                stack_push(p, &((struct pool_domain *) b->domain)->head[b->class], s);
+                return;
+        }
+
+        if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_PENDING))
+                return;
+        atomic_fetch_sub_explicit(&p->in_use[b->class], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->pending_clear, 1, memory_order_relaxed);
+
+        pthread_mutex_lock(&p->queue_lock);
+        b->clear_next = p->queue;
+        p->queue = b;
+        p->queued_seq++;
+        pthread_cond_signal(&p->queue_cond);
+        pthread_mutex_unlock(&p->queue_lock);
+}
+
+void smc_pool_flush(struct smc_pool *p) {
+        if (!p)
+                return;
+        pthread_mutex_lock(&p->queue_lock);
+        uint64_t target = p->queued_seq;
+        while (p->done_seq < target)
+                pthread_cond_wait(&p->done_cond, &p->queue_lock);
+        pthread_mutex_unlock(&p->queue_lock);
+}
+
+void smc_pool_set_clear(struct smc_pool *p, enum smc_pool_clear mode) {
+        if (!p)
+                return;
+        atomic_store(&p->clear_mode, mode == SMC_POOL_CLEAR_CREATE ? SMC_POOL_CLEAR_CREATE : SMC_POOL_CLEAR_RELEASE);
+}
+
+void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret) {
+        if (!p || !ret)
+                return;
+        memset(ret, 0, sizeof(*ret));
+        ret->alloc = atomic_load_explicit(&p->alloc, memory_order_relaxed);
+        ret->reuse = atomic_load_explicit(&p->reuse, memory_order_relaxed);
+        ret->free = atomic_load_explicit(&p->free, memory_order_relaxed);
+        ret->clear = atomic_load_explicit(&p->clear, memory_order_relaxed);
+        ret->bytes_cleared = atomic_load_explicit(&p->bytes_cleared, memory_order_relaxed);
+        ret->clear_ns = atomic_load_explicit(&p->clear_ns, memory_order_relaxed);
+        for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++) {
+                ret->in_use[c] = atomic_load_explicit(&p->in_use[c], memory_order_relaxed);
+                ret->free_count[c] = atomic_load_explicit(&p->free_count[c], memory_order_relaxed);
+        }
+        ret->pending_clear = atomic_load_explicit(&p->pending_clear, memory_order_relaxed);
+        ret->bytes_total = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
+}
+
+struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id) {
+        uint32_t idx1 = (uint32_t) id;
+        struct pool_slot *s;
+
+        if (!p || idx1 == 0 || idx1 - 1 >= atomic_load_explicit(&p->nslots, memory_order_acquire))
+                return NULL;
+        s = slot_get(p, idx1 - 1);
+        if (atomic_load_explicit(&s->id, memory_order_acquire) != id ||
+            atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_IN_USE)
+                return NULL;
+        return &s->buf;
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Install the Debian 12 packages smcd needs to build, test and benchmark.
+# Idempotent: packages already present are skipped quickly. Needs root (or sudo).
+set -euo pipefail
+
+PKGS=(
+        # build
+        gcc libc6-dev meson ninja-build pkg-config
+        # libraries
+        libsystemd-dev libjson-c-dev
+        # tests and benchmarks
+        python3 sockperf util-linux procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+        echo "install-deps: all ${#PKGS[@]} packages present"
+        exit 0
+fi
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+        SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,87 @@
+#!/bin/bash
+# Install dependencies, build smcd three ways (plain, ASan+UBSan, TSan), run every
+# test suite, and end with the line "N passed, N failed". Exit status 0 only if all
+# passed. Usage: scripts/run-tests.sh [--quick]   (--quick: plain build only)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+./scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+failed_names=()
+
+# count results from a meson testlog.json
+count() {
+        local build=$1
+        local log="$build/meson-logs/testlog.json"
+        [ -f "$log" ] || { failed=$((failed + 1)); failed_names+=("$build: no test log"); return; }
+        local p f names
+        read -r p f < <(python3 - "$log" <<'PY'
+import json, sys
+p = f = 0
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)
+    if r["result"] in ("OK", "EXPECTEDFAIL"):
+        p += 1
+    elif r["result"] != "SKIP":
+        f += 1
+print(p, f)
+PY
+)
+        names=$(python3 - "$log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line:
+        r = json.loads(line)
+        if r["result"] not in ("OK", "EXPECTEDFAIL", "SKIP"):
+            print(r["name"])
+PY
+)
+        passed=$((passed + p))
+        failed=$((failed + f))
+        for n in $names; do failed_names+=("$build: $n"); done
+}
+
+build_and_test() {
+        local build=$1; shift
+        local setup_args=$1; shift
+        echo "=== $build: meson setup $setup_args"
+        if [ ! -f "$build/build.ninja" ]; then
+                meson setup "$build" $setup_args >"$build.setup.log" 2>&1 || {
+                        cat "$build.setup.log"; failed=$((failed + 1)); failed_names+=("$build: setup"); return; }
+        fi
+        if ! ninja -C "$build" >"$build.build.log" 2>&1; then
+                tail -50 "$build.build.log"
+                failed=$((failed + 1)); failed_names+=("$build: build")
+                return
+        fi
+        rm -f "$build/meson-logs/testlog.json"
+        meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
+        count "$build"
+}
+
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+build_and_test build ""
+if [ "${1:-}" != "--quick" ]; then
+        # sanitizers: everything but the LD_PRELOAD tests (an ASan runtime cannot be
+        # preloaded into an uninstrumented program such as sockperf)
+        build_and_test build-asan "-Db_sanitize=address,undefined -Db_lundef=false" --no-suite preload
+        # TSan: the lock-free parts (pool, ring)
+        build_and_test build-tsan "-Db_sanitize=thread -Db_lundef=false" --suite tsan
+fi
+
+if [ ${#failed_names[@]} -gt 0 ]; then
+        echo "failed:"
+        printf '  %s\n' "${failed_names[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
