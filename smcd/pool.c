@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,14 +53,19 @@ enum {
         SLOT_PENDING = 3, /* released, queued for the reclaim worker */
 };
 
+/* One cache line holds everything acquire and release touch (state, dirty, the
+ * public fields up to domain, next), so taking a buffer that the worker pushed from
+ * the other core costs one line transfer. */
 struct pool_slot {
-        struct smc_buf buf;
-        _Atomic uint64_t id;     /* copy of buf.id for lock-free lookup; 0 if dead */
         _Atomic uint32_t state;  /* SLOT_* */
         uint32_t gen;            /* times this slot was (re)initialised - 1 */
         bool dirty;              /* released uncleared (CLEAR_CREATE): acquire clears */
+        struct smc_buf buf;
+        _Atomic uint64_t id;     /* copy of buf.id for lock-free lookup; 0 if dead */
         struct pool_slot *dead_next; /* alloc_lock: list of dead slots */
-};
+} __attribute__((aligned(64)));
+
+_Static_assert(offsetof(struct pool_slot, buf.clear_next) <= 64, "hot fields in one cache line");
 
 struct pool_domain {
         _Atomic uint64_t head[SMC_DMB_NCLASSES]; /* Treiber stacks */
@@ -115,7 +121,7 @@ static inline uint64_t buf_bytes(unsigned class) {
 }
 
 static inline struct pool_slot *slot_of(struct smc_buf *b) {
-        return (struct pool_slot *) b; /* buf is the first member */
+        return (struct pool_slot *) ((char *) b - offsetof(struct pool_slot, buf));
 }
 
 /* Slot @index, which must be < nslots. */
@@ -126,6 +132,16 @@ static inline struct pool_slot *slot_get(struct smc_pool *p, uint32_t index) {
 }
 
 /* --- Treiber stacks --- */
+
+#ifdef SMC_POOL_TEST_HOOKS
+/* Test builds only (tests/test-pool-hooks): called in a pop between reading the
+ * next link and the CAS, to replay the ABA interleaving deterministically. */
+void (*smc_pool_test_pop_hook)(void);
+void (*smc_pool_test_pop_hook)(void) = NULL;
+#  define POP_HOOK() do { if (smc_pool_test_pop_hook) smc_pool_test_pop_hook(); } while (0)
+#else
+#  define POP_HOOK() do { } while (0)
+#endif
 
 static inline uint64_t head_make(uint32_t tag, uint32_t idx1) {
         return (uint64_t) tag << 32 | idx1;
@@ -153,6 +169,7 @@ static struct pool_slot *stack_pop(struct smc_pool *p, _Atomic uint64_t *head) {
                 s = slot_get(p, idx1 - 1);
                 new = head_make((uint32_t) (old >> 32) + 1,
                                 atomic_load_explicit(&s->buf.next, memory_order_relaxed));
+                POP_HOOK();
         } while (!atomic_compare_exchange_weak_explicit(head, &old, new,
                                                         memory_order_acquire, memory_order_acquire));
         return s;
@@ -243,12 +260,14 @@ static int slot_alloc(struct smc_pool *p, struct pool_slot **ret) {
                         return -ENOBUFS;
                 }
                 if (!atomic_load_explicit(&p->segs[seg], memory_order_relaxed)) {
-                        struct pool_slot *a = calloc(SLOT_SEG_SIZE, sizeof(struct pool_slot));
+                        struct pool_slot *a = aligned_alloc(_Alignof(struct pool_slot),
+                                                            SLOT_SEG_SIZE * sizeof(struct pool_slot));
 
                         if (!a) {
                                 pthread_mutex_unlock(&p->alloc_lock);
                                 return -ENOMEM;
                         }
+                        memset(a, 0, SLOT_SEG_SIZE * sizeof(struct pool_slot));
                         atomic_store_explicit(&p->segs[seg], a, memory_order_release);
                 }
                 s = slot_get(p, n);
@@ -629,6 +648,7 @@ void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret) {
         ret->bytes_total = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
 }
 
+/* Only acquired buffers are found: a free or pending buffer is nobody's to name. */
 struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id) {
         uint32_t idx1 = (uint32_t) id;
         struct pool_slot *s;

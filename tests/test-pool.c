@@ -4,6 +4,10 @@
  * max_bytes limit, clearing modes, and an 8-thread stress test that checks that no
  * buffer is ever held twice, every acquired buffer reads zero and trust domains
  * never mix. SMC_TEST_POOL_SECONDS sets the stress duration (default 3).
+ *
+ * Built twice: test-pool links the smcd-pool library; test-pool-hooks compiles
+ * pool.c with SMC_POOL_TEST_HOOKS to replay the ABA interleaving of a pop
+ * deterministically, and runs the quick tests on that build.
  */
 
 #include <errno.h>
@@ -58,6 +62,7 @@ static bool buf_zero_full(const struct smc_buf *b) {
         return range_zero(b->base, SMC_DMB_HDR_LEN + (size_t) b->size);
 }
 
+#ifndef SMC_POOL_TEST_HOOKS
 /* Header, first and last page of the payload, and one word per page between. */
 static bool buf_zero_sample(const struct smc_buf *b) {
         const uint8_t *data = smc_dmb_data(b->base);
@@ -72,6 +77,7 @@ static bool buf_zero_sample(const struct smc_buf *b) {
         }
         return true;
 }
+#endif
 
 /* Dirty everything a client may write: the first SMC_DMB_HDR_CLEAR_LEN bytes of the
  * header and the whole ring. */
@@ -279,19 +285,25 @@ static void test_set_clear(void) {
         printf("set_clear: ok\n");
 }
 
+#define NTHREADS 8
+
+#ifndef SMC_POOL_TEST_HOOKS
 /* --- stress --- */
 
-#define NTHREADS 8
 #define NDOMAINS 4
 #define MAX_IDS (1u << 20)
 #define HOLD 12
 
+/* Per buffer, keyed by the low 32 bits of its id (the pool's slot index; a slot
+ * whose buffer was destroyed by trimming gets a new buffer with a new id). */
 struct stress {
         struct smc_pool *pool;
+        bool limited;                      /* max_bytes set: -ENOBUFS is expected */
         _Atomic bool stop;
         _Atomic uint32_t owner[MAX_IDS];   /* thread + 1 holding the buffer, 0 = none */
-        _Atomic int8_t domain[MAX_IDS];    /* domain first served, -1 = never served */
-        _Atomic uint64_t acquires, full_checks, creates;
+        _Atomic uint64_t seen_id[MAX_IDS]; /* id of the buffer the records are about */
+        _Atomic int8_t domain[MAX_IDS];    /* domain first served */
+        _Atomic uint64_t acquires, full_checks, nobufs;
 };
 
 static const uid_t domain_uids[NDOMAINS][2] = {
@@ -313,17 +325,17 @@ static void *stress_thread(void *arg) {
         struct worker_arg *w = arg;
         struct stress *s = w->s;
         struct smc_buf *held[HOLD] = {};
-        uint64_t n = 0, full = 0;
+        uint64_t n = 0, full = 0, nobufs = 0;
 
         while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
                 unsigned slot = rnd(&w->seed) % HOLD;
                 struct smc_buf *b = held[slot];
 
                 if (b) {
-                        ASSERT_EQ(atomic_load(&s->owner[b->id]), w->n + 1);
+                        ASSERT_EQ(atomic_load(&s->owner[(uint32_t) b->id]), w->n + 1);
                         ASSERT(smc_pool_lookup(s->pool, b->id) == b);
                         buf_scribble(b, (uint8_t) (w->n * 16 + 1));
-                        atomic_store(&s->owner[b->id], 0);
+                        atomic_store(&s->owner[(uint32_t) b->id], 0);
                         smc_pool_release(s->pool, b);
                         held[slot] = NULL;
                         continue;
@@ -334,19 +346,31 @@ static void *stress_thread(void *arg) {
                 unsigned c = r % 8 < 6 ? r % 3 : (r >> 4) % SMC_DMB_NCLASSES;
                 int d = (int) ((r >> 8) % NDOMAINS);
                 bool swap = (r >> 12) & 1;
-                uint32_t expected = 0;
-                int8_t dom = -1;
+                uint32_t expected = 0, idx;
+                int8_t dom;
+                int k;
 
-                ASSERT_OK(smc_pool_acquire(s->pool, domain_uids[d][swap], domain_uids[d][!swap], c, &b));
-                ASSERT(b->id > 0 && b->id < MAX_IDS);
+                k = smc_pool_acquire(s->pool, domain_uids[d][swap], domain_uids[d][!swap], c, &b);
+                if (k == -ENOBUFS && s->limited) {
+                        nobufs++;
+                        continue;
+                }
+                ASSERT_OK(k);
+                idx = (uint32_t) b->id;
+                ASSERT(idx > 0 && idx < MAX_IDS);
                 ASSERT_EQ(b->class, c);
                 ASSERT_EQ(b->size, smc_dmb_class_size(c));
-                if (!atomic_compare_exchange_strong(&s->owner[b->id], &expected, w->n + 1)) {
+                if (!atomic_compare_exchange_strong(&s->owner[idx], &expected, w->n + 1)) {
                         fprintf(stderr, "buffer %llu held by thread %u and %u\n",
                                 (unsigned long long) b->id, expected - 1, w->n);
                         abort();
                 }
-                if (!atomic_compare_exchange_strong(&s->domain[b->id], &dom, (int8_t) d) && dom != d) {
+                /* we own the slot now: nobody else touches its records */
+                if (atomic_load(&s->seen_id[idx]) != b->id) {
+                        /* first served: a fresh buffer may go to any domain */
+                        atomic_store(&s->seen_id[idx], b->id);
+                        atomic_store(&s->domain[idx], (int8_t) d);
+                } else if ((dom = atomic_load(&s->domain[idx])) != d) {
                         fprintf(stderr, "buffer %llu of domain %d served to domain %d\n",
                                 (unsigned long long) b->id, dom, d);
                         abort();
@@ -366,16 +390,17 @@ static void *stress_thread(void *arg) {
         for (unsigned i = 0; i < HOLD; i++)
                 if (held[i]) {
                         buf_scribble(held[i], 0xff);
-                        atomic_store(&s->owner[held[i]->id], 0);
+                        atomic_store(&s->owner[(uint32_t) held[i]->id], 0);
                         smc_pool_release(s->pool, held[i]);
                 }
         atomic_fetch_add(&s->acquires, n);
         atomic_fetch_add(&s->full_checks, full);
+        atomic_fetch_add(&s->nobufs, nobufs);
         return NULL;
 }
 
-static void test_stress(void) {
-        struct smc_pool_config cfg = { .prepopulate = { 8, 8, 4, 2, 1, 1, 1 } };
+static void test_stress(uint64_t max_bytes) {
+        struct smc_pool_config cfg = { .prepopulate = { 8, 8, 4, 2, 1, 1, 1 }, .max_bytes = max_bytes };
         struct worker_arg args[NTHREADS];
         pthread_t t[NTHREADS];
         struct smc_pool_stats st;
@@ -390,12 +415,11 @@ static void test_stress(void) {
 
         s = calloc(1, sizeof(*s));
         ASSERT(s);
-        for (unsigned i = 0; i < MAX_IDS; i++)
-                atomic_init(&s->domain[i], -1);
+        s->limited = max_bytes > 0;
         ASSERT_OK(smc_pool_new(&cfg, &s->pool));
 
         for (unsigned i = 0; i < NTHREADS; i++) {
-                args[i] = (struct worker_arg) { .s = s, .n = i, .seed = 0x9e3779b9u * (i + 1) };
+                args[i] = (struct worker_arg) { .s = s, .n = i, .seed = 0x9e3779b9u * (i + 1) + (unsigned) max_bytes };
                 ASSERT_OK(pthread_create(&t[i], NULL, stress_thread, &args[i]));
         }
         sleep(seconds);
@@ -411,39 +435,215 @@ static void test_stress(void) {
                 nfree += st.free_count[c];
         }
         ASSERT_EQ(st.pending_clear, 0);
-        ASSERT_EQ(st.free, 0);
-        ASSERT_EQ(nfree, st.alloc);
+        ASSERT_EQ(nfree, st.alloc - st.free);
+        if (max_bytes) {
+                ASSERT(st.bytes_total <= max_bytes);
+                ASSERT(st.free > 0); /* trimming happened */
+        } else {
+                ASSERT_EQ(st.free, 0);
+                ASSERT_EQ(s->nobufs, 0);
+        }
         /* every acquire was either a reuse or a new buffer */
         ASSERT_EQ(st.reuse + (st.alloc - prepop), s->acquires);
-        /* every release went through exactly one clear, except for buffers
-         * released in create mode and never acquired again */
+        /* every release went through at most one clear */
         ASSERT(st.clear <= s->acquires);
-        printf("stress: %u threads, %us, %llu acquires (%llu fully checked), %llu buffers, "
-               "%llu reused, %llu cleared (%.1f MB, %.1f ms)\n",
-               NTHREADS, seconds, (unsigned long long) s->acquires,
-               (unsigned long long) s->full_checks, (unsigned long long) st.alloc,
+        printf("stress%s: %u threads, %us, %llu acquires (%llu fully checked), %llu ENOBUFS, "
+               "%llu buffers created, %llu destroyed, %llu reused, %llu cleared (%.1f MB, %.1f ms)\n",
+               max_bytes ? " (max_bytes 6 MiB)" : "", NTHREADS, seconds, (unsigned long long) s->acquires,
+               (unsigned long long) s->full_checks, (unsigned long long) s->nobufs,
+               (unsigned long long) st.alloc, (unsigned long long) st.free,
                (unsigned long long) st.reuse, (unsigned long long) st.clear,
                st.bytes_cleared / 1e6, st.clear_ns / 1e6);
 
-        /* all buffers handed out by a domain's list only ever went to that domain;
-         * now check that every free buffer still reads zero after a final acquire */
+        /* one more round: every buffer still reads zero and stays in its domain */
         for (int d = 0; d < NDOMAINS; d++)
                 for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++) {
                         struct smc_buf *b;
+                        uint32_t idx;
 
                         ASSERT_OK(smc_pool_acquire(s->pool, domain_uids[d][0], domain_uids[d][1], c, &b));
                         ASSERT(buf_zero_full(b));
-                        ASSERT(atomic_load(&s->domain[b->id]) == -1 || atomic_load(&s->domain[b->id]) == d);
+                        idx = (uint32_t) b->id;
+                        ASSERT(atomic_load(&s->seen_id[idx]) != b->id || atomic_load(&s->domain[idx]) == d);
                         smc_pool_release(s->pool, b);
                 }
         smc_pool_free(s->pool);
         free(s);
 }
 
+#endif /* !SMC_POOL_TEST_HOOKS */
+
+/* --- ABA: a hot free list of three buffers, popped and pushed by 8 threads in
+ * create mode (no worker in between). Without the head tag, a pop that is preempted
+ * between reading the next link and its CAS installs a buffer that another thread
+ * holds, and two threads own one buffer. --- */
+
+#define ABA_BUFS 3
+
+struct aba {
+        struct smc_pool *pool;
+        _Atomic bool stop;
+        _Atomic uint32_t owner[64];
+        _Atomic uint64_t ops;
+};
+
+struct aba_arg {
+        struct aba *a;
+        unsigned n;
+};
+
+static void *aba_thread(void *arg) {
+        struct aba_arg *w = arg;
+        struct aba *a = w->a;
+        uint64_t ops = 0;
+
+        while (!atomic_load_explicit(&a->stop, memory_order_relaxed)) {
+                struct smc_buf *b[2] = {};
+                uint32_t expected;
+
+                /* take two (pop, pop), give back in reverse (push, push): the
+                 * interleaving that breaks an untagged stack */
+                for (int i = 0; i < 2; i++) {
+                        int r = smc_pool_acquire(a->pool, 42, 43, 0, &b[i]);
+
+                        if (r == -ENOBUFS)
+                                break;
+                        ASSERT_OK(r);
+                        ASSERT((uint32_t) b[i]->id < 64);
+                        expected = 0;
+                        if (!atomic_compare_exchange_strong(&a->owner[(uint32_t) b[i]->id], &expected, w->n + 1)) {
+                                fprintf(stderr, "aba: buffer %llu held by thread %u and %u\n",
+                                        (unsigned long long) b[i]->id, expected - 1, w->n);
+                                abort();
+                        }
+                        ops++;
+                }
+                for (int i = 1; i >= 0; i--)
+                        if (b[i]) {
+                                atomic_store(&a->owner[(uint32_t) b[i]->id], 0);
+                                smc_pool_release(a->pool, b[i]);
+                        }
+        }
+        atomic_fetch_add(&a->ops, ops);
+        return NULL;
+}
+
+static void test_aba(void) {
+        struct smc_pool_config cfg = {
+                .buf_clear = SMC_POOL_CLEAR_CREATE,
+                .prepopulate = { ABA_BUFS },
+                .max_bytes = ABA_BUFS * buf_bytes(0),
+        };
+        struct aba_arg args[NTHREADS];
+        pthread_t t[NTHREADS];
+        struct smc_pool_stats st;
+        struct aba *a;
+
+        a = calloc(1, sizeof(*a));
+        ASSERT(a);
+        ASSERT_OK(smc_pool_new(&cfg, &a->pool));
+        for (unsigned i = 0; i < NTHREADS; i++) {
+                args[i] = (struct aba_arg) { .a = a, .n = i };
+                ASSERT_OK(pthread_create(&t[i], NULL, aba_thread, &args[i]));
+        }
+        sleep(1);
+        atomic_store(&a->stop, true);
+        for (unsigned i = 0; i < NTHREADS; i++)
+                ASSERT_OK(pthread_join(t[i], NULL));
+        smc_pool_get_stats(a->pool, &st);
+        ASSERT_EQ(st.alloc, ABA_BUFS);
+        ASSERT_EQ(st.free_count[0], ABA_BUFS);
+        ASSERT_EQ(st.in_use[0], 0);
+        printf("aba: %llu acquires on a %u-buffer free list\n", (unsigned long long) a->ops, ABA_BUFS);
+        smc_pool_free(a->pool);
+        free(a);
+}
+
+#ifdef SMC_POOL_TEST_HOOKS
+/* Deterministic ABA replay (only in test-pool-hooks, which compiles pool.c with
+ * SMC_POOL_TEST_HOOKS): thread A reads head X and next Y, then stops before its CAS;
+ * meanwhile main pops X and Y and pushes X back. An untagged head would let A's CAS
+ * succeed and install Y, which main holds. */
+#include <semaphore.h>
+
+extern void (*smc_pool_test_pop_hook)(void);
+
+static sem_t hook_paused, hook_go;
+static _Thread_local bool hook_armed;
+
+static void pop_hook(void) {
+        if (!hook_armed)
+                return;
+        hook_armed = false;
+        sem_post(&hook_paused);
+        sem_wait(&hook_go);
+}
+
+static void *hook_thread(void *arg) {
+        struct smc_pool *p = arg;
+        struct smc_buf *b;
+
+        hook_armed = true;
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &b));
+        return b;
+}
+
+static void test_aba_replay(void) {
+        struct smc_pool_config cfg = { .buf_clear = SMC_POOL_CLEAR_CREATE, .prepopulate = { 3 } };
+        struct smc_buf *x, *y, *z, *ba, *bm;
+        struct smc_pool *p;
+        pthread_t t;
+        void *ret;
+
+        ASSERT_OK(sem_init(&hook_paused, 0, 0));
+        ASSERT_OK(sem_init(&hook_go, 0, 0));
+        ASSERT_OK(smc_pool_new(&cfg, &p));
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &x));
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &y));
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &z));
+        /* domain list: x -> y -> z */
+        smc_pool_release(p, z);
+        smc_pool_release(p, y);
+        smc_pool_release(p, x);
+
+        smc_pool_test_pop_hook = pop_hook;
+        ASSERT_OK(pthread_create(&t, NULL, hook_thread, p));
+        ASSERT_OK(sem_wait(&hook_paused));     /* A saw head x, next y */
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &bm));
+        ASSERT(bm == x);
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &bm));
+        ASSERT(bm == y);                       /* main holds y */
+        smc_pool_release(p, x);                /* list: x -> z, same head index */
+        ASSERT_OK(sem_post(&hook_go));
+        ASSERT_OK(pthread_join(t, &ret));
+        ba = ret;
+        ASSERT(ba == x);                       /* A's first CAS failed, the retry got x */
+        ASSERT_OK(smc_pool_acquire(p, 42, 43, 0, &bm));
+        ASSERT(bm == z);                       /* not y: y is still held */
+        smc_pool_test_pop_hook = NULL;
+        smc_pool_free(p);
+        sem_destroy(&hook_paused);
+        sem_destroy(&hook_go);
+        printf("aba replay: ok\n");
+}
+
+#endif /* SMC_POOL_TEST_HOOKS */
+
 int main(void) {
+#ifdef SMC_POOL_TEST_HOOKS
+        /* test-pool-hooks: the replay, then the quick tests on the hooked build */
+        test_aba_replay();
         test_basic();
         test_limit();
         test_set_clear();
-        test_stress();
+        test_aba();
+#else
+        test_basic();
+        test_limit();
+        test_set_clear();
+        test_aba();
+        test_stress(0);
+        test_stress(6u << 20);
+#endif
         return 0;
 }
