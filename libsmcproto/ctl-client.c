@@ -1,1 +1,209 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder: being written */ typedef int smc_placeholder_t;
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The process-wide control connection to smcd: see ctl-client.h. */
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl-client.h"
+#include "ctl-proto.h"
+#include "sys.h"
+
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+/* All below under ctl_lock. */
+static int ctl_fd = -1;
+static pid_t ctl_pid;     /* the process that opened ctl_fd */
+static uint32_t ctl_seq;  /* last seq used */
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static void close_fds(int *fds, int n) {
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+}
+
+static void drop_locked(void) {
+        if (ctl_fd >= 0)
+                sys_close(ctl_fd);
+        ctl_fd = -1;
+}
+
+static uint32_t next_seq_locked(void) {
+        if (++ctl_seq == 0)
+                ctl_seq = 1;
+        return ctl_seq;
+}
+
+/* Wait for the message with @seq. Returns nfds or -errno; breaks the connection on
+ * EOF or a message that does not decode. */
+static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds) {
+        uint64_t deadline = now_ms() + SMC_CTL_CLIENT_TIMEOUT_MS;
+
+        for (;;) {
+                struct pollfd p = { .fd = ctl_fd, .events = POLLIN };
+                uint64_t now = now_ms();
+                int r;
+
+                if (now >= deadline)
+                        return -ETIMEDOUT;
+                r = sys_poll(&p, 1, (int) (deadline - now));
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (r == 0)
+                        return -ETIMEDOUT;
+
+                r = smc_ctl_recv(ctl_fd, reply, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+                if (r == -EAGAIN || r == -EINTR)
+                        continue;
+                if (r < 0) {
+                        /* EOF, or smcd sent something we cannot parse: the stream of
+                         * replies can no longer be trusted. */
+                        drop_locked();
+                        return -ENOTCONN;
+                }
+                if (reply->hdr.seq != seq) {
+                        close_fds(fds, r);
+                        continue;
+                }
+                return r;
+        }
+}
+
+static int connect_locked(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *dir = smc_ctl_runtime_dir();
+        union smc_ctl_msg m, reply;
+        struct timeval tv = { .tv_sec = SMC_CTL_CLIENT_TIMEOUT_MS / 1000,
+                              .tv_usec = (SMC_CTL_CLIENT_TIMEOUT_MS % 1000) * 1000 };
+        int fds[SMC_CTL_MAX_FDS];
+        size_t dl = strlen(dir);
+        int r;
+
+        if (dl + 1 + strlen(SMC_CTL_SOCKET_NAME) + 1 > sizeof(sa.sun_path))
+                return -ENOTCONN;
+        memcpy(sa.sun_path, dir, dl);
+        sa.sun_path[dl] = '/';
+        strcpy(sa.sun_path + dl + 1, SMC_CTL_SOCKET_NAME);
+
+        ctl_fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (ctl_fd < 0) {
+                ctl_fd = -1;
+                return -ENOTCONN;
+        }
+        ctl_pid = getpid();
+        if (sys_connect(ctl_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                drop_locked();
+                return -ENOTCONN;
+        }
+        /* a stuck smcd must not hang us in send either */
+        (void) sys_setsockopt(ctl_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+        smc_ctl_init(&m, SMC_CTL_HELLO, next_seq_locked());
+        m.hello.proto_min = SMC_CTL_VERSION;
+        m.hello.proto_max = SMC_CTL_VERSION;
+        r = smc_ctl_send(ctl_fd, &m, NULL, 0, 0);
+        if (r < 0) {
+                drop_locked();
+                return -ENOTCONN;
+        }
+        r = wait_reply_locked(m.hdr.seq, &reply, fds);
+        if (r > 0)
+                close_fds(fds, r);
+        if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version != SMC_CTL_VERSION) {
+                drop_locked();
+                return -ENOTCONN;
+        }
+        return 0;
+}
+
+static int ensure_locked(void) {
+        if (ctl_fd >= 0 && ctl_pid != getpid()) {
+                /* forked: the inherited socket is the parent's; ours is new */
+                drop_locked();
+        }
+        if (ctl_fd >= 0)
+                return 0;
+        return connect_locked();
+}
+
+int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
+                        int *ret_fds) {
+        int r;
+
+        if (!req || !ret_reply || !ret_fds || nfds > SMC_CTL_MAX_FDS)
+                return -EINVAL;
+
+        pthread_mutex_lock(&ctl_lock);
+        r = ensure_locked();
+        if (r < 0)
+                goto out;
+        req->hdr.seq = next_seq_locked();
+        r = smc_ctl_send(ctl_fd, req, fds, nfds, 0);
+        if (r < 0) {
+                drop_locked();
+                r = -ENOTCONN;
+                goto out;
+        }
+        r = wait_reply_locked(req->hdr.seq, ret_reply, ret_fds);
+out:
+        pthread_mutex_unlock(&ctl_lock);
+        return r;
+}
+
+int smc_ctl_client_send(union smc_ctl_msg *req) {
+        int r;
+
+        if (!req)
+                return -EINVAL;
+        pthread_mutex_lock(&ctl_lock);
+        r = ensure_locked();
+        if (r >= 0) {
+                req->hdr.seq = next_seq_locked();
+                r = smc_ctl_send(ctl_fd, req, NULL, 0, 0);
+                if (r < 0 && r != -EINVAL && r != -EMSGSIZE) {
+                        drop_locked();
+                        r = -ENOTCONN;
+                }
+        }
+        pthread_mutex_unlock(&ctl_lock);
+        return r;
+}
+
+/* fork(): never leave the child with a mutex held by a thread that does not exist
+ * there. The child's connection is replaced at its first request (pid check). */
+static void atfork_prepare(void) {
+        pthread_mutex_lock(&ctl_lock);
+}
+
+static void atfork_parent(void) {
+        pthread_mutex_unlock(&ctl_lock);
+}
+
+static void atfork_child(void) {
+        pthread_mutex_unlock(&ctl_lock);
+}
+
+__attribute__((constructor)) static void ctl_client_init(void) {
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+void smc_ctl_client_reset(void) {
+        pthread_mutex_lock(&ctl_lock);
+        drop_locked();
+        pthread_mutex_unlock(&ctl_lock);
+}

@@ -1,2 +1,350 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder: being written */ typedef int smc_placeholder_t;
-int main(void){return 0;}
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* smcd: the SMC-D (loopback ISM) daemon. See smcd(8) and manager.h. */
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "config.h"
+#include "ctl-proto.h"
+#include "log.h"
+#include "manager.h"
+
+#define EXIT_USAGE 2
+
+static void help(void) {
+        printf("Usage: smcd [OPTIONS]\n\n"
+               "Shared Memory Communications daemon: sets up SMC-D connections over loopback ISM.\n\n"
+               "  -h --help                    Show this help and exit\n"
+               "     --version                 Show the version and exit\n"
+               "  -v --verbose                 Log debug messages\n"
+               "     --config FILE             Read key=value options from FILE\n"
+               "     --runtime-dir DIR         Socket and stats directory (default %s)\n"
+               "     --allow-uid UID           Allow this user (repeatable; default: everybody)\n"
+               "     --allow-group GROUP       Allow this group (repeatable)\n"
+               "     --max-conns-per-uid N     Connection endpoints per uid (0 = unlimited)\n"
+               "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
+               "     --buf-clear release|create  When buffers are zeroed (default release)\n"
+               "     --prepopulate N           Fresh buffers of the default size to create\n",
+               smc_ctl_runtime_dir());
+}
+
+/* "123", "64K", "1M", "2G", "1MiB", "1MB" (powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret) {
+        unsigned long long v;
+        uint64_t mult = 1;
+        char *end;
+
+        if (!*s || !isdigit((unsigned char) *s))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno)
+                return -errno;
+        switch (toupper((unsigned char) *end)) {
+        case 0: break;
+        case 'K': mult = 1ULL << 10; end++; break;
+        case 'M': mult = 1ULL << 20; end++; break;
+        case 'G': mult = 1ULL << 30; end++; break;
+        case 'T': mult = 1ULL << 40; end++; break;
+        default: return -EINVAL;
+        }
+        if (mult > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+                end += strlen(end);
+        if (*end)
+                return -EINVAL;
+        if (v > UINT64_MAX / mult)
+                return -ERANGE;
+        *ret = v * mult;
+        return 0;
+}
+
+static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
+        unsigned long long v;
+        char *end;
+
+        if (!*s || !isdigit((unsigned char) *s))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno)
+                return -errno;
+        if (*end)
+                return -EINVAL;
+        if (v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+static int parse_bool(const char *s, bool *ret) {
+        if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcasecmp(s, "on"))
+                *ret = true;
+        else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcasecmp(s, "off"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+static int config_file(ManagerConfig *cfg, const char *path);
+
+/* Apply option @key (the long option name) with @value. @where names the source
+ * for messages ("command line" or "file:line"). Logs and returns -EINVAL on error. */
+static int apply_option(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        uint64_t v = 0;
+        int r;
+
+        if (!strcmp(key, "runtime-dir")) {
+                if (value[0] != '/')
+                        return log_error_errno(EINVAL, "%s: runtime-dir must be an absolute path: %s", where, value);
+                free(cfg->runtime_dir);
+                cfg->runtime_dir = strdup(value);
+                return cfg->runtime_dir ? 0 : log_error_errno(ENOMEM, "Out of memory.");
+        }
+        if (!strcmp(key, "allow-uid")) {
+                uid_t *a;
+                uid_t uid;
+                if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
+                        uid = (uid_t) v;
+                else {
+                        struct passwd *pw = getpwnam(value);
+                        if (!pw)
+                                return log_error_errno(EINVAL, "%s: allow-uid: no such user: %s", where, value);
+                        uid = pw->pw_uid;
+                }
+                a = realloc(cfg->allow_uids, (cfg->n_allow_uids + 1) * sizeof(uid_t));
+                if (!a)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+                a[cfg->n_allow_uids++] = uid;
+                cfg->allow_uids = a;
+                return 0;
+        }
+        if (!strcmp(key, "allow-group")) {
+                gid_t *a;
+                gid_t gid;
+                if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
+                        gid = (gid_t) v;
+                else {
+                        struct group *gr = getgrnam(value);
+                        if (!gr)
+                                return log_error_errno(EINVAL, "%s: allow-group: no such group: %s", where, value);
+                        gid = gr->gr_gid;
+                }
+                a = realloc(cfg->allow_gids, (cfg->n_allow_gids + 1) * sizeof(gid_t));
+                if (!a)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+                a[cfg->n_allow_gids++] = gid;
+                cfg->allow_gids = a;
+                return 0;
+        }
+        if (!strcmp(key, "max-conns-per-uid")) {
+                r = parse_uint(value, UINT64_MAX, &v);
+                if (r < 0)
+                        return log_error_errno(EINVAL, "%s: max-conns-per-uid: not a number: %s", where, value);
+                cfg->max_conns_per_uid = v;
+                return 0;
+        }
+        if (!strcmp(key, "max-buf-per-uid")) {
+                r = parse_size(value, &v);
+                if (r < 0)
+                        return log_error_errno(EINVAL, "%s: max-buf-per-uid: not a size (e.g. 64M): %s", where, value);
+                cfg->max_buf_per_uid = v;
+                return 0;
+        }
+        if (!strcmp(key, "buf-clear")) {
+                if (!strcmp(value, "release"))
+                        cfg->buf_clear = SMC_POOL_CLEAR_RELEASE;
+                else if (!strcmp(value, "create"))
+                        cfg->buf_clear = SMC_POOL_CLEAR_CREATE;
+                else
+                        return log_error_errno(EINVAL, "%s: buf-clear: expected release or create, not: %s", where, value);
+                return 0;
+        }
+        if (!strcmp(key, "prepopulate")) {
+                r = parse_uint(value, 1u << 24, &v);
+                if (r < 0)
+                        return log_error_errno(EINVAL, "%s: prepopulate: expected a number of buffers (at most %u): %s",
+                                               where, 1u << 24, value);
+                cfg->prepopulate = (unsigned) v;
+                return 0;
+        }
+        if (!strcmp(key, "verbose")) {
+                bool b;
+                if (parse_bool(value, &b) < 0)
+                        return log_error_errno(EINVAL, "%s: verbose: expected yes or no: %s", where, value);
+                log_set_max_level(b ? LOG_DEBUG : LOG_INFO);
+                return 0;
+        }
+        return log_error_errno(EINVAL, "%s: unknown key: %s", where, key);
+}
+
+static char *strip(char *s) {
+        char *e;
+
+        while (isspace((unsigned char) *s))
+                s++;
+        e = s + strlen(s);
+        while (e > s && isspace((unsigned char) e[-1]))
+                *--e = 0;
+        return s;
+}
+
+static int config_file(ManagerConfig *cfg, const char *path) {
+        char *line = NULL, where[PATH_MAX + 32];
+        size_t cap = 0;
+        unsigned n = 0;
+        int r = 0;
+        FILE *f;
+
+        f = fopen(path, "re");
+        if (!f)
+                return log_error_errno(errno, "Cannot open config file %s: %m", path);
+        while (getline(&line, &cap, f) >= 0) {
+                char *s, *eq, *key, *value;
+
+                n++;
+                snprintf(where, sizeof(where), "%s:%u", path, n);
+                s = strip(line);
+                if (!*s || *s == '#')
+                        continue;
+                eq = strchr(s, '=');
+                if (!eq) {
+                        r = log_error_errno(EINVAL, "%s: expected key=value: %s", where, s);
+                        break;
+                }
+                *eq = 0;
+                key = strip(s);
+                value = strip(eq + 1);
+                if (!*key || !*value) {
+                        r = log_error_errno(EINVAL, "%s: expected key=value", where);
+                        break;
+                }
+                r = apply_option(cfg, key, value, where);
+                if (r < 0)
+                        break;
+        }
+        free(line);
+        fclose(f);
+        return r;
+}
+
+static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_CONFIG,
+                ARG_RUNTIME_DIR,
+                ARG_ALLOW_UID,
+                ARG_ALLOW_GROUP,
+                ARG_MAX_CONNS,
+                ARG_MAX_BUF,
+                ARG_BUF_CLEAR,
+                ARG_PREPOPULATE,
+        };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "verbose", no_argument, NULL, 'v' },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
+                { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
+                { "allow-group", required_argument, NULL, ARG_ALLOW_GROUP },
+                { "max-conns-per-uid", required_argument, NULL, ARG_MAX_CONNS },
+                { "max-buf-per-uid", required_argument, NULL, ARG_MAX_BUF },
+                { "buf-clear", required_argument, NULL, ARG_BUF_CLEAR },
+                { "prepopulate", required_argument, NULL, ARG_PREPOPULATE },
+                {}
+        };
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "hv", options, NULL)) >= 0) {
+                const char *key = NULL;
+
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("smcd " SMCD_VERSION "\n");
+                        return 0;
+                case 'v':
+                        log_set_max_level(LOG_DEBUG);
+                        continue;
+                case ARG_CONFIG:
+                        r = config_file(cfg, optarg);
+                        if (r < 0)
+                                return r;
+                        continue;
+                case ARG_RUNTIME_DIR: key = "runtime-dir"; break;
+                case ARG_ALLOW_UID: key = "allow-uid"; break;
+                case ARG_ALLOW_GROUP: key = "allow-group"; break;
+                case ARG_MAX_CONNS: key = "max-conns-per-uid"; break;
+                case ARG_MAX_BUF: key = "max-buf-per-uid"; break;
+                case ARG_BUF_CLEAR: key = "buf-clear"; break;
+                case ARG_PREPOPULATE: key = "prepopulate"; break;
+                default:
+                        return -EINVAL; /* getopt printed the reason */
+                }
+                r = apply_option(cfg, key, optarg, "command line");
+                if (r < 0)
+                        return r;
+        }
+        if (optind < argc)
+                return log_error_errno(EINVAL, "Unexpected argument: %s", argv[optind]);
+        return 1;
+}
+
+static void raise_nofile_limit(void) {
+        struct rlimit rl;
+
+        /* fds in flight in accept channels count against RLIMIT_NOFILE */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+int main(int argc, char *argv[]) {
+        ManagerConfig cfg = {};
+        Manager *m = NULL;
+        sigset_t mask;
+        int r;
+
+        cfg.runtime_dir = strdup(smc_ctl_runtime_dir());
+        if (!cfg.runtime_dir)
+                return EXIT_FAILURE;
+        r = parse_argv(argc, argv, &cfg);
+        if (r <= 0) {
+                manager_config_done(&cfg);
+                return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
+        }
+
+        raise_nofile_limit();
+        (void) signal(SIGPIPE, SIG_IGN);
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+
+        r = manager_new(&cfg, &m);
+        manager_config_done(&cfg);
+        if (r < 0)
+                return EXIT_FAILURE;
+        r = manager_start(m);
+        if (r >= 0)
+                r = manager_run(m);
+        if (r < 0)
+                log_error_errno(r, "Event loop failed: %m");
+        (void) manager_write_stats(m);
+        manager_free(m);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

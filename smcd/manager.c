@@ -1,1 +1,622 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder: being written */ typedef int smc_placeholder_t;
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* smcd manager: the control socket, clients, request dispatch, stats, sd_notify. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+#include "smc-clc.h"
+
+#define CLIENT_SNDBUF (256 * 1024)
+#define CLIENT_BATCH 64   /* messages handled per wakeup of one client (fairness) */
+#define ACCEPT_BATCH 64
+#define STATUS_INTERVAL_USEC 1000000u
+
+static void client_free(Client *c, bool died);
+
+void manager_config_done(ManagerConfig *c) {
+        free(c->runtime_dir);
+        free(c->allow_uids);
+        free(c->allow_gids);
+        *c = (ManagerConfig) {};
+}
+
+uint64_t manager_now(Manager *m) {
+        uint64_t t = 0;
+
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
+
+/* ---- sd_notify STATUS= ---- */
+
+static void status_send(Manager *m) {
+        char *s = NULL;
+        size_t n_listeners = (size_t) m->stats.listeners;
+
+        if (asprintf(&s, "STATUS=%" PRIu64 " clients, %" PRIu64 " connections, %zu listeners",
+                     m->stats.clients, m->stats.conns_current, n_listeners) < 0)
+                return;
+        if (m->status_last && strcmp(m->status_last, s) == 0) {
+                free(s);
+                return;
+        }
+        (void) sd_notify(false, s);
+        free(m->status_last);
+        m->status_last = s;
+        m->status_last_usec = manager_now(m);
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        m->status_timer = sd_event_source_unref(m->status_timer);
+        status_send(m);
+        return 0;
+}
+
+void manager_status_changed(Manager *m) {
+        uint64_t now = manager_now(m);
+
+        if (m->status_timer || m->exiting)
+                return;
+        if (now >= m->status_last_usec + STATUS_INTERVAL_USEC) {
+                status_send(m);
+                return;
+        }
+        if (sd_event_add_time(m->event, &m->status_timer, CLOCK_MONOTONIC,
+                              m->status_last_usec + STATUS_INTERVAL_USEC, 0, on_status_timer, m) < 0)
+                m->status_timer = NULL;
+}
+
+/* ---- stats ---- */
+
+int manager_write_stats(Manager *m) {
+        struct smc_pool_stats ps;
+        int r;
+
+        if (m->pool)
+                smc_pool_get_stats(m->pool, &ps);
+        r = smcd_stats_write_json(&m->stats, m->pool ? &ps : NULL, m->stats_path);
+        if (r < 0)
+                return log_error_errno(r, "Failed to write %s: %m", m->stats_path);
+        log_debug("Wrote %s (seq %" PRIu64 ")", m->stats_path, m->stats.seq);
+        return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        if (si->ssi_signo == SIGUSR1) {
+                (void) manager_write_stats(m);
+                return 0;
+        }
+        log_info("Received %s, exiting.", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(m->event, 0);
+}
+
+/* ---- sending ---- */
+
+int client_send(Client *c, const union smc_ctl_msg *msg, const int *fds, size_t nfds) {
+        int r = smc_ctl_send(c->fd, msg, fds, nfds, MSG_DONTWAIT);
+
+        if (r == -EAGAIN)
+                /* never block on a client: one that does not read is treated as dead */
+                return log_warning_errno(ENOBUFS, "Client %" PRIu64 " (pid %d) does not read its replies, disconnecting.",
+                                         c->id, (int) c->pid);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to send to client %" PRIu64 ": %m", c->id);
+        return 0;
+}
+
+int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const char *fmt, ...) {
+        union smc_ctl_msg msg;
+        va_list ap;
+
+        smc_ctl_init(&msg, SMC_CTL_ERROR, seq);
+        msg.error.error = -abs(error);
+        msg.error.detail = detail;
+        va_start(ap, fmt);
+        vsnprintf(msg.error.msg, sizeof(msg.error.msg), fmt, ap);
+        va_end(ap);
+        log_debug("Client %" PRIu64 ": ERROR seq %u: %s (%s)", c->id, seq, msg.error.msg, strerror(abs(error)));
+        return client_send(c, &msg, NULL, 0);
+}
+
+/* ---- requests ---- */
+
+static int client_handle_hello(Client *c, const struct smc_ctl_hello *req) {
+        union smc_ctl_msg msg;
+        int r;
+
+        if (c->hello_done) {
+                c->manager->stats.handshake_errors++;
+                return client_send_error(c, req->hdr.seq, EALREADY, 0, "HELLO already done");
+        }
+        if (req->proto_min > SMC_CTL_VERSION || req->proto_max < SMC_CTL_VERSION) {
+                c->manager->stats.handshake_errors++;
+                return client_send_error(c, req->hdr.seq, EPROTONOSUPPORT, 0,
+                                         "protocol versions %u..%u not supported, smcd speaks %u",
+                                         req->proto_min, req->proto_max, SMC_CTL_VERSION);
+        }
+        smc_ctl_init(&msg, SMC_CTL_HELLO_REPLY, req->hdr.seq);
+        msg.hello_reply.version = SMC_CTL_VERSION;
+        msg.hello_reply.client_id = c->id;
+        r = client_send(c, &msg, NULL, 0);
+        if (r < 0)
+                return r;
+        c->hello_done = true;
+        log_debug("Client %" PRIu64 ": HELLO done", c->id);
+        return 0;
+}
+
+static const char *decode_error_text(int r) {
+        switch (r) {
+        case -EBADMSG: return "malformed message (magic, length or field value)";
+        case -EPROTONOSUPPORT: return "protocol version not supported";
+        case -EOPNOTSUPP: return "unknown message type or wrong direction";
+        case -EBADF: return "wrong number of file descriptors for the message type";
+        default: return "cannot receive message";
+        }
+}
+
+/* Handle one message. Returns 0 to go on, 1 when nothing is left to read, or a
+ * negative errno to disconnect the client (-ECONNRESET at EOF). */
+static int client_process_one(Client *c) {
+        union smc_ctl_msg msg;
+        int fds[SMC_CTL_MAX_FDS];
+        int n, r;
+
+        n = smc_ctl_recv(c->fd, &msg, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        if (n == -EAGAIN)
+                return 1;
+        if (n == -ENOMEM || n == -ENOBUFS)
+                return 1; /* transient: try again on the next wakeup */
+        if (n < 0 && n != -EBADMSG && n != -EPROTONOSUPPORT && n != -EOPNOTSUPP && n != -EBADF)
+                return n; /* recvmsg failed: the socket is broken */
+        if (n < 0) {
+                c->manager->stats.handshake_errors++;
+                if (n == -EPROTONOSUPPORT)
+                        return client_send_error(c, msg.hdr.seq, -n, 0,
+                                                 "protocol version %u not supported, smcd speaks %u",
+                                                 msg.hdr.version, SMC_CTL_VERSION);
+                return client_send_error(c, msg.hdr.seq, -n, 0, "%s", decode_error_text(n));
+        }
+
+        if (!c->hello_done && msg.hdr.type != SMC_CTL_HELLO) {
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                c->manager->stats.handshake_errors++;
+                return client_send_error(c, msg.hdr.seq, EPROTO, 0, "the first message must be HELLO");
+        }
+
+        switch (msg.hdr.type) {
+        case SMC_CTL_HELLO:
+                return client_handle_hello(c, &msg.hello);
+        case SMC_CTL_LISTEN:
+                return client_handle_listen(c, &msg.listen, fds[0]); /* takes the fd */
+        case SMC_CTL_UNLISTEN:
+                return client_handle_unlisten(c, &msg.unlisten);
+        case SMC_CTL_CONNECT:
+                return client_handle_connect(c, &msg.connect);
+        case SMC_CTL_CLOSE:
+                return client_handle_close(c, &msg.close);
+        default:
+                /* smc_ctl_recv() let through a type that travels to the daemon but
+                 * that we do not know: cannot happen with a matching codec */
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                c->manager->stats.handshake_errors++;
+                r = client_send_error(c, msg.hdr.seq, EOPNOTSUPP, 0, "message type %u not handled",
+                                      msg.hdr.type);
+                return r;
+        }
+}
+
+static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Client *c = userdata;
+        int r;
+
+        for (unsigned i = 0; i < CLIENT_BATCH; i++) {
+                r = client_process_one(c);
+                if (r > 0)
+                        return 0;
+                if (r < 0)
+                        goto dead;
+        }
+        return 0; /* more to read: epoll is level triggered, we come back */
+
+dead:
+        if (r == -ECONNRESET)
+                log_debug("Client %" PRIu64 " (pid %d) disconnected.", c->id, (int) c->pid);
+        else
+                log_debug_errno(r, "Disconnecting client %" PRIu64 " (pid %d): %m", c->id, (int) c->pid);
+        client_free(c, true);
+        return 0;
+}
+
+/* ---- clients ---- */
+
+static bool client_allowed(Manager *m, int fd, const struct ucred *uc) {
+        gid_t groups[256];
+        socklen_t len = sizeof(groups);
+        int n = 0;
+
+        if (uc->uid == 0)
+                return true;
+        if (m->config.n_allow_uids == 0 && m->config.n_allow_gids == 0)
+                return true;
+        for (size_t i = 0; i < m->config.n_allow_uids; i++)
+                if (m->config.allow_uids[i] == uc->uid)
+                        return true;
+        if (m->config.n_allow_gids == 0)
+                return false;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+                n = (int) (len / sizeof(gid_t));
+        for (size_t i = 0; i < m->config.n_allow_gids; i++) {
+                if (m->config.allow_gids[i] == uc->gid)
+                        return true;
+                for (int j = 0; j < n; j++)
+                        if (groups[j] == m->config.allow_gids[i])
+                                return true;
+        }
+        return false;
+}
+
+static void client_reject(Manager *m, int fd, const struct ucred *uc) {
+        union smc_ctl_msg msg;
+
+        m->stats.clients_rejected++;
+        log_notice("Refusing client pid %d uid %u gid %u: not in the allow list.",
+                   (int) uc->pid, (unsigned) uc->uid, (unsigned) uc->gid);
+        smc_ctl_init(&msg, SMC_CTL_ERROR, 0);
+        msg.error.error = -EACCES;
+        snprintf(msg.error.msg, sizeof(msg.error.msg), "uid %u is not allowed to use smcd",
+                 (unsigned) uc->uid);
+        (void) smc_ctl_send(fd, &msg, NULL, 0, MSG_DONTWAIT);
+        close(fd);
+}
+
+static int client_new(Manager *m, int fd) {
+        struct ucred uc;
+        socklen_t len = sizeof(uc);
+        int sndbuf = CLIENT_SNDBUF, r;
+        Client *c;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) {
+                r = log_warning_errno(errno, "SO_PEERCRED failed, dropping connection: %m");
+                close(fd);
+                return r;
+        }
+        if (!client_allowed(m, fd, &uc)) {
+                client_reject(m, fd, &uc);
+                return 0;
+        }
+        (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                close(fd);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        c->manager = m;
+        c->fd = fd;
+        c->id = ++m->next_client_id;
+        c->pid = uc.pid;
+        c->uid = uc.uid;
+        c->gid = uc.gid;
+        c->mapped = u64map_new();
+        if (!c->mapped) {
+                free(c);
+                close(fd);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        r = sd_event_add_io(m->event, &c->io, fd, EPOLLIN, on_client_io, c);
+        if (r < 0) {
+                u64map_free(c->mapped);
+                free(c);
+                close(fd);
+                return log_error_errno(r, "Failed to watch client socket: %m");
+        }
+        LIST_PREPEND(clients, m->clients, c);
+        m->stats.clients++;
+        m->stats.clients_total++;
+        log_debug("Client %" PRIu64 " connected: pid %d uid %u gid %u", c->id, (int) c->pid,
+                  (unsigned) c->uid, (unsigned) c->gid);
+        manager_status_changed(m);
+        return 0;
+}
+
+/* @died: abort its connections (client death). Otherwise (smcd shutdown) leave the
+ * DMBs alone: the connections go on without smcd. */
+static void client_free(Client *c, bool died) {
+        Manager *m = c->manager;
+        Endpoint *e, *en;
+        Listener *l, *ln;
+
+        if (died) {
+                LIST_FOREACH_SAFE(by_client, e, en, c->endpoints)
+                        endpoint_close(m, e, true, true);
+        } else {
+                LIST_FOREACH_SAFE(by_client, e, en, c->endpoints) {
+                        LIST_REMOVE(by_client, c->endpoints, e);
+                        e->owner = NULL;
+                }
+        }
+        LIST_FOREACH_SAFE(by_client, l, ln, c->listeners)
+                listener_free(l);
+
+        LIST_REMOVE(clients, m->clients, c);
+        m->stats.clients--;
+        sd_event_source_disable_unref(c->io);
+        close(c->fd);
+        u64map_free(c->mapped);
+        free(c);
+        manager_status_changed(m);
+}
+
+static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+
+        for (unsigned i = 0; i < ACCEPT_BATCH; i++) {
+                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd < 0) {
+                        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+                                return 0;
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                                /* do not spin: try again on the next wakeup */
+                                log_warning_errno(errno, "accept4 failed: %m");
+                                return 0;
+                        }
+                        return log_error_errno(errno, "accept4 on control socket failed: %m");
+                }
+                (void) client_new(m, cfd);
+        }
+        return 0;
+}
+
+/* ---- control socket ---- */
+
+static int mkdir_p(const char *path, mode_t mode) {
+        char *p = strdup(path);
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1;; s++) {
+                if (*s != '/' && *s != 0)
+                        continue;
+                char saved = *s;
+                *s = 0;
+                if (mkdir(p, mode) < 0 && errno != EEXIST) {
+                        r = -errno;
+                        break;
+                }
+                *s = saved;
+                if (!saved)
+                        break;
+        }
+        free(p);
+        return r;
+}
+
+static int setup_socket(Manager *m) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int n, fd, r;
+
+        n = sd_listen_fds(true);
+        if (n < 0)
+                log_warning_errno(n, "sd_listen_fds failed, binding our own socket: %m");
+        if (n == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
+                m->listen_fd = SD_LISTEN_FDS_START;
+                (void) fcntl(m->listen_fd, F_SETFL, fcntl(m->listen_fd, F_GETFL) | O_NONBLOCK);
+                (void) fcntl(m->listen_fd, F_SETFD, FD_CLOEXEC);
+                log_info("Using the socket-activated control socket.");
+                return 0;
+        }
+        if (n > 0) {
+                log_warning("Ignoring %d passed file descriptor(s): expected one listening AF_UNIX SOCK_SEQPACKET socket.", n);
+                for (int i = 0; i < n; i++)
+                        close(SD_LISTEN_FDS_START + i);
+        }
+
+        r = mkdir_p(m->config.runtime_dir, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create %s: %m", m->config.runtime_dir);
+        if (strlen(m->socket_path) >= sizeof(sa.sun_path))
+                return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", m->socket_path);
+        strcpy(sa.sun_path, m->socket_path);
+
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "socket(AF_UNIX) failed: %m");
+        /* a socket that still accepts belongs to a running smcd: do not steal it */
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
+                close(fd);
+                return log_error_errno(EADDRINUSE, "Another smcd is serving %s already.", m->socket_path);
+        }
+        close(fd);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "socket(AF_UNIX) failed: %m");
+        if (unlink(m->socket_path) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove stale %s: %m", m->socket_path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                r = log_error_errno(errno, "Failed to bind %s: %m", m->socket_path);
+                close(fd);
+                return r;
+        }
+        m->listen_fd = fd;
+        m->socket_bound = true;
+        /* access is enforced per client by SO_PEERCRED */
+        if (chmod(m->socket_path, 0666) < 0)
+                return log_error_errno(errno, "Failed to chmod %s: %m", m->socket_path);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "listen on %s failed: %m", m->socket_path);
+        log_info("Listening on %s", m->socket_path);
+        return 0;
+}
+
+static int read_somaxconn(void) {
+        FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
+        int v = 4096;
+
+        if (f) {
+                if (fscanf(f, "%d", &v) != 1 || v <= 0)
+                        v = 4096;
+                fclose(f);
+        }
+        return v;
+}
+
+int manager_new(const ManagerConfig *cfg, Manager **ret) {
+        struct smc_pool_config pc = {};
+        Manager *m;
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        m->listen_fd = -1;
+        m->config = *cfg;
+        m->config.runtime_dir = strdup(cfg->runtime_dir);
+        m->config.allow_uids = NULL;
+        m->config.allow_gids = NULL;
+        if (cfg->n_allow_uids) {
+                m->config.allow_uids = calloc(cfg->n_allow_uids, sizeof(uid_t));
+                if (m->config.allow_uids)
+                        memcpy(m->config.allow_uids, cfg->allow_uids, cfg->n_allow_uids * sizeof(uid_t));
+        }
+        if (cfg->n_allow_gids) {
+                m->config.allow_gids = calloc(cfg->n_allow_gids, sizeof(gid_t));
+                if (m->config.allow_gids)
+                        memcpy(m->config.allow_gids, cfg->allow_gids, cfg->n_allow_gids * sizeof(gid_t));
+        }
+        m->endpoints = u64map_new();
+        m->ports = u64map_new();
+        m->uids = u64map_new();
+        if (!m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
+            (cfg->n_allow_gids && !m->config.allow_gids) || !m->endpoints || !m->ports || !m->uids ||
+            asprintf(&m->socket_path, "%s/%s", cfg->runtime_dir, SMC_CTL_SOCKET_NAME) < 0 ||
+            asprintf(&m->stats_path, "%s/stats.json", cfg->runtime_dir) < 0) {
+                manager_free(m);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
+
+        if (getrandom(m->id_key, sizeof(m->id_key), 0) != sizeof(m->id_key)) {
+                r = log_error_errno(errno, "getrandom failed: %m");
+                manager_free(m);
+                return r;
+        }
+        m->somaxconn = read_somaxconn();
+        r = conn_measure_truesize(&m->msg_truesize);
+        if (r < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to measure the size of a queued NEW_CONN: %m");
+        }
+        log_debug("A queued NEW_CONN costs %zu bytes of socket buffer; somaxconn %d.", m->msg_truesize,
+                  m->somaxconn);
+
+        r = sd_event_default(&m->event);
+        if (r < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+        }
+        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_signal, m)) < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to add signal handlers: %m");
+        }
+
+        pc.buf_clear = cfg->buf_clear;
+        pc.prepopulate[smc_dmb_class(SMC_DMB_DEFAULT_SIZE)] = cfg->prepopulate;
+        r = smc_pool_new(&pc, &m->pool);
+        if (r < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to create the buffer pool: %m");
+        }
+        *ret = m;
+        return 0;
+}
+
+int manager_start(Manager *m) {
+        int r;
+
+        r = setup_socket(m);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the control socket: %m");
+        r = manager_write_stats(m);
+        if (r < 0)
+                return r;
+        (void) sd_notify(false, "READY=1");
+        status_send(m);
+        log_info("smcd " SMCD_VERSION " ready (runtime directory %s, buf_clear=%s, prepopulate %u).",
+                 m->config.runtime_dir, m->config.buf_clear == SMC_POOL_CLEAR_CREATE ? "create" : "release",
+                 m->config.prepopulate);
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        return sd_event_loop(m->event);
+}
+
+Manager *manager_free(Manager *m) {
+        Client *c, *cn;
+        size_t st = 0;
+        void *v;
+
+        if (!m)
+                return NULL;
+        m->exiting = true;
+        LIST_FOREACH_SAFE(clients, c, cn, m->clients)
+                client_free(c, false);
+        if (m->endpoints)
+                conn_free_all(m);
+        if (m->ports) {
+                while (u64map_iterate(m->ports, &st, NULL, &v))
+                        free(v); /* empty: listeners are freed with their clients */
+        }
+        if (m->uids) {
+                st = 0;
+                while (u64map_iterate(m->uids, &st, NULL, &v))
+                        free(v);
+        }
+        sd_event_source_disable_unref(m->listen_io);
+        sd_event_source_disable_unref(m->status_timer);
+        if (m->listen_fd >= 0)
+                close(m->listen_fd);
+        if (m->socket_bound && unlink(m->socket_path) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove %s: %m", m->socket_path);
+        m->pool = smc_pool_free(m->pool);
+        sd_event_unref(m->event);
+        u64map_free(m->endpoints);
+        u64map_free(m->ports);
+        u64map_free(m->uids);
+        local_addrs_done(&m->local_addrs);
+        manager_config_done(&m->config);
+        free(m->socket_path);
+        free(m->stats_path);
+        free(m->status_last);
+        free(m);
+        return NULL;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Helpers on struct smc_ctl_addr (IPv4 / IPv6 socket addresses of the control
+ * protocol) and the cache of this host's addresses. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctl-proto.h"
+
+#define SMCD_ADDR_STRLEN 80 /* "[ffff:...]:65535%4294967295" fits */
+
+/* Same family, port and address bytes (scope id ignored). */
+bool smcd_addr_equal(const struct smc_ctl_addr *a, const struct smc_ctl_addr *b);
+/* 0.0.0.0 or :: */
+bool smcd_addr_is_any(const struct smc_ctl_addr *a);
+/* ::ffff:a.b.c.d */
+bool smcd_addr_is_v4mapped(const struct smc_ctl_addr *a);
+/* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104 */
+bool smcd_addr_is_loopback(const struct smc_ctl_addr *a);
+/* If @a is IPv4 or IPv4-mapped IPv6, store its 4 address bytes and return true. */
+bool smcd_addr_get_v4(const struct smc_ctl_addr *a, uint8_t ret[4]);
+/* Convert @a to @family (AF_INET <-> IPv4-mapped AF_INET6). Returns false if not
+ * representable (a real IPv6 address as AF_INET). */
+bool smcd_addr_convert(const struct smc_ctl_addr *a, uint16_t family, struct smc_ctl_addr *ret);
+/* "1.2.3.4:80" or "[::1]:80" into @buf (SMCD_ADDR_STRLEN bytes); returns buf. */
+const char *smcd_addr_to_string(const struct smc_ctl_addr *a, char *buf);
+
+/* Addresses of this host's interfaces (getifaddrs), refreshed at most once per
+ * second on demand. */
+typedef struct LocalAddrs {
+        struct smc_ctl_addr *addrs; /* port 0 */
+        size_t n;
+        uint64_t refreshed_usec; /* CLOCK_MONOTONIC, 0 = never */
+} LocalAddrs;
+
+/* Is @a an address of this host: loopback, any, or an interface address.
+ * @now_usec is CLOCK_MONOTONIC. */
+bool smcd_addr_is_local(LocalAddrs *cache, const struct smc_ctl_addr *a, uint64_t now_usec);
+void local_addrs_done(LocalAddrs *cache);

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* SMC-D connections over loopback ISM: CONNECT, CLOSE, endpoint ids, per-uid limits,
+ * client-death aborts. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/sockios.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "manager.h"
+#include "smc-clc.h"
+
+/* ---- endpoint ids: SipHash-2-4 of a counter under a random key ---- */
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                        \
+        do {                                                            \
+                v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
+                v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                  \
+                v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                  \
+                v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
+        } while (0)
+
+static uint64_t siphash24_u64(const uint64_t key[2], uint64_t m) {
+        uint64_t v0 = 0x736f6d6570736575ULL ^ key[0], v1 = 0x646f72616e646f6dULL ^ key[1],
+                 v2 = 0x6c7967656e657261ULL ^ key[0], v3 = 0x7465646279746573ULL ^ key[1];
+        uint64_t b = (uint64_t) 8 << 56;
+
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+        v3 ^= b;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= b;
+        v2 ^= 0xff;
+        SIPROUND;
+        SIPROUND;
+        SIPROUND;
+        SIPROUND;
+        return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static uint64_t new_endpoint_id(Manager *m) {
+        for (;;) {
+                uint64_t id = siphash24_u64(m->id_key, ++m->ep_counter);
+                if (id != 0 && !u64map_get(m->endpoints, id))
+                        return id;
+        }
+}
+
+/* ---- measurement of one queued NEW_CONN (for the accept-queue limit) ---- */
+
+int conn_measure_truesize(size_t *ret) {
+        union smc_ctl_msg msg;
+        int pair[2], outq = 0, r = 0;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
+        /* fds do not count towards the sender's socket buffer: send none */
+        if (send(pair[0], &msg, msg.hdr.len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) msg.hdr.len)
+                r = -errno;
+        else if (ioctl(pair[0], SIOCOUTQ, &outq) < 0)
+                r = -errno;
+        else if (outq <= 0)
+                r = -EIO;
+        close(pair[0]);
+        close(pair[1]);
+        if (r < 0)
+                return r;
+        *ret = (size_t) outq;
+        return 0;
+}
+
+/* ---- per-uid accounting ---- */
+
+static UidUsage *uid_usage(Manager *m, uid_t uid, bool create) {
+        UidUsage *u = u64map_get(m->uids, uid);
+
+        if (u || !create)
+                return u;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return NULL;
+        u->uid = uid;
+        if (u64map_put(m->uids, uid, u) < 0) {
+                free(u);
+                return NULL;
+        }
+        return u;
+}
+
+/* Would @uid exceed a limit by @eps more endpoints and @bytes more DMB bytes?
+ * Returns 0 or the fallback reason. */
+static uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes) {
+        UidUsage *u = uid_usage(m, uid, false);
+        uint64_t have_eps = u ? u->endpoints : 0, have_bytes = u ? u->dmb_bytes : 0;
+
+        if (m->config.max_conns_per_uid && have_eps + eps > m->config.max_conns_per_uid)
+                return SMC_CLC_DECL_MAXCONNERR;
+        if (m->config.max_buf_per_uid && have_bytes + bytes > m->config.max_buf_per_uid)
+                return SMC_CLC_DECL_MAX_DMB;
+        return 0;
+}
+
+static void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
+        UidUsage *u = uid_usage(m, uid, eps > 0);
+
+        if (!u)
+                return; /* out of memory: accounting only */
+        u->endpoints += (uint64_t) eps;
+        u->dmb_bytes += (uint64_t) bytes;
+        if (u->endpoints == 0 && u->dmb_bytes == 0) {
+                u64map_remove(m->uids, uid);
+                free(u);
+        }
+}
+
+/* ---- connections ---- */
+
+static unsigned ep_side(const Endpoint *e) {
+        return (unsigned) (e - e->conn->ep);
+}
+
+static uint64_t cursor_bytes(const struct smc_buf *b) {
+        const struct smc_dmb_hdr *h = b->base;
+        uint64_t c = atomic_load_explicit(&((struct smc_dmb_hdr *) h)->prod, memory_order_acquire);
+
+        return (uint64_t) smc_curs_wrap(c) * b->size + smc_curs_count(c);
+}
+
+/* Both ends closed: count, give the buffers back (the pool's worker clears them). */
+static void conn_finish(Manager *m, Conn *conn) {
+        /* the client's rx DMB was written by the server and vice versa */
+        m->stats.bytes_rx += cursor_bytes(conn->buf[EP_CLIENT]);
+        m->stats.bytes_tx += cursor_bytes(conn->buf[EP_SERVER]);
+        if (conn->ep[0].aborted || conn->ep[1].aborted)
+                m->stats.conns_aborted++;
+        else
+                m->stats.conns_closed++;
+        smc_pool_release(m->pool, conn->buf[EP_CLIENT]);
+        smc_pool_release(m->pool, conn->buf[EP_SERVER]);
+        m->stats.conns_current--;
+        free(conn);
+        manager_status_changed(m);
+}
+
+void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
+        Conn *conn = e->conn;
+        unsigned side = ep_side(e);
+        Endpoint *peer = &conn->ep[!side];
+
+        if (e->closed)
+                return;
+        e->closed = true;
+        e->aborted = aborted;
+        u64map_remove(m->endpoints, e->id);
+        if (e->owner) {
+                LIST_REMOVE(by_client, e->owner->endpoints, e);
+                e->owner = NULL;
+        }
+        uid_account(m, e->uid, -1, -(int64_t) conn->buf[side]->size);
+        if (side == EP_CLIENT)
+                m->stats.conns_client_current--;
+        else
+                m->stats.conns_server_current--;
+
+        if (died && !peer->closed) {
+                struct smc_dmb_hdr *peer_rx = conn->buf[!side]->base, *own_rx = conn->buf[side]->base;
+                /* the survivor reads ABORT as the writer's state, and as the reader's
+                 * state when it writes: ECONNRESET either way, even without polling */
+                atomic_fetch_or_explicit(&peer_rx->conn_flags, SMC_DMB_CONN_ABORT, memory_order_release);
+                atomic_fetch_or_explicit(&own_rx->reader_flags, SMC_DMB_CONN_ABORT, memory_order_release);
+        }
+        log_debug("Endpoint %016" PRIx64 " (%s) closed%s.", e->id, side == EP_CLIENT ? "client" : "server",
+                  died ? ", owner died" : aborted ? " (abort)" : "");
+        if (peer->closed)
+                conn_finish(m, conn);
+}
+
+void conn_free_all(Manager *m) {
+        size_t st = 0;
+        Endpoint *e;
+        void *v;
+
+        /* Shutdown: forget the connections without touching the DMBs; the pool is
+         * freed next. A Conn is reachable from its open endpoints only. */
+        while (u64map_iterate(m->endpoints, &st, NULL, &v)) {
+                e = v;
+                Endpoint *peer = &e->conn->ep[!ep_side(e)];
+                if (peer->closed)
+                        free(e->conn);
+                else
+                        e->closed = true;
+        }
+        u64map_free(m->endpoints);
+        m->endpoints = NULL;
+}
+
+static int reply_fallback(Client *c, uint32_t seq, uint32_t reason, const struct smc_ctl_addr *dst) {
+        union smc_ctl_msg msg;
+        char buf[SMCD_ADDR_STRLEN];
+
+        smcd_stats_count_fallback(&c->manager->stats, reason);
+        log_debug("Client %" PRIu64 ": CONNECT to %s falls back to TCP: %s", c->id, smcd_addr_to_string(dst, buf),
+                  smc_clc_decl_name(reason));
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, seq);
+        msg.conn.mode = SMC_CTL_MODE_TCP;
+        msg.conn.fallback_reason = reason;
+        return client_send(c, &msg, NULL, 0);
+}
+
+static void close_fds(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0) {
+                        close(fds[i]);
+                        fds[i] = -1;
+                }
+}
+
+/* Fill in one buffer descriptor; append the memfd to @fds unless @c has it mapped. */
+static void describe_buf(const Client *c, const struct smc_buf *b, struct smc_ctl_buf *d, int *fds, size_t *nfds) {
+        d->id = b->id;
+        d->size = b->size;
+        d->flags = 0;
+        if (!c || !u64map_get(c->mapped, b->id)) {
+                d->flags = SMC_CTL_BUF_FD;
+                fds[(*nfds)++] = b->memfd;
+        }
+}
+
+static void mark_mapped(Client *c, const struct smc_buf *b) {
+        if (!u64map_get(c->mapped, b->id))
+                (void) u64map_put(c->mapped, b->id, (void *) 1); /* ENOMEM: we just send the fd again */
+}
+
+int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
+        Manager *m = c->manager;
+        unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf : SMC_DMB_DEFAULT_SIZE);
+        uint32_t csize = smc_dmb_class_size(cclass), ssize, reason;
+        struct smc_ctl_addr dst = req->dst, src = req->src;
+        int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */
+        struct smc_buf *cbuf = NULL, *sbuf = NULL;
+        int fds[SMC_CTL_MAX_FDS], one = 1, r;
+        union smc_ctl_msg msg;
+        size_t nfds;
+        Listener *l;
+        Conn *conn;
+        uid_t suid;
+
+        /* (a) the connecting uid's limits */
+        reason = uid_check(m, c->uid, 1, csize);
+        if (reason)
+                return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+
+        /* (b) an SMC listener for dst on this host */
+        l = manager_find_listener(m, &req->dst);
+        if (!l)
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst);
+        suid = l->owner->uid;
+        ssize = smc_dmb_class_size(l->dmb_class);
+        reason = suid == c->uid ? uid_check(m, suid, 2, (uint64_t) csize + ssize) : uid_check(m, suid, 1, ssize);
+        if (reason)
+                return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+
+        /* (e) the listener's accept queue */
+        if (listener_queue_full(l))
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
+
+        /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
+         * unbound client gets the destination's address (as the kernel would pick for
+         * a local destination) and port 0 */
+        if (smcd_addr_is_any(&dst)) {
+                memset(dst.addr, 0, sizeof(dst.addr));
+                if (dst.family == AF_INET)
+                        dst.addr[0] = 127, dst.addr[3] = 1;
+                else
+                        dst.addr[15] = 1;
+        }
+        if (src.family == AF_UNSPEC) {
+                src = dst;
+                src.port = 0;
+        }
+
+        /* (c) two zeroed DMBs of the trust domain {client uid, listener uid} */
+        r = smc_pool_acquire(m->pool, c->uid, suid, cclass, &cbuf);
+        if (r >= 0) {
+                r = smc_pool_acquire(m->pool, c->uid, suid, l->dmb_class, &sbuf);
+                if (r < 0) {
+                        smc_pool_release(m->pool, cbuf);
+                        cbuf = NULL;
+                }
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Cannot get DMBs for a connection of client %" PRIu64 ": %m", c->id);
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_MEM, &req->dst);
+        }
+        ((struct smc_dmb_hdr *) cbuf->base)->type = SMC_DMB_EYECATCHER;
+        ((struct smc_dmb_hdr *) sbuf->base)->type = SMC_DMB_EYECATCHER;
+
+        /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ab) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bb) < 0) {
+                r = log_warning_errno(errno, "socketpair failed: %m");
+                goto fail_buffers;
+        }
+        /* a small send buffer keeps the writer's plug small (dmb.h) */
+        (void) setsockopt(ab[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        (void) setsockopt(bb[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        if (fcntl(ab[1], F_SETFL, O_NONBLOCK) < 0 || fcntl(bb[1], F_SETFL, O_NONBLOCK) < 0) {
+                r = -errno;
+                goto fail_buffers;
+        }
+
+        conn = calloc(1, sizeof(*conn));
+        if (!conn) {
+                r = -ENOMEM;
+                goto fail_buffers;
+        }
+        conn->buf[EP_CLIENT] = cbuf;
+        conn->buf[EP_SERVER] = sbuf;
+        for (unsigned i = 0; i < 2; i++) {
+                conn->ep[i].conn = conn;
+                conn->ep[i].id = new_endpoint_id(m);
+                /* reserve the id before drawing the second one */
+                if (u64map_put(m->endpoints, conn->ep[i].id, &conn->ep[i]) < 0) {
+                        if (i == 1)
+                                u64map_remove(m->endpoints, conn->ep[0].id);
+                        free(conn);
+                        r = -ENOMEM;
+                        goto fail_buffers;
+                }
+        }
+        conn->ep[EP_CLIENT].uid = c->uid;
+        conn->ep[EP_SERVER].uid = suid;
+
+        /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB */
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
+        msg.conn.conn_id = conn->ep[EP_SERVER].id;
+        msg.conn.mode = SMC_CTL_MODE_SMCD;
+        if (!smcd_addr_convert(&dst, l->addr.family, &msg.conn.local) ||
+            !smcd_addr_convert(&src, l->addr.family, &msg.conn.peer)) {
+                msg.conn.local = dst;
+                msg.conn.peer = src;
+        }
+        nfds = 0;
+        fds[nfds++] = bb[0]; /* X_b */
+        fds[nfds++] = ab[1]; /* Y_a */
+        /* the listener's client has a buffer mapped only once it proved that it got
+         * the NEW_CONN (a CLOSE of the endpoint): an unaccepted NEW_CONN may be lost */
+        describe_buf(l->owner, sbuf, &msg.conn.rx, fds, &nfds);
+        describe_buf(l->owner, cbuf, &msg.conn.tx, fds, &nfds);
+        r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
+        if (r < 0) {
+                u64map_remove(m->endpoints, conn->ep[0].id);
+                u64map_remove(m->endpoints, conn->ep[1].id);
+                free(conn);
+                close_fds(ab, 2);
+                close_fds(bb, 2);
+                smc_pool_release(m->pool, cbuf);
+                smc_pool_release(m->pool, sbuf);
+                if (r != -EAGAIN)
+                        log_debug_errno(r, "NEW_CONN to listener %" PRIu64 " failed: %m", l->id);
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
+        }
+        close(bb[0]);
+        close(ab[1]);
+        l->n_conns++;
+
+        /* the connection exists now: both endpoints are owned and counted */
+        conn->ep[EP_CLIENT].owner = c;
+        LIST_PREPEND(by_client, c->endpoints, &conn->ep[EP_CLIENT]);
+        conn->ep[EP_SERVER].owner = l->owner;
+        LIST_PREPEND(by_client, l->owner->endpoints, &conn->ep[EP_SERVER]);
+        uid_account(m, c->uid, 1, csize);
+        uid_account(m, suid, 1, ssize);
+        m->stats.conns_client++;
+        m->stats.conns_server++;
+        m->stats.conns_client_current++;
+        m->stats.conns_server_current++;
+        m->stats.conns_current++;
+        manager_status_changed(m);
+
+        /* CONNECT_REPLY: rx = client DMB, tx = server DMB */
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+        msg.conn.conn_id = conn->ep[EP_CLIENT].id;
+        msg.conn.mode = SMC_CTL_MODE_SMCD;
+        msg.conn.local = src;
+        msg.conn.peer = dst;
+        nfds = 0;
+        fds[nfds++] = ab[0]; /* X_a */
+        fds[nfds++] = bb[1]; /* Y_b */
+        describe_buf(c, cbuf, &msg.conn.rx, fds, &nfds);
+        describe_buf(c, sbuf, &msg.conn.tx, fds, &nfds);
+        r = client_send(c, &msg, fds, nfds);
+        close(ab[0]);
+        close(bb[1]);
+        if (r < 0)
+                return r; /* the client dies; its endpoint is aborted with it */
+        mark_mapped(c, cbuf);
+        mark_mapped(c, sbuf);
+        {
+                char a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+                log_debug("Client %" PRIu64 ": SMC-D %s -> %s via listener %" PRIu64 ", ids %016" PRIx64
+                          "/%016" PRIx64 ", DMBs %u/%u KiB",
+                          c->id, smcd_addr_to_string(&src, a), smcd_addr_to_string(&dst, b), l->id,
+                          conn->ep[EP_CLIENT].id, conn->ep[EP_SERVER].id, csize >> 10, ssize >> 10);
+        }
+        return 0;
+
+fail_buffers:
+        close_fds(ab, 2);
+        close_fds(bb, 2);
+        smc_pool_release(m->pool, cbuf);
+        smc_pool_release(m->pool, sbuf);
+        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst);
+}
+
+int client_handle_close(Client *c, const struct smc_ctl_close *req) {
+        Manager *m = c->manager;
+        Endpoint *e = u64map_get(m->endpoints, req->conn_id);
+
+        if (!e || e->owner != c) {
+                m->stats.handshake_errors++;
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no connection %016" PRIx64 " of this client",
+                                         req->conn_id);
+        }
+        /* knowing the (unguessable) id proves that this client received the NEW_CONN
+         * and so has both buffers mapped */
+        if (ep_side(e) == EP_SERVER) {
+                mark_mapped(c, e->conn->buf[EP_CLIENT]);
+                mark_mapped(c, e->conn->buf[EP_SERVER]);
+        }
+        endpoint_close(m, e, (req->flags & SMC_CTL_CLOSE_ABORT) != 0, false);
+        return 0;
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* SMC listeners: LISTEN / UNLISTEN, the accept channel, lookup for CONNECT. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "manager.h"
+
+Listener *listener_free(Listener *l) {
+        Manager *m;
+        char buf[SMCD_ADDR_STRLEN];
+
+        if (!l)
+                return NULL;
+        m = l->manager;
+        log_debug("Listener %" PRIu64 " on %s removed.", l->id, smcd_addr_to_string(&l->addr, buf));
+        if (l->owner)
+                LIST_REMOVE(by_client, l->owner->listeners, l);
+        if (l->port) {
+                PortEntry *pe = l->port;
+                LIST_REMOVE(by_port, pe->listeners, l);
+                if (--pe->n == 0) {
+                        u64map_remove(m->ports, pe->port);
+                        free(pe);
+                }
+        }
+        sd_event_source_disable_unref(l->io);
+        /* closing our end drops queued NEW_CONNs with their fds once the client's end
+         * is closed too */
+        if (l->channel >= 0)
+                close(l->channel);
+        m->stats.listeners--;
+        manager_status_changed(m);
+        free(l);
+        return NULL;
+}
+
+static int on_channel_hup(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Listener *l = userdata;
+
+        log_debug("Accept channel of listener %" PRIu64 " hung up.", l->id);
+        listener_free(l);
+        return 0;
+}
+
+/* Check that @fd is a listening TCP socket bound to exactly @want. Fills the
+ * listener's v6only and DMB class. Returns 0 or -errno with a message in @err. */
+static int check_tcp_listener(int fd, const struct smc_ctl_addr *want, Listener *l, char *err, size_t errlen) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(int);
+        struct smc_ctl_addr got;
+        int v = 0, r;
+        struct stat st;
+
+        if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+                snprintf(err, errlen, "the LISTEN fd is not a socket");
+                return -ENOTSOCK;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM) {
+                snprintf(err, errlen, "the LISTEN fd is not a SOCK_STREAM socket");
+                return -EINVAL;
+        }
+        len = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) < 0 || v != IPPROTO_TCP) {
+                snprintf(err, errlen, "the LISTEN fd is not a TCP socket");
+                return -EINVAL;
+        }
+        len = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 1) {
+                snprintf(err, errlen, "the LISTEN fd is not a listening socket");
+                return -EINVAL;
+        }
+        len = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0) {
+                r = -errno;
+                snprintf(err, errlen, "getsockname on the LISTEN fd failed");
+                return r;
+        }
+        r = smc_ctl_addr_from_sockaddr(&got, (struct sockaddr *) &ss, len);
+        if (r < 0) {
+                snprintf(err, errlen, "the LISTEN fd is not an IPv4/IPv6 socket");
+                return -EAFNOSUPPORT;
+        }
+        if (!smcd_addr_equal(&got, want)) {
+                char a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+                snprintf(err, errlen, "socket is bound to %s, not %s", smcd_addr_to_string(&got, a),
+                         smcd_addr_to_string(want, b));
+                return -EADDRNOTAVAIL;
+        }
+        l->addr = got;
+        l->v6only = false;
+        if (got.family == AF_INET6) {
+                len = sizeof(int);
+                if (getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &len) == 0)
+                        l->v6only = v != 0;
+        }
+        len = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &len) < 0 || v <= 0)
+                v = 2 * SMC_DMB_DEFAULT_SIZE;
+        /* Linux sizes the RMB from sk_rcvbuf / 2 */
+        l->dmb_class = smc_dmb_class((uint64_t) v / 2);
+        return 0;
+}
+
+static void channel_set_sndbuf(Manager *m, int fd, uint32_t queue_max) {
+        /* room for queue_max + 1 messages; the kernel doubles the value we set */
+        uint64_t want = ((uint64_t) queue_max + 1) * m->msg_truesize;
+        int v = want > INT32_MAX / 2 ? INT32_MAX / 2 : (int) want;
+
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0)
+                (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+}
+
+int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
+        Manager *m = c->manager;
+        union smc_ctl_msg msg;
+        char err[SMC_CTL_ERRMSG_LEN], abuf[SMCD_ADDR_STRLEN];
+        int pair[2], r;
+        uint32_t backlog;
+        PortEntry *pe;
+        Listener *l;
+
+        l = calloc(1, sizeof(*l));
+        if (!l) {
+                close(fd);
+                return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
+        }
+        l->channel = -1;
+        r = check_tcp_listener(fd, &req->addr, l, err, sizeof(err));
+        close(fd);
+        if (r < 0) {
+                free(l);
+                c->manager->stats.handshake_errors++;
+                return client_send_error(c, req->hdr.seq, r, 0, "%s", err);
+        }
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                r = -errno;
+                free(l);
+                return client_send_error(c, req->hdr.seq, r, 0, "cannot create the accept channel");
+        }
+        (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
+        backlog = req->backlog > (uint32_t) m->somaxconn ? (uint32_t) m->somaxconn : req->backlog;
+        /* as Linux: the accept queue is full when more than backlog are queued */
+        l->queue_max = backlog + 1;
+        channel_set_sndbuf(m, pair[0], l->queue_max);
+
+        l->manager = m;
+        l->owner = c;
+        l->channel = pair[0];
+        l->id = ++m->next_listener_id;
+        r = sd_event_add_io(m->event, &l->io, l->channel, EPOLLHUP, on_channel_hup, l);
+        if (r < 0) {
+                close(pair[0]);
+                close(pair[1]);
+                free(l);
+                return client_send_error(c, req->hdr.seq, r, 0, "cannot watch the accept channel");
+        }
+        pe = u64map_get(m->ports, l->addr.port);
+        if (!pe) {
+                pe = calloc(1, sizeof(*pe));
+                if (!pe || u64map_put(m->ports, l->addr.port, pe) < 0) {
+                        free(pe);
+                        sd_event_source_disable_unref(l->io);
+                        close(pair[0]);
+                        close(pair[1]);
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
+                }
+                pe->port = l->addr.port;
+        }
+        LIST_PREPEND(by_port, pe->listeners, l);
+        pe->n++;
+        l->port = pe;
+        LIST_PREPEND(by_client, c->listeners, l);
+        m->stats.listeners++;
+        m->stats.listeners_total++;
+        manager_status_changed(m);
+
+        smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
+        msg.listen_reply.listener_id = l->id;
+        r = client_send(c, &msg, &pair[1], 1);
+        close(pair[1]);
+        if (r < 0)
+                return r; /* the client goes, and the listener with it */
+        log_debug("Client %" PRIu64 ": listener %" PRIu64 " on %s%s, backlog %u, DMB %u KiB", c->id, l->id,
+                  smcd_addr_to_string(&l->addr, abuf), l->v6only ? " (v6only)" : "", backlog,
+                  smc_dmb_class_size(l->dmb_class) >> 10);
+        return 0;
+}
+
+int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req) {
+        union smc_ctl_msg msg;
+        Listener *l;
+
+        LIST_FOREACH(by_client, l, c->listeners)
+                if (l->id == req->listener_id)
+                        break;
+        if (!l)
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no listener %" PRIu64 " of this client",
+                                         req->listener_id);
+        listener_free(l);
+        smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
+        return client_send(c, &msg, NULL, 0);
+}
+
+bool listener_queue_full(Listener *l) {
+        int outq = 0;
+        size_t ts = l->manager->msg_truesize;
+
+        if (ioctl(l->channel, SIOCOUTQ, &outq) < 0 || outq <= 0)
+                return false;
+        /* every datagram on the channel is a NEW_CONN of the same size */
+        return ((size_t) outq + ts - 1) / ts >= l->queue_max;
+}
+
+static bool match_exact(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4]) {
+        uint8_t lv4[4];
+
+        if (smcd_addr_is_any(&l->addr))
+                return false;
+        if (l->addr.family == dst->family && memcmp(l->addr.addr, dst->addr, 16) == 0)
+                return true;
+        /* 1.2.3.4 vs ::ffff:1.2.3.4 */
+        return dst_is_v4 && smcd_addr_get_v4(&l->addr, lv4) && memcmp(lv4, v4, 4) == 0 &&
+               !(l->addr.family == AF_INET6 && l->v6only);
+}
+
+static bool match_wildcard(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4) {
+        if (!smcd_addr_is_any(&l->addr))
+                return false;
+        if (l->addr.family == AF_INET)
+                return dst_is_v4;
+        /* [::]: IPv6 destinations, and IPv4 ones unless IPV6_V6ONLY */
+        if (dst_is_v4)
+                return !l->v6only;
+        return true;
+}
+
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst) {
+        PortEntry *pe = u64map_get(m->ports, dst->port);
+        uint8_t v4[4];
+        bool dst_is_v4;
+        unsigned n = 0, k;
+        Listener *l;
+
+        if (!pe)
+                return NULL;
+        dst_is_v4 = smcd_addr_get_v4(dst, v4);
+
+        LIST_FOREACH(by_port, l, pe->listeners)
+                n += match_exact(l, dst, dst_is_v4, v4);
+        if (n > 0) {
+                k = pe->rr++ % n;
+                LIST_FOREACH(by_port, l, pe->listeners)
+                        if (match_exact(l, dst, dst_is_v4, v4) && k-- == 0)
+                                return l;
+        }
+
+        if (!smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
+                return NULL;
+        LIST_FOREACH(by_port, l, pe->listeners)
+                n += match_wildcard(l, dst, dst_is_v4);
+        if (n == 0)
+                return NULL;
+        k = pe->rr++ % n;
+        LIST_FOREACH(by_port, l, pe->listeners)
+                if (match_wildcard(l, dst, dst_is_v4) && k-- == 0)
+                        return l;
+        return NULL;
+}

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The smcd manager: control socket, clients, listeners and SMC-D connections over
+ * loopback ISM, on one sd-event loop (single-threaded; the pool's reclaim worker is
+ * the only other thread).
+ *
+ * Objects and ownership:
+ *   Manager ─┬─ Client (one per control connection; owns its Endpoints' ownership
+ *            │    and its Listeners)
+ *            ├─ Listener (an SMC listener: address, accept channel, backlog), in the
+ *            │    port table (port -> PortEntry -> list) for CONNECT lookups
+ *            └─ Conn (one SMC-D connection: two Endpoints, two DMBs). A Conn lives
+ *                 until both Endpoints are closed; then its DMBs go back to the pool.
+ *   Endpoint ids are unguessable 64-bit values (SipHash of a counter under a random
+ *   key), so knowing one proves that a client received it.
+ *
+ * Lifecycle rules:
+ *   - CLOSE marks one Endpoint closed; the last close releases both DMBs.
+ *   - A client that dies (EOF/HUP/error on its socket, or a reply that cannot be
+ *     sent without blocking) has every Endpoint it owns closed as aborted: smcd ORs
+ *     SMC_DMB_CONN_ABORT into the survivor's rx DMB (conn_flags) and into the dead
+ *     one's rx DMB (reader_flags); its Listeners are removed.
+ *   - A Listener is removed on UNLISTEN, on HUP of its accept channel (the client
+ *     closed its end) or with its client.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "addr.h"
+#include "ctl-proto.h"
+#include "hashmap.h"
+#include "list.h"
+#include "pool.h"
+#include "stats.h"
+
+typedef struct Manager Manager;
+typedef struct Client Client;
+typedef struct Listener Listener;
+typedef struct Endpoint Endpoint;
+typedef struct Conn Conn;
+typedef struct PortEntry PortEntry;
+typedef struct UidUsage UidUsage;
+
+typedef struct ManagerConfig {
+        char *runtime_dir;         /* socket and stats.json live here */
+        uid_t *allow_uids;         /* none and no groups = everybody may connect */
+        size_t n_allow_uids;
+        gid_t *allow_gids;
+        size_t n_allow_gids;
+        uint64_t max_conns_per_uid; /* endpoints owned by one uid, 0 = unlimited */
+        uint64_t max_buf_per_uid;   /* DMB ring bytes of endpoints owned, 0 = unlimited */
+        enum smc_pool_clear buf_clear;
+        unsigned prepopulate;       /* fresh buffers of the default class */
+} ManagerConfig;
+
+void manager_config_done(ManagerConfig *c);
+
+struct Client {
+        Manager *manager;
+        uint64_t id;
+        int fd;
+        sd_event_source *io;
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        bool hello_done;
+        LIST_FIELDS(Client, clients);
+        LIST_HEAD(Endpoint, endpoints); /* open endpoints owned */
+        LIST_HEAD(Listener, listeners);
+        U64Map *mapped; /* ids of buffers this client surely has mapped */
+};
+
+struct Listener {
+        Manager *manager;
+        Client *owner;
+        uint64_t id;
+        struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
+        bool v6only;
+        unsigned dmb_class;       /* server DMBs: smc_dmb_class(SO_RCVBUF / 2) */
+        uint32_t queue_max;       /* NEW_CONN queued but not accepted: backlog + 1 */
+        int channel;              /* smcd's end of the accept channel */
+        sd_event_source *io;      /* HUP = the client closed its end */
+        PortEntry *port;
+        uint64_t n_conns;         /* connections queued to it, total */
+        LIST_FIELDS(Listener, by_client);
+        LIST_FIELDS(Listener, by_port);
+};
+
+struct PortEntry {
+        uint16_t port;
+        unsigned rr; /* round robin among listeners of one address (SO_REUSEPORT) */
+        unsigned n;
+        LIST_HEAD(Listener, listeners);
+};
+
+struct UidUsage {
+        uid_t uid;
+        uint64_t endpoints;
+        uint64_t dmb_bytes;
+};
+
+enum {
+        EP_CLIENT = 0, /* the connecting side */
+        EP_SERVER = 1, /* the accepted side */
+};
+
+struct Endpoint {
+        Conn *conn;
+        uint64_t id;
+        Client *owner;      /* NULL once closed */
+        uid_t uid;
+        bool closed;
+        bool aborted;       /* CLOSE with ABORT, or its owner died */
+        LIST_FIELDS(Endpoint, by_client);
+};
+
+struct Conn {
+        Endpoint ep[2];         /* EP_CLIENT, EP_SERVER */
+        struct smc_buf *buf[2]; /* buf[i]: the rx DMB of ep[i] */
+};
+
+struct Manager {
+        ManagerConfig config;
+        sd_event *event;
+        int listen_fd;
+        bool socket_bound;       /* we bound it (not socket activation): unlink at exit */
+        char *socket_path;
+        char *stats_path;
+        sd_event_source *listen_io;
+
+        struct smc_pool *pool;
+
+        LIST_HEAD(Client, clients);
+        U64Map *endpoints; /* id -> Endpoint (open ones) */
+        U64Map *ports;     /* port -> PortEntry */
+        U64Map *uids;      /* uid -> UidUsage */
+
+        uint64_t next_client_id;
+        uint64_t next_listener_id;
+        uint64_t ep_counter;
+        uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
+        size_t msg_truesize; /* kernel bytes of one queued NEW_CONN datagram */
+        int somaxconn;
+
+        LocalAddrs local_addrs;
+        struct smcd_stats stats;
+
+        /* sd_notify STATUS=, at most once per second */
+        sd_event_source *status_timer;
+        uint64_t status_last_usec;
+        char *status_last;
+        bool exiting; /* manager_free() runs: no more STATUS= */
+};
+
+/* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,
+ * SIGINT: exit; SIGUSR1: write stats.json; the caller blocks them), the pool.
+ * Returns 0 or -errno (logged). */
+int manager_new(const ManagerConfig *cfg, Manager **ret);
+
+/* Set up the control socket (socket activation or own bind), write stats.json,
+ * sd_notify READY=1. Returns 0 or -errno (logged). */
+int manager_start(Manager *m);
+
+/* Run the loop until SIGTERM/SIGINT. Returns the exit code of the loop or -errno. */
+int manager_run(Manager *m);
+
+/* Free everything; unlinks the socket if we bound it. Connections in clients keep
+ * working (smcd is not on the data path). NULL is ok. Returns NULL. */
+Manager *manager_free(Manager *m);
+
+/* Write $RUNTIME_DIR/stats.json now. Returns 0 or -errno (logged). */
+int manager_write_stats(Manager *m);
+
+/* internal, between manager.c, listener.c and conn.c */
+void manager_status_changed(Manager *m);
+uint64_t manager_now(Manager *m);
+int client_send(Client *c, const union smc_ctl_msg *msg, const int *fds, size_t nfds);
+int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+
+int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
+int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
+Listener *listener_free(Listener *l);
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
+bool listener_queue_full(Listener *l);
+
+int client_handle_connect(Client *c, const struct smc_ctl_connect *req);
+int client_handle_close(Client *c, const struct smc_ctl_close *req);
+/* Close endpoint @e (owned by a client). @died: its owner died, so mark the abort
+ * flags in both DMBs. Releases the connection when both ends are closed. */
+void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died);
+/* Free a connection at shutdown without releasing its buffers (the pool goes). */
+void conn_free_all(Manager *m);
+int conn_measure_truesize(size_t *ret);

@@ -1,0 +1,780 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Raw control-protocol checks against a private smcd.
+
+Usage: test-smcd-raw.py PATH/TO/smcd
+
+Starts smcd in a temporary runtime directory, speaks the protocol of
+libsmcproto/ctl-proto.h with hand-packed messages (no client library), and checks:
+HELLO, LISTEN (with a real listening TCP socket), CONNECT (fds, buffer ids, shared
+memory, doorbells), CLOSE, buffer reuse without fds, zeroed reused buffers, client
+death (abort flags, buffers back), fallbacks (no listener, backlog full, limits),
+wildcard listeners, malformed messages (each answered with ERROR, smcd keeps
+serving), the allow list, option errors, SIGUSR1 stats and a clean SIGTERM exit.
+"""
+
+import array
+import errno
+import json
+import mmap
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+MAGIC = 0x64434D53
+VERSION = 1
+(HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
+ NEW_CONN, CLOSE, OK, ERROR) = range(1, 12)
+MODE_TCP, MODE_SMCD = 0, 1
+BUF_FD = 1
+CLOSE_ABORT = 1
+DMB_HDR_LEN = 4096
+EYECATCHER = 0xFE
+CONN_ABORT = 0x20
+
+DECL_PEERNOSMC = 0x03010000
+DECL_PEERDECL = 0x05000000
+DECL_MAXCONNERR = 0x0303000A
+DECL_MAX_DMB = 0x030D0000
+
+HDR = struct.Struct("<IHHII")
+ADDR = struct.Struct("<HHI16s")
+BUF = struct.Struct("<QII")
+SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
+         CONNECT: 72, CONNECT_REPLY: 112, NEW_CONN: 112, CLOSE: 32, OK: 16, ERROR: 120}
+
+# struct smc_dmb_hdr offsets (dmb.h)
+OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
+
+failures = 0
+checks = 0
+tmpdirs = []
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    if cond:
+        print(f"ok   {what}")
+    else:
+        failures += 1
+        print(f"FAIL {what}")
+    return cond
+
+
+def hdr(mtype, seq, length=None, version=VERSION, magic=MAGIC):
+    return HDR.pack(magic, version, mtype, SIZES.get(mtype, 16) if length is None else length, seq)
+
+
+def addr(host, port):
+    if ":" in host:
+        return ADDR.pack(socket.AF_INET6, port, 0, socket.inet_pton(socket.AF_INET6, host))
+    return ADDR.pack(socket.AF_INET, port, 0, socket.inet_pton(socket.AF_INET, host) + bytes(12))
+
+
+def unpack_addr(b):
+    fam, port, scope, a = ADDR.unpack(b)
+    if fam == socket.AF_INET:
+        return (fam, socket.inet_ntop(socket.AF_INET, a[:4]), port)
+    if fam == socket.AF_INET6:
+        return (fam, socket.inet_ntop(socket.AF_INET6, a), port)
+    return (fam, None, port)
+
+
+def recv_msg(sock, timeout=5.0):
+    """One datagram: (type, seq, body bytes, fds)."""
+    sock.settimeout(timeout)
+    fds = array.array("i")
+    data, anc, flags, _ = sock.recvmsg(512, socket.CMSG_SPACE(16 * fds.itemsize))
+    for level, typ, cdata in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(cdata[:len(cdata) - (len(cdata) % fds.itemsize)])
+    if not data:
+        raise EOFError("smcd closed the connection")
+    magic, version, mtype, length, seq = HDR.unpack_from(data)
+    assert magic == MAGIC and version == VERSION and length == len(data), (magic, version, length, len(data))
+    return mtype, seq, data, list(fds)
+
+
+def send(sock, data, fds=()):
+    if fds:
+        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        sock.send(data)
+
+
+def parse_error(data):
+    err, detail, msg = struct.unpack_from("<iI96s", data, 16)
+    return err, detail, msg.split(b"\0")[0].decode()
+
+
+def parse_conn(data):
+    conn_id, mode, reason = struct.unpack_from("<QII", data, 16)
+    rx = BUF.unpack_from(data, 32)
+    tx = BUF.unpack_from(data, 48)
+    local = unpack_addr(data[64:88])
+    peer = unpack_addr(data[88:112])
+    return dict(id=conn_id, mode=mode, reason=reason, rx=rx, tx=tx, local=local, peer=peer)
+
+
+class Client:
+    seq = 100
+
+    def __init__(self, path, do_hello=True):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.connect(path)
+        self.id = None
+        if do_hello:
+            t, seq, data, fds = self.request(hdr(HELLO, self.next()) + struct.pack("<IIII", 1, 1, 0, 0))
+            assert t == HELLO_REPLY, t
+            self.id = struct.unpack_from("<IIQ", data, 16)[2]
+
+    def next(self):
+        Client.seq += 1
+        return Client.seq
+
+    def request(self, data, fds=()):
+        send(self.s, data, fds)
+        return recv_msg(self.s)
+
+    def listen(self, tcp, backlog=16):
+        host, port = tcp.getsockname()[:2]
+        seq = self.next()
+        t, rseq, data, fds = self.request(hdr(LISTEN, seq) + addr(host, port) + struct.pack("<II", backlog, 0),
+                                          [tcp.fileno()])
+        if t != LISTEN_REPLY:
+            return None, None, parse_error(data) if t == ERROR else t
+        lid = struct.unpack_from("<Q", data, 16)[0]
+        assert rseq == seq and len(fds) == 1
+        return lid, socket.socket(fileno=fds[0]), None
+
+    def connect(self, dst, src=("127.0.0.1", 40000), rcvbuf=0):
+        seq = self.next()
+        body = addr(*dst) + (addr(*src) if src else bytes(ADDR.size)) + struct.pack("<II", 0, rcvbuf)
+        t, rseq, data, fds = self.request(hdr(CONNECT, seq) + body)
+        assert t == CONNECT_REPLY and rseq == seq, (t, rseq, seq)
+        return parse_conn(data), fds
+
+    def close_conn(self, conn_id, flags=0):
+        send(self.s, hdr(CLOSE, self.next()) + struct.pack("<QII", conn_id, flags, 0))
+
+    def expect_error(self, data, fds=(), what=""):
+        seq = HDR.unpack_from(data)[4] if len(data) >= 16 else None
+        send(self.s, data, fds)
+        t, rseq, rdata, rfds = recv_msg(self.s)
+        if t != ERROR:
+            return None
+        err, detail, msg = parse_error(rdata)
+        if seq is not None and rseq != seq:
+            print(f"     seq {rseq} != {seq}")
+            return None
+        return err, msg
+
+
+class Smcd:
+    def __init__(self, binary, rundir, extra=()):
+        self.rundir = rundir
+        self.sock = os.path.join(rundir, "smcd.sock")
+        self.stats_path = os.path.join(rundir, "stats.json")
+        self.log = open(os.path.join(rundir, "smcd.log"), "w")
+        env = dict(os.environ, SMCD_RUNTIME_DIR=rundir)
+        env.pop("LISTEN_FDS", None)
+        self.p = subprocess.Popen([binary] + (["-v"] if os.environ.get("SMCD_TEST_VERBOSE", "1") == "1" else []) + ["--runtime-dir", rundir] + list(extra),
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        for _ in range(500):
+            if os.path.exists(self.sock) and os.path.exists(self.stats_path):
+                break
+            if self.p.poll() is not None:
+                raise RuntimeError(f"smcd exited with {self.p.returncode}")
+            time.sleep(0.01)
+        else:
+            raise RuntimeError("smcd did not create its socket")
+
+    def stats(self, cond=lambda s: True, timeout=5.0):
+        """SIGUSR1 and read stats.json until @cond holds (or the timeout)."""
+        deadline = time.time() + timeout
+        s = None
+        while True:
+            try:
+                with open(self.stats_path) as f:
+                    old = json.load(f)["seq"]
+            except (OSError, ValueError):
+                old = -1
+            self.p.send_signal(signal.SIGUSR1)
+            while time.time() < deadline:
+                try:
+                    with open(self.stats_path) as f:
+                        new = json.load(f)
+                    if new["seq"] != old:
+                        s = new
+                        break
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.005)
+            if (s and cond(s)) or time.time() >= deadline:
+                return s
+            time.sleep(0.02)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+        return self.p.returncode
+
+
+def tcp_listener(host="127.0.0.1", backlog=16, v6only=None):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    t = socket.socket(fam, socket.SOCK_STREAM)
+    t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if v6only is not None:
+        t.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if v6only else 0)
+    t.bind((host, 0))
+    t.listen(backlog)
+    return t
+
+
+def map_fd(fd):
+    size = os.fstat(fd).st_size
+    mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(fd)
+    return mm
+
+
+def u32(mm, off):
+    return struct.unpack_from("<I", mm, off)[0]
+
+
+class Conn:
+    """The fds and mappings one side got for one connection."""
+
+    def __init__(self, info, fds, maps):
+        self.info = info
+        self.x = socket.socket(fileno=fds[0])
+        self.y = socket.socket(fileno=fds[1])
+        rest = fds[2:]
+        for which in ("rx", "tx"):
+            bid, size, flags = info[which]
+            if flags & BUF_FD:
+                maps[bid] = map_fd(rest.pop(0))
+        assert not rest
+        self.rx = maps[info["rx"][0]]
+        self.tx = maps[info["tx"][0]]
+
+    def close(self):
+        self.x.close()
+        self.y.close()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: test-smcd-raw.py PATH/TO/smcd", file=sys.stderr)
+        return 2
+    binary = os.path.abspath(sys.argv[1])
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir)
+    try:
+        run_main_checks(d, binary)
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"smcd exits 0 on SIGTERM (got {rc})")
+    check(not os.path.exists(d.sock), "smcd removed its socket at exit")
+    with open(d.stats_path) as f:
+        check(json.load(f)["smcd"]["clients"] == 0, "stats.json written at exit")
+
+    run_limit_checks(binary)
+    run_prepopulate_check(binary)
+    run_option_checks(binary)
+    if os.getuid() == 0:
+        run_allow_checks(binary)
+        run_domain_check(binary)
+    else:
+        print("skip allow-list check (needs root to switch uid)")
+
+    print(f"{checks - failures} passed, {failures} failed")
+    if failures:
+        print(f"smcd logs kept in: {' '.join(tmpdirs)}")
+    else:
+        for t in tmpdirs:
+            shutil.rmtree(t, ignore_errors=True)
+    return 1 if failures else 0
+
+
+def run_main_checks(d, binary):
+    maps_a, maps_b = {}, {}  # buffer id -> mmap, per "process"
+
+    a = Client(d.sock)
+    b = Client(d.sock)
+    check(a.id and b.id and a.id != b.id, f"HELLO gives client ids ({a.id}, {b.id})")
+
+    tcp = tcp_listener()
+    port = tcp.getsockname()[1]
+    lid, chan, err = a.listen(tcp, backlog=8)
+    check(lid, f"LISTEN 127.0.0.1:{port} -> listener {lid} {err or ''}")
+
+    info, fds = b.connect(("127.0.0.1", port))
+    check(info["mode"] == MODE_SMCD and len(fds) == 4, f"CONNECT gives SMC-D with 4 fds ({info['mode']}, {len(fds)})")
+    t, _, data, sfds = recv_msg(chan)
+    srv = parse_conn(data)
+    check(t == NEW_CONN and srv["mode"] == MODE_SMCD and len(sfds) == 4, "NEW_CONN on the accept channel with 4 fds")
+    check(info["rx"][0] == srv["tx"][0] and info["tx"][0] == srv["rx"][0] and info["rx"][0] != info["tx"][0],
+          "buffer ids cross over (client rx = server tx)")
+    check(info["rx"][1] == 65536 and srv["rx"][1] == 65536, f"default DMB 64 KiB ({info['rx'][1]}, {srv['rx'][1]})")
+    check(info["id"] != srv["id"] and info["id"] and srv["id"], "distinct endpoint ids")
+    check(info["local"] == (socket.AF_INET, "127.0.0.1", 40000) and info["peer"] == (socket.AF_INET, "127.0.0.1", port),
+          f"client addresses {info['local']} {info['peer']}")
+    check(srv["local"] == (socket.AF_INET, "127.0.0.1", port) and srv["peer"] == (socket.AF_INET, "127.0.0.1", 40000),
+          f"server addresses {srv['local']} {srv['peer']}")
+
+    cc = Conn(info, fds, maps_b)
+    sc = Conn(srv, sfds, maps_a)
+    check(cc.rx[OFF_TYPE] == EYECATCHER and cc.tx[OFF_TYPE] == EYECATCHER, "DMB eyecatcher set")
+    # data: the client writes into its tx (= the server's rx) and rings Y
+    payload = b"hello over loopback ISM"
+    cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + len(payload)] = payload
+    struct.pack_into("<Q", cc.tx, OFF_PROD, len(payload))
+    cc.y.send(b"\1")
+    sc.x.settimeout(2)
+    check(sc.x.recv(1) == b"\1", "doorbell: Y of the client reaches X of the server")
+    check(bytes(sc.rx[DMB_HDR_LEN:DMB_HDR_LEN + len(payload)]) == payload and
+          struct.unpack_from("<Q", sc.rx, OFF_PROD)[0] == len(payload), "shared memory: server reads what the client wrote")
+    sc.y.send(b"\1")
+    cc.x.settimeout(2)
+    check(cc.x.recv(1) == b"\1", "doorbell: Y of the server reaches X of the client")
+
+    s = d.stats(lambda s: s["smcd"]["conns_current"] == 1)
+    check(s["smcd"]["conns_client"] == 1 and s["smcd"]["conns_server"] == 1 and s["pool"]["in_use"] == 2,
+          f"stats: 1 SMC-D connection, 2 buffers in use ({s['smcd']['conns_client']}, {s['pool']['in_use']})")
+
+    # orderly close of both ends
+    old_ids = {info["rx"][0], info["tx"][0]}
+    b.close_conn(info["id"])
+    a.close_conn(srv["id"])
+    cc.close()
+    sc.close()
+    s = d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+    check(s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0 and s["pool"]["clear"] >= 2,
+          f"CLOSE of both ends: buffers back and cleared (in_use {s['pool']['in_use']}, clear {s['pool']['clear']})")
+    check(s["smcd"]["conns_closed"] == 1 and s["smcd"]["bytes_tx"] == len(payload),
+          f"stats: conns_closed 1, bytes_tx {s['smcd']['bytes_tx']}")
+
+    # reuse within the trust domain: both clients have these buffers mapped
+    info, fds = b.connect(("127.0.0.1", port))
+    t, _, data, sfds = recv_msg(chan)
+    srv = parse_conn(data)
+    reused = {info["rx"][0], info["tx"][0]} == old_ids
+    check(reused, "buffers reused in the same trust domain")
+    if reused:
+        check(len(fds) == 2 and not (info["rx"][2] | info["tx"][2]) & BUF_FD,
+              f"CONNECT_REPLY of reused buffers carries no memfds ({len(fds)} fds)")
+        check(len(sfds) == 2, f"NEW_CONN of buffers the listener's client mapped carries no memfds ({len(sfds)} fds)")
+    cc = Conn(info, fds, maps_b)
+    sc = Conn(srv, sfds, maps_a)
+    check(cc.tx[OFF_TYPE] == EYECATCHER and struct.unpack_from("<Q", cc.tx, OFF_PROD)[0] == 0 and
+          not any(cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + 4096]), "a reused buffer reads zero (header and data)")
+
+    # client death: b goes away with the connection open
+    b.s.close()
+    cc.close()
+    time.sleep(0.1)
+    s = d.stats(lambda s: s["smcd"]["clients"] == 1)
+    check(u32(sc.rx, OFF_CONN_FLAGS) & CONN_ABORT, "death: ABORT in conn_flags of the survivor's rx DMB")
+    check(u32(sc.tx, OFF_READER_FLAGS) & CONN_ABORT, "death: ABORT in reader_flags of the dead one's rx DMB")
+    sc.x.settimeout(2)
+    try:
+        hup = sc.x.recv(1) == b""
+    except OSError:
+        hup = True
+    check(hup, "death: the survivor's X sees EOF/HUP")
+    a.close_conn(srv["id"], CLOSE_ABORT)
+    sc.close()
+    s = d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+    check(s["pool"]["in_use"] == 0 and s["smcd"]["conns_aborted"] == 1 and s["smcd"]["conns_current"] == 0,
+          f"death: buffers back (in_use {s['pool']['in_use']}), conns_aborted {s['smcd']['conns_aborted']}")
+
+    # fallbacks
+    b = Client(d.sock)
+    free_port = tcp_listener().getsockname()[1]
+    info, fds = b.connect(("127.0.0.1", free_port))
+    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC and not fds,
+          f"no listener: TCP fallback PEERNOSMC ({info['reason']:#x})")
+    info, fds = b.connect(("192.0.2.1", port))
+    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "other host's address: PEERNOSMC")
+
+    # backlog: 1 -> 2 queued (Linux: full when more than backlog are queued)
+    tcp2 = tcp_listener()
+    lid2, chan2, _ = a.listen(tcp2, backlog=1)
+    port2 = tcp2.getsockname()[1]
+    got = [b.connect(("127.0.0.1", port2)) for _ in range(3)]
+    modes = [(i["mode"], i["reason"]) for i, _ in got]
+    check(modes[0][0] == MODE_SMCD and modes[1][0] == MODE_SMCD and modes[2] == (MODE_TCP, DECL_PEERDECL),
+          f"accept queue full: PEERDECL ({modes})")
+    for i, f in got:
+        for fd in f:
+            os.close(fd)
+    t, _, data, sfds = recv_msg(chan2)  # accept one
+    for fd in sfds:
+        os.close(fd)
+    info, fds = b.connect(("127.0.0.1", port2))
+    check(info["mode"] == MODE_SMCD, "after one accept there is room again")
+    for fd in fds:
+        os.close(fd)
+
+    # UNLISTEN
+    seq = a.next()
+    t, rseq, _, _ = a.request(hdr(UNLISTEN, seq) + struct.pack("<Q", lid2))
+    check(t == OK and rseq == seq, "UNLISTEN -> OK")
+    info, fds = b.connect(("127.0.0.1", port2))
+    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "after UNLISTEN: PEERNOSMC")
+    chan2.close()
+
+    # wildcard listeners
+    tcp3 = tcp_listener("0.0.0.0")
+    lid3, chan3, _ = a.listen(tcp3)
+    port3 = tcp3.getsockname()[1]
+    info, fds = b.connect(("127.0.0.2", port3))
+    check(info["mode"] == MODE_SMCD, "0.0.0.0 listener serves 127.0.0.2")
+    t, _, data, sfds = recv_msg(chan3)
+    check(parse_conn(data)["local"] == (socket.AF_INET, "127.0.0.2", port3), "NEW_CONN local = the address dialled")
+    for fd in fds + sfds:
+        os.close(fd)
+    try:
+        tcp6 = tcp_listener("::", v6only=False)
+        lid6, chan6, _ = a.listen(tcp6)
+        port6 = tcp6.getsockname()[1]
+        info, fds = b.connect(("127.0.0.1", port6))
+        t, _, data, sfds = recv_msg(chan6)
+        n6 = parse_conn(data)
+        check(info["mode"] == MODE_SMCD and n6["local"] == (socket.AF_INET6, "::ffff:127.0.0.1", port6),
+              f"[::] listener serves IPv4 as v4-mapped ({n6['local']})")
+        for fd in fds + sfds:
+            os.close(fd)
+        info, fds = b.connect(("::1", port6), src=("::1", 40001))
+        check(info["mode"] == MODE_SMCD, "[::] listener serves ::1")
+        t, _, data, sfds = recv_msg(chan6)
+        for fd in fds + sfds:
+            os.close(fd)
+        tcp7 = tcp_listener("::", v6only=True)
+        lid7, chan7, _ = a.listen(tcp7)
+        info, fds = b.connect(("127.0.0.1", tcp7.getsockname()[1]))
+        check(info["mode"] == MODE_TCP, "v6only [::] listener does not serve IPv4")
+    except OSError as e:
+        print(f"skip IPv6 checks: {e}")
+
+    # SO_REUSEPORT: several listeners on one address share connections round robin
+    r1 = socket.socket()
+    r1.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    r1.bind(("127.0.0.1", 0))
+    r1.listen(8)
+    r2 = socket.socket()
+    r2.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    r2.bind(r1.getsockname())
+    r2.listen(8)
+    _, rc1, _ = a.listen(r1)
+    _, rc2, _ = a.listen(r2)
+    for _ in range(4):
+        info, fds = b.connect(r1.getsockname())
+        for fd in fds:
+            os.close(fd)
+    counts = []
+    for ch in (rc1, rc2):
+        n = 0
+        while True:
+            try:
+                t, _, data, sfds = recv_msg(ch, timeout=0.2)
+            except (BlockingIOError, TimeoutError):
+                break
+            n += 1
+            for fd in sfds:
+                os.close(fd)
+        counts.append(n)
+    check(counts == [2, 2], f"SO_REUSEPORT listeners get connections round robin ({counts})")
+
+    # listener channel HUP removes the listener
+    tcp4 = tcp_listener()
+    lid4, chan4, _ = a.listen(tcp4)
+    chan4.close()
+    time.sleep(0.1)
+    info, fds = b.connect(("127.0.0.1", tcp4.getsockname()[1]))
+    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "closing the accept channel removes the listener")
+
+    # ---- malformed messages ----
+    hs0 = d.stats()["smcd"]["handshake_errors"]
+    c = Client(d.sock, do_hello=False)
+    r = c.expect_error(hdr(CONNECT, 7) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
+    check(r and r[0] == -errno.EPROTO, f"CONNECT before HELLO -> ERROR EPROTO {r}")
+    r = c.expect_error(hdr(HELLO, 8, version=2) + struct.pack("<IIII", 2, 2, 0, 0))
+    check(r and r[0] == -errno.EPROTONOSUPPORT, f"HELLO of version 2 -> ERROR EPROTONOSUPPORT {r}")
+    r = c.expect_error(hdr(HELLO, 9) + struct.pack("<IIII", 2, 3, 0, 0))
+    check(r and r[0] == -errno.EPROTONOSUPPORT, f"HELLO offering only versions 2..3 -> EPROTONOSUPPORT {r}")
+    t, _, _, _ = c.request(hdr(HELLO, 10) + struct.pack("<IIII", 1, 1, 0, 0))
+    check(t == HELLO_REPLY, "HELLO after errors still works")
+    r = c.expect_error(hdr(HELLO, 11) + struct.pack("<IIII", 1, 1, 0, 0))
+    check(r and r[0] == -errno.EALREADY, f"second HELLO -> ERROR {r}")
+    r = c.expect_error(hdr(CONNECT, 12, version=2) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
+    check(r and r[0] == -errno.EPROTONOSUPPORT, f"wrong version -> ERROR EPROTONOSUPPORT {r}")
+    r = c.expect_error(hdr(CONNECT, 13)[:8])
+    check(r and r[0] == -errno.EBADMSG, f"short message (8 bytes) -> ERROR EBADMSG {r}")
+    r = c.expect_error(hdr(CONNECT, 14, length=300) + bytes(284))
+    check(r and r[0] == -errno.EBADMSG, f"oversized message (300 bytes) -> ERROR EBADMSG {r}")
+    r = c.expect_error(hdr(99, 15, length=16))
+    check(r and r[0] == -errno.EOPNOTSUPP, f"unknown type -> ERROR EOPNOTSUPP {r}")
+    r = c.expect_error(hdr(HELLO_REPLY, 16) + bytes(16))
+    check(r and r[0] == -errno.EOPNOTSUPP, f"reply type sent to smcd -> ERROR EOPNOTSUPP {r}")
+    r = c.expect_error(hdr(CONNECT, 17, magic=0x12345678) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
+    check(r and r[0] == -errno.EBADMSG, f"bad magic -> ERROR EBADMSG {r}")
+    r = c.expect_error(hdr(CONNECT, 18, length=SIZES[CONNECT] + 4) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(12))
+    check(r and r[0] == -errno.EBADMSG, f"wrong length -> ERROR EBADMSG {r}")
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    r = c.expect_error(hdr(CONNECT, 19) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8), [devnull])
+    check(r and r[0] == -errno.EBADF, f"CONNECT with an fd -> ERROR EBADF {r}")
+    r = c.expect_error(hdr(LISTEN, 20) + addr("127.0.0.1", port) + struct.pack("<II", 1, 0))
+    check(r and r[0] == -errno.EBADF, f"LISTEN without fd -> ERROR EBADF {r}")
+    r = c.expect_error(hdr(LISTEN, 21) + addr("127.0.0.1", port) + struct.pack("<II", 1, 0), [devnull])
+    check(r and r[0] == -errno.ENOTSOCK, f"LISTEN with /dev/null -> ERROR ENOTSOCK {r}")
+    plain = socket.socket()
+    plain.bind(("127.0.0.1", 0))
+    r = c.expect_error(hdr(LISTEN, 22) + addr("127.0.0.1", plain.getsockname()[1]) + struct.pack("<II", 1, 0),
+                       [plain.fileno()])
+    check(r and r[0] == -errno.EINVAL, f"LISTEN with a non-listening socket -> ERROR EINVAL {r}")
+    r = c.expect_error(hdr(LISTEN, 23) + addr("127.0.0.1", port + 1 if port < 65535 else 1) + struct.pack("<II", 1, 0),
+                       [tcp.fileno()])
+    check(r and r[0] == -errno.EADDRNOTAVAIL, f"LISTEN claiming another port -> ERROR EADDRNOTAVAIL {r}")
+    r = c.expect_error(hdr(CLOSE, 24) + struct.pack("<QII", 0x1234567890, 0, 0))
+    check(r and r[0] == -errno.ENOENT, f"CLOSE of an unknown id -> ERROR ENOENT {r}")
+    r = c.expect_error(hdr(CLOSE, 25) + struct.pack("<QII", 0, 0, 0))
+    check(r and r[0] == -errno.EBADMSG, f"CLOSE of id 0 -> ERROR EBADMSG {r}")
+    r = c.expect_error(hdr(UNLISTEN, 26) + struct.pack("<Q", lid))
+    check(r and r[0] == -errno.ENOENT, f"UNLISTEN of another client's listener -> ERROR ENOENT {r}")
+    # another client's endpoint
+    info, fds = b.connect(("127.0.0.1", port))
+    t, _, data, sfds = recv_msg(chan)
+    r = c.expect_error(hdr(CLOSE, 27) + struct.pack("<QII", info["id"], 0, 0))
+    check(r and r[0] == -errno.ENOENT, f"CLOSE of another client's connection -> ERROR ENOENT {r}")
+    b.close_conn(info["id"])
+    a.close_conn(parse_conn(data)["id"])
+    for fd in fds + sfds:
+        os.close(fd)
+    os.close(devnull)
+    # still serving: the malformed client and the others
+    info, fds = c.connect(("127.0.0.1", port))
+    check(info["mode"] == MODE_SMCD, "after malformed messages the same client still gets SMC-D")
+    t, _, data, sfds = recv_msg(chan)
+    c.close_conn(info["id"])
+    a.close_conn(parse_conn(data)["id"])
+    for fd in fds + sfds:
+        os.close(fd)
+    r = c.expect_error(hdr(CLOSE, 28) + struct.pack("<QII", info["id"], 0, 0))
+    check(r and r[0] == -errno.ENOENT, f"CLOSE of an already closed id -> ERROR ENOENT {r}")
+    s = d.stats()
+    check(s["smcd"]["handshake_errors"] - hs0 >= 18, f"handshake_errors counted ({s['smcd']['handshake_errors'] - hs0})")
+    fb = s["smcd"]["fallback"]
+    check(fb.get("SMC_CLC_DECL_PEERNOSMC", 0) >= 4 and fb.get("SMC_CLC_DECL_PEERDECL", 0) == 1,
+          f"fallbacks by reason {fb}")
+
+    # a client that never reads its replies is disconnected, smcd does not block
+    hog = Client(d.sock)
+    hog.s.setblocking(False)
+    sent, gone = 0, False
+    deadline = time.time() + 10
+    while not gone and time.time() < deadline:
+        try:
+            hog.s.send(hdr(CLOSE, 1) + struct.pack("<QII", 1, 0, 0))
+            sent += 1
+        except BlockingIOError:
+            time.sleep(0.001)
+        except (BrokenPipeError, ConnectionResetError):
+            gone = True
+    check(gone, f"a client that floods requests and never reads replies is disconnected ({sent} requests)")
+    c2 = Client(d.sock)
+    check(c2.id is not None, "smcd still serves others")
+    p2 = subprocess.run([binary, "--runtime-dir", d.rundir], capture_output=True, text=True, timeout=10)
+    check(p2.returncode == 1 and "Another smcd" in p2.stderr, "a second smcd does not steal a live socket")
+    s = d.stats(lambda s: s["smcd"]["clients"] == 4)
+    check(s["smcd"]["clients"] == 4, f"clients counted right after the disconnect ({s['smcd']['clients']})")
+    hog.s.close()
+
+    # everything closed: no buffer left in use
+    for cl in (a, b, c, c2):
+        cl.s.close()
+    s = d.stats(lambda s: s["smcd"]["clients"] == 0 and s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+    check(s["smcd"]["clients"] == 0 and s["smcd"]["listeners"] == 0 and s["pool"]["in_use"] == 0 and
+          s["smcd"]["conns_current"] == 0,
+          f"all clients gone: 0 listeners, 0 buffers in use ({s['smcd']['listeners']}, {s['pool']['in_use']}, "
+          f"{s['smcd']['conns_current']})")
+
+
+def run_limit_checks(binary):
+    conf = os.path.join(tempfile.mkdtemp(prefix="smcd-raw-conf-"), "smcd.conf")
+    tmpdirs.append(os.path.dirname(conf))
+    with open(conf, "w") as f:
+        f.write("# limits\n  max-conns-per-uid = 3  \nbuf-clear=create\n")
+    for opt, reason, name in ((["--config", conf], DECL_MAXCONNERR, "MAXCONNERR"),
+                              (["--max-buf-per-uid", "128K"], DECL_MAX_DMB, "MAX_DMB")):
+        rundir = tempfile.mkdtemp(prefix="smcd-raw-limit-")
+        tmpdirs.append(rundir)
+        d = Smcd(binary, rundir, opt)
+        try:
+            a = Client(d.sock)
+            tcp = tcp_listener()
+            lid, chan, _ = a.listen(tcp)
+            port = tcp.getsockname()[1]
+            # one local connection of this uid = 2 endpoints, 2 x 64 KiB
+            i1, f1 = a.connect(("127.0.0.1", port))
+            i2, f2 = a.connect(("127.0.0.1", port))
+            check(i1["mode"] == MODE_SMCD and i2["mode"] == MODE_TCP and i2["reason"] == reason,
+                  f"{' '.join(opt)}: second connection falls back with {name} ({i2['reason']:#x})")
+            t, _, data, sfds = recv_msg(chan)
+            a.close_conn(i1["id"])
+            a.close_conn(parse_conn(data)["id"])
+            for fd in f1 + sfds:
+                os.close(fd)
+            i3, f3 = a.connect(("127.0.0.1", port))
+            check(i3["mode"] == MODE_SMCD, f"{' '.join(opt)}: after closing, SMC-D again")
+            for fd in f3:
+                os.close(fd)
+            a.s.close()
+        finally:
+            d.stop()
+
+
+def run_prepopulate_check(binary):
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-prepop-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir, ["--prepopulate", "8"])
+    try:
+        s = d.stats()
+        check(s["pool"]["alloc"] == 8 and s["pool"]["free_count_by_class"][2] == 8,
+              f"--prepopulate 8: 8 fresh 64 KiB buffers ({s['pool']['alloc']}, {s['pool']['free_count_by_class']})")
+        a = Client(d.sock)
+        tcp = tcp_listener()
+        lid, chan, _ = a.listen(tcp)
+        info, fds = a.connect(tcp.getsockname())
+        for fd in fds:
+            os.close(fd)
+        s = d.stats()
+        check(s["pool"]["alloc"] == 8 and s["pool"]["in_use"] == 2, "a connection takes pre-populated buffers")
+        a.s.close()
+    finally:
+        d.stop()
+
+
+def run_option_checks(binary):
+    def run(args):
+        p = subprocess.run([binary] + args, capture_output=True, text=True, timeout=10)
+        return p.returncode, p.stderr
+
+    rc, err = run(["--max-buf-per-uid", "12Q"])
+    check(rc == 2 and "max-buf-per-uid" in err, f"bad size -> exit 2 ({rc}: {err.strip()})")
+    rc, err = run(["--buf-clear", "never"])
+    check(rc == 2 and "buf-clear" in err, f"bad buf-clear -> exit 2 ({rc})")
+    rc, err = run(["--bogus"])
+    check(rc == 2, f"unknown option -> exit 2 ({rc})")
+    rc, out = subprocess.run([binary, "--version"], capture_output=True, text=True).returncode, None
+    check(rc == 0, "--version")
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("# comment\nmax-conns-per-uid = 10\n\nprepopulate=oops\n")
+    rc, err = run(["--config", f.name])
+    check(rc == 2 and f"{f.name}:4" in err, f"bad config line -> exit 2 naming file:line ({err.strip()})")
+    os.unlink(f.name)
+
+
+def run_domain_check(binary):
+    """Buffers of a {0, 65534} connection never serve a {0, 0} connection."""
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-domain-")
+    tmpdirs.append(rundir)
+    os.chmod(rundir, 0o755)
+    d = Smcd(binary, rundir)
+    try:
+        a = Client(d.sock)
+        tcp = tcp_listener()
+        lid, chan, _ = a.listen(tcp)
+        port = tcp.getsockname()[1]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            res = b"?"
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                c = Client(d.sock)
+                info, fds = c.connect(("127.0.0.1", port))
+                res = b"%d %d %d %d" % (info["mode"], info["id"], info["rx"][0], info["tx"][0])
+                c.close_conn(info["id"])
+                c.request(hdr(UNLISTEN, 1) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
+            except Exception as e:
+                res = repr(e).encode()
+            os.write(w, res)
+            os._exit(0)
+        os.close(w)
+        res = os.read(r, 200).split()
+        os.waitpid(pid, 0)
+        t, _, data, sfds = recv_msg(chan)
+        for fd in sfds:
+            os.close(fd)
+        srv = parse_conn(data)
+        ok = len(res) == 4 and int(res[0]) == MODE_SMCD
+        check(ok, f"uid 65534 connects to root's listener over SMC-D ({res})")
+        foreign = {int(res[2]), int(res[3])} if ok else set()
+        a.close_conn(srv["id"])
+        d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        seen = set()
+        for _ in range(4):
+            info, fds = a.connect(("127.0.0.1", port))
+            t, _, data, sfds = recv_msg(chan)
+            seen |= {info["rx"][0], info["tx"][0]}
+            for fd in fds + sfds:
+                os.close(fd)
+        check(foreign and not (seen & foreign), "buffers of domain {0, 65534} are not reused for {0, 0}")
+        a.s.close()
+    finally:
+        d.stop()
+
+
+def run_allow_checks(binary):
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-allow-")
+    tmpdirs.append(rundir)
+    os.chmod(rundir, 0o755)
+    d = Smcd(binary, rundir, ["--allow-uid", "4242"])
+    try:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            res = b"?"
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(d.sock)
+                t, seq, data, fds = recv_msg(s)
+                res = b"%d" % parse_error(data)[0] if t == ERROR else b"no error"
+            except Exception as e:
+                res = repr(e).encode()
+            os.write(w, res)
+            os._exit(0)
+        os.close(w)
+        res = os.read(r, 200)
+        os.waitpid(pid, 0)
+        check(res == b"%d" % -errno.EACCES, f"uid 65534 not in the allow list -> ERROR EACCES ({res})")
+        a = Client(d.sock)
+        check(a.id is not None, "root is always allowed")
+        a.s.close()
+    finally:
+        d.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
