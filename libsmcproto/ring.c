@@ -1,1 +1,780 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */ /* placeholder: being written */ typedef int smc_placeholder_t;
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * The SMC-D data path of one connection endpoint (ring.h), implementing the protocol
+ * of dmb.h. Topology of one connection between endpoints A and B: two AF_UNIX
+ * SOCK_STREAM socketpairs (X_a, Y_a) and (X_b, Y_b); A holds X_a (ep->x, the fd its
+ * application sees) and Y_b (ep->y_peer); B holds X_b and Y_a. A's rx DMB is written
+ * by B, A writes B's DMB (ep->tx_*).
+ *
+ *  - Doorbell bytes flow Y -> X: A rings B by writing one byte to Y_b.
+ *  - Plug bytes flow X -> Y: when B's DMB is full, A fills X_a's send buffer (the bytes
+ *    queue in Y_a, which B holds) so that X_a stops being writable; B drains Y_a after
+ *    freeing space. The two kinds of bytes never share a direction of a socket.
+ *
+ * Memory-ordering argument (the C11 model; all shared header fields are atomics, the
+ * ring bytes are plain memory):
+ *
+ *  (1) Data. The writer memcpy()s bytes into free space, then stores prod (seq_cst,
+ *      which includes release). The reader loads prod (seq_cst, includes acquire) and
+ *      only then memcpy()s bytes below that prod: the store/load pair synchronises, so
+ *      the copy-in happens before the copy-out. The reader then stores cons (release,
+ *      seq_cst); the writer loads cons (acquire, seq_cst) before computing free space
+ *      and overwriting it: the copy-out happens before the overwrite. Both cursors have
+ *      a single writer each (prod: the tx side under tx_lock, cons: the rx side under
+ *      rx_lock), so no read-modify-write is needed on them.
+ *
+ *  (2) Doorbell, no lost wakeup. Writer: W1 store prod; W2 exchange(bell, 1), and if
+ *      it returned 0, write a byte to Y. Reader, on an empty ring: R1 exchange(bell, 0),
+ *      if it returned 1 the reader owes one byte of X (owed++); R2 load prod again. All
+ *      four are seq_cst, so they are totally ordered. If R2 precedes W1 in that order,
+ *      then R1 precedes W2, W2 reads 0 (or a later 0) and writes a byte: the reader's
+ *      poll(X) wakes. Otherwise R2 sees the new prod. Either way nothing is lost.
+ *      W3/W4 (an addition to dmb.h's protocol, the reader side is unchanged): after
+ *      W2 returned 0 the writer loads cons; if cons == the prod it just published, the
+ *      reader has consumed everything (it found the data by spinning, before W2), so
+ *      no wakeup is needed and the writer takes the bell back with
+ *      compare_exchange(bell, 1 -> 0). If that fails, the reader's R1 took the bell
+ *      and owes a byte: the writer writes it. A later publish runs W2 again, so no
+ *      wakeup is lost; this also saves both syscalls when both sides spin.
+ *      Invariant: (bytes queued or in flight in X) == owed + bell. The reader reads its
+ *      owed bytes only after R2 found the ring empty, so whenever the ring is non-empty
+ *      X holds (or is about to hold) at least one byte, and after a recv that leaves the
+ *      ring empty X holds no byte unless new data was published meanwhile. That makes
+ *      the kernel's POLLIN on X exact. An owed byte still in flight (the writer set
+ *      bell and is inside write(2)) is waited for, briefly, by the reader before it
+ *      returns, rather than left to make X readable on an empty ring later.
+ *
+ *  (3) Plug, no lost POLLOUT. Writer with a full ring: P1 fill X until EAGAIN; P2
+ *      store(writer_waiting, 1); P3 load cons. Reader: C1 store cons; C2 load
+ *      writer_waiting and, if 1, exchange it to 0 and drain Y. Seq_cst again: either P3
+ *      sees C1's space (the writer goes on writing, X stays plugged until the reader's
+ *      next cons store drains it: the writer then publishes so that such a store
+ *      comes), or C2 sees P2 and drains, which makes X writable and wakes the writer's
+ *      poll(X, POLLOUT). Since P1 precedes P2, the drain always removes the plug bytes.
+ *
+ *  (4) Flags. A closer sets its SMC_DMB_CONN_* bit (fetch_or, seq_cst) before
+ *      shutdown(Y)/close(Y); the other side reads the flags (acquire) after it saw the
+ *      EOF, and reloads prod after the flags, so all data published before the flag is
+ *      delivered before EOF or ECONNRESET. EOF on X without a flag means the peer
+ *      died: the survivor then sets SMC_DMB_CONN_ABORT itself in its own DMB, as smcd
+ *      would, so that every later check agrees.
+ */
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <time.h>
+
+#include "ring.h"
+#include "sys.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__) || defined(__arm__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() __asm__ __volatile__("" ::: "memory")
+#endif
+
+#define SMC_RING_DEFAULT_BUSY_POLL_NS 0u
+#define SMC_RING_DEFAULT_AUTOCORK (64u << 10)
+#define OWED_SPIN_TRIES 16  /* retries of an in-flight doorbell byte before sleeping */
+#define OWED_POLL_TRIES 3   /* ... then this many poll()s of OWED_POLL_MS */
+#define OWED_POLL_MS 10
+#define SCRATCH_LEN 4096u   /* stack buffer for plug / drain bytes */
+#define SCRATCH_IOVS 16     /* iovecs aliasing it: 64 KiB per syscall */
+
+#define PEER_GONE_FLAGS (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
+#define PEER_EOF_FLAGS (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* ---- iovec iteration ---------------------------------------------------------- */
+
+struct iov_iter {
+        const struct iovec *iov;
+        int cnt;
+        size_t off; /* offset into iov[0] */
+};
+
+static size_t iov_total(const struct iovec *iov, int cnt) {
+        size_t t = 0;
+
+        for (int i = 0; i < cnt; i++) {
+                if (iov[i].iov_len > SSIZE_MAX - t)
+                        return SSIZE_MAX;
+                t += iov[i].iov_len;
+        }
+        return t;
+}
+
+/* Copy @n bytes from the iterator to @dst (src_to_ring) or from @src to the iterator.
+ * @dst/@src NULL: skip (MSG_TRUNC). */
+static void iter_copy(struct iov_iter *it, uint8_t *ring, size_t n, bool to_ring) {
+        while (n > 0) {
+                size_t left = it->iov->iov_len - it->off, k = n < left ? n : left;
+
+                if (k > 0 && ring) {
+                        if (to_ring)
+                                memcpy(ring, (const uint8_t *) it->iov->iov_base + it->off, k);
+                        else
+                                memcpy((uint8_t *) it->iov->iov_base + it->off, ring, k);
+                }
+                if (ring)
+                        ring += k;
+                n -= k;
+                it->off += k;
+                if (it->off == it->iov->iov_len && it->cnt > 1) {
+                        it->iov++;
+                        it->cnt--;
+                        it->off = 0;
+                }
+        }
+}
+
+/* Copy @n bytes between the iterator and ring @data of @size bytes at offset @pos,
+ * in two chunks when it wraps. */
+static void ring_copy(uint8_t *data, uint32_t size, uint32_t pos, struct iov_iter *it, uint32_t n, bool to_ring,
+                      bool skip) {
+        uint32_t first = size - pos < n ? size - pos : n;
+
+        iter_copy(it, skip ? NULL : data + pos, first, to_ring);
+        if (n > first)
+                iter_copy(it, skip ? NULL : data, n - first, to_ring);
+}
+
+/* ---- shared helpers --------------------------------------------------------------- */
+
+static bool take_reset(struct smc_ring_ep *ep) {
+        /* true the first time only: ECONNRESET is reported once */
+        return !__atomic_exchange_n(&ep->reset_seen, true, __ATOMIC_RELAXED);
+}
+
+static uint32_t peer_flags(struct smc_ring_ep *ep) {
+        /* the peer's state as writer into our ring and as reader of its own */
+        return atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) |
+               atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire);
+}
+
+/* The peer vanished (EOF/EPIPE on one of our sockets to it) without telling us
+ * through the flags: it died. Mark the abort in our own DMB as smcd does. */
+static void mark_peer_dead(struct smc_ring_ep *ep) {
+        if (!(peer_flags(ep) & (PEER_GONE_FLAGS | SMC_DMB_CONN_DONE_WRITING)))
+                atomic_fetch_or(&ep->rx_hdr->conn_flags, SMC_DMB_CONN_ABORT);
+}
+
+/* Bytes in our rx ring not yet consumed, as of a fresh prod load. */
+static uint32_t rx_avail(struct smc_ring_ep *ep, uint64_t cons) {
+        return smc_curs_diff(ep->rx_size, cons, atomic_load(&ep->rx_hdr->prod));
+}
+
+static uint32_t tx_space(struct smc_ring_ep *ep) {
+        uint64_t cons = atomic_load(&ep->tx_hdr->cons);
+
+        return ep->tx_size - smc_curs_diff(ep->tx_size, cons, __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED));
+}
+
+int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void *tx_base, uint32_t tx_size,
+                  int x, int y_peer) {
+        int r;
+
+        if (!ep || !rx_base || !tx_base || rx_size == 0 || tx_size == 0 || rx_size > SMC_DMB_MAX_SIZE ||
+            tx_size > SMC_DMB_MAX_SIZE || x < 0 || y_peer < 0)
+                return -EINVAL;
+
+        *ep = (struct smc_ring_ep) {
+                .rx_hdr = rx_base,
+                .rx_data = smc_dmb_data(rx_base),
+                .rx_size = rx_size,
+                .tx_hdr = tx_base,
+                .tx_data = smc_dmb_data(tx_base),
+                .tx_size = tx_size,
+                .x = x,
+                .y_peer = y_peer,
+                .busy_poll_ns = SMC_RING_DEFAULT_BUSY_POLL_NS,
+                .autocork_size = tx_size / 2 < SMC_RING_DEFAULT_AUTOCORK ? tx_size / 2 : SMC_RING_DEFAULT_AUTOCORK,
+        };
+        ep->tx_prod = atomic_load(&ep->tx_hdr->prod);
+
+        r = pthread_mutex_init(&ep->tx_lock, NULL);
+        if (r != 0)
+                return -r;
+        r = pthread_mutex_init(&ep->rx_lock, NULL);
+        if (r != 0) {
+                pthread_mutex_destroy(&ep->tx_lock);
+                return -r;
+        }
+        return 0;
+}
+
+/* ---- transmit side (tx_lock held) ------------------------------------------------ */
+
+/* -EPIPE / -ECONNRESET if sending is no longer possible, else 0. */
+static int tx_check(struct smc_ring_ep *ep) {
+        uint32_t f;
+
+        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+                return -EPIPE;
+        f = peer_flags(ep);
+        if (f & SMC_DMB_CONN_ABORT)
+                return -ECONNRESET; /* taken (reported once) by smc_ring_send() */
+        if (f & SMC_DMB_CONN_CLOSED)
+                return -EPIPE;
+        return 0;
+}
+
+/* A syscall towards the peer failed with EPIPE/ECONNRESET. */
+static int tx_peer_gone(struct smc_ring_ep *ep) {
+        int r;
+
+        mark_peer_dead(ep);
+        r = tx_check(ep);
+        return r < 0 ? r : -EPIPE;
+}
+
+/* Write the doorbell byte to the peer's X through @y, our end of its pair. */
+static int ring_bell(int y) {
+        static const uint8_t one = 1;
+
+        for (;;) {
+                ssize_t n = sys_sendto(y, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+                struct pollfd p = { .fd = y, .events = POLLOUT };
+
+                if (n == 1)
+                        return 0;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+                        return -EPIPE;
+                if (n < 0 && errno != EAGAIN)
+                        return -errno;
+                /* Cannot happen while the invariant "bytes in X == owed + bell" holds
+                 * (at most a few bytes queued); wait rather than lose a wakeup. */
+                if (sys_poll(&p, 1, -1) < 0 && errno != EINTR)
+                        return -errno;
+        }
+}
+
+/* Publish tx_prod to the peer and ring it if its bell was not already set. */
+static int tx_publish(struct smc_ring_ep *ep) {
+        int r, y;
+
+        if (ep->tx_unpub == 0)
+                return 0;
+        /* W1: release the copied bytes (seq_cst: ordered before W2) */
+        atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
+        ep->tx_unpub = 0;
+        /* W2 */
+        if (atomic_exchange(&ep->tx_hdr->bell, 1) != 0)
+                return 0;
+        /* W3/W4: the reader may already have consumed everything (it spun on prod)
+         * and settled before W2; a byte now would leave its X readable on an empty
+         * ring. Take the bell back unless the reader took it (then it owes a byte). */
+        if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod) {
+                uint32_t one = 1;
+
+                if (atomic_compare_exchange_strong(&ep->tx_hdr->bell, &one, 0))
+                        return 0;
+        }
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED); /* smc_ring_close() may race */
+        if (y < 0)
+                return -EPIPE;
+        r = ring_bell(y);
+        return r == -EPIPE ? tx_peer_gone(ep) : r;
+}
+
+/* P1: fill X's send buffer until EAGAIN, so that the kernel stops reporting POLLOUT. */
+static int tx_plug(struct smc_ring_ep *ep) {
+        uint8_t zeros[SCRATCH_LEN];
+        struct iovec iov[SCRATCH_IOVS];
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = SCRATCH_IOVS };
+
+        memset(zeros, 0, sizeof(zeros));
+        for (int i = 0; i < SCRATCH_IOVS; i++)
+                iov[i] = (struct iovec) { zeros, sizeof(zeros) };
+        for (;;) {
+                /* MSG_DONTWAIT: X's O_NONBLOCK belongs to the application */
+                ssize_t n = sys_sendmsg(ep->x, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+                if (n >= 0 || errno == EINTR)
+                        continue;
+                if (errno == EAGAIN)
+                        return 0;
+                if (errno == EPIPE || errno == ECONNRESET)
+                        return tx_peer_gone(ep);
+                return -errno;
+        }
+}
+
+/* Wait until the peer's ring has space. Returns 0 (space; *plugged set if X was left
+ * plugged, in which case the caller must publish), -EAGAIN (nonblock), -EINTR, -EPIPE,
+ * -ECONNRESET, or another -errno. */
+static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged) {
+        int r;
+
+        if (!nonblock && ep->busy_poll_ns > 0) {
+                uint64_t end = now_ns() + ep->busy_poll_ns;
+
+                do {
+                        if (tx_space(ep) > 0)
+                                return 0;
+                        if (peer_flags(ep) & PEER_GONE_FLAGS)
+                                break;
+                        cpu_relax();
+                } while (now_ns() < end);
+        }
+
+        for (;;) {
+                struct pollfd p = { .fd = ep->x, .events = POLLOUT };
+
+                if (tx_space(ep) > 0)
+                        return 0;
+                r = tx_check(ep);
+                if (r < 0)
+                        return r;
+                r = tx_plug(ep);                                          /* P1 */
+                if (r < 0)
+                        return r;
+                atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_WRITE_BLOCKED);
+                atomic_store(&ep->tx_hdr->writer_waiting, 1);            /* P2 */
+                if (tx_space(ep) > 0) {                                   /* P3 */
+                        *plugged = true;
+                        return 0;
+                }
+                r = tx_check(ep);
+                if (r < 0)
+                        return r;
+                if (nonblock)
+                        return -EAGAIN;
+                if (sys_poll(&p, 1, -1) < 0)
+                        return errno == EINTR ? -EINTR : -errno;
+                /* POLLHUP/POLLERR: the next tx_plug() reports EPIPE, or the flags tell */
+        }
+}
+
+ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
+        struct iov_iter it = { iov, iovcnt, 0 };
+        size_t total, sent = 0;
+        bool hold, plugged = false;
+        int r;
+
+        if (!ep || iovcnt < 0 || (iovcnt > 0 && !iov))
+                return -EINVAL;
+        if (flags & MSG_DONTWAIT)
+                nonblock = true;
+        total = iov_total(iov, iovcnt);
+
+        pthread_mutex_lock(&ep->tx_lock);
+        r = tx_check(ep);
+        if (r < 0 || total == 0)
+                goto out;
+        hold = ep->corked || (flags & MSG_MORE);
+
+        while (sent < total) {
+                uint32_t space = tx_space(ep), n, pos;
+
+                if (space == 0) {
+                        /* full: a held batch must go out now, or we would wait forever */
+                        r = tx_publish(ep);
+                        if (r < 0)
+                                break;
+                        r = tx_wait_space(ep, nonblock, &plugged);
+                        if (r < 0)
+                                break;
+                        continue;
+                }
+                n = total - sent < space ? (uint32_t) (total - sent) : space;
+                pos = smc_curs_count(ep->tx_prod);
+                ring_copy(ep->tx_data, ep->tx_size, pos, &it, n, true, false);
+                __atomic_store_n(&ep->tx_prod, smc_curs_add(ep->tx_prod, n, ep->tx_size), __ATOMIC_RELAXED);
+                ep->tx_unpub += n;
+                sent += n;
+                if (!hold || ep->tx_unpub >= ep->autocork_size) {
+                        r = tx_publish(ep);
+                        if (r < 0)
+                                break;
+                }
+        }
+        if (plugged || (sent > 0 && !hold)) {
+                int q = tx_publish(ep);
+                if (q < 0 && r >= 0)
+                        r = q;
+        }
+        /* informational (smcss): we are no longer blocked. A plug left behind is
+         * drained by the reader on its next cons store, which the publish above makes
+         * sure comes. */
+        if (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_WRITE_BLOCKED)
+                atomic_fetch_and(&ep->tx_hdr->prod_flags, ~SMC_DMB_PROD_WRITE_BLOCKED);
+out:
+        pthread_mutex_unlock(&ep->tx_lock);
+        if (sent > 0)
+                return (ssize_t) sent; /* an error, if any, is reported by the next call */
+        if (r == -ECONNRESET && !take_reset(ep))
+                r = -EPIPE; /* ECONNRESET once, then EPIPE as TCP */
+        return r < 0 ? r : 0;
+}
+
+int smc_ring_flush(struct smc_ring_ep *ep) {
+        int r;
+
+        pthread_mutex_lock(&ep->tx_lock);
+        r = tx_publish(ep);
+        pthread_mutex_unlock(&ep->tx_lock);
+        return r;
+}
+
+int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
+        int r = 0;
+
+        pthread_mutex_lock(&ep->tx_lock);
+        ep->corked = on;
+        if (!on)
+                r = tx_publish(ep);
+        pthread_mutex_unlock(&ep->tx_lock);
+        return r;
+}
+
+/* ---- receive side (rx_lock held) ------------------------------------------------- */
+
+/* C2: after a cons store, unplug a waiting writer by draining its plug bytes from
+ * y_peer (our end of the writer's pair). */
+static void rx_unplug_writer(struct smc_ring_ep *ep) {
+        uint8_t sink[SCRATCH_LEN];
+        struct iovec iov[SCRATCH_IOVS];
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = SCRATCH_IOVS };
+        int y;
+
+        if (atomic_load(&ep->rx_hdr->writer_waiting) == 0 || atomic_exchange(&ep->rx_hdr->writer_waiting, 0) == 0)
+                return;
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+        if (y < 0)
+                return;
+        for (int i = 0; i < SCRATCH_IOVS; i++)
+                iov[i] = (struct iovec) { sink, sizeof(sink) };
+        for (;;) {
+                ssize_t n = sys_recvmsg(y, &mh, MSG_DONTWAIT);
+
+                if (n > 0 || (n < 0 && errno == EINTR))
+                        continue;
+                return; /* EAGAIN: drained; 0: the writer's X is gone; errors: nothing to do */
+        }
+}
+
+/* The drain protocol (R1, R2, then read owed bytes while the ring is empty). Returns
+ * 1 if the ring is non-empty, 0 if empty, 2 if empty and X is at EOF. */
+static int rx_settle(struct smc_ring_ep *ep) {
+        uint64_t cons = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
+        uint8_t buf[64];
+
+        if (atomic_exchange(&ep->rx_hdr->bell, 0) != 0) /* R1 */
+                ep->owed++;
+        if (rx_avail(ep, cons) > 0) /* R2 */
+                return 1; /* keep the owed byte(s) in X: X stays readable, data is pending */
+        for (unsigned tries = 0; ep->owed > 0;) {
+                size_t want = ep->owed < sizeof(buf) ? ep->owed : sizeof(buf);
+                ssize_t n = sys_recvfrom(ep->x, buf, want, MSG_DONTWAIT, NULL, NULL);
+                struct pollfd p = { .fd = ep->x, .events = POLLIN };
+
+                if (n > 0) {
+                        ep->owed -= (uint32_t) n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n == 0) {
+                        /* the writer died between setting bell and writing the byte */
+                        ep->owed = 0;
+                        return 2;
+                }
+                if (n < 0 && errno != EAGAIN)
+                        break;
+                /* EAGAIN: the writer set bell and is inside its write(2) right now.
+                 * Wait for the byte (a few retries, then a short sleep in poll), so
+                 * that X is not left readable on an empty ring. Bounded in case the
+                 * writer is stopped there: then the byte is remembered in owed and
+                 * read by the next settle. */
+                if (++tries <= OWED_SPIN_TRIES) {
+                        for (int i = 0; i < 64; i++)
+                                cpu_relax();
+                        continue;
+                }
+                if (tries > OWED_SPIN_TRIES + OWED_POLL_TRIES)
+                        break;
+                (void) sys_poll(&p, 1, OWED_POLL_MS);
+        }
+        return 0;
+}
+
+/* With the ring empty and settled: is X at EOF (the peer's Y shut down or closed)? */
+static bool rx_x_eof(struct smc_ring_ep *ep) {
+        uint8_t b;
+        ssize_t n;
+
+        if (ep->owed > 0)
+                return false; /* owed bytes come first; rx_settle() sees the EOF after them */
+        do
+                n = sys_recvfrom(ep->x, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
+        while (n < 0 && errno == EINTR);
+        return n == 0;
+}
+
+/* The terminal state of an empty ring: 0 (EOF), -ECONNRESET (abort, not yet taken),
+ * or 1 (not terminal). @x_eof: X was seen at EOF. */
+static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
+        uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
+
+        if (!(f & PEER_EOF_FLAGS) && x_eof) {
+                mark_peer_dead(ep);
+                f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
+        }
+        if (f & SMC_DMB_CONN_ABORT)
+                return -ECONNRESET;
+        if (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
+                return 0;
+        if (__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
+                return 0;
+        return 1;
+}
+
+/* Sleep while the ring holds only bytes we already peeked: X stays readable then
+ * (the doorbell byte of that data), so poll(X) cannot wait for *more* data. Backs off
+ * from 10 us to 1 ms. Only MSG_PEEK|MSG_WAITALL gets here. */
+static void rx_peek_backoff(unsigned *round) {
+        struct timespec ts = { 0, 10000L << (*round < 7 ? *round : 7) };
+
+        if (ts.tv_nsec > 1000000L)
+                ts.tv_nsec = 1000000L;
+        (*round)++;
+        nanosleep(&ts, NULL);
+}
+
+ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
+        struct iov_iter it = { iov, iovcnt, 0 };
+        bool peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL, trunc = flags & MSG_TRUNC;
+        bool x_eof = false, settled = false;
+        unsigned backoff = 0;
+        size_t total, got = 0;
+        uint64_t c; /* our read cursor; equals cons unless peeking */
+        ssize_t r = 0;
+
+        if (!ep || iovcnt < 0 || (iovcnt > 0 && !iov))
+                return -EINVAL;
+        if (flags & MSG_DONTWAIT)
+                nonblock = true;
+        total = iov_total(iov, iovcnt);
+
+        pthread_mutex_lock(&ep->rx_lock);
+        c = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
+        if (total == 0)
+                goto out;
+
+        for (;;) {
+                uint32_t avail = rx_avail(ep, c), n;
+                int s, t;
+
+                if (avail > 0) {
+                        n = total - got < avail ? (uint32_t) (total - got) : avail;
+                        /* acquire (the prod load in rx_avail) before the copy-out */
+                        ring_copy(ep->rx_data, ep->rx_size, smc_curs_count(c), &it, n, false, trunc);
+                        c = smc_curs_add(c, n, ep->rx_size);
+                        got += n;
+                        settled = false;
+                        if (!peek) {
+                                atomic_store(&ep->rx_hdr->cons, c); /* C1: release the space */
+                                rx_unplug_writer(ep);               /* C2 */
+                        }
+                        if (got == total)
+                                break;
+                        continue;
+                }
+
+                /* Our view of the ring is exhausted. While peeking with bytes copied the
+                 * ring itself is not empty: leave the doorbell alone. */
+                if (!(peek && got > 0)) {
+                        s = rx_settle(ep);
+                        settled = true;
+                        if (s == 1)
+                                continue;
+                        if (s == 2)
+                                x_eof = true;
+                }
+                if (got > 0 && !waitall)
+                        break;
+
+                t = rx_terminal(ep, x_eof);
+                if (t <= 0) {
+                        /* the flags were stored after the last data: reload prod and
+                         * deliver that data first */
+                        if (rx_avail(ep, c) > 0)
+                                continue;
+                        if (got == 0)
+                                r = t < 0 ? (take_reset(ep) ? -ECONNRESET : 0) : 0;
+                        break; /* with got > 0 the error is reported by the next call */
+                }
+                if (nonblock) {
+                        if (got == 0 && !x_eof && rx_x_eof(ep)) {
+                                x_eof = true;
+                                continue;
+                        }
+                        if (got == 0)
+                                r = -EAGAIN;
+                        break;
+                }
+                if (peek && got > 0) {
+                        rx_peek_backoff(&backoff);
+                        continue;
+                }
+
+                /* block: spin, then sleep in poll(X) */
+                if (ep->busy_poll_ns > 0) {
+                        uint64_t end = now_ns() + ep->busy_poll_ns;
+
+                        while (rx_avail(ep, c) == 0 &&
+                               !(atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_relaxed) & PEER_EOF_FLAGS) &&
+                               now_ns() < end)
+                                cpu_relax();
+                        if (rx_avail(ep, c) > 0)
+                                continue;
+                        /* the bell may have been set again since we settled */
+                        s = rx_settle(ep);
+                        if (s == 1)
+                                continue;
+                        if (s == 2) {
+                                x_eof = true;
+                                continue;
+                        }
+                }
+                {
+                        struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
+
+                        if (sys_poll(&p, 1, -1) < 0) {
+                                if (got == 0)
+                                        r = -errno; /* -EINTR: the socket layer restarts or not */
+                                break;
+                        }
+                        if (p.revents & POLLNVAL) {
+                                if (got == 0)
+                                        r = -EBADF;
+                                break;
+                        }
+                        /* EOF (peer shut down or gone): visible once the owed bytes are
+                         * read; rx_settle() reports it then, or the probe does now */
+                        if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) && rx_x_eof(ep))
+                                x_eof = true;
+                }
+        }
+        /* Eager rule: never return with the ring empty and the doorbell unsettled, or
+         * X would stay readable with nothing to read. */
+        if (!peek && !settled && rx_avail(ep, c) == 0)
+                (void) rx_settle(ep);
+out:
+        pthread_mutex_unlock(&ep->rx_lock);
+        return got > 0 ? (ssize_t) got : r;
+}
+
+/* ---- connection state ------------------------------------------------------------ */
+
+int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
+        int r = 0, y;
+
+        if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+                return -EINVAL;
+        if (how == SHUT_RD || how == SHUT_RDWR)
+                __atomic_store_n(&ep->rd_shut, true, __ATOMIC_RELAXED);
+        if (how == SHUT_RD)
+                return 0;
+
+        pthread_mutex_lock(&ep->tx_lock);
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+        if (y < 0)
+                r = -ENOTCONN;
+        else if (!ep->wr_shut) {
+                (void) tx_publish(ep); /* errors mean the peer is gone: nothing to flush to */
+                __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+                /* the flag before the EOF it explains (release, part of seq_cst) */
+                atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
+                (void) sys_shutdown(y, SHUT_WR);
+        }
+        pthread_mutex_unlock(&ep->tx_lock);
+        return r;
+}
+
+bool smc_ring_close(struct smc_ring_ep *ep) {
+        uint64_t cons = atomic_load(&ep->rx_hdr->cons);
+        bool abort;
+        uint32_t f;
+
+        /* a sender blocked in another thread holds tx_lock; it published already */
+        if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
+                (void) tx_publish(ep);
+                pthread_mutex_unlock(&ep->tx_lock);
+        }
+        abort = rx_avail(ep, cons) > 0;
+        f = abort ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED;
+        atomic_fetch_or(&ep->tx_hdr->conn_flags, f);
+        atomic_fetch_or(&ep->rx_hdr->reader_flags, f);
+        __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&ep->rd_shut, true, __ATOMIC_RELAXED);
+        {
+                /* atomic: a receiver in another thread may look at y_peer to unplug */
+                int y = __atomic_exchange_n(&ep->y_peer, -1, __ATOMIC_RELAXED);
+
+                if (y >= 0)
+                        (void) sys_close(y);
+        }
+        return abort;
+}
+
+short smc_ring_poll(struct smc_ring_ep *ep) {
+        uint64_t cons = atomic_load(&ep->rx_hdr->cons);
+        uint32_t f, pf;
+        short m = 0;
+        bool eof = false;
+
+        /* settle a stale doorbell so that X's kernel readiness matches afterwards; a
+         * receiver in another thread holds rx_lock and settles itself */
+        if (rx_avail(ep, cons) == 0 && pthread_mutex_trylock(&ep->rx_lock) == 0) {
+                int s = rx_settle(ep);
+
+                if (s == 2)
+                        eof = true;
+                else if (s == 0 && !(atomic_load(&ep->rx_hdr->conn_flags) & PEER_EOF_FLAGS) && rx_x_eof(ep))
+                        eof = true;
+                if (eof)
+                        mark_peer_dead(ep);
+                pthread_mutex_unlock(&ep->rx_lock);
+        }
+
+        f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
+        pf = peer_flags(ep);
+        if (rx_avail(ep, cons) > 0)
+                m |= POLLIN | POLLRDNORM;
+        if ((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
+                m |= POLLIN | POLLRDNORM | POLLRDHUP;
+        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || (pf & PEER_GONE_FLAGS) || tx_space(ep) > 0)
+                m |= POLLOUT | POLLWRNORM; /* as TCP: a shut-down writer gets POLLOUT, then EPIPE */
+        if (pf & SMC_DMB_CONN_ABORT) {
+                m |= POLLHUP;
+                if (!__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
+                        m |= POLLERR;
+        }
+        if ((f & PEER_EOF_FLAGS) && __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+                m |= POLLHUP;
+        return m;
+}
+
+uint32_t smc_ring_readable(struct smc_ring_ep *ep) {
+        return rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
+}
+
+int smc_ring_error(struct smc_ring_ep *ep) {
+        if ((peer_flags(ep) & SMC_DMB_CONN_ABORT) && take_reset(ep))
+                return ECONNRESET;
+        return 0;
+}

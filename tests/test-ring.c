@@ -1,0 +1,985 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Unit tests for the SMC-D data path (libsmcproto/ring.c): two endpoints in one
+ * process, wired as smcd wires them (two memfd DMBs, two AF_UNIX socketpairs).
+ *
+ * Usage: test-ring [--bench [BUSY_POLL_NS...]]. SMC_TEST_STRESS_MB sets the stress volume per
+ * direction (default 64). --bench measures the one-way latency of 64-byte
+ * ping-pong over the ring for several busy_poll_ns values instead of testing.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring.h"
+#include "sys.h"
+
+#define CHECK(cond, ...)                                                                         \
+        do {                                                                                     \
+                if (!(cond)) {                                                                   \
+                        fprintf(stderr, "%s:%d: %s: check failed: %s: ", __FILE__, __LINE__, __func__, \
+                                #cond);                                                          \
+                        fprintf(stderr, __VA_ARGS__);                                            \
+                        fputc('\n', stderr);                                                     \
+                        exit(EXIT_FAILURE);                                                      \
+                }                                                                                \
+        } while (0)
+
+#define ERRSTR(r) ((r) < 0 ? strerror((int) -(r)) : "ok")
+
+/* ---- a connection: A <-> B ------------------------------------------------------- */
+
+struct conn {
+        void *dmb_a, *dmb_b; /* A's rx (B writes it), B's rx (A writes it) */
+        uint32_t size_a, size_b;
+        int xa, xb;
+        struct smc_ring_ep a, b;
+};
+
+static void *dmb_new(uint32_t size) {
+        int fd = memfd_create("test-dmb", MFD_CLOEXEC);
+        void *p;
+
+        CHECK(fd >= 0, "memfd_create: %m");
+        CHECK(ftruncate(fd, SMC_DMB_HDR_LEN + size) == 0, "ftruncate: %m");
+        /* mapped once: each endpoint's accesses alias the same addresses, so TSan
+         * checks the cross-endpoint ordering as it would across processes */
+        p = mmap(NULL, SMC_DMB_HDR_LEN + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK(p != MAP_FAILED, "mmap: %m");
+        close(fd);
+        ((struct smc_dmb_hdr *) p)->type = SMC_DMB_EYECATCHER;
+        return p;
+}
+
+static void conn_open(struct conn *c, uint32_t size_a, uint32_t size_b) {
+        int pa[2], pb[2], r;
+
+        memset(c, 0, sizeof(*c));
+        c->size_a = size_a;
+        c->size_b = size_b;
+        c->dmb_a = dmb_new(size_a);
+        c->dmb_b = dmb_new(size_b);
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa) == 0, "socketpair: %m");
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb) == 0, "socketpair: %m");
+        c->xa = pa[0];
+        c->xb = pb[0];
+        /* A holds X_a and Y_b; B holds X_b and Y_a */
+        r = smc_ring_init(&c->a, c->dmb_a, size_a, c->dmb_b, size_b, pa[0], pb[1]);
+        CHECK(r == 0, "smc_ring_init(a): %s", ERRSTR(r));
+        r = smc_ring_init(&c->b, c->dmb_b, size_b, c->dmb_a, size_a, pb[0], pa[1]);
+        CHECK(r == 0, "smc_ring_init(b): %s", ERRSTR(r));
+}
+
+static void conn_close(struct conn *c) {
+        if (c->a.y_peer >= 0)
+                smc_ring_close(&c->a);
+        if (c->b.y_peer >= 0)
+                smc_ring_close(&c->b);
+        if (c->xa >= 0)
+                close(c->xa);
+        if (c->xb >= 0)
+                close(c->xb);
+        pthread_mutex_destroy(&c->a.tx_lock);
+        pthread_mutex_destroy(&c->a.rx_lock);
+        pthread_mutex_destroy(&c->b.tx_lock);
+        pthread_mutex_destroy(&c->b.rx_lock);
+        munmap(c->dmb_a, SMC_DMB_HDR_LEN + c->size_a);
+        munmap(c->dmb_b, SMC_DMB_HDR_LEN + c->size_b);
+}
+
+static ssize_t xsend(struct smc_ring_ep *ep, const void *buf, size_t len, int flags, bool nonblock) {
+        struct iovec iov = { (void *) buf, len };
+        return smc_ring_send(ep, &iov, 1, flags, nonblock);
+}
+
+static ssize_t xrecv(struct smc_ring_ep *ep, void *buf, size_t len, int flags, bool nonblock) {
+        struct iovec iov = { buf, len };
+        return smc_ring_recv(ep, &iov, 1, flags, nonblock);
+}
+
+/* kernel readiness of fd right now */
+static short kpoll(int fd, short events) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int r = poll(&p, 1, 0);
+
+        CHECK(r >= 0, "poll: %m");
+        return p.revents;
+}
+
+static void sleep_ms(int ms) {
+        struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+}
+
+/* The byte at stream position @pos of stream @seed: splitmix64 of the 8-byte word. */
+static inline uint8_t pattern(uint64_t seed, uint64_t pos) {
+        uint64_t z = seed + (pos >> 3) * 0x9e3779b97f4a7c15ull;
+
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        return (uint8_t) (z >> ((pos & 7) * 8));
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t pos) {
+        for (size_t i = 0; i < n; i++)
+                b[i] = pattern(seed, pos + i);
+}
+
+static void verify(const uint8_t *b, size_t n, uint64_t seed, uint64_t pos, const char *what) {
+        for (size_t i = 0; i < n; i++)
+                CHECK(b[i] == pattern(seed, pos + i), "%s: byte %" PRIu64 " is 0x%02x, want 0x%02x", what, pos + i,
+                      b[i], pattern(seed, pos + i));
+}
+
+static uint64_t xorshift(uint64_t *s) {
+        uint64_t x = *s;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return *s = x;
+}
+
+/* a random size in 1..max, biased towards small sizes half of the time */
+static size_t rand_size(uint64_t *s, size_t max) {
+        uint64_t r = xorshift(s);
+
+        if (r & 1)
+                return 1 + (r >> 8) % (max < 256 ? max : 256);
+        return 1 + (r >> 8) % max;
+}
+
+/* ---- tests ----------------------------------------------------------------------- */
+
+static void test_echo(void) {
+        struct conn c;
+        char buf[64];
+        ssize_t n;
+
+        conn_open(&c, SMC_DMB_DEFAULT_SIZE, SMC_DMB_DEFAULT_SIZE);
+        n = xsend(&c.a, "hello", 5, 0, false);
+        CHECK(n == 5, "send: %zd %s", n, ERRSTR(n));
+        CHECK(kpoll(c.xb, POLLIN) & POLLIN, "X_b not readable after a send");
+        CHECK(smc_ring_readable(&c.b) == 5, "readable %u", smc_ring_readable(&c.b));
+        n = xrecv(&c.b, buf, sizeof(buf), 0, false);
+        CHECK(n == 5 && memcmp(buf, "hello", 5) == 0, "recv: %zd", n);
+        CHECK(!(kpoll(c.xb, POLLIN) & POLLIN), "X_b still readable after the ring was emptied");
+        n = xsend(&c.b, buf, 5, 0, false);
+        CHECK(n == 5, "echo send: %zd", n);
+        memset(buf, 0, sizeof(buf));
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == 5 && memcmp(buf, "hello", 5) == 0, "echo recv: %zd", n);
+        CHECK(!(kpoll(c.xa, POLLIN) & POLLIN), "X_a still readable");
+
+        /* scatter/gather both ways */
+        {
+                struct iovec v[3] = { { "ab", 2 }, { "", 0 }, { "cdef", 4 } };
+                char p1[3] = { 0 }, p2[10] = { 0 };
+                struct iovec w[2] = { { p1, 3 }, { p2, 10 } };
+
+                n = smc_ring_send(&c.a, v, 3, 0, false);
+                CHECK(n == 6, "sendv: %zd", n);
+                n = smc_ring_recv(&c.b, w, 2, 0, false);
+                CHECK(n == 6 && memcmp(p1, "abc", 3) == 0 && memcmp(p2, "def", 3) == 0, "recvv: %zd", n);
+        }
+        conn_close(&c);
+        printf("ok echo\n");
+}
+
+/* single thread, nonblocking, random sizes up to 3x the ring, many wraps */
+static void test_random_sizes(void) {
+        const uint32_t size = SMC_DMB_MIN_SIZE;
+        struct conn c;
+        uint8_t *sb = malloc(3 * size), *rb = malloc(3 * size);
+        uint64_t spos = 0, rpos = 0, rnd = 0x1234567;
+        const uint64_t seed = 77;
+
+        CHECK(sb && rb, "malloc");
+        conn_open(&c, size, size);
+        while (rpos < 64ull * size) {
+                size_t ns = rand_size(&rnd, 3 * size), nr = rand_size(&rnd, 3 * size);
+                uint32_t inflight = (uint32_t) (spos - rpos);
+                ssize_t n;
+
+                fill(sb, ns, seed, spos);
+                n = xsend(&c.a, sb, ns, 0, true);
+                if (inflight == size)
+                        CHECK(n == -EAGAIN, "send into a full ring: %zd", n);
+                else
+                        CHECK(n == (ssize_t) (ns < size - inflight ? ns : size - inflight),
+                              "send %zu with %u in flight: %zd %s", ns, inflight, n, ERRSTR(n));
+                if (n > 0)
+                        spos += (uint64_t) n;
+                CHECK(smc_ring_readable(&c.b) == spos - rpos, "readable %u, want %" PRIu64,
+                      smc_ring_readable(&c.b), spos - rpos);
+
+                n = xrecv(&c.b, rb, nr, 0, true);
+                if (spos == rpos) {
+                        CHECK(n == -EAGAIN, "recv on empty: %zd", n);
+                } else {
+                        CHECK(n == (ssize_t) (nr < spos - rpos ? nr : spos - rpos), "recv %zu: %zd %s", nr, n,
+                              ERRSTR(n));
+                        verify(rb, (size_t) n, seed, rpos, "random sizes");
+                        rpos += (uint64_t) n;
+                }
+                /* the kernel readiness matches the ring after every call */
+                CHECK(!!(kpoll(c.xb, POLLIN) & POLLIN) == (spos != rpos), "POLLIN on X_b %d with %" PRIu64 " queued",
+                      !!(kpoll(c.xb, POLLIN) & POLLIN), spos - rpos);
+        }
+        CHECK(smc_curs_wrap(atomic_load(&((struct smc_dmb_hdr *) c.dmb_b)->cons)) >= 60, "did not wrap enough");
+        conn_close(&c);
+        free(sb);
+        free(rb);
+        printf("ok random sizes (%" PRIu64 " bytes, 1 B..3x ring, nonblocking)\n", rpos);
+}
+
+/* -- threaded stress -- */
+
+struct stream_arg {
+        struct smc_ring_ep *ep;
+        uint64_t total, seed, rnd;
+        size_t max_io;
+        uint64_t sum; /* Fletcher-like checksum of what went through */
+        bool nonblock;
+        uint64_t start; /* receiver: first stream position expected (total is the end) */
+};
+
+static uint64_t sum_update(uint64_t s, const uint8_t *b, size_t n) {
+        uint32_t lo = (uint32_t) s, hi = (uint32_t) (s >> 32);
+
+        for (size_t i = 0; i < n; i++) {
+                lo = (lo + b[i]) % 65521;
+                hi = (hi + lo) % 65521;
+        }
+        return ((uint64_t) hi << 32) | lo;
+}
+
+/* Wait for @events on @fd with the kernel's poll, as an application would; a
+ * readiness that never comes (a lost doorbell or a plug never drained) fails. */
+static void wait_fd(int fd, short events, const char *who) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int r;
+
+        do
+                r = poll(&p, 1, 10000);
+        while (r < 0 && errno == EINTR);
+        CHECK(r == 1, "%s: poll(X, %s) timed out after 10 s: lost wakeup", who, events == POLLIN ? "POLLIN" : "POLLOUT");
+}
+
+static void *sender(void *p) {
+        struct stream_arg *a = p;
+        uint8_t *b = malloc(a->max_io);
+        uint64_t pos = 0;
+
+        CHECK(b, "malloc");
+        a->sum = 1;
+        while (pos < a->total) {
+                size_t n = rand_size(&a->rnd, a->max_io);
+                ssize_t k;
+
+                if (n > a->total - pos)
+                        n = (size_t) (a->total - pos);
+                fill(b, n, a->seed, pos);
+                if (a->nonblock) {
+                        /* an event-loop app: EAGAIN, then the kernel's poll on X */
+                        k = xsend(a->ep, b, n, 0, true);
+                        if (k == -EAGAIN) {
+                                wait_fd(a->ep->x, POLLOUT, "sender");
+                                continue;
+                        }
+                        CHECK(k > 0 && (size_t) k <= n, "nonblocking send %zu: %zd %s", n, k, ERRSTR(k));
+                        n = (size_t) k;
+                } else {
+                        k = xsend(a->ep, b, n, (xorshift(&a->rnd) % 8 == 0) ? MSG_MORE : 0, false);
+                        CHECK(k > 0 && (size_t) k == n, "blocking send %zu at %" PRIu64 ": %zd %s", n, pos, k,
+                              ERRSTR(k));
+                }
+                a->sum = sum_update(a->sum, b, n);
+                pos += n;
+        }
+        CHECK(smc_ring_flush(a->ep) == 0, "flush");
+        free(b);
+        return NULL;
+}
+
+static void *receiver(void *p) {
+        struct stream_arg *a = p;
+        uint8_t *b = malloc(a->max_io);
+        uint64_t pos = a->start;
+
+        CHECK(b, "malloc");
+        a->sum = 1;
+        while (pos < a->total) {
+                size_t n = rand_size(&a->rnd, a->max_io);
+                int fl = (xorshift(&a->rnd) % 16 == 0) ? MSG_WAITALL : 0;
+                ssize_t k;
+
+                if (n > a->total - pos)
+                        n = (size_t) (a->total - pos);
+                if (a->nonblock) {
+                        k = xrecv(a->ep, b, n, 0, true);
+                        if (k == -EAGAIN) {
+                                wait_fd(a->ep->x, POLLIN, "receiver");
+                                continue;
+                        }
+                        fl = 0;
+                } else
+                        k = xrecv(a->ep, b, n, fl, false);
+                CHECK(k > 0 && (size_t) k <= n, "blocking recv %zu at %" PRIu64 ": %zd %s", n, pos, k, ERRSTR(k));
+                CHECK(!(fl & MSG_WAITALL) || (size_t) k == n, "MSG_WAITALL returned %zd of %zu", k, n);
+                verify(b, (size_t) k, a->seed, pos, "stress");
+                a->sum = sum_update(a->sum, b, (size_t) k);
+                pos += (uint64_t) k;
+        }
+        free(b);
+        return NULL;
+}
+
+static void test_stress(uint64_t total, uint32_t busy_ns, uint32_t ring, bool nonblock) {
+        struct conn c;
+        struct stream_arg as, ar, bs, br;
+        pthread_t t[4];
+        struct timespec t0, t1;
+        double s;
+
+        conn_open(&c, ring, ring);
+        c.a.busy_poll_ns = c.b.busy_poll_ns = busy_ns;
+        as = (struct stream_arg) { &c.a, total, 1, 11, 3 * ring, 0, nonblock, 0 };
+        br = (struct stream_arg) { &c.b, total, 1, 12, 3 * ring, 0, nonblock, 0 };
+        bs = (struct stream_arg) { &c.b, total, 2, 13, 3 * ring, 0, nonblock, 0 };
+        ar = (struct stream_arg) { &c.a, total, 2, 14, 3 * ring, 0, nonblock, 0 };
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHECK(pthread_create(&t[0], NULL, sender, &as) == 0, "pthread_create");
+        CHECK(pthread_create(&t[1], NULL, receiver, &br) == 0, "pthread_create");
+        CHECK(pthread_create(&t[2], NULL, sender, &bs) == 0, "pthread_create");
+        CHECK(pthread_create(&t[3], NULL, receiver, &ar) == 0, "pthread_create");
+        for (int i = 0; i < 4; i++)
+                pthread_join(t[i], NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        CHECK(as.sum == br.sum, "A->B checksum %" PRIx64 " != %" PRIx64, as.sum, br.sum);
+        CHECK(bs.sum == ar.sum, "B->A checksum %" PRIx64 " != %" PRIx64, bs.sum, ar.sum);
+        CHECK(smc_ring_readable(&c.a) == 0 && smc_ring_readable(&c.b) == 0, "leftover data");
+        CHECK(!(kpoll(c.xa, POLLIN) & POLLIN) && !(kpoll(c.xb, POLLIN) & POLLIN), "X readable after the stream");
+        CHECK((kpoll(c.xa, POLLOUT) & POLLOUT) && (kpoll(c.xb, POLLOUT) & POLLOUT), "X still plugged after the stream");
+        conn_close(&c);
+        s = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        printf("ok stress%s %" PRIu64 " MiB each way, ring %u KiB, busy_poll %u ns: %.2f s, %.0f MiB/s per direction\n",
+               nonblock ? " (nonblocking + poll(X))" : "", total >> 20, ring >> 10, busy_ns, s,
+               (double) (total >> 20) / s);
+}
+
+static void test_peek(void) {
+        struct conn c;
+        char buf[200];
+        ssize_t n;
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        n = xrecv(&c.b, buf, sizeof(buf), MSG_PEEK, true);
+        CHECK(n == -EAGAIN, "peek on empty: %zd", n);
+        fill((uint8_t *) buf, 100, 5, 0);
+        CHECK(xsend(&c.a, buf, 100, 0, false) == 100, "send");
+        memset(buf, 0, sizeof(buf));
+        n = xrecv(&c.b, buf, 50, MSG_PEEK, false);
+        CHECK(n == 50, "peek 50: %zd", n);
+        verify((uint8_t *) buf, 50, 5, 0, "peek");
+        CHECK(smc_ring_readable(&c.b) == 100, "peek consumed data: %u left", smc_ring_readable(&c.b));
+        CHECK(kpoll(c.xb, POLLIN) & POLLIN, "X_b not readable after peek");
+        n = xrecv(&c.b, buf, sizeof(buf), MSG_PEEK, false);
+        CHECK(n == 100, "peek all: %zd", n);
+        n = xrecv(&c.b, buf, sizeof(buf), 0, false);
+        CHECK(n == 100, "recv after peek: %zd", n);
+        verify((uint8_t *) buf, 100, 5, 0, "recv after peek");
+        CHECK(!(kpoll(c.xb, POLLIN) & POLLIN), "X_b readable after all read");
+
+        /* wrap: peek across the end of the ring */
+        {
+                uint8_t *big = malloc(SMC_DMB_MIN_SIZE);
+                CHECK(big, "malloc");
+                fill(big, SMC_DMB_MIN_SIZE - 100 - 10, 6, 0);
+                CHECK(xsend(&c.a, big, SMC_DMB_MIN_SIZE - 110, 0, false) == SMC_DMB_MIN_SIZE - 110, "send");
+                CHECK(xrecv(&c.b, big, SMC_DMB_MIN_SIZE, 0, false) == SMC_DMB_MIN_SIZE - 110, "recv");
+                fill(big, 40, 7, 0);
+                CHECK(xsend(&c.a, big, 40, 0, false) == 40, "send wrapping");
+                memset(big, 0, 40);
+                CHECK(xrecv(&c.b, big, 40, MSG_PEEK, false) == 40, "peek wrapping");
+                verify(big, 40, 7, 0, "peek across wrap");
+                memset(big, 0, 40);
+                CHECK(xrecv(&c.b, big, 40, 0, false) == 40, "recv wrapping");
+                verify(big, 40, 7, 0, "recv across wrap");
+                free(big);
+        }
+        conn_close(&c);
+        printf("ok MSG_PEEK\n");
+}
+
+struct delayed_send {
+        struct smc_ring_ep *ep;
+        int pieces, piece_len, delay_ms;
+        bool shut_after;
+};
+
+static void *delayed_sender(void *p) {
+        struct delayed_send *d = p;
+        uint8_t buf[4096];
+
+        for (int i = 0; i < d->pieces; i++) {
+                sleep_ms(d->delay_ms);
+                fill(buf, (size_t) d->piece_len, 9, (uint64_t) i * (uint64_t) d->piece_len);
+                CHECK(xsend(d->ep, buf, (size_t) d->piece_len, 0, false) == d->piece_len, "delayed send");
+        }
+        if (d->shut_after)
+                CHECK(smc_ring_shutdown(d->ep, SHUT_WR) == 0, "shutdown");
+        return NULL;
+}
+
+static void test_waitall(void) {
+        struct conn c;
+        uint8_t buf[4096];
+        pthread_t t;
+        ssize_t n;
+        struct delayed_send d;
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        d = (struct delayed_send) { &c.a, 10, 100, 5, false };
+        CHECK(pthread_create(&t, NULL, delayed_sender, &d) == 0, "pthread_create");
+        n = xrecv(&c.b, buf, 1000, MSG_WAITALL, false);
+        CHECK(n == 1000, "MSG_WAITALL: %zd %s", n, ERRSTR(n));
+        verify(buf, 1000, 9, 0, "waitall");
+        pthread_join(t, NULL);
+
+        /* MSG_PEEK|MSG_WAITALL waits for the full length without consuming */
+        d = (struct delayed_send) { &c.a, 4, 100, 5, false };
+        CHECK(pthread_create(&t, NULL, delayed_sender, &d) == 0, "pthread_create");
+        n = xrecv(&c.b, buf, 400, MSG_WAITALL | MSG_PEEK, false);
+        CHECK(n == 400, "MSG_PEEK|MSG_WAITALL: %zd %s", n, ERRSTR(n));
+        pthread_join(t, NULL);
+        n = xrecv(&c.b, buf, 400, 0, false);
+        CHECK(n == 400, "recv after peek-waitall: %zd", n);
+        verify(buf, 400, 9, 0, "peek waitall");
+
+        /* MSG_WAITALL stopped by EOF returns the partial count, then 0 */
+        d = (struct delayed_send) { &c.a, 3, 100, 5, true };
+        CHECK(pthread_create(&t, NULL, delayed_sender, &d) == 0, "pthread_create");
+        n = xrecv(&c.b, buf, 1000, MSG_WAITALL, false);
+        CHECK(n == 300, "MSG_WAITALL at EOF: %zd %s", n, ERRSTR(n));
+        pthread_join(t, NULL);
+        n = xrecv(&c.b, buf, 1000, MSG_WAITALL, false);
+        CHECK(n == 0, "after EOF: %zd", n);
+        conn_close(&c);
+        printf("ok MSG_WAITALL\n");
+}
+
+static void test_nonblock_and_poll(void) {
+        const uint32_t size = SMC_DMB_MIN_SIZE;
+        struct conn c;
+        uint8_t *buf = malloc(4 * size);
+        uint64_t sent = 0;
+        ssize_t n;
+        short m;
+
+        CHECK(buf, "malloc");
+        conn_open(&c, size, size);
+        CHECK(xrecv(&c.b, buf, 10, 0, true) == -EAGAIN, "recv on empty is not EAGAIN");
+        CHECK(!(kpoll(c.xb, POLLIN) & POLLIN), "X_b readable on empty");
+        m = smc_ring_poll(&c.b);
+        CHECK(!(m & POLLIN) && (m & POLLOUT), "smc_ring_poll(b) = %#x on an idle connection", (unsigned) m);
+        CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a not writable on an empty ring");
+
+        /* fill A->B completely */
+        fill(buf, 4 * size, 3, 0);
+        for (;;) {
+                n = xsend(&c.a, buf + sent, 4 * size - sent, 0, true);
+                if (n == -EAGAIN)
+                        break;
+                CHECK(n > 0, "nonblocking send: %zd %s", n, ERRSTR(n));
+                sent += (uint64_t) n;
+        }
+        CHECK(sent == size, "filled %" PRIu64 " bytes, want the ring size %u", sent, size);
+        CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable while B's ring is full (not plugged)");
+        CHECK(!(smc_ring_poll(&c.a) & POLLOUT), "smc_ring_poll(a) says POLLOUT on a full ring");
+        CHECK(kpoll(c.xb, POLLIN) & POLLIN, "X_b not readable with a full ring");
+        CHECK(smc_ring_poll(&c.b) & POLLIN, "smc_ring_poll(b) no POLLIN");
+        CHECK(xsend(&c.a, buf, 1, 0, true) == -EAGAIN, "send to full ring is not EAGAIN");
+
+        /* the peer reads a little: A becomes writable again */
+        n = xrecv(&c.b, buf + 4 * size - 100, 100, 0, false);
+        CHECK(n == 100, "recv: %zd", n);
+        verify(buf + 4 * size - 100, 100, 3, 0, "partial read");
+        CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a not writable after the peer read (plug not drained)");
+        CHECK(smc_ring_poll(&c.a) & POLLOUT, "smc_ring_poll(a) no POLLOUT after the peer read");
+        n = xsend(&c.a, buf + sent, 1000, 0, true);
+        CHECK(n == 100, "send into 100 free bytes: %zd", n);
+
+        /* blocking send waits for space, the peer frees it from another thread */
+        {
+                struct stream_arg r = { &c.b, 4 * (uint64_t) size + 100, 3, 5, 777, 0, false, 100 };
+                pthread_t t;
+                uint8_t *more = malloc(3 * size);
+
+                CHECK(more, "malloc");
+                fill(more, 3 * size, 3, size + 100);
+                /* the receiver restarts at stream position 100 */
+                CHECK(pthread_create(&t, NULL, receiver, &r) == 0, "pthread_create");
+                n = xsend(&c.a, more, 3 * size, 0, false);
+                CHECK(n == 3 * (ssize_t) size, "blocking send with a full ring: %zd %s", n, ERRSTR(n));
+                pthread_join(t, NULL);
+                free(more);
+        }
+        conn_close(&c);
+        free(buf);
+        printf("ok nonblocking EAGAIN, poll(X) POLLIN/POLLOUT\n");
+}
+
+static void test_cork(void) {
+        struct conn c;
+        uint8_t buf[2048];
+        ssize_t n;
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_set_cork(&c.a, true) == 0, "cork");
+        CHECK(xsend(&c.a, "abc", 3, 0, false) == 3, "corked send");
+        CHECK(xrecv(&c.b, buf, sizeof(buf), 0, true) == -EAGAIN, "corked data visible");
+        CHECK(!(kpoll(c.xb, POLLIN) & POLLIN), "peer rung while corked");
+        CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 3 && memcmp(buf, "abc", 3) == 0, "after uncork: %zd", n);
+
+        CHECK(xsend(&c.a, "de", 2, MSG_MORE, false) == 2, "MSG_MORE");
+        CHECK(xrecv(&c.b, buf, sizeof(buf), 0, true) == -EAGAIN, "MSG_MORE data visible");
+        CHECK(xsend(&c.a, "f", 1, 0, false) == 1, "send after MSG_MORE");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 3 && memcmp(buf, "def", 3) == 0, "after MSG_MORE batch: %zd", n);
+
+        /* autocork: a corked batch goes out at autocork_size */
+        c.a.autocork_size = 1000;
+        CHECK(smc_ring_set_cork(&c.a, true) == 0, "cork");
+        for (int i = 0; i < 5; i++)
+                CHECK(xsend(&c.a, buf, 300, 0, false) == 300, "corked send");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 1200, "autocork published %zd, want 1200", n);
+        CHECK(smc_ring_flush(&c.a) == 0, "flush");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 300, "flush published %zd", n);
+        CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
+        conn_close(&c);
+        printf("ok cork, MSG_MORE, autocork\n");
+}
+
+static void test_shutdown(void) {
+        struct conn c;
+        uint8_t buf[20000];
+        ssize_t n;
+        uint64_t got = 0;
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        fill(buf, 10000, 4, 0);
+        CHECK(xsend(&c.a, buf, 10000, 0, false) == 10000, "send");
+        CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown");
+        CHECK(xsend(&c.a, buf, 1, 0, false) == -EPIPE, "send after SHUT_WR is not EPIPE");
+        CHECK(kpoll(c.xb, POLLIN) & POLLIN, "X_b not readable");
+        while ((n = xrecv(&c.b, buf, 3000, 0, false)) > 0) {
+                verify(buf, (size_t) n, 4, got, "before EOF");
+                got += (uint64_t) n;
+        }
+        CHECK(n == 0 && got == 10000, "EOF after %" PRIu64 " bytes: %zd %s", got, n, ERRSTR(n));
+        CHECK(xrecv(&c.b, buf, 10, 0, false) == 0, "second EOF");
+        CHECK(xrecv(&c.b, buf, 10, 0, true) == 0, "nonblocking EOF");
+        CHECK(kpoll(c.xb, POLLIN | POLLRDHUP) & POLLRDHUP, "X_b no POLLRDHUP at EOF");
+        CHECK(smc_ring_poll(&c.b) & POLLRDHUP, "smc_ring_poll(b) no POLLRDHUP");
+        /* half close: B can still send to A */
+        CHECK(xsend(&c.b, "back", 4, 0, false) == 4, "send on the half-closed connection");
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == 4 && memcmp(buf, "back", 4) == 0, "recv on the half-closed connection: %zd", n);
+        CHECK(smc_ring_close(&c.b) == false, "orderly close reported an abort");
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == 0, "EOF after the peer's close: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+
+        /* a reader blocked in recv wakes up at the peer's shutdown */
+        {
+                struct delayed_send d;
+                pthread_t t;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                d = (struct delayed_send) { &c.a, 1, 10, 20, true };
+                CHECK(pthread_create(&t, NULL, delayed_sender, &d) == 0, "pthread_create");
+                CHECK(xrecv(&c.b, buf, 100, 0, false) == 10, "blocking recv");
+                CHECK(xrecv(&c.b, buf, 100, 0, false) == 0, "blocking recv at EOF");
+                pthread_join(t, NULL);
+                conn_close(&c);
+        }
+        printf("ok shutdown(SHUT_WR): data, then EOF\n");
+}
+
+static void test_close_abort(void) {
+        struct conn c;
+        uint8_t buf[256];
+        ssize_t n;
+
+        /* B closes with unread data from A: A sees ECONNRESET once */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(xsend(&c.b, "to-a", 4, 0, false) == 4, "send");
+        CHECK(xsend(&c.a, "unread", 6, 0, false) == 6, "send");
+        CHECK(smc_ring_close(&c.b) == true, "close with unread data did not abort");
+        CHECK(smc_ring_poll(&c.a) & POLLERR, "no POLLERR after the abort");
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == 4, "data before the abort not delivered first: %zd %s", n, ERRSTR(n));
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == -ECONNRESET, "recv after the abort: %zd %s", n, ERRSTR(n));
+        n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+        CHECK(n == 0, "recv after ECONNRESET: %zd %s", n, ERRSTR(n));
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "send after the reset was reported: %zd %s", n, ERRSTR(n));
+        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR after it was reported");
+        conn_close(&c);
+
+        /* send first after an abort: ECONNRESET, then EPIPE */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(xsend(&c.a, "unread", 6, 0, false) == 6, "send");
+        CHECK(smc_ring_close(&c.b) == true, "no abort");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -ECONNRESET, "send after abort: %zd %s", n, ERRSTR(n));
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "second send after abort: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+
+        /* SO_ERROR reports the abort once */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(xsend(&c.a, "unread", 6, 0, false) == 6, "send");
+        CHECK(smc_ring_close(&c.b) == true, "no abort");
+        CHECK(smc_ring_error(&c.a) == ECONNRESET, "SO_ERROR");
+        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR twice");
+        conn_close(&c);
+
+        /* orderly close, then send: EPIPE */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_close(&c.b) == false, "orderly close aborted");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "send after the peer closed: %zd %s", n, ERRSTR(n));
+        CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "recv after the peer closed");
+        conn_close(&c);
+        printf("ok close: abort -> ECONNRESET once, closed -> EPIPE\n");
+}
+
+struct blocked_op {
+        struct smc_ring_ep *ep;
+        bool send;
+        size_t len;
+        _Atomic ssize_t result;
+        _Atomic bool done;
+};
+
+static void *blocked_op_run(void *p) {
+        struct blocked_op *o = p;
+        uint8_t *buf = calloc(1, o->len);
+        ssize_t n;
+
+        CHECK(buf, "calloc");
+        n = o->send ? xsend(o->ep, buf, o->len, 0, false) : xrecv(o->ep, buf, o->len, 0, false);
+        atomic_store(&o->result, n);
+        atomic_store(&o->done, true);
+        free(buf);
+        return NULL;
+}
+
+/* B dies: its ends close without any flag */
+static void kill_b(struct conn *c) {
+        close(c->b.y_peer);
+        c->b.y_peer = -1;
+        close(c->xb);
+        c->xb = -1;
+}
+
+static void test_peer_death(void) {
+        struct conn c;
+        uint8_t buf[64];
+        ssize_t n;
+
+        /* a blocked reader */
+        {
+                struct blocked_op o = { .send = false, .len = 64 };
+                pthread_t t;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                o.ep = &c.a;
+                CHECK(pthread_create(&t, NULL, blocked_op_run, &o) == 0, "pthread_create");
+                sleep_ms(20);
+                CHECK(!atomic_load(&o.done), "recv did not block");
+                kill_b(&c);
+                pthread_join(t, NULL);
+                CHECK(o.result == -ECONNRESET, "blocked recv after peer death: %zd %s", (ssize_t) o.result,
+                      ERRSTR(o.result));
+                n = xrecv(&c.a, buf, sizeof(buf), 0, false);
+                CHECK(n == 0, "recv after the reset: %zd %s", n, ERRSTR(n));
+                n = xsend(&c.a, buf, 1, 0, false);
+                CHECK(n == -EPIPE, "send after the reset: %zd %s", n, ERRSTR(n));
+                conn_close(&c);
+        }
+
+        /* a nonblocking reader, and the data sent before the death still arrives */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(xsend(&c.b, "last", 4, 0, false) == 4, "send");
+        kill_b(&c);
+        n = xrecv(&c.a, buf, sizeof(buf), 0, true);
+        CHECK(n == 4, "data before the death: %zd %s", n, ERRSTR(n));
+        n = xrecv(&c.a, buf, sizeof(buf), 0, true);
+        CHECK(n == -ECONNRESET, "nonblocking recv after death: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+
+        /* smc_ring_poll notices */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        kill_b(&c);
+        CHECK((smc_ring_poll(&c.a) & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP), "poll after death: %#x",
+              (unsigned) smc_ring_poll(&c.a));
+        conn_close(&c);
+
+        /* a writer blocked on a full ring */
+        {
+                struct blocked_op o = { .send = true, .len = 3 * SMC_DMB_MIN_SIZE };
+                pthread_t t;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                o.ep = &c.a;
+                CHECK(pthread_create(&t, NULL, blocked_op_run, &o) == 0, "pthread_create");
+                sleep_ms(20);
+                CHECK(!atomic_load(&o.done), "send did not block");
+                kill_b(&c);
+                pthread_join(t, NULL);
+                /* the first ring-full was sent; the error comes with the next call */
+                CHECK(o.result == SMC_DMB_MIN_SIZE, "blocked send after peer death: %zd %s", (ssize_t) o.result,
+                      ERRSTR(o.result));
+                n = xsend(&c.a, buf, 1, 0, false);
+                CHECK(n == -ECONNRESET, "send after the death: %zd %s", n, ERRSTR(n));
+                n = xsend(&c.a, buf, 1, 0, false);
+                CHECK(n == -EPIPE, "second send after the death: %zd %s", n, ERRSTR(n));
+                conn_close(&c);
+        }
+
+        /* a writer with space: the doorbell write finds the peer gone */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        kill_b(&c);
+        n = xsend(&c.a, buf, 10, 0, false);
+        CHECK(n == -ECONNRESET || n == 10, "send to a dead peer: %zd %s", n, ERRSTR(n));
+        if (n == 10)
+                n = xsend(&c.a, buf, 10, 0, false);
+        CHECK(n == -ECONNRESET, "send to a dead peer: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+        printf("ok peer death (close(Y) without flags) -> ECONNRESET\n");
+}
+
+static void on_sigusr1(int sig) {
+        (void) sig;
+}
+
+static void test_eintr(void) {
+        struct sigaction sa = { .sa_handler = on_sigusr1 }; /* no SA_RESTART */
+        struct blocked_op o = { .send = false, .len = 64 };
+        struct conn c;
+        pthread_t t;
+
+        CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        c.a.busy_poll_ns = 1000;
+        o.ep = &c.a;
+        CHECK(pthread_create(&t, NULL, blocked_op_run, &o) == 0, "pthread_create");
+        while (!atomic_load(&o.done)) {
+                sleep_ms(5);
+                pthread_kill(t, SIGUSR1);
+        }
+        pthread_join(t, NULL);
+        CHECK(o.result == -EINTR, "recv interrupted: %zd %s", (ssize_t) o.result, ERRSTR(o.result));
+        /* the connection still works */
+        CHECK(xsend(&c.b, "z", 1, 0, false) == 1, "send");
+        CHECK(xrecv(&c.a, (char[4]) { 0 }, 4, 0, false) == 1, "recv after EINTR");
+        conn_close(&c);
+        printf("ok EINTR\n");
+}
+
+/* ---- latency benchmark ----------------------------------------------------------- */
+
+struct pingpong {
+        struct smc_ring_ep *ep;
+        int rounds;
+};
+
+static void *ponger(void *p) {
+        struct pingpong *pp = p;
+        uint8_t m[64];
+
+        for (int i = 0; i < pp->rounds; i++) {
+                CHECK(xrecv(pp->ep, m, sizeof(m), MSG_WAITALL, false) == 64, "pong recv");
+                CHECK(xsend(pp->ep, m, sizeof(m), 0, false) == 64, "pong send");
+        }
+        return NULL;
+}
+
+static double bench_latency(uint32_t busy_ns, int rounds) {
+        struct conn c;
+        struct pingpong pp;
+        uint8_t m[64] = { 1 };
+        struct timespec t0, t1;
+        pthread_t t;
+
+        conn_open(&c, SMC_DMB_DEFAULT_SIZE, SMC_DMB_DEFAULT_SIZE);
+        c.a.busy_poll_ns = c.b.busy_poll_ns = busy_ns;
+        pp = (struct pingpong) { &c.b, rounds + 100 };
+        CHECK(pthread_create(&t, NULL, ponger, &pp) == 0, "pthread_create");
+        for (int i = 0; i < rounds + 100; i++) {
+                if (i == 100)
+                        clock_gettime(CLOCK_MONOTONIC, &t0); /* 100 rounds of warm-up */
+                CHECK(xsend(&c.a, m, sizeof(m), 0, false) == 64, "ping send");
+                CHECK(xrecv(&c.a, m, sizeof(m), MSG_WAITALL, false) == 64, "ping recv");
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        pthread_join(t, NULL);
+        conn_close(&c);
+        return ((double) (t1.tv_sec - t0.tv_sec) * 1e9 + (double) (t1.tv_nsec - t0.tv_nsec)) / rounds / 2 / 1000;
+}
+
+/* reference: the same ping-pong over a plain AF_UNIX socketpair */
+struct unix_pong {
+        int fd, rounds;
+};
+
+static void *unix_ponger(void *p) {
+        struct unix_pong *u = p;
+        uint8_t m[64];
+
+        for (int i = 0; i < u->rounds; i++) {
+                CHECK(recv(u->fd, m, sizeof(m), MSG_WAITALL) == 64, "unix pong recv");
+                CHECK(send(u->fd, m, sizeof(m), 0) == 64, "unix pong send");
+        }
+        return NULL;
+}
+
+static double bench_unix_latency(int rounds) {
+        struct unix_pong u;
+        uint8_t m[64] = { 1 };
+        struct timespec t0, t1;
+        int sv[2];
+        pthread_t t;
+
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+        u = (struct unix_pong) { sv[1], rounds };
+        CHECK(pthread_create(&t, NULL, unix_ponger, &u) == 0, "pthread_create");
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < rounds; i++) {
+                CHECK(send(sv[0], m, sizeof(m), 0) == 64, "unix ping send");
+                CHECK(recv(sv[0], m, sizeof(m), MSG_WAITALL) == 64, "unix ping recv");
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        pthread_join(t, NULL);
+        close(sv[0]);
+        close(sv[1]);
+        return ((double) (t1.tv_sec - t0.tv_sec) * 1e9 + (double) (t1.tv_nsec - t0.tv_nsec)) / rounds / 2 / 1000;
+}
+
+/* streaming throughput: one sender thread, one receiver thread, @io-byte calls */
+struct bulk {
+        struct smc_ring_ep *ep;
+        uint64_t total;
+        size_t io;
+};
+
+static void *bulk_recv(void *p) {
+        struct bulk *b = p;
+        uint8_t *buf = malloc(b->io);
+        uint64_t got = 0;
+
+        CHECK(buf, "malloc");
+        while (got < b->total) {
+                ssize_t n = xrecv(b->ep, buf, b->io, 0, false);
+                CHECK(n > 0, "bulk recv: %zd", n);
+                got += (uint64_t) n;
+        }
+        free(buf);
+        return NULL;
+}
+
+static double bench_stream(uint32_t ring, size_t io, uint64_t total, uint32_t busy_ns) {
+        struct conn c;
+        struct bulk b;
+        uint8_t *buf = calloc(1, io);
+        struct timespec t0, t1;
+        pthread_t t;
+
+        CHECK(buf, "calloc");
+        conn_open(&c, ring, ring);
+        c.a.busy_poll_ns = c.b.busy_poll_ns = busy_ns;
+        b = (struct bulk) { &c.b, total, io };
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHECK(pthread_create(&t, NULL, bulk_recv, &b) == 0, "pthread_create");
+        for (uint64_t sent = 0; sent < total; sent += io)
+                CHECK(xsend(&c.a, buf, io, 0, false) == (ssize_t) io, "bulk send");
+        pthread_join(t, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        conn_close(&c);
+        free(buf);
+        return (double) total / ((double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9) / 1e9;
+}
+
+static void bench(int argc, char **argv) {
+        uint32_t busy[16] = { 0, 5000, 20000, 50000 };
+        size_t nbusy = 4;
+
+        if (argc > 0) {
+                nbusy = 0;
+                for (int i = 0; i < argc && nbusy < 16; i++)
+                        busy[nbusy++] = (uint32_t) strtoul(argv[i], NULL, 10);
+        }
+        printf("one-way latency, 64-byte ping-pong between two threads, blocking recv:\n");
+        for (size_t i = 0; i < nbusy; i++) {
+                double best = 1e9;
+
+                for (int rep = 0; rep < 3; rep++) {
+                        double us = bench_latency(busy[i], 20000);
+                        if (us < best)
+                                best = us;
+                }
+                printf("  busy_poll_ns=%-6u %8.2f us (best of 3 x 20000 round trips)\n", busy[i], best);
+        }
+        printf("  reference AF_UNIX socketpair: %.2f us\n", bench_unix_latency(20000));
+        printf("streaming, 1 GiB, one sender and one receiver thread:\n");
+        for (size_t i = 0; i < nbusy; i++) {
+                printf("  busy_poll_ns=%-6u ring 64 KiB, 16 KiB calls: %5.2f GB/s; ring 1 MiB, 64 KiB calls: %5.2f GB/s\n",
+                       busy[i], bench_stream(64u << 10, 16u << 10, 1ull << 30, busy[i]),
+                       bench_stream(1u << 20, 64u << 10, 1ull << 30, busy[i]));
+        }
+}
+
+int main(int argc, char **argv) {
+        const char *e = getenv("SMC_TEST_STRESS_MB");
+        uint64_t mb = e ? strtoull(e, NULL, 10) : 64;
+
+        if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+                bench(argc - 2, argv + 2); /* optional: busy_poll_ns values */
+                return 0;
+        }
+        signal(SIGPIPE, SIG_IGN); /* a failure must show as a check, not a signal */
+        test_echo();
+        test_random_sizes();
+        test_peek();
+        test_waitall();
+        test_nonblock_and_poll();
+        test_cork();
+        test_shutdown();
+        test_close_abort();
+        test_peer_death();
+        test_eintr();
+        test_stress(mb << 20, 0, SMC_DMB_DEFAULT_SIZE, false);
+        test_stress((mb / 4 ? mb / 4 : 1) << 20, 20000, SMC_DMB_MIN_SIZE, false);
+        test_stress((mb / 4 ? mb / 4 : 1) << 20, 0, SMC_DMB_MIN_SIZE, true);
+        printf("test-ring: all passed\n");
+        return 0;
+}
