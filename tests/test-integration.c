@@ -14,6 +14,24 @@
  *
  * Every process of a case reports its first failure into one MAP_SHARED page, so the
  * "not ok" line names the failing check even when it happened in a grandchild.
+ *
+ * Cases (name or number selects one):
+ *   1 echo                   SMC-D on both ends over 127.0.0.1, ::1, 0.0.0.0 <- 127.0.0.2
+ *   2 bulk-1B-64MiB-...      1 B .. 64 MiB both ways at once (sender + receiver thread
+ *                            per side), every byte checked; smcd's byte counters exact
+ *   3 1000-concurrent-...    1000 connections open at once, each echoes, all closed;
+ *                            conns_current and pool in_use back to 0
+ *   4 socket-semantics-...   MSG_PEEK, MSG_WAITALL, EAGAIN, SHUT_WR/EOF, close keeps data,
+ *                            ECONNRESET, EPIPE/SIGPIPE, nonblocking connect, ECONNREFUSED:
+ *                            each run over libc TCP and over smc_*, same assertions
+ *   5 no-smcd-tcp-fallback   no smcd / no dir / stale socket: TCP, NOSMCDDEV, 1 MiB ok
+ *   6 client-sigkill-...     sender or receiver SIGKILLed: peer error within 2 s,
+ *                            buffers back and cleared
+ *   7 smcd-sigkill           established SMC-D keeps flowing; new connections TCP
+ *   8 listen-semantics       EADDRINUSE between TCP and SMC listeners; a plain TCP client
+ *                            on an SMC listener; an SMC client on a plain listener
+ *   9-11 per-uid limits      --max-conns-per-uid (two uids, then one uid: smcd counts
+ *                            endpoints) and --max-buf-per-uid: TCP with MAXCONNERR / MAX_DMB
  */
 
 #include <arpa/inet.h>

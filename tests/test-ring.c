@@ -917,6 +917,12 @@ static double bench_stream(uint32_t ring, size_t io, uint64_t total, uint32_t bu
         CHECK(buf, "calloc");
         conn_open(&c, ring, ring);
         c.a.busy_poll_ns = c.b.busy_poll_ns = busy_ns;
+        if (getenv("SMC_BENCH_SNDBUF")) {
+                /* experiment: a small X send buffer makes the plug cheap */
+                int v = atoi(getenv("SMC_BENCH_SNDBUF"));
+                CHECK(setsockopt(c.xa, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == 0, "SO_SNDBUF");
+                CHECK(setsockopt(c.xb, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) == 0, "SO_SNDBUF");
+        }
         b = (struct bulk) { &c.b, total, io };
         clock_gettime(CLOCK_MONOTONIC, &t0);
         CHECK(pthread_create(&t, NULL, bulk_recv, &b) == 0, "pthread_create");
@@ -950,6 +956,8 @@ static void bench(int argc, char **argv) {
                 printf("  busy_poll_ns=%-6u %8.2f us (best of 3 x 20000 round trips)\n", busy[i], best);
         }
         printf("  reference AF_UNIX socketpair: %.2f us\n", bench_unix_latency(20000));
+        if (getenv("SMC_BENCH_NOSTREAM"))
+                return;
         printf("streaming, 1 GiB, one sender and one receiver thread:\n");
         for (size_t i = 0; i < nbusy; i++) {
                 printf("  busy_poll_ns=%-6u ring 64 KiB, 16 KiB calls: %5.2f GB/s; ring 1 MiB, 64 KiB calls: %5.2f GB/s\n",
