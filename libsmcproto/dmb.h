@@ -32,6 +32,13 @@
  *    later), then load prod again. Both exchanges and the prod store/load are
  *    seq_cst, so either the reader sees the new prod or the writer sees bell == 0 and
  *    rings: no lost wakeup. No syscall happens while the ring stays non-empty.
+ *  - Spin handoff (no syscall when the reader busy-polls): a busy-polling reader
+ *    publishes its state in "spinning" (ACTIVE in recv, SLEEPING before it blocks in
+ *    poll(X), IDLE between calls). A writer that finds ACTIVE or IDLE moves bell
+ *    NONE -> TENTATIVE instead of ringing, waits (bounded) for cons to reach its prod
+ *    or for SLEEPING, then resolves: cons == prod: TENTATIVE -> NONE, no byte; else
+ *    TENTATIVE -> SET and write the byte. The reader's drain protocol only ever takes SET, never
+ *    TENTATIVE, so the writer alone resolves it (ring.c has the full argument).
  *  - Plug (writer wakeup, POLLOUT): when the peer's DMB is full the writer fills X's
  *    socket send buffer ("plugs" it: POLLOUT clears), then sets writer_waiting
  *    (seq_cst), then reloads cons. The reader, after storing cons: if
@@ -55,6 +62,18 @@
 #define SMC_DMB_DEFAULT_SIZE (64u << 10)
 #define SMC_DMB_EYECATCHER 0xFE        /* SMC CDC message type */
 
+/* bell values */
+#define SMC_DMB_BELL_NONE 0u      /* no doorbell byte queued */
+#define SMC_DMB_BELL_SET 1u       /* a doorbell byte is queued in X, or being written */
+#define SMC_DMB_BELL_TENTATIVE 2u /* the writer hands data to a spinning reader and
+                                   * decides shortly whether a byte is needed */
+
+/* spinning values (reader state, for the spin handoff) */
+#define SMC_DMB_SPIN_NONE 0u     /* the reader does not busy-poll */
+#define SMC_DMB_SPIN_ACTIVE 1u   /* the reader is in recv, polling the ring */
+#define SMC_DMB_SPIN_SLEEPING 2u /* the reader sleeps in poll(X): ring it */
+#define SMC_DMB_SPIN_IDLE 3u     /* a busy-polling reader between two recv calls */
+
 /* conn_flags: the writer's connection state, bits as in the SMC CDC
  * connection-state flags byte (wire spec 4.1). */
 #define SMC_DMB_CONN_DONE_WRITING 0x80u /* peer did shutdown(SHUT_WR) */
@@ -76,7 +95,8 @@ struct smc_dmb_hdr {
         _Atomic uint64_t cons;          /* consumer cursor of this ring */
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */
         _Atomic uint32_t reader_flags;  /* SMC_DMB_CONN_* of the owner (reader) */
-        uint8_t pad1[64 - 16];
+        _Atomic uint32_t spinning;      /* SMC_DMB_SPIN_*: the owner's busy-poll state */
+        uint8_t pad1[64 - 20];
 };
 
 _Static_assert(sizeof(struct smc_dmb_hdr) == 128, "DMB header layout");

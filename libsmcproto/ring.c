@@ -53,6 +53,23 @@
  *      comes), or C2 sees P2 and drains, which makes X writable and wakes the writer's
  *      poll(X, POLLOUT). Since P1 precedes P2, the drain always removes the plug bytes.
  *
+ *  (5) Spin handoff (saves both doorbell syscalls when the reader busy-polls). A
+ *      reader with busy_poll_ns > 0 keeps its state in spinning: S1 ACTIVE at recv
+ *      entry; S2 SLEEPING (seq_cst) before it settles and blocks in poll(X), ACTIVE
+ *      again after waking; S3 IDLE at exit, after its final cons store and settle.
+ *      Writer after W1: if it loads ACTIVE or IDLE and CASes bell NONE -> TENTATIVE,
+ *      it waits (at most SMC_RING_HANDOFF_NS) until cons == its prod or the state is
+ *      SLEEPING, then resolves: cons == prod: CAS TENTATIVE -> NONE, no byte (the
+ *      reader consumed everything and needs no readiness); otherwise CAS TENTATIVE ->
+ *      SET and write the byte. The reader's R1 takes only SET, never TENTATIVE, so the
+ *      writer alone resolves a TENTATIVE bell within the bound. No lost wakeup: a
+ *      reader about to sleep stores SLEEPING before R1/R2; if its R1 saw TENTATIVE,
+ *      its R2 sees the prod of W1 (which precedes the CAS) and it does not sleep; if
+ *      its R2 missed W1, the writer's load of the state (after W1) sees SLEEPING,
+ *      either before the handoff (normal W2 path) or inside the wait loop (it then
+ *      resolves to SET and rings). The window in which X lacks a byte while data is
+ *      pending is the handoff itself, at most SMC_RING_HANDOFF_NS.
+ *
  *  (4) Flags. A closer sets its SMC_DMB_CONN_* bit (fetch_or, seq_cst) before
  *      shutdown(Y)/close(Y); the other side reads the flags (acquire) after it saw the
  *      EOF, and reloads prod after the flags, so all data published before the flag is
@@ -70,7 +87,7 @@
 #include "sys.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
+#define cpu_relax() __asm__ __volatile__("" ::: "memory")
 #elif defined(__aarch64__) || defined(__arm__)
 #define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
 #else
@@ -79,6 +96,8 @@
 
 #define SMC_RING_DEFAULT_BUSY_POLL_NS 0u
 #define SMC_RING_DEFAULT_AUTOCORK (64u << 10)
+#define SMC_RING_HANDOFF_NS 4000u /* writer waits this long for a spinning reader */
+#define HANDOFF_MISS_MAX 4
 #define OWED_SPIN_TRIES 16  /* retries of an in-flight doorbell byte before sleeping */
 #define OWED_POLL_TRIES 3   /* ... then this many poll()s of OWED_POLL_MS */
 #define OWED_POLL_MS 10
@@ -272,6 +291,7 @@ static int ring_bell(int y) {
 
 /* Publish tx_prod to the peer and ring it if its bell was not already set. */
 static int tx_publish(struct smc_ring_ep *ep) {
+        uint32_t b, st;
         int r, y;
 
         if (ep->tx_unpub == 0)
@@ -279,18 +299,61 @@ static int tx_publish(struct smc_ring_ep *ep) {
         /* W1: release the copied bytes (seq_cst: ordered before W2) */
         atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
         ep->tx_unpub = 0;
+
+        /* Spin handoff (dmb.h, (5) above): the reader busy-polls; let it take the data
+         * without a doorbell byte. Only this writer (tx_lock) ever sets TENTATIVE. */
+        b = SMC_DMB_BELL_NONE;
+        st = atomic_load(&ep->tx_hdr->spinning);
+        /* An IDLE reader (between recv calls) is worth waiting for only while such
+         * waits pay off: after HANDOFF_MISS_MAX misses in a row try once in 64. */
+        if (st == SMC_DMB_SPIN_IDLE && ep->handoff_miss >= HANDOFF_MISS_MAX &&
+            (++ep->handoff_miss & 63) != 0)
+                st = SMC_DMB_SPIN_NONE;
+        if ((st == SMC_DMB_SPIN_ACTIVE || st == SMC_DMB_SPIN_IDLE) &&
+            atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_TENTATIVE)) {
+                uint64_t end = 0;
+
+                for (unsigned i = 0;; i++) {
+                        if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod)
+                                break;
+                        if (atomic_load(&ep->tx_hdr->spinning) == SMC_DMB_SPIN_SLEEPING)
+                                break;
+                        if ((i & 63) == 63) {
+                                uint64_t t = now_ns();
+                                if (!end)
+                                        end = t + SMC_RING_HANDOFF_NS;
+                                else if (t >= end)
+                                        break;
+                        }
+                        cpu_relax();
+                }
+                b = SMC_DMB_BELL_TENTATIVE;
+                if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod &&
+                    atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_NONE)) {
+                        ep->handoff_miss = 0;
+                        return 0; /* consumed by the spinning reader: no syscall */
+                }
+                if (st == SMC_DMB_SPIN_IDLE && ep->handoff_miss < HANDOFF_MISS_MAX)
+                        ep->handoff_miss++;
+                b = SMC_DMB_BELL_TENTATIVE;
+                if (!atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_SET))
+                        return 0; /* cannot happen: the reader never takes TENTATIVE */
+                goto ring;
+        }
+
         /* W2 */
-        if (atomic_exchange(&ep->tx_hdr->bell, 1) != 0)
+        if (atomic_exchange(&ep->tx_hdr->bell, SMC_DMB_BELL_SET) != SMC_DMB_BELL_NONE)
                 return 0;
         /* W3/W4: the reader may already have consumed everything (it spun on prod)
          * and settled before W2; a byte now would leave its X readable on an empty
          * ring. Take the bell back unless the reader took it (then it owes a byte). */
         if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod) {
-                uint32_t one = 1;
+                uint32_t one = SMC_DMB_BELL_SET;
 
-                if (atomic_compare_exchange_strong(&ep->tx_hdr->bell, &one, 0))
+                if (atomic_compare_exchange_strong(&ep->tx_hdr->bell, &one, SMC_DMB_BELL_NONE))
                         return 0;
         }
+ring:
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED); /* smc_ring_close() may race */
         if (y < 0)
                 return -EPIPE;
@@ -298,7 +361,6 @@ static int tx_publish(struct smc_ring_ep *ep) {
         return r == -EPIPE ? tx_peer_gone(ep) : r;
 }
 
-/* P1: fill X's send buffer until EAGAIN, so that the kernel stops reporting POLLOUT. */
 static int tx_plug(struct smc_ring_ep *ep) {
         uint8_t zeros[SCRATCH_LEN];
         struct iovec iov[SCRATCH_IOVS];
@@ -481,7 +543,12 @@ static int rx_settle(struct smc_ring_ep *ep) {
         uint64_t cons = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
         uint8_t buf[64];
 
-        if (atomic_exchange(&ep->rx_hdr->bell, 0) != 0) /* R1 */
+        uint32_t b = atomic_load(&ep->rx_hdr->bell);
+
+        /* R1: take a SET bell; a TENTATIVE one belongs to the writer until it resolves */
+        while (b == SMC_DMB_BELL_SET && !atomic_compare_exchange_weak(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE))
+                ;
+        if (b == SMC_DMB_BELL_SET)
                 ep->owed++;
         if (rx_avail(ep, cons) > 0) /* R2 */
                 return 1; /* keep the owed byte(s) in X: X stays readable, data is pending */
@@ -566,7 +633,7 @@ static void rx_peek_backoff(unsigned *round) {
 ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
         struct iov_iter it = { iov, iovcnt, 0 };
         bool peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL, trunc = flags & MSG_TRUNC;
-        bool x_eof = false, settled = false;
+        bool x_eof = false, settled = false, spinning = false;
         unsigned backoff = 0;
         size_t total, got = 0;
         uint64_t c; /* our read cursor; equals cons unless peeking */
@@ -582,6 +649,10 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         c = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
         if (total == 0)
                 goto out;
+        if (ep->busy_poll_ns > 0) {
+                atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE); /* S1 */
+                spinning = true;
+        }
 
         for (;;) {
                 uint32_t avail = rx_avail(ep, c), n;
@@ -650,6 +721,8 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                 cpu_relax();
                         if (rx_avail(ep, c) > 0)
                                 continue;
+                        /* S2: we are about to sleep: writers must ring from now on */
+                        atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_SLEEPING);
                         /* the bell may have been set again since we settled */
                         s = rx_settle(ep);
                         if (s == 1)
@@ -676,12 +749,16 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                          * read; rx_settle() reports it then, or the probe does now */
                         if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) && rx_x_eof(ep))
                                 x_eof = true;
+                        if (spinning)
+                                atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
                 }
         }
         /* Eager rule: never return with the ring empty and the doorbell unsettled, or
          * X would stay readable with nothing to read. */
         if (!peek && !settled && rx_avail(ep, c) == 0)
                 (void) rx_settle(ep);
+        if (spinning)
+                atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_IDLE); /* S3: after cons and settle */
 out:
         pthread_mutex_unlock(&ep->rx_lock);
         return got > 0 ? (ssize_t) got : r;
