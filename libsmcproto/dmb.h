@@ -90,7 +90,10 @@ struct smc_dmb_hdr {
         _Atomic uint32_t prod_flags;     /* SMC_DMB_PROD_* */
         _Atomic uint32_t conn_flags;     /* SMC_DMB_CONN_* of the writer */
         _Atomic uint32_t writer_waiting; /* writer plugged its fd, waits for space */
-        uint8_t pad0[64 - 28];
+        uint32_t reserved1;
+        _Atomic uint64_t prod_bytes;     /* bytes ever published into this ring (64-bit,
+                                          * unlike the cursor's 16-bit wrap): counters */
+        uint8_t pad0[64 - 40];
         /* cache line 1: written by the owner (the reader), read by the writer */
         _Atomic uint64_t cons;          /* consumer cursor of this ring */
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */

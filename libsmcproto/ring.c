@@ -296,6 +296,8 @@ static int tx_publish(struct smc_ring_ep *ep) {
 
         if (ep->tx_unpub == 0)
                 return 0;
+        ep->tx_bytes += ep->tx_unpub;
+        atomic_store_explicit(&ep->tx_hdr->prod_bytes, ep->tx_bytes, memory_order_relaxed);
         /* W1: release the copied bytes (seq_cst: ordered before W2) */
         atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
         ep->tx_unpub = 0;

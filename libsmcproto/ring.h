@@ -38,6 +38,7 @@ struct smc_ring_ep {
         uint32_t owed;        /* doorbell bytes still to read from x (rx_lock) */
         uint64_t tx_prod;     /* our producer cursor, published or not (tx_lock) */
         uint32_t tx_unpub;    /* bytes copied but not yet published (cork) */
+        uint64_t tx_bytes;    /* bytes published so far (tx_lock) */
         uint32_t handoff_miss; /* spin handoffs to an idle reader that failed (tx_lock) */
         bool corked;          /* TCP_CORK on */
         bool wr_shut;         /* we did shutdown(SHUT_WR) */

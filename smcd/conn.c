@@ -131,11 +131,12 @@ static unsigned ep_side(const Endpoint *e) {
         return (unsigned) (e - e->conn->ep);
 }
 
+/* Bytes the writer published into @b over the connection's life (its 64-bit counter
+ * in the DMB header; the cursor alone would wrap after 65536 rings). */
 static uint64_t cursor_bytes(const struct smc_buf *b) {
-        const struct smc_dmb_hdr *h = b->base;
-        uint64_t c = atomic_load_explicit(&((struct smc_dmb_hdr *) h)->prod, memory_order_acquire);
+        struct smc_dmb_hdr *h = b->base;
 
-        return (uint64_t) smc_curs_wrap(c) * b->size + smc_curs_count(c);
+        return atomic_load_explicit(&h->prod_bytes, memory_order_acquire);
 }
 
 /* Both ends closed: count, give the buffers back (the pool's worker clears them). */

@@ -51,6 +51,7 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
+OFF_PROD_BYTES = 32  # struct smc_dmb_hdr.prod_bytes (64-bit byte count)
 
 failures = 0
 checks = 0
@@ -344,6 +345,7 @@ def run_main_checks(d, binary):
     payload = b"hello over loopback ISM"
     cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + len(payload)] = payload
     struct.pack_into("<Q", cc.tx, OFF_PROD, len(payload))
+    struct.pack_into("<Q", cc.tx, OFF_PROD_BYTES, len(payload))
     cc.y.send(b"\1")
     sc.x.settimeout(2)
     check(sc.x.recv(1) == b"\1", "doorbell: Y of the client reaches X of the server")
