@@ -98,6 +98,7 @@
 #define SMC_RING_DEFAULT_AUTOCORK (64u << 10)
 #define SMC_RING_HANDOFF_NS 4000u /* writer waits this long for a spinning reader */
 #define HANDOFF_MISS_MAX 4
+#define SEND_CHUNK_MIN (4u << 10) /* bytes: smallest piece a send publishes */
 #define OWED_SPIN_TRIES 16  /* retries of an in-flight doorbell byte before sleeping */
 #define OWED_POLL_TRIES 3   /* ... then this many poll()s of OWED_POLL_MS */
 #define OWED_POLL_MS 10
@@ -289,58 +290,84 @@ static int ring_bell(int y) {
         }
 }
 
-/* Publish tx_prod to the peer and ring it if its bell was not already set. */
-static int tx_publish(struct smc_ring_ep *ep) {
+/* Resolve a TENTATIVE bell this writer holds (dmb.h, (5) above): wait, bounded, for
+ * the spinning reader to consume everything published, then either take the bell
+ * back (no syscall) or make it SET and write the doorbell byte. Called before the
+ * writer returns from a send, sleeps, or publishes for close, so a TENTATIVE bell
+ * never outlives the writer's activity. */
+static int tx_resolve(struct smc_ring_ep *ep) {
+        uint64_t prod = atomic_load_explicit(&ep->tx_hdr->prod, memory_order_relaxed); /* ours */
+        uint64_t end = 0;
+        uint32_t b;
+        int r, y;
+
+        if (!ep->tentative)
+                return 0;
+        ep->tentative = false;
+        for (unsigned i = 0;; i++) {
+                if (atomic_load(&ep->tx_hdr->cons) == prod)
+                        break;
+                if (atomic_load(&ep->tx_hdr->spinning) == SMC_DMB_SPIN_SLEEPING)
+                        break;
+                if ((i & 63) == 63) {
+                        uint64_t t = now_ns();
+                        if (!end)
+                                end = t + SMC_RING_HANDOFF_NS;
+                        else if (t >= end)
+                                break;
+                }
+                cpu_relax();
+        }
+        b = SMC_DMB_BELL_TENTATIVE;
+        if (atomic_load(&ep->tx_hdr->cons) == prod &&
+            atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_NONE)) {
+                ep->handoff_miss = 0;
+                return 0; /* consumed by the spinning reader: no syscall */
+        }
+        if (ep->tentative_idle && ep->handoff_miss < HANDOFF_MISS_MAX)
+                ep->handoff_miss++;
+        b = SMC_DMB_BELL_TENTATIVE;
+        if (!atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_SET))
+                return 0; /* cannot happen: the reader never takes TENTATIVE */
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED); /* smc_ring_close() may race */
+        if (y < 0)
+                return -EPIPE;
+        r = ring_bell(y);
+        return r == -EPIPE ? tx_peer_gone(ep) : r;
+}
+
+/* Publish tx_prod to the peer and ring it if its bell was not already set. With
+ * @last false the writer goes on writing in this call, so a spin handoff is started
+ * (or kept) without waiting for the reader; with @last true it is resolved. */
+static int tx_publish(struct smc_ring_ep *ep, bool last) {
         uint32_t b, st;
         int r, y;
 
-        if (ep->tx_unpub == 0)
+        if (ep->tx_unpub > 0) {
+                ep->tx_bytes += ep->tx_unpub;
+                atomic_store_explicit(&ep->tx_hdr->prod_bytes, ep->tx_bytes, memory_order_relaxed);
+                /* W1: release the copied bytes (seq_cst: ordered before W2) */
+                atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
+                ep->tx_unpub = 0;
+        } else if (!ep->tentative)
                 return 0;
-        ep->tx_bytes += ep->tx_unpub;
-        atomic_store_explicit(&ep->tx_hdr->prod_bytes, ep->tx_bytes, memory_order_relaxed);
-        /* W1: release the copied bytes (seq_cst: ordered before W2) */
-        atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
-        ep->tx_unpub = 0;
+        if (ep->tentative)
+                return last ? tx_resolve(ep) : 0;
 
         /* Spin handoff (dmb.h, (5) above): the reader busy-polls; let it take the data
-         * without a doorbell byte. Only this writer (tx_lock) ever sets TENTATIVE. */
-        b = SMC_DMB_BELL_NONE;
+         * without a doorbell byte. Only this writer (tx_lock) ever sets TENTATIVE. An
+         * IDLE reader (between recv calls) is worth it only while such handoffs pay
+         * off: after HANDOFF_MISS_MAX misses in a row try once in 64. */
         st = atomic_load(&ep->tx_hdr->spinning);
-        /* An IDLE reader (between recv calls) is worth waiting for only while such
-         * waits pay off: after HANDOFF_MISS_MAX misses in a row try once in 64. */
         if (st == SMC_DMB_SPIN_IDLE && ep->handoff_miss >= HANDOFF_MISS_MAX &&
             (++ep->handoff_miss & 63) != 0)
                 st = SMC_DMB_SPIN_NONE;
+        b = SMC_DMB_BELL_NONE;
         if ((st == SMC_DMB_SPIN_ACTIVE || st == SMC_DMB_SPIN_IDLE) &&
             atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_TENTATIVE)) {
-                uint64_t end = 0;
-
-                for (unsigned i = 0;; i++) {
-                        if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod)
-                                break;
-                        if (atomic_load(&ep->tx_hdr->spinning) == SMC_DMB_SPIN_SLEEPING)
-                                break;
-                        if ((i & 63) == 63) {
-                                uint64_t t = now_ns();
-                                if (!end)
-                                        end = t + SMC_RING_HANDOFF_NS;
-                                else if (t >= end)
-                                        break;
-                        }
-                        cpu_relax();
-                }
-                b = SMC_DMB_BELL_TENTATIVE;
-                if (atomic_load(&ep->tx_hdr->cons) == ep->tx_prod &&
-                    atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_NONE)) {
-                        ep->handoff_miss = 0;
-                        return 0; /* consumed by the spinning reader: no syscall */
-                }
-                if (st == SMC_DMB_SPIN_IDLE && ep->handoff_miss < HANDOFF_MISS_MAX)
-                        ep->handoff_miss++;
-                b = SMC_DMB_BELL_TENTATIVE;
-                if (!atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_SET))
-                        return 0; /* cannot happen: the reader never takes TENTATIVE */
-                goto ring;
+                ep->tentative = true;
+                ep->tentative_idle = st == SMC_DMB_SPIN_IDLE;
+                return last ? tx_resolve(ep) : 0;
         }
 
         /* W2 */
@@ -355,7 +382,6 @@ static int tx_publish(struct smc_ring_ep *ep) {
                 if (atomic_compare_exchange_strong(&ep->tx_hdr->bell, &one, SMC_DMB_BELL_NONE))
                         return 0;
         }
-ring:
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED); /* smc_ring_close() may race */
         if (y < 0)
                 return -EPIPE;
@@ -403,6 +429,10 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged) {
                 } while (now_ns() < end);
         }
 
+        /* about to plug and maybe sleep: no TENTATIVE bell may be left behind */
+        r = tx_resolve(ep);
+        if (r < 0)
+                return r;
         for (;;) {
                 struct pollfd p = { .fd = ep->x, .events = POLLOUT };
 
@@ -454,7 +484,7 @@ ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 
                 if (space == 0) {
                         /* full: a held batch must go out now, or we would wait forever */
-                        r = tx_publish(ep);
+                        r = tx_publish(ep, false);
                         if (r < 0)
                                 break;
                         r = tx_wait_space(ep, nonblock, &plugged);
@@ -463,19 +493,28 @@ ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         continue;
                 }
                 n = total - sent < space ? (uint32_t) (total - sent) : space;
+                /* publish in chunks of a quarter ring, so that the reader copies out
+                 * while we copy in */
+                if (n > ep->tx_size / 4 && n > SEND_CHUNK_MIN)
+                        n = ep->tx_size / 4 > SEND_CHUNK_MIN ? ep->tx_size / 4 : SEND_CHUNK_MIN;
                 pos = smc_curs_count(ep->tx_prod);
                 ring_copy(ep->tx_data, ep->tx_size, pos, &it, n, true, false);
                 __atomic_store_n(&ep->tx_prod, smc_curs_add(ep->tx_prod, n, ep->tx_size), __ATOMIC_RELAXED);
                 ep->tx_unpub += n;
                 sent += n;
                 if (!hold || ep->tx_unpub >= ep->autocork_size) {
-                        r = tx_publish(ep);
+                        r = tx_publish(ep, sent == total);
                         if (r < 0)
                                 break;
                 }
         }
         if (plugged || (sent > 0 && !hold)) {
-                int q = tx_publish(ep);
+                int q = tx_publish(ep, true);
+                if (q < 0 && r >= 0)
+                        r = q;
+        }
+        if (ep->tentative) {
+                int q = tx_resolve(ep); /* a corked tail or an error left one open */
                 if (q < 0 && r >= 0)
                         r = q;
         }
@@ -497,7 +536,7 @@ int smc_ring_flush(struct smc_ring_ep *ep) {
         int r;
 
         pthread_mutex_lock(&ep->tx_lock);
-        r = tx_publish(ep);
+        r = tx_publish(ep, true);
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
 }
@@ -508,7 +547,7 @@ int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
         pthread_mutex_lock(&ep->tx_lock);
         ep->corked = on;
         if (!on)
-                r = tx_publish(ep);
+                r = tx_publish(ep, true);
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
 }
@@ -783,7 +822,7 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
         if (y < 0)
                 r = -ENOTCONN;
         else if (!ep->wr_shut) {
-                (void) tx_publish(ep); /* errors mean the peer is gone: nothing to flush to */
+                (void) tx_publish(ep, true); /* errors mean the peer is gone: nothing to flush to */
                 __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
                 /* the flag before the EOF it explains (release, part of seq_cst) */
                 atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
@@ -800,7 +839,7 @@ bool smc_ring_close(struct smc_ring_ep *ep) {
 
         /* a sender blocked in another thread holds tx_lock; it published already */
         if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
-                (void) tx_publish(ep);
+                (void) tx_publish(ep, true);
                 pthread_mutex_unlock(&ep->tx_lock);
         }
         abort = rx_avail(ep, cons) > 0;

@@ -40,6 +40,8 @@ struct smc_ring_ep {
         uint32_t tx_unpub;    /* bytes copied but not yet published (cork) */
         uint64_t tx_bytes;    /* bytes published so far (tx_lock) */
         uint32_t handoff_miss; /* spin handoffs to an idle reader that failed (tx_lock) */
+        bool tentative;        /* we hold the peer's bell TENTATIVE (tx_lock) */
+        bool tentative_idle;   /* ... taken while the reader was IDLE */
         bool corked;          /* TCP_CORK on */
         bool wr_shut;         /* we did shutdown(SHUT_WR) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
