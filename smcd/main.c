@@ -99,6 +99,18 @@ static int config_file(ManagerConfig *cfg, const char *path);
 
 /* Apply option @key (the long option name) with @value. @where names the source
  * for messages ("command line" or "file:line"). Logs and returns -EINVAL on error. */
+
+/* Append @id to a uid_t / gid_t list (both are 32-bit on Linux). */
+static int id_list_append(uint32_t **list, size_t *n, uint32_t id) {
+        uint32_t *a = realloc(*list, (*n + 1) * sizeof(uint32_t));
+
+        if (!a)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        a[(*n)++] = id;
+        *list = a;
+        return 0;
+}
+
 static int apply_option(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
         uint64_t v = 0;
         int r;
@@ -110,41 +122,26 @@ static int apply_option(ManagerConfig *cfg, const char *key, const char *value, 
                 cfg->runtime_dir = strdup(value);
                 return cfg->runtime_dir ? 0 : log_error_errno(ENOMEM, "Out of memory.");
         }
-        if (!strcmp(key, "allow-uid")) {
-                uid_t *a;
-                uid_t uid;
+        if (!strcmp(key, "allow-uid") || !strcmp(key, "allow-group")) {
+                bool is_uid = key[6] == 'u';
+                uint32_t id;
+
                 if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
-                        uid = (uid_t) v;
-                else {
+                        id = (uint32_t) v;
+                else if (is_uid) {
                         struct passwd *pw = getpwnam(value);
                         if (!pw)
                                 return log_error_errno(EINVAL, "%s: allow-uid: no such user: %s", where, value);
-                        uid = pw->pw_uid;
-                }
-                a = realloc(cfg->allow_uids, (cfg->n_allow_uids + 1) * sizeof(uid_t));
-                if (!a)
-                        return log_error_errno(ENOMEM, "Out of memory.");
-                a[cfg->n_allow_uids++] = uid;
-                cfg->allow_uids = a;
-                return 0;
-        }
-        if (!strcmp(key, "allow-group")) {
-                gid_t *a;
-                gid_t gid;
-                if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
-                        gid = (gid_t) v;
-                else {
+                        id = pw->pw_uid;
+                } else {
                         struct group *gr = getgrnam(value);
                         if (!gr)
                                 return log_error_errno(EINVAL, "%s: allow-group: no such group: %s", where, value);
-                        gid = gr->gr_gid;
+                        id = gr->gr_gid;
                 }
-                a = realloc(cfg->allow_gids, (cfg->n_allow_gids + 1) * sizeof(gid_t));
-                if (!a)
-                        return log_error_errno(ENOMEM, "Out of memory.");
-                a[cfg->n_allow_gids++] = gid;
-                cfg->allow_gids = a;
-                return 0;
+                _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "32-bit ids");
+                return is_uid ? id_list_append((uint32_t **) &cfg->allow_uids, &cfg->n_allow_uids, id)
+                              : id_list_append((uint32_t **) &cfg->allow_gids, &cfg->n_allow_gids, id);
         }
         if (!strcmp(key, "max-conns-per-uid")) {
                 r = parse_uint(value, UINT64_MAX, &v);
