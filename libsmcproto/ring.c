@@ -82,6 +82,9 @@
 #include <limits.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "ring.h"
 #include "sys.h"
@@ -134,6 +137,53 @@ static size_t iov_total(const struct iovec *iov, int cnt) {
         return t;
 }
 
+/* memcpy, except when the destination sits 1..63 bytes past the source modulo
+ * 4 KiB: then the loads of glibc's forward copy alias the stores it just made
+ * ("4K aliasing") and it runs at ~2 GB/s instead of > 20 GB/s on this machine's CPU
+ * (bench/run measures it). A malloc'd buffer at page + 16 and a page-aligned DMB hit
+ * exactly that. The loop below loads each 64-byte block before it stores the
+ * previous one, so no load follows an aliasing store. */
+static void copy_bytes(void *dst, const void *src, size_t n) {
+#if defined(__x86_64__)
+        size_t delta = ((uintptr_t) dst - (uintptr_t) src) & 4095;
+
+        if (n >= 512 && delta >= 1 && delta < 64) {
+                uint8_t *d = dst;
+                const uint8_t *s = src;
+                __m128i a0, a1, a2, a3, b0, b1, b2, b3;
+
+                a0 = _mm_loadu_si128((const __m128i *) s);
+                a1 = _mm_loadu_si128((const __m128i *) (s + 16));
+                a2 = _mm_loadu_si128((const __m128i *) (s + 32));
+                a3 = _mm_loadu_si128((const __m128i *) (s + 48));
+                while (n >= 128) {
+                        b0 = _mm_loadu_si128((const __m128i *) (s + 64));
+                        b1 = _mm_loadu_si128((const __m128i *) (s + 80));
+                        b2 = _mm_loadu_si128((const __m128i *) (s + 96));
+                        b3 = _mm_loadu_si128((const __m128i *) (s + 112));
+                        _mm_storeu_si128((__m128i *) d, a0);
+                        _mm_storeu_si128((__m128i *) (d + 16), a1);
+                        _mm_storeu_si128((__m128i *) (d + 32), a2);
+                        _mm_storeu_si128((__m128i *) (d + 48), a3);
+                        a0 = b0;
+                        a1 = b1;
+                        a2 = b2;
+                        a3 = b3;
+                        s += 64;
+                        d += 64;
+                        n -= 64;
+                }
+                _mm_storeu_si128((__m128i *) d, a0);
+                _mm_storeu_si128((__m128i *) (d + 16), a1);
+                _mm_storeu_si128((__m128i *) (d + 32), a2);
+                _mm_storeu_si128((__m128i *) (d + 48), a3);
+                memcpy(d + 64, s + 64, n - 64);
+                return;
+        }
+#endif
+        memcpy(dst, src, n);
+}
+
 /* Copy @n bytes from the iterator to @dst (src_to_ring) or from @src to the iterator.
  * @dst/@src NULL: skip (MSG_TRUNC). */
 static void iter_copy(struct iov_iter *it, uint8_t *ring, size_t n, bool to_ring) {
@@ -142,9 +192,9 @@ static void iter_copy(struct iov_iter *it, uint8_t *ring, size_t n, bool to_ring
 
                 if (k > 0 && ring) {
                         if (to_ring)
-                                memcpy(ring, (const uint8_t *) it->iov->iov_base + it->off, k);
+                                copy_bytes(ring, (const uint8_t *) it->iov->iov_base + it->off, k);
                         else
-                                memcpy((uint8_t *) it->iov->iov_base + it->off, ring, k);
+                                copy_bytes((uint8_t *) it->iov->iov_base + it->off, ring, k);
                 }
                 if (ring)
                         ring += k;
