@@ -90,7 +90,8 @@ struct smc_dmb_hdr {
         _Atomic uint32_t prod_flags;     /* SMC_DMB_PROD_* */
         _Atomic uint32_t conn_flags;     /* SMC_DMB_CONN_* of the writer */
         _Atomic uint32_t writer_waiting; /* writer plugged its fd, waits for space */
-        uint32_t reserved1;
+        _Atomic uint32_t writer_cpu;     /* CPU the writer last published from, + 1
+                                          * (0 = unknown): spin only across CPUs */
         _Atomic uint64_t prod_bytes;     /* bytes ever published into this ring (64-bit,
                                           * unlike the cursor's 16-bit wrap): counters */
         uint8_t pad0[64 - 40];
@@ -99,7 +100,8 @@ struct smc_dmb_hdr {
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */
         _Atomic uint32_t reader_flags;  /* SMC_DMB_CONN_* of the owner (reader) */
         _Atomic uint32_t spinning;      /* SMC_DMB_SPIN_*: the owner's busy-poll state */
-        uint8_t pad1[64 - 20];
+        _Atomic uint32_t reader_cpu;    /* CPU the owner last received on, + 1 */
+        uint8_t pad1[64 - 24];
 };
 
 _Static_assert(sizeof(struct smc_dmb_hdr) == 128, "DMB header layout");

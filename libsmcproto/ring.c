@@ -79,6 +79,7 @@
  */
 
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <string.h>
 #include <time.h>
@@ -110,6 +111,14 @@
 
 #define PEER_GONE_FLAGS (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
 #define PEER_EOF_FLAGS (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
+
+/* The CPU we run on, + 1 (0: unknown). Busy-polling for a peer that last ran on our
+ * own CPU can only delay it, so both spins and the spin handoff are skipped then. */
+static uint32_t cur_cpu(void) {
+        int c = sched_getcpu();
+
+        return c < 0 ? 0 : (uint32_t) c + 1;
+}
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -390,10 +399,13 @@ static int tx_resolve(struct smc_ring_ep *ep) {
  * @last false the writer goes on writing in this call, so a spin handoff is started
  * (or kept) without waiting for the reader; with @last true it is resolved. */
 static int tx_publish(struct smc_ring_ep *ep, bool last) {
-        uint32_t b, st;
+        uint32_t b, st, cpu;
         int r, y;
 
+        cpu = cur_cpu();
         if (ep->tx_unpub > 0) {
+                if (atomic_load_explicit(&ep->tx_hdr->writer_cpu, memory_order_relaxed) != cpu)
+                        atomic_store_explicit(&ep->tx_hdr->writer_cpu, cpu, memory_order_relaxed);
                 ep->tx_bytes += ep->tx_unpub;
                 atomic_store_explicit(&ep->tx_hdr->prod_bytes, ep->tx_bytes, memory_order_relaxed);
                 /* W1: release the copied bytes (seq_cst: ordered before W2) */
@@ -409,6 +421,8 @@ static int tx_publish(struct smc_ring_ep *ep, bool last) {
          * IDLE reader (between recv calls) is worth it only while such handoffs pay
          * off: after HANDOFF_MISS_MAX misses in a row try once in 64. */
         st = atomic_load(&ep->tx_hdr->spinning);
+        if (cpu && atomic_load_explicit(&ep->tx_hdr->reader_cpu, memory_order_relaxed) == cpu)
+                st = SMC_DMB_SPIN_NONE; /* it cannot run while we wait */
         if (st == SMC_DMB_SPIN_IDLE && ep->handoff_miss >= HANDOFF_MISS_MAX &&
             (++ep->handoff_miss & 63) != 0)
                 st = SMC_DMB_SPIN_NONE;
@@ -467,7 +481,8 @@ static int tx_plug(struct smc_ring_ep *ep) {
 static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged) {
         int r;
 
-        if (!nonblock && ep->busy_poll_ns > 0) {
+        if (!nonblock && ep->busy_poll_ns > 0 &&
+            atomic_load_explicit(&ep->tx_hdr->reader_cpu, memory_order_relaxed) != cur_cpu()) {
                 uint64_t end = now_ns() + ep->busy_poll_ns;
 
                 do {
@@ -725,6 +740,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         struct iov_iter it = { iov, iovcnt, 0 };
         bool peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL, trunc = flags & MSG_TRUNC;
         bool x_eof = false, settled = false, spinning = false;
+        uint32_t my_cpu = 0;
         unsigned backoff = 0;
         size_t total, got = 0;
         uint64_t c; /* our read cursor; equals cons unless peeking */
@@ -741,6 +757,9 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         if (total == 0)
                 goto out;
         if (ep->busy_poll_ns > 0) {
+                my_cpu = cur_cpu();
+                if (atomic_load_explicit(&ep->rx_hdr->reader_cpu, memory_order_relaxed) != my_cpu)
+                        atomic_store_explicit(&ep->rx_hdr->reader_cpu, my_cpu, memory_order_relaxed);
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE); /* S1 */
                 spinning = true;
         }
@@ -803,9 +822,12 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 }
 
                 /* block: spin, then sleep in poll(X) */
-                if (ep->busy_poll_ns > 0) {
+                if (spinning) {
                         uint64_t end = now_ns() + ep->busy_poll_ns;
 
+                        /* no spinning for a writer on our own CPU: it could not run */
+                        if (atomic_load_explicit(&ep->rx_hdr->writer_cpu, memory_order_relaxed) == my_cpu)
+                                end = 0;
                         while (rx_avail(ep, c) == 0 &&
                                !(atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_relaxed) & PEER_EOF_FLAGS) &&
                                now_ns() < end)
