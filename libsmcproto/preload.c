@@ -46,6 +46,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <sys/ioctl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -130,6 +131,7 @@ DEFINE_REAL(getpeername)
 DEFINE_REAL(poll)
 DEFINE_REAL(fcntl)
 DEFINE_REAL(fcntl64)
+DEFINE_REAL(ioctl)
 DEFINE_REAL(dup2)
 DEFINE_REAL(dup3)
 DEFINE_REAL(__read_chk)
@@ -533,6 +535,24 @@ _public_ int fcntl64(int fd, int cmd, ...) {
         r = fcntl_common(true, fd, cmd, ap);
         va_end(ap);
         return r;
+}
+
+/* ioctl: FIONBIO must reach the library, which keeps each socket's blocking mode
+ * itself (CPython's setblocking(), libuv and others use it instead of fcntl). */
+_public_ int ioctl(int fd, unsigned long req, ...) {
+        __typeof__(ioctl) *f;
+        va_list ap;
+        void *arg;
+
+        va_start(ap, req);
+        arg = va_arg(ap, void *);
+        va_end(ap);
+        if (managed(fd))
+                return smc_ioctl(fd, req, arg);
+        f = real_ioctl();
+        if (!f)
+                return sys_ioctl(fd, req, arg);
+        return f(fd, req, arg);
 }
 
 /* ---- glibc fortified variants (_FORTIFY_SOURCE builds call these instead) ------------ */

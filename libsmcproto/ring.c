@@ -243,9 +243,18 @@ static uint32_t peer_flags(struct smc_ring_ep *ep) {
 
 /* The peer vanished (EOF/EPIPE on one of our sockets to it) without telling us
  * through the flags: it died. Mark the abort in our own DMB as smcd does. */
+/* The peer's end of our doorbell pair closed without a close flag: its process exited
+ * or was killed. As TCP does when a process dies with the socket open (the kernel
+ * closes it): orderly close (FIN: EOF here) if the peer had read everything we sent,
+ * abort (RST: ECONNRESET) if data of ours was left unread in its ring. smcd applies
+ * the same rule when it sees the client die. */
 static void mark_peer_dead(struct smc_ring_ep *ep) {
-        if (!(peer_flags(ep) & (PEER_GONE_FLAGS | SMC_DMB_CONN_DONE_WRITING)))
-                atomic_fetch_or(&ep->rx_hdr->conn_flags, SMC_DMB_CONN_ABORT);
+        bool unread;
+
+        if (peer_flags(ep) & PEER_GONE_FLAGS)
+                return;
+        unread = atomic_load(&ep->tx_hdr->cons) != atomic_load(&ep->tx_hdr->prod);
+        atomic_fetch_or(&ep->rx_hdr->conn_flags, unread ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED);
 }
 
 /* Bytes in our rx ring not yet consumed, as of a fresh prod load. */

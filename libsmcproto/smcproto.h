@@ -86,6 +86,13 @@ int smc_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 /* fcntl(2) F_GETFL / F_SETFL (O_NONBLOCK) and everything else, passed through. */
 int smc_fcntl(int fd, int cmd, ... /* arg */);
 
+/* ioctl(2): FIONBIO (int *: nonblocking on/off), FIONREAD / SIOCINQ (int *: bytes
+ * ready to read), SIOCOUTQ (int *: bytes sent and not yet read by the peer); EINVAL
+ * for the last two on a listener, as TCP. Other requests go to the TCP socket. Use
+ * this (or smc_fcntl) rather than ioctl(2) to change O_NONBLOCK: the library keeps
+ * the socket's blocking mode itself. */
+int smc_ioctl(int fd, unsigned long req, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

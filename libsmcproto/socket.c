@@ -52,6 +52,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -1550,6 +1552,53 @@ out:
         if (socks != stack_socks)
                 free(socks);
         return r;
+}
+
+SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
+        struct smc_sock *s = sock_lookup(fd);
+        int st, r;
+
+        if (!s)
+                return sys_ioctl(fd, req, arg);
+        st = atomic_load(&s->state);
+        switch (req) {
+        case FIONBIO: {
+                int on;
+
+                if (!arg)
+                        return ret_errno(-EFAULT);
+                memcpy(&on, arg, sizeof(on));
+                pthread_mutex_lock(&s->lock);
+                r = sys_ioctl(fd, FIONBIO, arg);
+                if (r == 0)
+                        atomic_store(&s->nonblock, on != 0);
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        case FIONREAD: /* = SIOCINQ: bytes ready to read */
+        case SIOCOUTQ: { /* bytes sent that the peer has not read yet */
+                int v;
+
+                if (st == SOCK_LISTEN_SMC || st == SOCK_LISTEN_TCP)
+                        return ret_errno(-EINVAL); /* as TCP on a listener */
+                if (st != SOCK_SMCD)
+                        return sys_ioctl(fd, req, arg);
+                if (!arg)
+                        return ret_errno(-EFAULT);
+                if (req == FIONREAD)
+                        v = (int) smc_ring_readable(&s->ep);
+                else
+                        v = (int) smc_curs_diff(s->ep.tx_size, atomic_load(&s->ep.tx_hdr->cons),
+                                                atomic_load(&s->ep.tx_hdr->prod));
+                memcpy(arg, &v, sizeof(v));
+                return 0;
+        }
+        default:
+                /* everything else concerns the TCP socket underneath */
+                if ((st == SOCK_SMCD || st == SOCK_LISTEN_SMC) && s->hidden >= 0)
+                        return sys_ioctl(s->hidden, req, arg);
+                return sys_ioctl(fd, req, arg);
+        }
 }
 
 SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Real programs patterns under smcrun over a private smcd: asyncio (nonblocking sockets
+# set with ioctl(FIONBIO), epoll, many connections) and a server that exits without
+# closing (EOF, as over TCP). Args: SMCD LIBSMCRUN SMCRUN
+set -u
+smcd=$1 lib=$2 smcrun=$3
+here=$(dirname "$0")
+rundir=$(mktemp -d /tmp/smcd-test-apps.XXXXXX)
+export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
+"$smcd" --runtime-dir "$rundir" >"$rundir/smcd.log" 2>&1 &
+spid=$!
+trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$rundir"' EXIT
+for _ in $(seq 100); do [ -S "$rundir/smcd.sock" ] && break; sleep 0.05; done
+failed=0
+for app in asyncio-echo exit-without-close; do
+        if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
+                echo "ok - $app: $out"
+        else
+                echo "not ok - $app: $out"
+                failed=1
+        fi
+done
+kill -USR1 $spid
+sleep 0.5
+python3 - "$rundir/stats.json" <<'PY' || failed=1
+import json, sys
+s = json.load(open(sys.argv[1]))["smcd"]
+# asyncio: 5 connections; exit-without-close: 1
+ok = s["conns_client"] >= 6 and s["conns_server"] >= 6
+print("%s - stats: conns_client %d, conns_server %d (SMC-D)" % ("ok" if ok else "not ok", s["conns_client"], s["conns_server"]))
+sys.exit(0 if ok else 1)
+PY
+exit $failed
