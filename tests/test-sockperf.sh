@@ -121,7 +121,7 @@ client_args=(--tcp -i 127.0.0.1 -p "$port" -t "$DURATION")
 # sockperf 3.7 with the default --mps=max aborts with "_seqN > m_maxSequenceNo" when a
 # ping-pong runs faster than the sequence table it sized (seen over SMC-D at a 0.3 us
 # round trip); an explicit rate sizes the table and is still far above TCP's rate.
-pp_args=(--mps=2000000)
+pp_args=(--mps=3000000)
 
 # --- clients over SMC-D ------------------------------------------------------------------
 run pp -- "${smcrun[@]}" "$SOCKPERF" pp "${client_args[@]}" "${pp_args[@]}"
