@@ -47,8 +47,10 @@
  *  - Shutdown and close: the writer sets SMC_DMB_CONN_* in conn_flags of the peer's
  *    DMB (release) before shutdown(Y, SHUT_WR) or close(Y); the reader sees EOF or
  *    HUP on X, then reads conn_flags (acquire). HUP without any flag means the peer
- *    died: ECONNRESET. smcd sets SMC_DMB_CONN_ABORT in the survivor's DMB when a
- *    client dies.
+ *    process died: as TCP (the kernel closes a dead process's sockets), that is an
+ *    orderly close (CLOSED: EOF) if the peer had read everything sent to it, else an
+ *    abort (ABORT: ECONNRESET). smcd applies the same rule to the survivor's DMB when
+ *    it sees a client die, so the survivor learns it even if it never polls.
  */
 
 #include <stdatomic.h>

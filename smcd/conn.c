@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* SMC-D connections over loopback ISM: CONNECT, CLOSE, endpoint ids, per-uid limits,
- * client-death aborts. */
+ * closes on client death. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,7 +83,7 @@ int conn_measure_truesize(size_t *ret) {
 
 /* ---- per-uid accounting ---- */
 
-static UidUsage *uid_usage(Manager *m, uid_t uid, bool create) {
+UidUsage *uid_usage(Manager *m, uid_t uid, bool create) {
         UidUsage *u = u64map_get(m->uids, uid);
 
         if (u || !create)
@@ -119,8 +119,12 @@ static void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
                 return; /* out of memory: accounting only */
         u->endpoints += (uint64_t) eps;
         u->dmb_bytes += (uint64_t) bytes;
-        if (u->endpoints == 0 && u->dmb_bytes == 0) {
-                u64map_remove(m->uids, uid);
+        uid_usage_gc(m, u);
+}
+
+void uid_usage_gc(Manager *m, UidUsage *u) {
+        if (u && u->endpoints == 0 && u->dmb_bytes == 0 && u->clients == 0) {
+                u64map_remove(m->uids, u->uid);
                 free(u);
         }
 }
@@ -155,13 +159,49 @@ static void conn_finish(Manager *m, Conn *conn) {
         manager_status_changed(m);
 }
 
+/* The owner of @e died with @e open. As TCP when a process exits with a socket open
+ * (the kernel closes it): FIN if it had read everything its peer sent, RST if data
+ * was left unread in its receive queue. Returns SMC_DMB_CONN_ABORT or _CLOSED, or
+ * 0 if the dead one had closed it itself already (its own flags stand). */
+static uint32_t died_flags(const Conn *conn, unsigned side) {
+        struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
+        const uint32_t gone = SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT;
+        uint32_t mine;
+
+        /* its state as writer (in the peer's rx DMB) and as reader (in its own) */
+        mine = atomic_load_explicit(&peer_rx->conn_flags, memory_order_acquire) |
+               atomic_load_explicit(&own_rx->reader_flags, memory_order_acquire);
+        if (mine & gone)
+                return 0;
+        if (atomic_load(&own_rx->prod) != atomic_load(&own_rx->cons))
+                return SMC_DMB_CONN_ABORT;
+        return SMC_DMB_CONN_CLOSED;
+}
+
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         Conn *conn = e->conn;
         unsigned side = ep_side(e);
         Endpoint *peer = &conn->ep[!side];
+        uint32_t f = 0;
 
         if (e->closed)
                 return;
+        if (died) {
+                struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
+
+                f = died_flags(conn, side);
+                if (f && !peer->closed) {
+                        /* only add: DONE_WRITING the dead one set stays; the survivor
+                         * reads the flag as the writer's state and, when it writes,
+                         * as the reader's state: EOF / EPIPE, or ECONNRESET */
+                        atomic_fetch_or_explicit(&peer_rx->conn_flags, f, memory_order_release);
+                        atomic_fetch_or_explicit(&own_rx->reader_flags, f, memory_order_release);
+                }
+                if (f == 0) /* its own close decided: abort if it left data unread */
+                        f = (atomic_load(&peer_rx->conn_flags) | atomic_load(&own_rx->reader_flags)) &
+                            SMC_DMB_CONN_ABORT;
+                aborted = (f & SMC_DMB_CONN_ABORT) != 0;
+        }
         e->closed = true;
         e->aborted = aborted;
         u64map_remove(m->endpoints, e->id);
@@ -175,15 +215,9 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         else
                 m->stats.conns_server_current--;
 
-        if (died && !peer->closed) {
-                struct smc_dmb_hdr *peer_rx = conn->buf[!side]->base, *own_rx = conn->buf[side]->base;
-                /* the survivor reads ABORT as the writer's state, and as the reader's
-                 * state when it writes: ECONNRESET either way, even without polling */
-                atomic_fetch_or_explicit(&peer_rx->conn_flags, SMC_DMB_CONN_ABORT, memory_order_release);
-                atomic_fetch_or_explicit(&own_rx->reader_flags, SMC_DMB_CONN_ABORT, memory_order_release);
-        }
         log_debug("Endpoint %016" PRIx64 " (%s) closed%s.", e->id, side == EP_CLIENT ? "client" : "server",
-                  died ? ", owner died" : aborted ? " (abort)" : "");
+                  died ? (aborted ? ", owner died with data unread (abort)" : ", owner died (orderly close)")
+                       : aborted ? " (abort)" : "");
         if (peer->closed)
                 conn_finish(m, conn);
 }

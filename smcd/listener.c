@@ -35,7 +35,8 @@ Listener *listener_free(Listener *l) {
                         free(pe);
                 }
         }
-        sd_event_source_disable_unref(l->io);
+        if (l->channel >= 0)
+                manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
         /* closing our end drops queued NEW_CONNs with their fds once the client's end
          * is closed too */
         if (l->channel >= 0)
@@ -46,12 +47,10 @@ Listener *listener_free(Listener *l) {
         return NULL;
 }
 
-static int on_channel_hup(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Listener *l = userdata;
-
+/* Called by the manager's inner epoll on HUP of the accept channel. */
+void listener_on_channel_hup(Listener *l) {
         log_debug("Accept channel of listener %" PRIu64 " hung up.", l->id);
         listener_free(l);
-        return 0;
 }
 
 /* Check that @fd is a listening TCP socket bound to exactly @want. Fills the
@@ -160,7 +159,7 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         l->owner = c;
         l->channel = pair[0];
         l->id = ++m->next_listener_id;
-        r = sd_event_add_io(m->event, &l->io, l->channel, EPOLLHUP, on_channel_hup, l);
+        r = manager_watch(m, l->channel, EPOLLHUP, l->id | WATCH_LISTENER, l);
         if (r < 0) {
                 close(pair[0]);
                 close(pair[1]);
@@ -172,7 +171,7 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 pe = calloc(1, sizeof(*pe));
                 if (!pe || u64map_put(m->ports, l->addr.port, pe) < 0) {
                         free(pe);
-                        sd_event_source_disable_unref(l->io);
+                        manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
                         close(pair[0]);
                         close(pair[1]);
                         free(l);

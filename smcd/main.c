@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "ctl-proto.h"
@@ -19,6 +22,9 @@
 #include "manager.h"
 
 #define EXIT_USAGE 2
+#define DEFAULT_MAX_CLIENTS_PER_UID 256u
+#define CONFIG_MAX_SIZE (64u << 10) /* bytes of a config file */
+#define CONFIG_MAX_LINE 1024u       /* bytes of one line, with its newline */
 
 static void help(void) {
         printf("Usage: smcd [OPTIONS]\n\n"
@@ -32,9 +38,10 @@ static void help(void) {
                "     --allow-group GROUP       Allow this group (repeatable)\n"
                "     --max-conns-per-uid N     Connection endpoints per uid (0 = unlimited)\n"
                "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
+               "     --max-clients-per-uid N   Control connections per uid (default %u, 0 = unlimited)\n"
                "     --buf-clear release|create  When buffers are zeroed (default release)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n",
-               smc_ctl_runtime_dir());
+               smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID);
 }
 
 /* "123", "64K", "1M", "2G", "1MiB", "1MB" (powers of 1024). */
@@ -150,6 +157,13 @@ static int apply_option(ManagerConfig *cfg, const char *key, const char *value, 
                 cfg->max_conns_per_uid = v;
                 return 0;
         }
+        if (!strcmp(key, "max-clients-per-uid")) {
+                r = parse_uint(value, UINT64_MAX, &v);
+                if (r < 0)
+                        return log_error_errno(EINVAL, "%s: max-clients-per-uid: not a number: %s", where, value);
+                cfg->max_clients_per_uid = v;
+                return 0;
+        }
         if (!strcmp(key, "max-buf-per-uid")) {
                 r = parse_size(value, &v);
                 if (r < 0)
@@ -195,21 +209,87 @@ static char *strip(char *s) {
         return s;
 }
 
-static int config_file(ManagerConfig *cfg, const char *path) {
-        char *line = NULL, where[PATH_MAX + 32];
-        size_t cap = 0;
-        unsigned n = 0;
-        int r = 0;
-        FILE *f;
+/* Read the whole regular file @path (at most CONFIG_MAX_SIZE bytes) into a NUL
+ * terminated buffer. Returns 0 or -errno (logged). */
+static int config_read(const char *path, char **ret, size_t *ret_len) {
+        struct stat st;
+        size_t len = 0;
+        char *buf;
+        int fd, r = 0;
 
-        f = fopen(path, "re");
-        if (!f)
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
                 return log_error_errno(errno, "Cannot open config file %s: %m", path);
-        while (getline(&line, &cap, f) >= 0) {
-                char *s, *eq, *key, *value;
+        if (fstat(fd, &st) < 0) {
+                r = log_error_errno(errno, "Cannot stat config file %s: %m", path);
+                close(fd);
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                close(fd);
+                return log_error_errno(EINVAL, "Config file %s is not a regular file.", path);
+        }
+        buf = malloc(CONFIG_MAX_SIZE + 2); /* + the byte beyond the limit, + NUL */
+        if (!buf) {
+                close(fd);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        /* read one byte beyond the limit to tell "too big" from "exactly the limit" */
+        for (;;) {
+                ssize_t n = read(fd, buf + len, CONFIG_MAX_SIZE + 1 - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = log_error_errno(errno, "Cannot read config file %s: %m", path);
+                        break;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+                if (len > CONFIG_MAX_SIZE) {
+                        r = log_error_errno(EFBIG, "Config file %s is larger than %u bytes.", path,
+                                            CONFIG_MAX_SIZE);
+                        break;
+                }
+        }
+        close(fd);
+        if (r < 0) {
+                free(buf);
+                return r;
+        }
+        buf[len] = 0;
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+static int config_file(ManagerConfig *cfg, const char *path) {
+        char where[PATH_MAX + 32], *buf = NULL;
+        size_t len = 0, pos = 0;
+        unsigned n = 0;
+        int r;
+
+        r = config_read(path, &buf, &len);
+        if (r < 0)
+                return r;
+        while (pos < len) {
+                char *line = buf + pos, *nl = memchr(line, '\n', len - pos), *s, *eq, *key, *value;
+                size_t llen = nl ? (size_t) (nl - line) + 1 : len - pos;
 
                 n++;
                 snprintf(where, sizeof(where), "%s:%u", path, n);
+                pos += llen;
+                if (llen > CONFIG_MAX_LINE) {
+                        r = log_error_errno(EINVAL, "%s: line too long (more than %u bytes).", where,
+                                            CONFIG_MAX_LINE);
+                        break;
+                }
+                if (memchr(line, 0, llen)) {
+                        r = log_error_errno(EINVAL, "%s: line contains a NUL byte.", where);
+                        break;
+                }
+                if (nl)
+                        *nl = 0;
                 s = strip(line);
                 if (!*s || *s == '#')
                         continue;
@@ -229,8 +309,7 @@ static int config_file(ManagerConfig *cfg, const char *path) {
                 if (r < 0)
                         break;
         }
-        free(line);
-        fclose(f);
+        free(buf);
         return r;
 }
 
@@ -243,6 +322,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 ARG_ALLOW_GROUP,
                 ARG_MAX_CONNS,
                 ARG_MAX_BUF,
+                ARG_MAX_CLIENTS,
                 ARG_BUF_CLEAR,
                 ARG_PREPOPULATE,
         };
@@ -256,6 +336,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 { "allow-group", required_argument, NULL, ARG_ALLOW_GROUP },
                 { "max-conns-per-uid", required_argument, NULL, ARG_MAX_CONNS },
                 { "max-buf-per-uid", required_argument, NULL, ARG_MAX_BUF },
+                { "max-clients-per-uid", required_argument, NULL, ARG_MAX_CLIENTS },
                 { "buf-clear", required_argument, NULL, ARG_BUF_CLEAR },
                 { "prepopulate", required_argument, NULL, ARG_PREPOPULATE },
                 {}
@@ -285,6 +366,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 case ARG_ALLOW_GROUP: key = "allow-group"; break;
                 case ARG_MAX_CONNS: key = "max-conns-per-uid"; break;
                 case ARG_MAX_BUF: key = "max-buf-per-uid"; break;
+                case ARG_MAX_CLIENTS: key = "max-clients-per-uid"; break;
                 case ARG_BUF_CLEAR: key = "buf-clear"; break;
                 case ARG_PREPOPULATE: key = "prepopulate"; break;
                 default:
@@ -315,6 +397,7 @@ int main(int argc, char *argv[]) {
         sigset_t mask;
         int r;
 
+        cfg.max_clients_per_uid = DEFAULT_MAX_CLIENTS_PER_UID;
         cfg.runtime_dir = strdup(smc_ctl_runtime_dir());
         if (!cfg.runtime_dir)
                 return EXIT_FAILURE;
@@ -337,8 +420,12 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return EXIT_FAILURE;
         r = manager_start(m);
-        if (r >= 0)
-                r = manager_run(m);
+        if (r < 0) {
+                /* manager_start() logged the reason; nothing ran, so no stats.json */
+                manager_free(m);
+                return EXIT_FAILURE;
+        }
+        r = manager_run(m);
         if (r < 0)
                 log_error_errno(r, "Event loop failed: %m");
         (void) manager_write_stats(m);

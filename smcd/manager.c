@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,6 +27,9 @@
 #define CLIENT_SNDBUF (256 * 1024)
 #define CLIENT_BATCH 64   /* messages handled per wakeup of one client (fairness) */
 #define ACCEPT_BATCH 64
+#define WATCH_BATCH 128   /* ready client sockets / channels handled per wakeup */
+#define ACCEPT_RETRY_USEC 100000u /* accept4 out of fds or memory: pause this long */
+#define MAX_CLIENTS_CAP 4096u
 #define STATUS_INTERVAL_USEC 1000000u
 
 static void client_free(Client *c, bool died);
@@ -229,18 +234,17 @@ static int client_process_one(Client *c) {
         }
 }
 
-static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Client *c = userdata;
+static void client_on_io(Client *c) {
         int r;
 
         for (unsigned i = 0; i < CLIENT_BATCH; i++) {
                 r = client_process_one(c);
                 if (r > 0)
-                        return 0;
+                        return;
                 if (r < 0)
                         goto dead;
         }
-        return 0; /* more to read: epoll is level triggered, we come back */
+        return; /* more to read: the inner epoll is level triggered, we come back */
 
 dead:
         if (r == -ECONNRESET)
@@ -248,6 +252,57 @@ dead:
         else
                 log_debug_errno(r, "Disconnecting client %" PRIu64 " (pid %d): %m", c->id, (int) c->pid);
         client_free(c, true);
+}
+
+/* ---- the inner epoll of client sockets and accept channels ---- */
+
+int manager_watch(Manager *m, int fd, uint32_t events, uint64_t key, void *obj) {
+        struct epoll_event ev = { .events = events, .data.u64 = key };
+        int r;
+
+        r = u64map_put(m->watches, key, obj);
+        if (r < 0)
+                return r;
+        if (epoll_ctl(m->watch_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                r = -errno;
+                u64map_remove(m->watches, key);
+                return r;
+        }
+        return 0;
+}
+
+void manager_unwatch(Manager *m, int fd, uint64_t key) {
+        if (!u64map_remove(m->watches, key))
+                return;
+        (void) epoll_ctl(m->watch_fd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* One wakeup of the inner epoll: handle a bounded batch of ready fds. Objects are
+ * found by key, so an event of one freed earlier in the batch (a listener of a
+ * client that died just before) is dropped. Level triggered: whatever is left, or
+ * ready beyond the batch, wakes us again. */
+static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        struct epoll_event ev[WATCH_BATCH];
+        int n;
+
+        n = epoll_wait(m->watch_fd, ev, WATCH_BATCH, 0);
+        if (n < 0) {
+                if (errno == EINTR)
+                        return 0;
+                return log_error_errno(errno, "epoll_wait on the client sockets failed: %m");
+        }
+        for (int i = 0; i < n; i++) {
+                uint64_t key = ev[i].data.u64;
+                void *obj = u64map_get(m->watches, key);
+
+                if (!obj)
+                        continue;
+                if (key & WATCH_LISTENER)
+                        listener_on_channel_hup(obj);
+                else
+                        client_on_io(obj);
+        }
         return 0;
 }
 
@@ -293,10 +348,33 @@ static void client_reject(Manager *m, int fd, const struct ucred *uc) {
         close(fd);
 }
 
+/* Refuse a client over a limit on control connections: ERROR -EUSERS, then close. */
+static void client_refuse(Manager *m, int fd, const struct ucred *uc, bool per_uid) {
+        union smc_ctl_msg msg;
+
+        m->stats.clients_over_limit++;
+        smc_ctl_init(&msg, SMC_CTL_ERROR, 0);
+        msg.error.error = -EUSERS;
+        if (per_uid) {
+                log_debug("Refusing client pid %d: uid %u has %" PRIu64 " control connections already.",
+                          (int) uc->pid, (unsigned) uc->uid, m->config.max_clients_per_uid);
+                snprintf(msg.error.msg, sizeof(msg.error.msg), "too many control connections for uid %u",
+                         (unsigned) uc->uid);
+        } else {
+                log_debug("Refusing client pid %d uid %u: %" PRIu64 " control connections already.",
+                          (int) uc->pid, (unsigned) uc->uid, m->max_clients);
+                snprintf(msg.error.msg, sizeof(msg.error.msg), "too many control connections (%" PRIu64 ")",
+                         m->max_clients);
+        }
+        (void) smc_ctl_send(fd, &msg, NULL, 0, MSG_DONTWAIT);
+        close(fd);
+}
+
 static int client_new(Manager *m, int fd) {
         struct ucred uc;
         socklen_t len = sizeof(uc);
         int sndbuf = CLIENT_SNDBUF, r;
+        UidUsage *u;
         Client *c;
 
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) {
@@ -308,11 +386,26 @@ static int client_new(Manager *m, int fd) {
                 client_reject(m, fd, &uc);
                 return 0;
         }
+        if (m->stats.clients >= m->max_clients) {
+                client_refuse(m, fd, &uc, false);
+                return 0;
+        }
+        u = uid_usage(m, uc.uid, false);
+        if (m->config.max_clients_per_uid && u && u->clients >= m->config.max_clients_per_uid) {
+                client_refuse(m, fd, &uc, true);
+                return 0;
+        }
+        u = uid_usage(m, uc.uid, true);
+        if (!u) {
+                close(fd);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
         (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 
         c = calloc(1, sizeof(*c));
         if (!c) {
                 close(fd);
+                uid_usage_gc(m, u);
                 return log_error_errno(ENOMEM, "Out of memory.");
         }
         c->manager = m;
@@ -325,15 +418,18 @@ static int client_new(Manager *m, int fd) {
         if (!c->mapped) {
                 free(c);
                 close(fd);
+                uid_usage_gc(m, u);
                 return log_error_errno(ENOMEM, "Out of memory.");
         }
-        r = sd_event_add_io(m->event, &c->io, fd, EPOLLIN, on_client_io, c);
+        r = manager_watch(m, fd, EPOLLIN, c->id, c);
         if (r < 0) {
                 u64map_free(c->mapped);
                 free(c);
                 close(fd);
+                uid_usage_gc(m, u);
                 return log_error_errno(r, "Failed to watch client socket: %m");
         }
+        u->clients++;
         LIST_PREPEND(clients, m->clients, c);
         m->stats.clients++;
         m->stats.clients_total++;
@@ -347,12 +443,13 @@ static int client_new(Manager *m, int fd) {
  * DMBs alone: the connections go on without smcd. */
 static void client_free(Client *c, bool died) {
         Manager *m = c->manager;
+        UidUsage *u;
         Endpoint *e, *en;
         Listener *l, *ln;
 
         if (died) {
                 LIST_FOREACH_SAFE(by_client, e, en, c->endpoints)
-                        endpoint_close(m, e, true, true);
+                        endpoint_close(m, e, false, true);
         } else {
                 LIST_FOREACH_SAFE(by_client, e, en, c->endpoints) {
                         LIST_REMOVE(by_client, c->endpoints, e);
@@ -364,11 +461,42 @@ static void client_free(Client *c, bool died) {
 
         LIST_REMOVE(clients, m->clients, c);
         m->stats.clients--;
-        sd_event_source_disable_unref(c->io);
+        u = uid_usage(m, c->uid, false);
+        if (u) {
+                u->clients--;
+                uid_usage_gc(m, u);
+        }
+        manager_unwatch(m, c->fd, c->id);
         close(c->fd);
         u64map_free(c->mapped);
         free(c);
         manager_status_changed(m);
+}
+
+static int on_accept_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        m->accept_retry = sd_event_source_disable_unref(m->accept_retry);
+        log_debug("Accepting control connections again.");
+        (void) sd_event_source_set_enabled(m->listen_io, SD_EVENT_ON);
+        return 0;
+}
+
+/* accept4 failed for lack of fds or memory: the connection stays queued and the
+ * level-triggered source would fire again at once, so switch it off for
+ * ACCEPT_RETRY_USEC. Logged once per pause. */
+static void accept_pause(Manager *m, int error) {
+        int r;
+
+        log_warning_errno(error, "accept4 on the control socket failed, pausing accepts for %u ms: %m",
+                          ACCEPT_RETRY_USEC / 1000);
+        r = sd_event_add_time_relative(m->event, &m->accept_retry, CLOCK_MONOTONIC, ACCEPT_RETRY_USEC, 1000,
+                                       on_accept_retry, m);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to arm the accept retry timer, not pausing: %m");
+                return;
+        }
+        (void) sd_event_source_set_enabled(m->listen_io, SD_EVENT_OFF);
 }
 
 static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -380,8 +508,7 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                         if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                                 return 0;
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                                /* do not spin: try again on the next wakeup */
-                                log_warning_errno(errno, "accept4 failed: %m");
+                                accept_pause(m, errno);
                                 return 0;
                         }
                         return log_error_errno(errno, "accept4 on control socket failed: %m");
@@ -438,7 +565,15 @@ static int setup_socket(Manager *m) {
 
         r = mkdir_p(m->config.runtime_dir, 0755);
         if (r < 0)
-                return log_error_errno(r, "Failed to create %s: %m", m->config.runtime_dir);
+                return log_error_errno(r, "Cannot create runtime directory %s: %m", m->config.runtime_dir);
+        {
+                struct stat st;
+
+                if (stat(m->config.runtime_dir, &st) < 0)
+                        return log_error_errno(errno, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
+                if (!S_ISDIR(st.st_mode))
+                        return log_error_errno(ENOTDIR, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
+        }
         if (strlen(m->socket_path) >= sizeof(sa.sun_path))
                 return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", m->socket_path);
         strcpy(sa.sun_path, m->socket_path);
@@ -494,6 +629,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m)
                 return log_error_errno(ENOMEM, "Out of memory.");
         m->listen_fd = -1;
+        m->watch_fd = -1;
         m->config = *cfg;
         m->config.runtime_dir = strdup(cfg->runtime_dir);
         m->config.allow_uids = NULL;
@@ -511,8 +647,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->endpoints = u64map_new();
         m->ports = u64map_new();
         m->uids = u64map_new();
+        m->watches = u64map_new();
         if (!m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
             (cfg->n_allow_gids && !m->config.allow_gids) || !m->endpoints || !m->ports || !m->uids ||
+            !m->watches ||
             asprintf(&m->socket_path, "%s/%s", cfg->runtime_dir, SMC_CTL_SOCKET_NAME) < 0 ||
             asprintf(&m->stats_path, "%s/stats.json", cfg->runtime_dir) < 0) {
                 manager_free(m);
@@ -543,6 +681,33 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
             (r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_signal, m)) < 0) {
                 manager_free(m);
                 return log_error_errno(r, "Failed to add signal handlers: %m");
+        }
+        m->watch_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (m->watch_fd < 0) {
+                r = log_error_errno(errno, "epoll_create1 failed: %m");
+                manager_free(m);
+                return r;
+        }
+        r = sd_event_add_io(m->event, &m->watch_io, m->watch_fd, EPOLLIN, on_watch, m);
+        if (r < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to watch the client sockets: %m");
+        }
+        {
+                /* each client costs its socket, plus its connections' fds in flight;
+                 * leave 3/4 of the fd limit to buffers (memfds) and socketpairs */
+                struct rlimit rl;
+                uint64_t nofile = 1024;
+
+                if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+                        nofile = rl.rlim_cur;
+                else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+                        nofile = UINT64_MAX;
+                m->max_clients = nofile / 4 < MAX_CLIENTS_CAP ? nofile / 4 : MAX_CLIENTS_CAP;
+                if (m->max_clients == 0)
+                        m->max_clients = 1;
+                log_debug("At most %" PRIu64 " control connections (RLIMIT_NOFILE %" PRIu64 "), %" PRIu64
+                          " per uid.", m->max_clients, nofile, m->config.max_clients_per_uid);
         }
 
         pc.buf_clear = cfg->buf_clear;
@@ -602,7 +767,11 @@ Manager *manager_free(Manager *m) {
                         free(v);
         }
         sd_event_source_disable_unref(m->listen_io);
+        sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
+        sd_event_source_disable_unref(m->watch_io);
+        if (m->watch_fd >= 0)
+                close(m->watch_fd);
         if (m->listen_fd >= 0)
                 close(m->listen_fd);
         if (m->socket_bound && unlink(m->socket_path) < 0 && errno != ENOENT)
@@ -612,6 +781,7 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->endpoints);
         u64map_free(m->ports);
         u64map_free(m->uids);
+        u64map_free(m->watches);
         local_addrs_done(&m->local_addrs);
         manager_config_done(&m->config);
         free(m->socket_path);

@@ -19,9 +19,16 @@
  * Lifecycle rules:
  *   - CLOSE marks one Endpoint closed; the last close releases both DMBs.
  *   - A client that dies (EOF/HUP/error on its socket, or a reply that cannot be
- *     sent without blocking) has every Endpoint it owns closed as aborted: smcd ORs
- *     SMC_DMB_CONN_ABORT into the survivor's rx DMB (conn_flags) and into the dead
- *     one's rx DMB (reader_flags); its Listeners are removed.
+ *     sent without blocking) has every Endpoint it owns closed as TCP closes the
+ *     sockets of a process that exits: unless the dead one already set CLOSED or
+ *     ABORT itself, smcd ORs SMC_DMB_CONN_ABORT (data left unread in the dead one's
+ *     rx DMB: RST) or else SMC_DMB_CONN_CLOSED (FIN) into the survivor's rx DMB
+ *     (conn_flags) and into the dead one's rx DMB (reader_flags); its Listeners are
+ *     removed.
+ *   - Control sockets and accept channels are not sd-event sources of their own:
+ *     they sit in one inner epoll (Manager.watch_fd) whose readiness is one source,
+ *     and each wakeup handles a bounded batch of ready fds. So N clients that hang
+ *     up at once cost O(N) in total, not O(N) per event loop iteration.
  *   - A Listener is removed on UNLISTEN, on HUP of its accept channel (the client
  *     closed its end) or with its client.
  */
@@ -54,6 +61,7 @@ typedef struct ManagerConfig {
         size_t n_allow_gids;
         uint64_t max_conns_per_uid; /* endpoints owned by one uid, 0 = unlimited */
         uint64_t max_buf_per_uid;   /* DMB ring bytes of endpoints owned, 0 = unlimited */
+        uint64_t max_clients_per_uid; /* control connections of one uid, 0 = unlimited */
         enum smc_pool_clear buf_clear;
         unsigned prepopulate;       /* fresh buffers of the default class */
 } ManagerConfig;
@@ -63,8 +71,7 @@ void manager_config_done(ManagerConfig *c);
 struct Client {
         Manager *manager;
         uint64_t id;
-        int fd;
-        sd_event_source *io;
+        int fd;               /* in Manager.watch_fd, key = id */
         pid_t pid;
         uid_t uid;
         gid_t gid;
@@ -83,8 +90,9 @@ struct Listener {
         bool v6only;
         unsigned dmb_class;       /* server DMBs: smc_dmb_class(SO_RCVBUF / 2) */
         uint32_t queue_max;       /* NEW_CONN queued but not accepted: backlog + 1 */
-        int channel;              /* smcd's end of the accept channel */
-        sd_event_source *io;      /* HUP = the client closed its end */
+        int channel;              /* smcd's end of the accept channel, in Manager.watch_fd
+                                   * (key = id | WATCH_LISTENER): HUP = the client
+                                   * closed its end */
         PortEntry *port;
         uint64_t n_conns;         /* connections queued to it, total */
         LIST_FIELDS(Listener, by_client);
@@ -102,6 +110,7 @@ struct UidUsage {
         uid_t uid;
         uint64_t endpoints;
         uint64_t dmb_bytes;
+        uint64_t clients; /* control connections */
 };
 
 enum {
@@ -132,6 +141,13 @@ struct Manager {
         char *socket_path;
         char *stats_path;
         sd_event_source *listen_io;
+        sd_event_source *accept_retry; /* accept4 ran out of fds/memory: listen_io is
+                                        * off until this timer fires */
+        uint64_t max_clients;          /* control connections in all, from RLIMIT_NOFILE */
+
+        int watch_fd;                  /* inner epoll of client sockets and channels */
+        sd_event_source *watch_io;
+        U64Map *watches;               /* watch key -> Client / Listener */
 
         struct smc_pool *pool;
 
@@ -177,6 +193,16 @@ Manager *manager_free(Manager *m);
 int manager_write_stats(Manager *m);
 
 /* internal, between manager.c, listener.c and conn.c */
+#define WATCH_LISTENER (UINT64_C(1) << 63) /* watch key bit: a Listener's channel */
+/* Watch @fd for @events (EPOLLIN, EPOLLHUP, ...) in the inner epoll; @key (a client
+ * id, or a listener id | WATCH_LISTENER) finds @obj. Returns 0 or -errno. */
+int manager_watch(Manager *m, int fd, uint32_t events, uint64_t key, void *obj);
+/* Stop watching @fd (before it is closed). Events of @key already fetched are dropped. */
+void manager_unwatch(Manager *m, int fd, uint64_t key);
+/* Per-uid usage record, created if @create; NULL on ENOMEM or if absent. */
+UidUsage *uid_usage(Manager *m, uid_t uid, bool create);
+/* Free @u if it counts nothing. */
+void uid_usage_gc(Manager *m, UidUsage *u);
 void manager_status_changed(Manager *m);
 uint64_t manager_now(Manager *m);
 int client_send(Client *c, const union smc_ctl_msg *msg, const int *fds, size_t nfds);
@@ -186,13 +212,16 @@ int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const
 int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
+void listener_on_channel_hup(Listener *l);
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
 bool listener_queue_full(Listener *l);
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req);
 int client_handle_close(Client *c, const struct smc_ctl_close *req);
-/* Close endpoint @e (owned by a client). @died: its owner died, so mark the abort
- * flags in both DMBs. Releases the connection when both ends are closed. */
+/* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed
+ * it itself, mark CLOSED (nothing unread in its rx DMB) or ABORT (data unread) in
+ * both DMBs, and count it aborted accordingly (@aborted is ignored). Releases the
+ * connection when both ends are closed. */
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died);
 /* Free a connection at shutdown without releasing its buffers (the pool goes). */
 void conn_free_all(Manager *m);

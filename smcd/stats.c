@@ -69,6 +69,7 @@ static json_object *stats_to_json(const struct smcd_stats *s, const struct smc_p
         add_u64(d, "clients", s->clients);
         add_u64(d, "clients_total", s->clients_total);
         add_u64(d, "clients_rejected", s->clients_rejected);
+        add_u64(d, "clients_over_limit", s->clients_over_limit);
         add_u64(d, "listeners", s->listeners);
         add_u64(d, "listeners_total", s->listeners_total);
         json_object_object_add(root, "smcd", d);

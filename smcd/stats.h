@@ -12,7 +12,7 @@
  *             "conns_server_current", "conns_current", "conns_closed", "conns_aborted",
  *             "fallback": {"SMC_CLC_DECL_...": n, ...}, "fallback_total",
  *             "handshake_errors", "bytes_tx", "bytes_rx", "clients", "clients_total",
- *             "clients_rejected", "listeners", "listeners_total"},
+ *             "clients_rejected", "clients_over_limit", "listeners", "listeners_total"},
  *    "pool": {"alloc", "reuse", "free", "clear", "bytes_cleared", "clear_ns", "in_use",
  *             "in_use_by_class": [7], "free_count", "free_count_by_class": [7],
  *             "pending_clear", "bytes_total"},
@@ -57,6 +57,8 @@ struct smcd_stats {
         uint64_t clients;          /* control connections now */
         uint64_t clients_total;    /* accepted ever */
         uint64_t clients_rejected; /* refused by the allow list */
+        uint64_t clients_over_limit; /* refused: too many control connections (per uid
+                                      * or in all) */
         uint64_t listeners;        /* SMC listeners now */
         uint64_t listeners_total;
 

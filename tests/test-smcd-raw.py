@@ -8,9 +8,13 @@ Starts smcd in a temporary runtime directory, speaks the protocol of
 libsmcproto/ctl-proto.h with hand-packed messages (no client library), and checks:
 HELLO, LISTEN (with a real listening TCP socket), CONNECT (fds, buffer ids, shared
 memory, doorbells), CLOSE, buffer reuse without fds, zeroed reused buffers, client
-death (abort flags, buffers back), fallbacks (no listener, backlog full, limits),
+death (as TCP: orderly close if the dead one had read everything, abort if data was
+left unread; buffers back), fallbacks (no listener, backlog full, limits),
 wildcard listeners, malformed messages (each answered with ERROR, smcd keeps
-serving), the allow list, option errors, SIGUSR1 stats and a clean SIGTERM exit.
+serving), the allow list, option errors, SIGUSR1 stats and a clean SIGTERM exit,
+the per-uid limit on control connections, fast teardown of many clients that exit at
+once, no busy loop when accept4 runs out of fds, and config file / runtime directory
+errors.
 """
 
 import array
@@ -18,6 +22,7 @@ import errno
 import json
 import mmap
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -36,7 +41,7 @@ BUF_FD = 1
 CLOSE_ABORT = 1
 DMB_HDR_LEN = 4096
 EYECATCHER = 0xFE
-CONN_ABORT = 0x20
+CONN_DONE_WRITING, CONN_CLOSED, CONN_ABORT = 0x80, 0x40, 0x20
 
 DECL_PEERNOSMC = 0x03010000
 DECL_PEERDECL = 0x05000000
@@ -179,7 +184,7 @@ class Client:
 
 
 class Smcd:
-    def __init__(self, binary, rundir, extra=()):
+    def __init__(self, binary, rundir, extra=(), preexec=None):
         self.rundir = rundir
         self.sock = os.path.join(rundir, "smcd.sock")
         self.stats_path = os.path.join(rundir, "stats.json")
@@ -187,7 +192,7 @@ class Smcd:
         env = dict(os.environ, SMCD_RUNTIME_DIR=rundir)
         env.pop("LISTEN_FDS", None)
         self.p = subprocess.Popen([binary] + (["-v"] if os.environ.get("SMCD_TEST_VERBOSE", "1") == "1" else []) + ["--runtime-dir", rundir] + list(extra),
-                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env, preexec_fn=preexec)
         for _ in range(500):
             if os.path.exists(self.sock) and os.path.exists(self.stats_path):
                 break
@@ -295,6 +300,8 @@ def main():
         check(json.load(f)["smcd"]["clients"] == 0, "stats.json written at exit")
 
     run_limit_checks(binary)
+    run_client_limit_checks(binary)
+    run_accept_emfile_check(binary)
     run_prepopulate_check(binary)
     run_option_checks(binary)
     if os.getuid() == 0:
@@ -386,24 +393,51 @@ def run_main_checks(d, binary):
     check(cc.tx[OFF_TYPE] == EYECATCHER and struct.unpack_from("<Q", cc.tx, OFF_PROD)[0] == 0 and
           not any(cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + 4096]), "a reused buffer reads zero (header and data)")
 
-    # client death: b goes away with the connection open
+    # client death, nothing unread: b goes away with the connection open after it
+    # shut down writing (DONE_WRITING) and read all the server sent -> orderly close
+    # (TCP: FIN), and DONE_WRITING stays
+    struct.pack_into("<I", cc.tx, OFF_CONN_FLAGS, CONN_DONE_WRITING)
     b.s.close()
     cc.close()
-    time.sleep(0.1)
     s = d.stats(lambda s: s["smcd"]["clients"] == 1)
-    check(u32(sc.rx, OFF_CONN_FLAGS) & CONN_ABORT, "death: ABORT in conn_flags of the survivor's rx DMB")
-    check(u32(sc.tx, OFF_READER_FLAGS) & CONN_ABORT, "death: ABORT in reader_flags of the dead one's rx DMB")
+    f_conn, f_reader = u32(sc.rx, OFF_CONN_FLAGS), u32(sc.tx, OFF_READER_FLAGS)
+    check(f_conn == CONN_DONE_WRITING | CONN_CLOSED,
+          f"death with nothing unread: CLOSED (no ABORT) added to conn_flags of the survivor's rx DMB ({f_conn:#x})")
+    check(f_reader == CONN_CLOSED, f"death with nothing unread: CLOSED in reader_flags of the dead one's rx DMB ({f_reader:#x})")
     sc.x.settimeout(2)
     try:
         hup = sc.x.recv(1) == b""
     except OSError:
         hup = True
     check(hup, "death: the survivor's X sees EOF/HUP")
-    a.close_conn(srv["id"], CLOSE_ABORT)
+    a.close_conn(srv["id"])
+    sc.close()
+    s = d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+    check(s["pool"]["in_use"] == 0 and s["smcd"]["conns_closed"] == 2 and s["smcd"]["conns_aborted"] == 0 and
+          s["smcd"]["conns_current"] == 0,
+          f"death with nothing unread: buffers back (in_use {s['pool']['in_use']}), counted closed "
+          f"({s['smcd']['conns_closed']}/{s['smcd']['conns_aborted']})")
+
+    # client death with data unread (TCP: RST): the server wrote, b2 never read
+    b2 = Client(d.sock)
+    info, fds = b2.connect(("127.0.0.1", port))
+    t, _, data, sfds = recv_msg(chan)
+    srv = parse_conn(data)
+    cc = Conn(info, fds, {})
+    sc = Conn(srv, sfds, maps_a)
+    sc.tx[DMB_HDR_LEN:DMB_HDR_LEN + 5] = b"unrd!"
+    struct.pack_into("<Q", sc.tx, OFF_PROD, 5)
+    b2.s.close()
+    cc.close()
+    s = d.stats(lambda s: s["smcd"]["clients"] == 1)
+    check(u32(sc.rx, OFF_CONN_FLAGS) == CONN_ABORT,
+          f"death with data unread: ABORT in conn_flags of the survivor's rx DMB ({u32(sc.rx, OFF_CONN_FLAGS):#x})")
+    check(u32(sc.tx, OFF_READER_FLAGS) == CONN_ABORT, "death with data unread: ABORT in reader_flags of the dead one's rx DMB")
+    a.close_conn(srv["id"])
     sc.close()
     s = d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
     check(s["pool"]["in_use"] == 0 and s["smcd"]["conns_aborted"] == 1 and s["smcd"]["conns_current"] == 0,
-          f"death: buffers back (in_use {s['pool']['in_use']}), conns_aborted {s['smcd']['conns_aborted']}")
+          f"death with data unread: buffers back (in_use {s['pool']['in_use']}), conns_aborted {s['smcd']['conns_aborted']}")
 
     # fallbacks
     b = Client(d.sock)
@@ -690,6 +724,137 @@ def run_option_checks(binary):
     rc, err = run(["--config", f.name])
     check(rc == 2 and f"{f.name}:4" in err, f"bad config line -> exit 2 naming file:line ({err.strip()})")
     os.unlink(f.name)
+    rc, err = run(["--config", tempfile.gettempdir()])
+    check(rc == 2 and "not a regular file" in err, f"--config on a directory -> exit 2 ({rc}: {err.strip()})")
+    t0 = time.time()
+    rc, err = run(["--config", "/dev/zero"])
+    check(rc == 2 and time.time() - t0 < 5, f"--config /dev/zero fails fast, exit 2 ({rc}: {err.strip()})")
+    for name, content, want in (("long", b"# " + b"x" * 2000 + b"\n", ":1: line too long"),
+                                ("nul", b"verbose = no\nbuf-clear = rel\0ease\n", ":2: line contains a NUL"),
+                                ("big", b"\n" * (65 << 10), "larger than")):
+        with tempfile.NamedTemporaryFile("wb", suffix=".conf", delete=False) as f:
+            f.write(content)
+        rc, err = run(["--config", f.name])
+        check(rc == 2 and want in err, f"config file {name}: exit 2 with '{want}' ({rc}: {err.strip()})")
+        os.unlink(f.name)
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("max-clients-per-uid = x\n")
+    rc, err = run(["--config", f.name])
+    check(rc == 2 and "max-clients-per-uid" in err, f"bad max-clients-per-uid -> exit 2 ({rc})")
+    os.unlink(f.name)
+
+    # runtime directory errors: one clear line, no stats.json attempt
+    for rdir, want in (("/proc/smcd-raw-nonexistent", "Cannot create runtime directory /proc/smcd-raw-nonexistent"),
+                       ("/dev/null", "Cannot use runtime directory /dev/null: Not a directory")):
+        rc, err = run(["--runtime-dir", rdir])
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        check(rc == 1 and len(lines) == 1 and want in lines[0],
+              f"--runtime-dir {rdir}: exit 1 with one line ({rc}: {lines})")
+
+
+def cpu_seconds(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_client_limit_checks(binary):
+    """--max-clients-per-uid, and many clients that exit at once are torn down fast."""
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-clients-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir, ["--max-clients-per-uid", "3"])
+    try:
+        cl = [Client(d.sock) for _ in range(3)]
+        s4 = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s4.connect(d.sock)
+        t, seq, data, fds = recv_msg(s4)
+        err = parse_error(data) if t == ERROR else None
+        check(err and err[0] == -errno.EUSERS and "too many control connections for uid" in err[2],
+              f"--max-clients-per-uid 3: the 4th control connection gets ERROR EUSERS ({err})")
+        try:
+            recv_msg(s4, timeout=2)
+            closed = False
+        except EOFError:
+            closed = True
+        check(closed, "... and is closed")
+        cl[0].s.close()
+        d.stats(lambda s: s["smcd"]["clients"] == 2)
+        c5 = Client(d.sock)
+        check(c5.id is not None, "after one client left, a new one is served")
+        s = d.stats()
+        check(s["smcd"]["clients_over_limit"] == 1, f"stats: clients_over_limit {s['smcd']['clients_over_limit']}")
+    finally:
+        d.stop()
+
+    # N control connections held, then the process exits: smcd must not need O(N^2)
+    # (was 1.6 s of CPU for 4000; now a few ms)
+    n = 4000
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < n + 200:
+        print(f"skip teardown check: RLIMIT_NOFILE hard limit {hard}")
+        return
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-drain-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir, ["--max-clients-per-uid", "0"])
+    try:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (n + 100, hard))
+                ss = []
+                for i in range(n):
+                    x = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    x.connect(d.sock)
+                    x.send(hdr(HELLO, i) + struct.pack("<IIII", 1, 1, 0, 0))
+                    ss.append(x)
+                for x in ss:
+                    x.recv(512)
+                os.write(w, b"%d" % len(ss))
+            finally:
+                os._exit(0)  # all n control sockets hang up at once
+        os.close(w)
+        held = os.read(r, 20)
+        os.waitpid(pid, 0)
+        t0, c0 = time.time(), cpu_seconds(d.p.pid)
+        s = d.stats(lambda s: s["smcd"]["clients"] == 0, timeout=20)
+        dt, dc = time.time() - t0, cpu_seconds(d.p.pid) - c0
+        check(held == b"%d" % n and s["smcd"]["clients"] == 0 and dc < 0.5,
+              f"{n} clients that exit at once are gone in {dt:.3f} s, {dc:.2f} s of CPU (held {held})")
+    finally:
+        d.stop()
+
+
+def run_accept_emfile_check(binary):
+    """accept4 failing with EMFILE does not make smcd spin."""
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-emfile-")
+    tmpdirs.append(rundir)
+    limit = 48
+    # pre-populated buffers hold memfds: few fds are left for control connections
+    d = Smcd(binary, rundir, ["--prepopulate", "30", "--max-clients-per-uid", "0"],
+             preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+    try:
+        held = []
+        for _ in range(limit):
+            x = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            x.connect(d.sock)
+            held.append(x)
+        time.sleep(0.2)
+        c0 = cpu_seconds(d.p.pid)
+        time.sleep(1.0)
+        dc = cpu_seconds(d.p.pid) - c0
+        with open(d.log.name) as f:
+            pauses = f.read().count("pausing accepts")
+        check(pauses >= 1 and dc < 0.3, f"accept4 EMFILE: accepts paused, {dc:.2f} s CPU in 1 s, {pauses} pauses logged")
+        check(pauses <= 20, f"... logged once per pause, not per attempt ({pauses})")
+        for x in held:
+            x.close()
+        s = d.stats(lambda s: s["smcd"]["clients"] == 0)
+        c = Client(d.sock)
+        check(c.id is not None and s["smcd"]["clients"] == 0, "after the fds are back, clients are served again")
+        c.s.close()
+    finally:
+        d.stop()
 
 
 def run_domain_check(binary):
