@@ -152,8 +152,8 @@ static void conn_finish(Manager *m, Conn *conn) {
                 m->stats.conns_aborted++;
         else
                 m->stats.conns_closed++;
-        smc_pool_release(m->pool, conn->buf[EP_CLIENT]);
-        smc_pool_release(m->pool, conn->buf[EP_SERVER]);
+        manager_release_buf(m, conn->buf[EP_CLIENT]);
+        manager_release_buf(m, conn->buf[EP_SERVER]);
         m->stats.conns_current--;
         free(conn);
         manager_status_changed(m);
@@ -331,7 +331,7 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         if (r >= 0) {
                 r = smc_pool_acquire(m->pool, c->uid, suid, l->dmb_class, &sbuf);
                 if (r < 0) {
-                        smc_pool_release(m->pool, cbuf);
+                        manager_release_buf(m, cbuf);
                         cbuf = NULL;
                 }
         }
@@ -401,8 +401,8 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
                 free(conn);
                 close_fds(ab, 2);
                 close_fds(bb, 2);
-                smc_pool_release(m->pool, cbuf);
-                smc_pool_release(m->pool, sbuf);
+                manager_release_buf(m, cbuf);
+                manager_release_buf(m, sbuf);
                 if (r != -EAGAIN)
                         log_debug_errno(r, "NEW_CONN to listener %" PRIu64 " failed: %m", l->id);
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
@@ -455,8 +455,8 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
 fail_buffers:
         close_fds(ab, 2);
         close_fds(bb, 2);
-        smc_pool_release(m->pool, cbuf);
-        smc_pool_release(m->pool, sbuf);
+        manager_release_buf(m, cbuf);
+        manager_release_buf(m, sbuf);
         return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst);
 }
 

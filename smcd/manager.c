@@ -620,6 +620,23 @@ static int read_somaxconn(void) {
         return v;
 }
 
+/* Idle-priority defer source: sd-event dispatches it only when no control message
+ * or connection event is pending, so clearing never delays a connect or a close. One
+ * buffer per dispatch keeps each step short (a 1 MiB clear is ~80 us). */
+static int on_reclaim_idle(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (smc_pool_reclaim(m->pool, 1) == 0)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+void manager_release_buf(Manager *m, struct smc_buf *b) {
+        smc_pool_release(m->pool, b);
+        if (m->reclaim_idle)
+                (void) sd_event_source_set_enabled(m->reclaim_idle, SD_EVENT_ON);
+}
+
 int manager_new(const ManagerConfig *cfg, Manager **ret) {
         struct smc_pool_config pc = {};
         Manager *m;
@@ -712,10 +729,20 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
 
         pc.buf_clear = cfg->buf_clear;
         pc.prepopulate[smc_dmb_class(SMC_DMB_DEFAULT_SIZE)] = cfg->prepopulate;
+        pc.inline_reclaim = true;
         r = smc_pool_new(&pc, &m->pool);
         if (r < 0) {
                 manager_free(m);
                 return log_error_errno(r, "Failed to create the buffer pool: %m");
+        }
+        r = sd_event_add_defer(m->event, &m->reclaim_idle, on_reclaim_idle, m);
+        if (r >= 0)
+                r = sd_event_source_set_priority(m->reclaim_idle, SD_EVENT_PRIORITY_IDLE);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->reclaim_idle, SD_EVENT_OFF);
+        if (r < 0) {
+                manager_free(m);
+                return log_error_errno(r, "Failed to set up buffer reclaim: %m");
         }
         *ret = m;
         return 0;
@@ -769,6 +796,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->listen_io);
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
+        sd_event_source_disable_unref(m->reclaim_idle);
         sd_event_source_disable_unref(m->watch_io);
         if (m->watch_fd >= 0)
                 close(m->watch_fd);

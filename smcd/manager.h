@@ -53,6 +53,10 @@ typedef struct Conn Conn;
 typedef struct PortEntry PortEntry;
 typedef struct UidUsage UidUsage;
 
+/* Give a buffer of a finished connection back to the pool; it is cleared when the
+ * event loop has nothing else to do (or by the pool's worker under a backlog). */
+void manager_release_buf(Manager *m, struct smc_buf *b);
+
 typedef struct ManagerConfig {
         char *runtime_dir;         /* socket and stats.json live here */
         uid_t *allow_uids;         /* none and no groups = everybody may connect */
@@ -168,6 +172,7 @@ struct Manager {
 
         /* sd_notify STATUS=, at most once per second */
         sd_event_source *status_timer;
+        sd_event_source *reclaim_idle; /* clears released buffers when the loop is idle */
         uint64_t status_last_usec;
         char *status_last;
         bool exiting; /* manager_free() runs: no more STATUS= */

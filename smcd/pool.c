@@ -96,7 +96,8 @@ struct smc_pool {
         pthread_cond_t done_cond;   /* flush waits for the worker */
         struct smc_buf *queue;      /* queue_lock: LIFO list via clear_next */
         uint64_t queued_seq;        /* queue_lock: buffers ever queued */
-        uint64_t done_seq;          /* queue_lock: buffers ever handled by the worker */
+        uint64_t done_seq;          /* queue_lock: buffers ever cleared (worker or inline) */
+        unsigned queue_len;         /* queue_lock: buffers on the queue */
         bool stop;                  /* queue_lock */
         bool worker_started;
         pthread_t worker;
@@ -399,13 +400,27 @@ static void buf_clear(struct smc_pool *p, struct pool_slot *s) {
 
 /* --- reclaim worker --- */
 
+/* Clear one released buffer and push it on its domain's free list. */
+static void reclaim_one(struct smc_pool *p, struct smc_buf *b) {
+        struct pool_slot *s = slot_of(b);
+        struct pool_domain *d = b->domain;
+
+        b->clear_next = NULL;
+        buf_clear(p, s);
+        s->dirty = false;
+        atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&p->pending_clear, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->free_count[b->class], 1, memory_order_relaxed);
+        stack_push(p, &d->head[b->class], s);
+}
+
 static void *reclaim_worker(void *arg) {
         struct smc_pool *p = arg;
 
         pthread_mutex_lock(&p->queue_lock);
         for (;;) {
                 struct smc_buf *list;
-                uint64_t seq;
+                uint64_t n = 0;
 
                 while (!p->queue && !p->stop)
                         pthread_cond_wait(&p->queue_cond, &p->queue_lock);
@@ -413,30 +428,50 @@ static void *reclaim_worker(void *arg) {
                         break;
                 list = p->queue;
                 p->queue = NULL;
-                seq = p->queued_seq;
+                p->queue_len = 0;
                 pthread_mutex_unlock(&p->queue_lock);
 
                 while (list) {
                         struct smc_buf *b = list;
-                        struct pool_slot *s = slot_of(b);
-                        struct pool_domain *d = b->domain;
 
                         list = b->clear_next;
-                        b->clear_next = NULL;
-                        buf_clear(p, s);
-                        s->dirty = false;
-                        atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
-                        atomic_fetch_sub_explicit(&p->pending_clear, 1, memory_order_relaxed);
-                        atomic_fetch_add_explicit(&p->free_count[b->class], 1, memory_order_relaxed);
-                        stack_push(p, &d->head[b->class], s);
+                        reclaim_one(p, b);
+                        n++;
                 }
 
                 pthread_mutex_lock(&p->queue_lock);
-                p->done_seq = seq;
+                p->done_seq += n;
                 pthread_cond_broadcast(&p->done_cond);
         }
         pthread_mutex_unlock(&p->queue_lock);
         return NULL;
+}
+
+unsigned smc_pool_reclaim(struct smc_pool *p, unsigned max) {
+        unsigned left;
+
+        while (max-- > 0) {
+                struct smc_buf *b;
+
+                pthread_mutex_lock(&p->queue_lock);
+                b = p->queue;
+                if (b) {
+                        p->queue = b->clear_next;
+                        p->queue_len--;
+                }
+                pthread_mutex_unlock(&p->queue_lock);
+                if (!b)
+                        break;
+                reclaim_one(p, b);
+                pthread_mutex_lock(&p->queue_lock);
+                p->done_seq++;
+                pthread_cond_broadcast(&p->done_cond);
+                pthread_mutex_unlock(&p->queue_lock);
+        }
+        pthread_mutex_lock(&p->queue_lock);
+        left = p->queue_len;
+        pthread_mutex_unlock(&p->queue_lock);
+        return left;
 }
 
 /* --- public API --- */
@@ -610,7 +645,12 @@ void smc_pool_release(struct smc_pool *p, struct smc_buf *b) {
         b->clear_next = p->queue;
         p->queue = b;
         p->queued_seq++;
-        pthread_cond_signal(&p->queue_cond);
+        p->queue_len++;
+        /* With inline reclaim the owner clears when idle; the worker only takes a
+         * backlog the owner has not caught up with (waking it per buffer costs a
+         * context switch on a CPU the connection's processes need). */
+        if (!p->cfg.inline_reclaim || p->queue_len >= SMC_POOL_WAKE_BATCH)
+                pthread_cond_signal(&p->queue_cond);
         pthread_mutex_unlock(&p->queue_lock);
 }
 
@@ -619,6 +659,8 @@ void smc_pool_flush(struct smc_pool *p) {
                 return;
         pthread_mutex_lock(&p->queue_lock);
         uint64_t target = p->queued_seq;
+        if (p->queue)
+                pthread_cond_signal(&p->queue_cond);
         while (p->done_seq < target)
                 pthread_cond_wait(&p->done_cond, &p->queue_lock);
         pthread_mutex_unlock(&p->queue_lock);

@@ -44,7 +44,11 @@ struct smc_pool_config {
         enum smc_pool_clear buf_clear;
         unsigned prepopulate[SMC_DMB_NCLASSES]; /* fresh buffers to create per class */
         uint64_t max_bytes;                     /* 0 = unlimited; total memfd bytes */
+        bool inline_reclaim; /* the owner calls smc_pool_reclaim() when idle; the worker
+                              * only takes backlogs of SMC_POOL_WAKE_BATCH buffers */
 };
+
+#define SMC_POOL_WAKE_BATCH 32 /* released buffers that wake the worker (inline mode) */
 
 struct smc_pool_stats {
         uint64_t alloc;           /* buffers created (memfd_create) */
@@ -93,8 +97,13 @@ int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned clas
  * payload) before anyone gets it again. Never blocks on clearing. */
 void smc_pool_release(struct smc_pool *p, struct smc_buf *b);
 
-/* Wait until the reclaim worker has cleared every buffer released so far (tests,
- * benchmarks, orderly shutdown). */
+/* Clear up to @max released buffers in the calling thread and put them back on
+ * their free lists (the owner's idle-time reclaim, with cfg.inline_reclaim). Returns
+ * how many are still waiting. Thread-safe with the worker and with releases. */
+unsigned smc_pool_reclaim(struct smc_pool *p, unsigned max);
+
+/* Wait until every buffer released so far has been cleared (tests, benchmarks,
+ * orderly shutdown); wakes the worker if needed. */
 void smc_pool_flush(struct smc_pool *p);
 
 /* Change the clearing mode at run time (applies to buffers released after the call). */
