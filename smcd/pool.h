@@ -21,6 +21,8 @@
  *   thread, which zeroes header (SMC_DMB_HDR_CLEAR_LEN) and payload and only then
  *   pushes it onto its domain's free list, so neither the connect path (acquire =
  *   pop) nor the close path (release = enqueue) pays for the memset. With
+ *   cfg.inline_reclaim (smcd) the owner clears instead, from smc_pool_reclaim() when
+ *   its event loop is idle, and the worker is woken only for a backlog. With
  *   buf_clear = SMC_POOL_CLEAR_CREATE (the old kernel behaviour, for comparison),
  *   release pushes the buffer uncleared and acquire clears it.
  * A buffer handed out by acquire always reads as zero.
