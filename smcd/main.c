@@ -44,18 +44,26 @@ static void help(void) {
                smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID);
 }
 
+/* A decimal number at the start of @s (digits only, no sign or space); *end is set
+ * past it. */
+static int parse_digits(const char *s, unsigned long long *ret, char **end) {
+        if (!*s || !isdigit((unsigned char) *s))
+                return -EINVAL;
+        errno = 0;
+        *ret = strtoull(s, end, 10);
+        return errno ? -errno : 0;
+}
+
 /* "123", "64K", "1M", "2G", "1MiB", "1MB" (powers of 1024). */
 static int parse_size(const char *s, uint64_t *ret) {
         unsigned long long v;
         uint64_t mult = 1;
         char *end;
+        int r;
 
-        if (!*s || !isdigit((unsigned char) *s))
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno)
-                return -errno;
+        r = parse_digits(s, &v, &end);
+        if (r < 0)
+                return r;
         switch (toupper((unsigned char) *end)) {
         case 0: break;
         case 'K': mult = 1ULL << 10; end++; break;
@@ -77,13 +85,11 @@ static int parse_size(const char *s, uint64_t *ret) {
 static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
         unsigned long long v;
         char *end;
+        int r;
 
-        if (!*s || !isdigit((unsigned char) *s))
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno)
-                return -errno;
+        r = parse_digits(s, &v, &end);
+        if (r < 0)
+                return r;
         if (*end)
                 return -EINVAL;
         if (v > max)
