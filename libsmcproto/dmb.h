@@ -81,6 +81,9 @@
 #define SMC_DMB_CONN_DONE_WRITING 0x80u /* peer did shutdown(SHUT_WR) */
 #define SMC_DMB_CONN_CLOSED       0x40u /* peer closed orderly */
 #define SMC_DMB_CONN_ABORT        0x20u /* peer aborted: ECONNRESET */
+/* reader_flags only: the owner did shutdown(SHUT_RD); its X no longer takes doorbell
+ * bytes (EPIPE on the writer's Y is then not a death) */
+#define SMC_DMB_READER_SHUT_RD    0x01u
 /* prod_flags: producer flags as in the CDC (wire spec 4.1) */
 #define SMC_DMB_PROD_WRITE_BLOCKED 0x80u
 

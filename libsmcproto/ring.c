@@ -102,6 +102,7 @@
 #define SMC_RING_DEFAULT_AUTOCORK (64u << 10)
 #define SMC_RING_HANDOFF_NS 4000u /* writer waits this long for a spinning reader */
 #define HANDOFF_MISS_MAX 4
+#define WAIT_SPACE_POLL_MS 100 /* a blocked sender rechecks for a concurrent shutdown */
 #define SEND_CHUNK_MIN (4u << 10) /* bytes: smallest piece a send publishes */
 #define OWED_SPIN_TRIES 16  /* retries of an in-flight doorbell byte before sleeping */
 #define OWED_POLL_TRIES 3   /* ... then this many poll()s of OWED_POLL_MS */
@@ -335,6 +336,14 @@ static int tx_peer_gone(struct smc_ring_ep *ep) {
         return r < 0 ? r : -EPIPE;
 }
 
+/* The doorbell write failed with EPIPE: the peer died, unless it only shut down
+ * reading (its X then refuses doorbell bytes, and nobody needs waking). */
+static int tx_bell_gone(struct smc_ring_ep *ep) {
+        if (atomic_load(&ep->tx_hdr->reader_flags) & SMC_DMB_READER_SHUT_RD)
+                return 0;
+        return tx_peer_gone(ep);
+}
+
 /* Write the doorbell byte to the peer's X through @y, our end of its pair. */
 static int ring_bell(int y) {
         static const uint8_t one = 1;
@@ -401,7 +410,7 @@ static int tx_resolve(struct smc_ring_ep *ep) {
         if (y < 0)
                 return -EPIPE;
         r = ring_bell(y);
-        return r == -EPIPE ? tx_peer_gone(ep) : r;
+        return r == -EPIPE ? tx_bell_gone(ep) : r;
 }
 
 /* Publish tx_prod to the peer and ring it if its bell was not already set. With
@@ -459,7 +468,7 @@ static int tx_publish(struct smc_ring_ep *ep, bool last) {
         if (y < 0)
                 return -EPIPE;
         r = ring_bell(y);
-        return r == -EPIPE ? tx_peer_gone(ep) : r;
+        return r == -EPIPE ? tx_bell_gone(ep) : r;
 }
 
 static int tx_plug(struct smc_ring_ep *ep) {
@@ -529,10 +538,29 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged) {
                         return r;
                 if (nonblock)
                         return -EAGAIN;
-                if (sys_poll(&p, 1, -1) < 0)
+                /* bounded, to see a shutdown(SHUT_WR) from another thread */
+                if (sys_poll(&p, 1, WAIT_SPACE_POLL_MS) < 0)
                         return errno == EINTR ? -EINTR : -errno;
+                if (__atomic_load_n(&ep->wr_shut_pending, __ATOMIC_RELAXED))
+                        return -EPIPE;
                 /* POLLHUP/POLLERR: the next tx_plug() reports EPIPE, or the flags tell */
         }
+}
+
+/* The SHUT_WR work, with tx_lock held. */
+static int tx_shutdown_locked(struct smc_ring_ep *ep) {
+        int y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+
+        if (y < 0)
+                return -ENOTCONN;
+        if (!ep->wr_shut) {
+                (void) tx_publish(ep, true); /* errors mean the peer is gone: nothing to flush to */
+                __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+                /* the flag before the EOF it explains (release, part of seq_cst) */
+                atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
+                (void) sys_shutdown(y, SHUT_WR);
+        }
+        return 0;
 }
 
 ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
@@ -598,6 +626,9 @@ ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         if (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_WRITE_BLOCKED)
                 atomic_fetch_and(&ep->tx_hdr->prod_flags, ~SMC_DMB_PROD_WRITE_BLOCKED);
 out:
+        /* a shutdown(SHUT_WR) another thread asked for while we held the lock */
+        if (__atomic_exchange_n(&ep->wr_shut_pending, false, __ATOMIC_RELAXED))
+                (void) tx_shutdown_locked(ep);
         pthread_mutex_unlock(&ep->tx_lock);
         if (sent > 0)
                 return (ssize_t) sent; /* an error, if any, is reported by the next call */
@@ -720,7 +751,8 @@ static bool rx_x_eof(struct smc_ring_ep *ep) {
 static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
         uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
 
-        if (!(f & PEER_EOF_FLAGS) && x_eof) {
+        /* after our own SHUT_RD, X reads EOF by itself: that is no peer death */
+        if (!(f & PEER_EOF_FLAGS) && x_eof && !__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)) {
                 mark_peer_dead(ep);
                 f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
         }
@@ -889,26 +921,29 @@ out:
 /* ---- connection state ------------------------------------------------------------ */
 
 int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
-        int r = 0, y;
+        int r = 0;
 
         if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
                 return -EINVAL;
-        if (how == SHUT_RD || how == SHUT_RDWR)
-                __atomic_store_n(&ep->rd_shut, true, __ATOMIC_RELAXED);
+        if ((how == SHUT_RD || how == SHUT_RDWR) && !__atomic_exchange_n(&ep->rd_shut, true, __ATOMIC_RELAXED)) {
+                /* As TCP, wake every reader and poller of this socket with EOF: shut
+                 * X's receive side (the kernel then reports POLLIN|POLLRDHUP), after
+                 * telling the writer that EPIPE on its doorbell is not our death. */
+                atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
+                (void) sys_shutdown(ep->x, SHUT_RD);
+        }
         if (how == SHUT_RD)
                 return 0;
 
-        pthread_mutex_lock(&ep->tx_lock);
-        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
-        if (y < 0)
-                r = -ENOTCONN;
-        else if (!ep->wr_shut) {
-                (void) tx_publish(ep, true); /* errors mean the peer is gone: nothing to flush to */
-                __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
-                /* the flag before the EOF it explains (release, part of seq_cst) */
-                atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
-                (void) sys_shutdown(y, SHUT_WR);
+        /* A sender blocked in another thread holds tx_lock while it waits for space:
+         * leave the shutdown to it (it polls with a timeout and sees the request),
+         * as TCP's shutdown returns at once and the blocked send returns its count. */
+        if (pthread_mutex_trylock(&ep->tx_lock) != 0) {
+                __atomic_store_n(&ep->wr_shut_pending, true, __ATOMIC_RELAXED);
+                if (pthread_mutex_trylock(&ep->tx_lock) != 0)
+                        return __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED) < 0 ? -ENOTCONN : 0;
         }
+        r = tx_shutdown_locked(ep);
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
 }
@@ -954,7 +989,7 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
                         eof = true;
                 else if (s == 0 && !(atomic_load(&ep->rx_hdr->conn_flags) & PEER_EOF_FLAGS) && rx_x_eof(ep))
                         eof = true;
-                if (eof)
+                if (eof && !__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
                         mark_peer_dead(ep);
                 pthread_mutex_unlock(&ep->rx_lock);
         }

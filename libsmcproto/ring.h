@@ -44,6 +44,7 @@ struct smc_ring_ep {
         bool tentative_idle;   /* ... taken while the reader was IDLE */
         bool corked;          /* TCP_CORK on */
         bool wr_shut;         /* we did shutdown(SHUT_WR) */
+        bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
         uint32_t busy_poll_ns;  /* spin this long before sleeping (0 = never spin) */

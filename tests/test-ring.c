@@ -693,6 +693,72 @@ static void *blocked_op_run(void *p) {
         return NULL;
 }
 
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* shutdown() from another thread, as TCP: SHUT_WR does not wait for a sender blocked
+ * on a full ring (the send returns what it sent, the peer reads it, then EOF); SHUT_RD
+ * wakes a blocked reader with EOF and makes X readable for poll(). */
+static void test_shutdown_other_thread(void) {
+        struct conn c;
+        uint8_t buf[256];
+        uint64_t t0;
+        ssize_t n, got = 0;
+
+        {
+                struct blocked_op o = { .send = true, .len = 3 * SMC_DMB_MIN_SIZE };
+                pthread_t t;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                o.ep = &c.a;
+                CHECK(pthread_create(&t, NULL, blocked_op_run, &o) == 0, "pthread_create");
+                sleep_ms(20);
+                CHECK(!atomic_load(&o.done), "send did not block");
+                t0 = mono_ns();
+                CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown(SHUT_WR) with a blocked sender");
+                CHECK(mono_ns() - t0 < 50000000ull, "shutdown(SHUT_WR) waited %.1f ms", (mono_ns() - t0) / 1e6);
+                pthread_join(t, NULL);
+                CHECK(atomic_load(&o.result) == SMC_DMB_MIN_SIZE, "blocked send returned %zd",
+                      (ssize_t) atomic_load(&o.result));
+                for (;;) {
+                        n = xrecv(&c.b, buf, sizeof(buf), 0, false);
+                        if (n <= 0)
+                                break;
+                        got += n;
+                }
+                CHECK(n == 0 && got == SMC_DMB_MIN_SIZE, "peer read %zd bytes then %zd %s", got, n, ERRSTR(n));
+                conn_close(&c);
+        }
+        {
+                struct blocked_op o = { .send = false, .len = 64 };
+                struct pollfd p;
+                pthread_t t;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                o.ep = &c.a;
+                CHECK(pthread_create(&t, NULL, blocked_op_run, &o) == 0, "pthread_create");
+                sleep_ms(20);
+                CHECK(!atomic_load(&o.done), "recv did not block");
+                CHECK(smc_ring_shutdown(&c.a, SHUT_RD) == 0, "shutdown(SHUT_RD)");
+                pthread_join(t, NULL);
+                CHECK(atomic_load(&o.result) == 0, "blocked recv after SHUT_RD: %zd", (ssize_t) atomic_load(&o.result));
+                p = (struct pollfd) { .fd = c.a.x, .events = POLLIN | POLLRDHUP };
+                CHECK(poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLRDHUP)) == (POLLIN | POLLRDHUP),
+                      "poll(X) after SHUT_RD: %#x", (unsigned) p.revents);
+                /* the writer is not told anything, as with TCP: its sends still work */
+                n = xsend(&c.b, "after", 5, 0, false);
+                CHECK(n == 5, "peer's send after our SHUT_RD: %zd %s", n, ERRSTR(n));
+                n = xsend(&c.b, "again", 5, 0, false);
+                CHECK(n == 5, "peer's second send after our SHUT_RD: %zd %s", n, ERRSTR(n));
+                conn_close(&c);
+        }
+        printf("ok shutdown from another thread: SHUT_WR with a blocked sender, SHUT_RD wakes a reader\n");
+}
+
 /* B dies: its ends close without any flag */
 static void kill_b(struct conn *c) {
         close(c->b.y_peer);
@@ -1000,6 +1066,7 @@ int main(int argc, char **argv) {
         test_shutdown();
         test_close_abort();
         test_peer_death();
+        test_shutdown_other_thread();
         test_eintr();
         test_stress(mb << 20, 0, SMC_DMB_DEFAULT_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 20000, SMC_DMB_MIN_SIZE, false);
