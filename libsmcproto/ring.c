@@ -79,6 +79,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <limits.h>
 #include <string.h>
@@ -887,22 +888,33 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         }
                 }
                 {
-                        struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
+                        /* Sleep in a blocking recv(MSG_PEEK) of the doorbell byte rather
+                         * than in poll(): the kernel then restarts it after a signal
+                         * handler installed with SA_RESTART and fails it with EINTR
+                         * otherwise, and times it out after X's SO_RCVTIMEO, exactly as
+                         * it would a TCP recv. 1: a byte (data), 0: EOF on X (the peer
+                         * shut down or died, or our own SHUT_RD). */
+                        uint8_t b;
+                        ssize_t w = sys_recvfrom(ep->x, &b, 1, MSG_PEEK, NULL, NULL);
 
-                        if (sys_poll(&p, 1, -1) < 0) {
-                                if (got == 0)
-                                        r = -errno; /* -EINTR: the socket layer restarts or not */
-                                break;
-                        }
-                        if (p.revents & POLLNVAL) {
-                                if (got == 0)
-                                        r = -EBADF;
-                                break;
-                        }
-                        /* EOF (peer shut down or gone): visible once the owed bytes are
-                         * read; rx_settle() reports it then, or the probe does now */
-                        if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) && rx_x_eof(ep))
+                        if (w == 0)
                                 x_eof = true;
+                        else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+                                 (sys_fcntl(ep->x, F_GETFL, 0) & O_NONBLOCK)) {
+                                /* X is nonblocking although this call blocks: wait in poll */
+                                struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
+
+                                if (sys_poll(&p, 1, -1) < 0 && errno != EINTR) {
+                                        if (got == 0)
+                                                r = -errno;
+                                        break;
+                                }
+                        } else if (w < 0) {
+                                /* EINTR (no SA_RESTART), EAGAIN (SO_RCVTIMEO), EBADF ... */
+                                if (got == 0)
+                                        r = -errno;
+                                break;
+                        }
                         if (spinning)
                                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
                 }

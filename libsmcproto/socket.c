@@ -136,6 +136,7 @@ struct smc_sock {
         _Atomic bool nonblock;
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
         bool nodelay;
+        bool rcvtimeo_set;       /* the app set SO_RCVTIMEO: X must carry it too */
         int sndbuf, rcvbuf;      /* set by the app (bytes), 0 = not set */
         uint32_t fallback_reason;
         int hidden;  /* T, moved away (LISTEN_SMC, SMCD connect side), else -1 */
@@ -987,6 +988,13 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         x = s->fd;
         if (atomic_load(&s->nonblock))
                 (void) set_nonblock(x, true);
+        if (s->rcvtimeo_set) {
+                struct timeval tv;
+                socklen_t tl = sizeof(tv);
+
+                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0)
+                        (void) sys_setsockopt(x, SOL_SOCKET, SO_RCVTIMEO, &tv, tl);
+        }
         s->hidden = hidden;
         s->conn_id = reply.conn.conn_id;
         s->fallback_reason = 0;
@@ -1370,6 +1378,12 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
         }
         t = opt_fd(s);
         r = t < 0 ? -ENOMEM : neg_errno(sys_setsockopt(t, level, name, val, len));
+        if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
+                /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */
+                s->rcvtimeo_set = true;
+                if (smcd)
+                        r = neg_errno(sys_setsockopt(s->fd, level, name, val, len));
+        }
 out:
         pthread_mutex_unlock(&s->lock);
         return ret_errno(r);
