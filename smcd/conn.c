@@ -377,6 +377,7 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         }
         conn->ep[EP_CLIENT].uid = c->uid;
         conn->ep[EP_SERVER].uid = suid;
+        conn->listener_id = l->id;
 
         /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB */
         smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
@@ -391,9 +392,11 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         fds[nfds++] = bb[0]; /* X_b */
         fds[nfds++] = ab[1]; /* Y_a */
         /* the listener's client has a buffer mapped only once it proved that it got
-         * the NEW_CONN (a CLOSE of the endpoint): an unaccepted NEW_CONN may be lost */
-        describe_buf(l->owner, sbuf, &msg.conn.rx, fds, &nfds);
-        describe_buf(l->owner, cbuf, &msg.conn.tx, fds, &nfds);
+         * the NEW_CONN (a CLOSE of the endpoint): an unaccepted NEW_CONN may be lost.
+         * A shared channel may be read by a process that never mapped what its
+         * owner has (a child forked before the owner mapped it): always send. */
+        describe_buf(l->shared ? NULL : l->owner, sbuf, &msg.conn.rx, fds, &nfds);
+        describe_buf(l->shared ? NULL : l->owner, cbuf, &msg.conn.tx, fds, &nfds);
         r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
         if (r < 0) {
                 u64map_remove(m->endpoints, conn->ep[0].id);
@@ -464,17 +467,36 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         Manager *m = c->manager;
         Endpoint *e = u64map_get(m->endpoints, req->conn_id);
 
-        if (!e || e->owner != c) {
-                m->stats.handshake_errors++;
-                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no connection %016" PRIx64 " of this client",
+        /* the owner, or another client of its uid (a forked child: manager.h); other
+         * uids learn nothing, not even that the id exists */
+        if (!e || !e->owner || e->owner->uid != c->uid) {
+                /* not a protocol error: e.g. a connection set up by an smcd that has
+                 * restarted since */
+                m->stats.close_unknown++;
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no connection %016" PRIx64 " of this uid",
                                          req->conn_id);
         }
-        /* knowing the (unguessable) id proves that this client received the NEW_CONN
-         * and so has both buffers mapped */
+        if (e->owner != c) {
+                Listener *l = ep_side(e) == EP_SERVER ? manager_get_listener(m, e->conn->listener_id) : NULL;
+
+                log_debug("Client %" PRIu64 " (pid %d) closes endpoint %016" PRIx64 " of client %" PRIu64
+                          " (pid %d), same uid %u.",
+                          c->id, (int) c->pid, e->id, e->owner->id, (int) e->owner->pid, (unsigned) c->uid);
+                /* another process read a NEW_CONN of this listener: from now on any of
+                 * them may read the next one, whatever the owner has mapped */
+                if (l && !l->shared) {
+                        log_debug("Listener %" PRIu64 " is shared (forked accept channel): NEW_CONNs carry memfds.",
+                                  l->id);
+                        l->shared = true;
+                }
+        }
+        /* knowing the (unguessable) id proves that this client's process received the
+         * NEW_CONN (or inherited it over fork) and so has both buffers mapped */
         if (ep_side(e) == EP_SERVER) {
                 mark_mapped(c, e->conn->buf[EP_CLIENT]);
                 mark_mapped(c, e->conn->buf[EP_SERVER]);
         }
+        /* the endpoint's uid is the closer's: per-uid accounting needs no transfer */
         endpoint_close(m, e, (req->flags & SMC_CTL_CLOSE_ABORT) != 0, false);
         return 0;
 }

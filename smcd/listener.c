@@ -214,6 +214,11 @@ int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req) {
         return client_send(c, &msg, NULL, 0);
 }
 
+Listener *manager_get_listener(Manager *m, uint64_t id) {
+        /* every live listener is in the watch table under its channel's key */
+        return u64map_get(m->watches, id | WATCH_LISTENER);
+}
+
 bool listener_queue_full(Listener *l) {
         int outq = 0;
         size_t ts = l->manager->msg_truesize;

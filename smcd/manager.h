@@ -15,6 +15,13 @@
  *                 until both Endpoints are closed; then its DMBs go back to the pool.
  *   Endpoint ids are unguessable 64-bit values (SipHash of a counter under a random
  *   key), so knowing one proves that a client received it.
+ *   A per-endpoint request (CLOSE) is accepted from the owner and from any other
+ *   client of the owner's uid: after fork() the child's library has a control
+ *   connection of its own, and a child of a pre-forking server closes connections
+ *   it accepted from the inherited accept channel (whose endpoints the listener's
+ *   client owns). Same-uid processes can signal and ptrace each other, so this
+ *   grants nothing new; per-uid accounting is by the endpoint's uid and stays right.
+ *   Clients of other uids get ENOENT, as for an unknown id.
  *
  * Lifecycle rules:
  *   - CLOSE marks one Endpoint closed; the last close releases both DMBs.
@@ -99,6 +106,10 @@ struct Listener {
                                    * closed its end */
         PortEntry *port;
         uint64_t n_conns;         /* connections queued to it, total */
+        bool shared;              /* another client (a forked process that inherited the
+                                   * accept channel) closed one of its connections: the
+                                   * NEW_CONN reader may be any process, so every
+                                   * NEW_CONN carries both memfds */
         LIST_FIELDS(Listener, by_client);
         LIST_FIELDS(Listener, by_port);
 };
@@ -135,6 +146,8 @@ struct Endpoint {
 struct Conn {
         Endpoint ep[2];         /* EP_CLIENT, EP_SERVER */
         struct smc_buf *buf[2]; /* buf[i]: the rx DMB of ep[i] */
+        uint64_t listener_id;   /* the Listener that got the NEW_CONN (it may be gone:
+                                 * look it up with manager_get_listener()) */
 };
 
 struct Manager {
@@ -219,6 +232,8 @@ int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
+/* The live listener with id @id, or NULL if it is gone. */
+Listener *manager_get_listener(Manager *m, uint64_t id);
 bool listener_queue_full(Listener *l);
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req);

@@ -64,6 +64,7 @@ static json_object *stats_to_json(const struct smcd_stats *s, const struct smc_p
         json_object_object_add(d, "fallback", fb);
         add_u64(d, "fallback_total", s->fallback_total);
         add_u64(d, "handshake_errors", s->handshake_errors);
+        add_u64(d, "close_unknown", s->close_unknown);
         add_u64(d, "bytes_tx", s->bytes_tx);
         add_u64(d, "bytes_rx", s->bytes_rx);
         add_u64(d, "clients", s->clients);

@@ -11,8 +11,9 @@
  *   {"smcd": {"conns_client", "conns_server", "conns_client_current",
  *             "conns_server_current", "conns_current", "conns_closed", "conns_aborted",
  *             "fallback": {"SMC_CLC_DECL_...": n, ...}, "fallback_total",
- *             "handshake_errors", "bytes_tx", "bytes_rx", "clients", "clients_total",
- *             "clients_rejected", "clients_over_limit", "listeners", "listeners_total"},
+ *             "handshake_errors", "close_unknown", "bytes_tx", "bytes_rx", "clients",
+ *             "clients_total", "clients_rejected", "clients_over_limit", "listeners",
+ *             "listeners_total"},
  *    "pool": {"alloc", "reuse", "free", "clear", "bytes_cleared", "clear_ns", "in_use",
  *             "in_use_by_class": [7], "free_count", "free_count_by_class": [7],
  *             "pending_clear", "bytes_total"},
@@ -47,6 +48,8 @@ struct smcd_stats {
         unsigned n_fallback;
 
         uint64_t handshake_errors; /* malformed or out-of-order control messages */
+        uint64_t close_unknown;    /* CLOSE of an id unknown to smcd, or of an endpoint of
+                                    * another uid (answered ERROR -ENOENT) */
 
         /* bytes moved by finished connections, read from the final producer cursors
          * (wrap * size + count, so modulo 65536 rings): tx = written by the connecting

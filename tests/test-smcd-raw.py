@@ -300,6 +300,7 @@ def main():
         check(json.load(f)["smcd"]["clients"] == 0, "stats.json written at exit")
 
     run_limit_checks(binary)
+    run_shared_checks(binary)
     run_client_limit_checks(binary)
     run_accept_emfile_check(binary)
     run_prepopulate_check(binary)
@@ -593,12 +594,15 @@ def run_main_checks(d, binary):
     check(r and r[0] == -errno.EBADMSG, f"CLOSE of id 0 -> ERROR EBADMSG {r}")
     r = c.expect_error(hdr(UNLISTEN, 26) + struct.pack("<Q", lid))
     check(r and r[0] == -errno.ENOENT, f"UNLISTEN of another client's listener -> ERROR ENOENT {r}")
-    # another client's endpoint
+    # another client's endpoint, same uid: allowed (a forked child closes what it
+    # accepted from an inherited accept channel); the owner's CLOSE then is unknown
     info, fds = b.connect(("127.0.0.1", port))
     t, _, data, sfds = recv_msg(chan)
-    r = c.expect_error(hdr(CLOSE, 27) + struct.pack("<QII", info["id"], 0, 0))
-    check(r and r[0] == -errno.ENOENT, f"CLOSE of another client's connection -> ERROR ENOENT {r}")
-    b.close_conn(info["id"])
+    c.close_conn(info["id"])
+    r = c.expect_error(hdr(UNLISTEN, 27) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
+    check(r and r[0] == -errno.ENOENT, f"CLOSE of a same-uid client's connection: no ERROR, next reply is the UNLISTEN's {r}")
+    r = b.expect_error(hdr(CLOSE, 29) + struct.pack("<QII", info["id"], 0, 0))
+    check(r and r[0] == -errno.ENOENT, f"... it is closed: the owner's own CLOSE -> ERROR ENOENT {r}")
     a.close_conn(parse_conn(data)["id"])
     for fd in fds + sfds:
         os.close(fd)
@@ -614,7 +618,9 @@ def run_main_checks(d, binary):
     r = c.expect_error(hdr(CLOSE, 28) + struct.pack("<QII", info["id"], 0, 0))
     check(r and r[0] == -errno.ENOENT, f"CLOSE of an already closed id -> ERROR ENOENT {r}")
     s = d.stats()
-    check(s["smcd"]["handshake_errors"] - hs0 >= 18, f"handshake_errors counted ({s['smcd']['handshake_errors'] - hs0})")
+    check(s["smcd"]["handshake_errors"] - hs0 == 17, f"handshake_errors counted ({s['smcd']['handshake_errors'] - hs0})")
+    check(s["smcd"]["close_unknown"] == 3,
+          f"CLOSE of unknown / closed ids counted in close_unknown, not handshake_errors ({s['smcd']['close_unknown']})")
     fb = s["smcd"]["fallback"]
     check(fb.get("SMC_CLC_DECL_PEERNOSMC", 0) >= 4 and fb.get("SMC_CLC_DECL_PEERDECL", 0) == 1,
           f"fallbacks by reason {fb}")
@@ -683,6 +689,148 @@ def run_limit_checks(binary):
             a.s.close()
         finally:
             d.stop()
+
+
+def run_shared_checks(binary):
+    """Pre-forking servers: a CLOSE from another client of the owner's uid is
+    accepted (a forked child closes what it accepted from the inherited accept
+    channel), one of another uid is not; after a CLOSE by a non-owner the
+    listener's NEW_CONNs always carry memfds."""
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-shared-")
+    tmpdirs.append(rundir)
+    os.chmod(rundir, 0o755)
+    d = Smcd(binary, rundir)
+    try:
+        a = Client(d.sock)   # the listening "parent"
+        b = Client(d.sock)   # the connecting side
+        a2 = Client(d.sock)  # a "forked child" of a: same uid, own control connection
+        tcp = tcp_listener()
+        port = tcp.getsockname()[1]
+        lid, chan, _ = a.listen(tcp)
+        hs0 = d.stats()["smcd"]["handshake_errors"]
+
+        # a2 closes both endpoints of a connection it does not own
+        info, fds = b.connect(("127.0.0.1", port))
+        t, _, data, sfds = recv_msg(chan)
+        srv = parse_conn(data)
+        s = d.stats(lambda s: s["smcd"]["conns_current"] == 1)
+        check(s["smcd"]["conns_current"] == 1 and s["pool"]["in_use"] == 2, "one connection open")
+        a2.close_conn(srv["id"])
+        a2.close_conn(info["id"])
+        r = a2.expect_error(hdr(UNLISTEN, 1) + struct.pack("<Q", 99))  # a round trip: CLOSEs processed
+        check(r and r[0] == -errno.ENOENT, f"same uid, other client: CLOSE of both endpoints gets no ERROR {r}")
+        s = d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        sd = s["smcd"]
+        check(sd["conns_current"] == 0 and sd["conns_client_current"] == 0 and sd["conns_server_current"] == 0 and
+              s["pool"]["in_use"] == 0 and sd["conns_closed"] == 1,
+              f"... counters back to 0 (conns_current {sd['conns_current']}, in_use {s['pool']['in_use']}, "
+              f"conns_closed {sd['conns_closed']})")
+        check(sd["handshake_errors"] == hs0 and sd["close_unknown"] == 0,
+              f"... no handshake error, no close_unknown ({sd['handshake_errors'] - hs0}, {sd['close_unknown']})")
+        for fd in fds + sfds:
+            os.close(fd)
+
+        # another uid cannot close it
+        if os.getuid() == 0:
+            info, fds = b.connect(("127.0.0.1", port))
+            t, _, data, sfds = recv_msg(chan)
+            srv = parse_conn(data)
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                res = b"?"
+                try:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    c = Client(d.sock)
+                    out = []
+                    for cid in (srv["id"], info["id"]):
+                        e = c.expect_error(hdr(CLOSE, c.next()) + struct.pack("<QII", cid, CLOSE_ABORT, 0))
+                        out.append(b"%d" % e[0] if e else b"none")
+                    res = b" ".join(out)
+                except Exception as e:
+                    res = repr(e).encode()
+                os.write(w, res)
+                os._exit(0)
+            os.close(w)
+            res = os.read(r, 200)
+            os.waitpid(pid, 0)
+            want = b"%d %d" % (-errno.ENOENT, -errno.ENOENT)
+            check(res == want, f"uid 65534 cannot CLOSE root's endpoints: ERROR ENOENT ({res})")
+            s = d.stats(lambda s: s["smcd"]["clients"] == 3)
+            sd = s["smcd"]
+            check(sd["conns_current"] == 1 and sd["conns_client_current"] == 1 and sd["conns_server_current"] == 1 and
+                  s["pool"]["in_use"] == 2,
+                  f"... the connection stays open (conns_current {sd['conns_current']}, in_use {s['pool']['in_use']})")
+            check(sd["close_unknown"] == 2 and sd["handshake_errors"] == hs0,
+                  f"... counted in close_unknown ({sd['close_unknown']}), not handshake_errors")
+            a.close_conn(srv["id"])
+            b.close_conn(info["id"])
+            for fd in fds + sfds:
+                os.close(fd)
+            d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        else:
+            print("skip other-uid CLOSE check (needs root to switch uid)")
+
+        # NEW_CONN memfds, on a listener nobody else closed for (the first one is
+        # shared by now): the owner closes its server endpoint -> it has the buffers
+        # mapped and a NEW_CONN of reused buffers comes without memfds ...
+        tcp = tcp_listener()
+        port = tcp.getsockname()[1]
+        lid, chan, _ = a.listen(tcp)
+        info, fds = b.connect(("127.0.0.1", port))
+        t, _, data, sfds = recv_msg(chan)
+        srv = parse_conn(data)
+        owned = {srv["rx"][0], srv["tx"][0]}
+        a.close_conn(srv["id"])
+        b.close_conn(info["id"])
+        for fd in fds + sfds:
+            os.close(fd)
+        d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        info, fds = b.connect(("127.0.0.1", port))
+        t, _, data, sfds = recv_msg(chan)
+        srv = parse_conn(data)
+        reused = {srv["rx"][0], srv["tx"][0]} == owned
+        check(reused and len(sfds) == 2,
+              f"owner-only listener: NEW_CONN of buffers its client mapped has no memfds (reused {reused}, {len(sfds)} fds)")
+        # ... until another client (a "child" that read this NEW_CONN) closes it
+        a2.close_conn(srv["id"])
+        b.close_conn(info["id"])
+        for fd in fds + sfds:
+            os.close(fd)
+        d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        for i in range(2):
+            info, fds = b.connect(("127.0.0.1", port))
+            t, _, data, sfds = recv_msg(chan)
+            srv = parse_conn(data)
+            reused = {srv["rx"][0], srv["tx"][0]} == owned
+            flags = srv["rx"][2] & srv["tx"][2] & BUF_FD
+            check(reused and len(sfds) == 4 and flags,
+                  f"shared listener: NEW_CONN #{i + 1} carries both memfds although its owner has them mapped "
+                  f"(reused {reused}, {len(sfds)} fds)")
+            (a if i else a2).close_conn(srv["id"])
+            b.close_conn(info["id"])
+            for fd in fds + sfds:
+                os.close(fd)
+            d.stats(lambda s: s["pool"]["in_use"] == 0 and s["pool"]["pending_clear"] == 0)
+        # a client's own CONNECT_REPLY still skips buffers it has mapped
+        info, fds = a2.connect(("127.0.0.1", port))
+        t, _, data, sfds = recv_msg(chan)
+        check(info["mode"] == MODE_SMCD and len(fds) == 2,
+              f"CONNECT_REPLY to the closing client skips the buffers it proved mapped ({len(fds)} fds)")
+        a2.close_conn(info["id"])
+        a.close_conn(parse_conn(data)["id"])
+        for fd in fds + sfds:
+            os.close(fd)
+        for cl in (a, b, a2):
+            cl.s.close()
+        s = d.stats(lambda s: s["smcd"]["clients"] == 0 and s["pool"]["in_use"] == 0)
+        check(s["smcd"]["conns_current"] == 0 and s["pool"]["in_use"] == 0 and s["smcd"]["conns_aborted"] == 0,
+              f"shared checks: nothing left ({s['smcd']['conns_current']}, {s['pool']['in_use']}, "
+              f"aborted {s['smcd']['conns_aborted']})")
+    finally:
+        d.stop()
 
 
 def run_prepopulate_check(binary):
