@@ -9,7 +9,7 @@ PKGS=(
         # libraries
         libsystemd-dev libjson-c-dev
         # tests and benchmarks
-        python3 sockperf util-linux procps jq
+        python3 sockperf util-linux procps jq dbus-daemon
 )
 
 missing=()

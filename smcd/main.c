@@ -40,7 +40,8 @@ static void help(void) {
                "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
                "     --max-clients-per-uid N   Control connections per uid (default %u, 0 = unlimited)\n"
                "     --buf-clear release|create  When buffers are zeroed (default release)\n"
-               "     --prepopulate N           Fresh buffers of the default size to create\n",
+               "     --prepopulate N           Fresh buffers of the default size to create\n"
+               "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n",
                smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID);
 }
 
@@ -331,6 +332,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 ARG_MAX_CLIENTS,
                 ARG_BUF_CLEAR,
                 ARG_PREPOPULATE,
+                ARG_NO_BUS,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -345,6 +347,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 { "max-clients-per-uid", required_argument, NULL, ARG_MAX_CLIENTS },
                 { "buf-clear", required_argument, NULL, ARG_BUF_CLEAR },
                 { "prepopulate", required_argument, NULL, ARG_PREPOPULATE },
+                { "no-bus", no_argument, NULL, ARG_NO_BUS },
                 {}
         };
         int c, r;
@@ -375,6 +378,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 case ARG_MAX_CLIENTS: key = "max-clients-per-uid"; break;
                 case ARG_BUF_CLEAR: key = "buf-clear"; break;
                 case ARG_PREPOPULATE: key = "prepopulate"; break;
+                case ARG_NO_BUS:
+                        cfg->no_bus = true;
+                        continue;
                 default:
                         return -EINVAL; /* getopt printed the reason */
                 }

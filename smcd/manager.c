@@ -22,6 +22,7 @@
 #include "config.h"
 #include "log.h"
 #include "manager.h"
+#include "manager-bus.h"
 #include "smc-clc.h"
 
 #define CLIENT_SNDBUF (256 * 1024)
@@ -760,6 +761,8 @@ int manager_start(Manager *m) {
         r = manager_write_stats(m);
         if (r < 0)
                 return r;
+        if (!m->config.no_bus)
+                (void) manager_bus_connect(m); /* optional: logged, smcd runs without it */
         (void) sd_notify(false, "READY=1");
         status_send(m);
         log_info("smcd " SMCD_VERSION " ready (runtime directory %s, buf_clear=%s, prepopulate %u).",
@@ -793,6 +796,7 @@ Manager *manager_free(Manager *m) {
                 while (u64map_iterate(m->uids, &st, NULL, &v))
                         free(v);
         }
+        manager_bus_disconnect(m);
         sd_event_source_disable_unref(m->listen_io);
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);

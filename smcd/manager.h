@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "addr.h"
@@ -75,6 +76,7 @@ typedef struct ManagerConfig {
         uint64_t max_clients_per_uid; /* control connections of one uid, 0 = unlimited */
         enum smc_pool_clear buf_clear;
         unsigned prepopulate;       /* fresh buffers of the default class */
+        bool no_bus;                /* do not connect to the system bus (manager-bus.h) */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -189,6 +191,8 @@ struct Manager {
         uint64_t status_last_usec;
         char *status_last;
         bool exiting; /* manager_free() runs: no more STATUS= */
+
+        sd_bus *bus;  /* system bus, NULL without D-Bus (manager-bus.h) */
 };
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,
@@ -197,7 +201,8 @@ struct Manager {
 int manager_new(const ManagerConfig *cfg, Manager **ret);
 
 /* Set up the control socket (socket activation or own bind), write stats.json,
- * sd_notify READY=1. Returns 0 or -errno (logged). */
+ * connect the system bus unless config.no_bus (optional: failure is logged, not
+ * fatal), sd_notify READY=1. Returns 0 or -errno (logged). */
 int manager_start(Manager *m);
 
 /* Run the loop until SIGTERM/SIGINT. Returns the exit code of the loop or -errno. */

@@ -24,6 +24,20 @@ void smcd_stats_count_fallback(struct smcd_stats *s, uint32_t code) {
                 s->fallback[s->n_fallback++] = (struct smcd_fallback_count) { code, 1 };
 }
 
+void smcd_stats_reset(struct smcd_stats *s) {
+        /* gauges describe the present, not history: keep them */
+        struct smcd_stats keep = {
+                .conns_client_current = s->conns_client_current,
+                .conns_server_current = s->conns_server_current,
+                .conns_current = s->conns_current,
+                .clients = s->clients,
+                .listeners = s->listeners,
+                .seq = s->seq,
+        };
+
+        *s = keep;
+}
+
 static void add_u64(json_object *o, const char *key, uint64_t v) {
         json_object_object_add(o, key, json_object_new_uint64(v));
 }
@@ -40,7 +54,7 @@ static json_object *u64_array(const uint64_t *v, size_t n, uint64_t *ret_sum) {
         return a;
 }
 
-static json_object *stats_to_json(const struct smcd_stats *s, const struct smc_pool_stats *p) {
+json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_pool_stats *p) {
         json_object *root = json_object_new_object(), *d = json_object_new_object(),
                     *fb = json_object_new_object();
         struct timespec ts;
@@ -118,7 +132,7 @@ int smcd_stats_write_json(struct smcd_stats *s, const struct smc_pool_stats *poo
                 free(tmp);
                 return r;
         }
-        root = stats_to_json(s, pool);
+        root = smcd_stats_to_json(s, pool);
         text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         len = strlen(text);
         while (done < len) {

@@ -20,6 +20,7 @@
  *    "seq": n (incremented on each write), "time_usec": CLOCK_REALTIME of the write}
  */
 
+#include <json-c/json.h>
 #include <stdint.h>
 
 #include "pool.h"
@@ -70,6 +71,15 @@ struct smcd_stats {
 
 /* Count one fallback with reason @code. */
 void smcd_stats_count_fallback(struct smcd_stats *s, uint32_t code);
+
+/* Zero the counters of @s (totals, fallbacks, errors, bytes); the gauges of what
+ * exists now (conns_*_current, conns_current, clients, listeners) and seq stay. The
+ * pool's counters are not touched. */
+void smcd_stats_reset(struct smcd_stats *s);
+
+/* @s and @pool (may be NULL) as a new JSON object in the layout above (the caller
+ * owns the reference; json_object_put() it). Does not change s->seq. */
+json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_pool_stats *pool);
 
 /* Write @s and @pool (may be NULL) as JSON to @path atomically: a temporary file in
  * the same directory, fsync, rename. Increments s->seq. Returns 0 or -errno. */

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * smcctl: inspect and control smcd over D-Bus (org.smcd.smcd1 on the system bus, or
+ * $DBUS_SYSTEM_BUS_ADDRESS). ip(8)-style: smcctl [OPTIONS] OBJECT [COMMAND]; objects
+ * and commands abbreviate to a unique prefix, "show" is the default command. A verb
+ * table (networkctl); each field is printed once through one helper that renders text
+ * or JSON (rdma -j). smcctl speaks only D-Bus, never smcd's control socket.
+ *
+ * Exit: 0 ok, 1 failure (bus, smcd, unknown object or command), 2 usage.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "config.h"
+
+#define BUS_NAME "org.smcd.smcd1"
+#define BUS_PATH "/org/smcd/smcd1"
+#define BUS_MANAGER_INTERFACE "org.smcd.smcd1.Manager"
+
+#define EXIT_USAGE 2
+
+typedef struct Args {
+        bool json;
+        bool pretty;
+} Args;
+
+typedef struct Verb {
+        const char *name;
+        int (*run)(sd_bus *bus, const Args *a, int argc, char **argv); /* returns an exit code */
+} Verb;
+
+typedef struct Object {
+        const char *name;
+        const Verb *verbs; /* the first is the default */
+} Object;
+
+/* The entry of @table (NULL-name terminated, stride @size) that @word names exactly or
+ * is the only one to start with. Returns NULL and sets *ret_ambiguous if several do. */
+static const void *lookup_prefix(const void *table, size_t size, const char *word, bool *ret_ambiguous) {
+        const void *found = NULL;
+        size_t len = strlen(word);
+
+        *ret_ambiguous = false;
+        for (const char *p = table; *(const char *const *) p; p += size) {
+                const char *name = *(const char *const *) p;
+
+                if (strcmp(name, word) == 0) {
+                        *ret_ambiguous = false;
+                        return p;
+                }
+                if (len > 0 && strncmp(name, word, len) == 0) {
+                        if (found)
+                                *ret_ambiguous = true;
+                        found = p;
+                }
+        }
+        return *ret_ambiguous ? NULL : found;
+}
+
+static int bus_error(const char *what, const sd_bus_error *e, int r) {
+        fprintf(stderr, "smcctl: %s: %s\n", what,
+                sd_bus_error_is_set(e) && e->message ? e->message : strerror(-r));
+        if (sd_bus_error_is_set(e) &&
+            (sd_bus_error_has_name(e, SD_BUS_ERROR_SERVICE_UNKNOWN) ||
+             sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER)))
+                fprintf(stderr, "smcctl: is smcd running (with D-Bus)?\n");
+        return EXIT_FAILURE;
+}
+
+/* Text rendering of the stats JSON: one "key value" row per leaf, nested keys joined
+ * with dots, arrays as space-separated values; keys padded to one column. */
+struct row {
+        char *key;
+        char *value;
+};
+
+struct rows {
+        struct row *v;
+        size_t n;
+};
+
+static int rows_add(struct rows *t, const char *key, const char *value) {
+        struct row *v = realloc(t->v, (t->n + 1) * sizeof(*v));
+
+        if (!v)
+                return -ENOMEM;
+        t->v = v;
+        v[t->n].key = strdup(key);
+        v[t->n].value = strdup(value);
+        if (!v[t->n].key || !v[t->n].value) {
+                free(v[t->n].key);
+                free(v[t->n].value);
+                return -ENOMEM;
+        }
+        t->n++;
+        return 0;
+}
+
+static void rows_done(struct rows *t) {
+        for (size_t i = 0; i < t->n; i++) {
+                free(t->v[i].key);
+                free(t->v[i].value);
+        }
+        free(t->v);
+}
+
+static int flatten(struct rows *t, const char *prefix, json_object *o) {
+        int r = 0;
+
+        if (json_object_is_type(o, json_type_object)) {
+                json_object_object_foreach(o, k, v) {
+                        char *key = NULL;
+
+                        if (asprintf(&key, "%s%s%s", prefix, *prefix ? "." : "", k) < 0)
+                                return -ENOMEM;
+                        r = flatten(t, key, v);
+                        free(key);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        }
+        if (json_object_is_type(o, json_type_array)) {
+                char *s = NULL;
+                size_t len = 0;
+                FILE *f = open_memstream(&s, &len);
+
+                if (!f)
+                        return -ENOMEM;
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        fprintf(f, "%s%s", i ? " " : "",
+                                json_object_get_string(json_object_array_get_idx(o, i)));
+                fclose(f);
+                r = rows_add(t, prefix, s ? s : "");
+                free(s);
+                return r;
+        }
+        return rows_add(t, prefix, json_object_get_string(o));
+}
+
+static int print_json_or_table(const Args *a, json_object *root) {
+        struct rows t = {};
+        size_t width = 0;
+        int r;
+
+        if (a->json) {
+                int flags = JSON_C_TO_STRING_NOSLASHESCAPE |
+                            (a->pretty ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN);
+                puts(json_object_to_json_string_ext(root, flags));
+                return EXIT_SUCCESS;
+        }
+        r = flatten(&t, "", root);
+        if (r < 0) {
+                rows_done(&t);
+                fprintf(stderr, "smcctl: out of memory\n");
+                return EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < t.n; i++)
+                if (strlen(t.v[i].key) > width)
+                        width = strlen(t.v[i].key);
+        for (size_t i = 0; i < t.n; i++)
+                printf("%-*s  %s\n", (int) width, t.v[i].key, t.v[i].value);
+        rows_done(&t);
+        return EXIT_SUCCESS;
+}
+
+/* ---- stats ---- */
+
+static int stats_show(sd_bus *bus, const Args *a, int argc, char **argv) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        json_object *root;
+        const char *text;
+        int r;
+
+        if (argc > 0) {
+                fprintf(stderr, "smcctl: stats show: unexpected argument: %s\n", argv[0]);
+                return EXIT_USAGE;
+        }
+        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, "GetStats", &e, &reply, "");
+        if (r < 0) {
+                r = bus_error("GetStats", &e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r < 0) {
+                sd_bus_message_unref(reply);
+                fprintf(stderr, "smcctl: GetStats: bad reply: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        root = json_tokener_parse(text);
+        sd_bus_message_unref(reply);
+        if (!root) {
+                fprintf(stderr, "smcctl: GetStats: smcd sent invalid JSON\n");
+                return EXIT_FAILURE;
+        }
+        r = print_json_or_table(a, root);
+        json_object_put(root);
+        return r;
+}
+
+static int stats_reset(sd_bus *bus, const Args *a, int argc, char **argv) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r;
+
+        if (argc > 0) {
+                fprintf(stderr, "smcctl: stats reset: unexpected argument: %s\n", argv[0]);
+                return EXIT_USAGE;
+        }
+        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, "ResetStats", &e, NULL, "");
+        if (r < 0) {
+                r = bus_error("ResetStats", &e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        return EXIT_SUCCESS;
+}
+
+static const Verb stats_verbs[] = {
+        { "show", stats_show },
+        { "reset", stats_reset },
+        {}
+};
+
+static const Object objects[] = {
+        { "stats", stats_verbs },
+        {}
+};
+
+static void help(void) {
+        printf("Usage: smcctl [OPTIONS] OBJECT [COMMAND]\n\n"
+               "Inspect and control smcd over D-Bus (" BUS_NAME ").\n\n"
+               "Objects and commands (unique prefixes are enough; show is the default):\n"
+               "  stats [show]     Show smcd's counters\n"
+               "  stats reset      Zero smcd's counters (root)\n\n"
+               "Options:\n"
+               "  -j --json        JSON output\n"
+               "  -p --pretty      Indent the JSON output\n"
+               "  -h --help        Show this help\n"
+               "     --version     Show the version\n");
+}
+
+static int parse_argv(int argc, char *argv[], Args *a) {
+        enum { ARG_VERSION = 0x100 };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "json", no_argument, NULL, 'j' },
+                { "pretty", no_argument, NULL, 'p' },
+                {}
+        };
+        int c;
+
+        /* "+": options only before OBJECT, as ip(8) */
+        while ((c = getopt_long(argc, argv, "+hjp", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("smcctl " SMCD_VERSION "\n");
+                        return 0;
+                case 'j':
+                        a->json = true;
+                        break;
+                case 'p':
+                        a->pretty = true;
+                        break;
+                default:
+                        return -EINVAL; /* getopt printed the reason */
+                }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        const Object *obj;
+        const Verb *verb;
+        sd_bus *bus = NULL;
+        Args a = {};
+        bool ambiguous;
+        int r;
+
+        r = parse_argv(argc, argv, &a);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
+        if (optind >= argc) {
+                fprintf(stderr, "smcctl: missing OBJECT (try: smcctl stats); see smcctl --help\n");
+                return EXIT_USAGE;
+        }
+        obj = lookup_prefix(objects, sizeof(*objects), argv[optind], &ambiguous);
+        if (!obj) {
+                fprintf(stderr, "smcctl: %s object \"%s\"; objects: stats\n",
+                        ambiguous ? "ambiguous" : "unknown", argv[optind]);
+                return EXIT_FAILURE;
+        }
+        optind++;
+        verb = obj->verbs;
+        if (optind < argc) {
+                verb = lookup_prefix(obj->verbs, sizeof(*obj->verbs), argv[optind], &ambiguous);
+                if (!verb) {
+                        fprintf(stderr, "smcctl: %s command \"%s\" for %s; commands:",
+                                ambiguous ? "ambiguous" : "unknown", argv[optind], obj->name);
+                        for (const Verb *v = obj->verbs; v->name; v++)
+                                fprintf(stderr, " %s", v->name);
+                        fputc('\n', stderr);
+                        return EXIT_FAILURE;
+                }
+                optind++;
+        }
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                fprintf(stderr, "smcctl: cannot connect to the system bus: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        r = verb->run(bus, &a, argc - optind, argv + optind);
+        sd_bus_flush_close_unref(bus);
+        return r;
+}

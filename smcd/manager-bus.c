@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* smcd's org.smcd.smcd1.Manager object on the system bus. See manager-bus.h. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <systemd/sd-bus.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager-bus.h"
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface,
+                                const char *property, sd_bus_message *reply, void *userdata,
+                                sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", SMCD_VERSION);
+}
+
+static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        struct smc_pool_stats ps;
+        json_object *root;
+        int r;
+
+        if (m->pool)
+                smc_pool_get_stats(m->pool, &ps);
+        root = smcd_stats_to_json(&m->stats, m->pool ? &ps : NULL);
+        if (!root)
+                return -ENOMEM;
+        r = sd_bus_reply_method_return(msg, "s",
+                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+        return r;
+}
+
+/* 0 if the caller of @msg has effective uid 0, else a named error in @error. */
+static int check_root(sd_bus_message *msg, sd_bus_error *error) {
+        sd_bus_creds *creds = NULL;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r == -ENODATA) /* the bus driver vouches only for the uid */
+                r = sd_bus_creds_get_uid(creds, &uid);
+        sd_bus_creds_unref(creds);
+        if (r < 0)
+                return r;
+        if (uid != 0)
+                return sd_bus_error_setf(error, SMCD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root may do this (caller uid %u).", (unsigned) uid);
+        return 0;
+}
+
+static int method_reset_stats(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        smcd_stats_reset(&m->stats);
+        log_info("Counters reset over D-Bus.");
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+/* SD_BUS_VTABLE_UNPRIVILEGED: sd-bus would otherwise refuse callers of another uid
+ * without CAP_SYS_ADMIN with a generic AccessDenied; ResetStats checks for itself so
+ * that the caller gets our named error. */
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_METHOD_WITH_ARGS("GetStats", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", json),
+                                method_get_stats, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ResetStats", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT,
+                                method_reset_stats, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END
+};
+
+int manager_bus_connect(Manager *m) {
+        sd_bus *bus = NULL;
+        int r;
+
+        r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r, "No system bus (%m): running without D-Bus.");
+                return r;
+        }
+        (void) sd_bus_set_description(bus, "smcd");
+        r = sd_bus_add_object_vtable(bus, NULL, SMCD_BUS_PATH, SMCD_BUS_MANAGER_INTERFACE,
+                                     manager_vtable, m);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r, "Failed to export %s: %m; running without D-Bus.", SMCD_BUS_PATH);
+                goto fail;
+        }
+        r = sd_bus_request_name(bus, SMCD_BUS_NAME, 0);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r, "Cannot own %s on the system bus (%m): running without D-Bus.",
+                                 SMCD_BUS_NAME);
+                goto fail;
+        }
+        r = sd_bus_attach_event(bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r, "Failed to attach the bus to the event loop: %m; running without D-Bus.");
+                goto fail;
+        }
+        m->bus = bus;
+        log_debug("Owning %s on the system bus.", SMCD_BUS_NAME);
+        return 0;
+fail:
+        sd_bus_flush_close_unref(bus);
+        return r;
+}
+
+void manager_bus_disconnect(Manager *m) {
+        if (!m->bus)
+                return;
+        (void) sd_bus_detach_event(m->bus);
+        m->bus = sd_bus_flush_close_unref(m->bus);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * smcd's D-Bus API on the system bus (sd-bus, attached to the manager's sd-event loop).
+ *
+ *   well-known name  org.smcd.smcd1
+ *   object           /org/smcd/smcd1
+ *   interface        org.smcd.smcd1.Manager
+ *     property Version  s    smcd's version (constant)
+ *     method   GetStats () -> s   the counters as JSON, the stats.json layout of stats.h
+ *     method   ResetStats ()      zero smcd's counters (gauges and pool stay); root only,
+ *                                 else org.smcd.smcd1.Error.AccessDenied
+ *
+ * The bus is optional: smcd works without it (no bus reachable, the name taken, or
+ * --no-bus), it only loses this API. units/org.smcd.smcd1.conf is the bus policy.
+ */
+
+#include "manager.h"
+
+#define SMCD_BUS_NAME "org.smcd.smcd1"
+#define SMCD_BUS_PATH "/org/smcd/smcd1"
+#define SMCD_BUS_MANAGER_INTERFACE "org.smcd.smcd1.Manager"
+#define SMCD_BUS_ERROR_ACCESS_DENIED "org.smcd.smcd1.Error.AccessDenied"
+
+/* Connect to the system bus (sd_bus_open_system(), so $DBUS_SYSTEM_BUS_ADDRESS is
+ * honoured), export the Manager object, request SMCD_BUS_NAME and attach the bus to
+ * m->event; sets m->bus. Returns 0 on success, or -errno (logged once at notice level:
+ * the caller goes on without D-Bus and m->bus stays NULL). */
+int manager_bus_connect(Manager *m);
+
+/* Drop the bus connection (flush, close, unref). m->bus may be NULL. */
+void manager_bus_disconnect(Manager *m);

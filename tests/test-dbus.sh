@@ -1,0 +1,228 @@
+#!/bin/bash
+# smcd's D-Bus API and smcctl against a private dbus-daemon and a private smcd.
+# Args: SMCD SMCCTL LIBSMCRUN SMCRUN POLICY. Skips (77) without dbus-daemon. TAP-ish
+# output. Two buses: a permissive one (smcd's own checks), then one with the system
+# bus's default policy plus units/org.smcd.smcd1.conf (the policy file itself).
+set -u
+smcd=$1 smcctl=$2 lib=$3 smcrun=$4 policy=$5
+command -v dbus-daemon >/dev/null || { echo "SKIP: dbus-daemon not installed"; exit 77; }
+
+tmp=$(mktemp -d /tmp/smcd-test-dbus.XXXXXX)
+chmod 755 "$tmp"  # the unprivileged caller must reach the bus socket
+rundir=$tmp/run
+mkdir "$rundir"
+spid= dpid= spid2= dpid2=
+cleanup() {
+        [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
+        [ -n "$spid2" ] && kill "$spid2" 2>/dev/null && wait "$spid2" 2>/dev/null
+        [ -n "$dpid" ] && kill "$dpid" 2>/dev/null
+        [ -n "$dpid2" ] && kill "$dpid2" 2>/dev/null
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# A minimal bus that lets everybody connect, own and call everything: the real policy
+# (units/org.smcd.smcd1.conf) is for the system bus; here smcd itself is under test.
+cat >"$tmp/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus.sock</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+CONF
+dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/address" 2>"$tmp/dbus.log" &
+dpid=$!
+for _ in $(seq 100); do [ -S "$tmp/bus.sock" ] && [ -s "$tmp/address" ] && break; sleep 0.05; done
+[ -S "$tmp/bus.sock" ] || { echo "not ok - dbus-daemon did not start"; exit 1; }
+export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus.sock
+
+failed=0
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; failed=1; }
+
+export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
+"$smcd" -v --runtime-dir "$rundir" >"$tmp/smcd.log" 2>&1 &
+spid=$!
+# ready on the bus: the name has an owner
+for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+
+if "$smcctl" stats >"$tmp/out" 2>&1; then ok "smcctl stats answers"; else nok "smcctl stats: $(cat "$tmp/out")"; cat "$tmp/smcd.log"; exit 1; fi
+
+# one real SMC-D connection through smcrun (python3 client and server in one process)
+san=$(ldd "$lib" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
+if [ -n "$san" ]; then
+        export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
+        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+if out=$(timeout 30 sh "$smcrun" python3 - <<'PY' 2>&1
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+c.sendall(b"x" * 1000); got = 0
+while got < 1000: got += len(a.recv(65536))
+a.close(); c.close(); s.close(); print("echo ok")
+PY
+); then ok "connection under smcrun: $out"; else nok "connection under smcrun: $out"; fi
+unset LD_PRELOAD
+
+"$smcctl" stats >"$tmp/out" 2>&1
+n=$(awk '$1 == "smcd.conns_client" { print $2 }' "$tmp/out")
+if [ "${n:-0}" -ge 1 ]; then ok "stats text: smcd.conns_client $n"; else nok "stats text: conns_client '${n:-}'"; cat "$tmp/out"; fi
+# aligned: every value starts in the same column
+cols=$(awk '{ print index($0, $2) }' "$tmp/out" | sort -u | wc -l)
+[ "$cols" -eq 1 ] && ok "stats text aligned" || nok "stats text not aligned ($cols value columns)"
+
+if "$smcctl" -j stats | python3 -c 'import json, sys; s = json.load(sys.stdin); assert s["smcd"]["conns_client"] >= 1 and "pool" in s' 2>"$tmp/err"
+then ok "smcctl -j stats is JSON, conns_client >= 1"; else nok "smcctl -j stats: $(cat "$tmp/err")"; fi
+if "$smcctl" -j -p stats | python3 -c 'import json, sys; t = sys.stdin.read(); json.loads(t); assert "\n  " in t' 2>"$tmp/err"
+then ok "smcctl -j -p stats is indented JSON"; else nok "smcctl -j -p stats: $(cat "$tmp/err")"; fi
+# text and JSON agree on every counter
+"$smcctl" -j stats >"$tmp/json"; "$smcctl" stats >"$tmp/out"
+if python3 - "$tmp/json" "$tmp/out" <<'PY'
+import json, sys
+def flat(o, p=""):
+    if isinstance(o, dict):
+        for k, v in o.items(): yield from flat(v, p + "." + k if p else k)
+    elif isinstance(o, list): yield p, " ".join(str(x) for x in o)
+    else: yield p, str(o)
+j = {k: v for k, v in flat(json.load(open(sys.argv[1])))}
+t = dict(l.split(None, 1) for l in open(sys.argv[2]).read().splitlines())
+t = {k: v.strip() for k, v in t.items()}
+skip = {"time_usec"}
+bad = [k for k in j if k not in skip and t.get(k) != j[k]]
+assert not bad and set(j) == set(t), bad
+PY
+then ok "text and JSON agree"; else nok "text and JSON differ"; fi
+
+"$smcctl" st >/dev/null 2>&1 && ok "prefix 'st' works" || nok "prefix 'st' failed"
+"$smcctl" stats sh >/dev/null 2>&1 && ok "command prefix 'sh' works" || nok "command prefix 'sh' failed"
+"$smcctl" bogus >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -ne 0 ] && grep -q 'unknown object "bogus"' "$tmp/err"; then ok "unknown object: exit $rc, $(cat "$tmp/err")"; else nok "unknown object: exit $rc"; fi
+"$smcctl" stats frob >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -ne 0 ] && grep -q 'unknown command "frob"' "$tmp/err"; then ok "unknown command: exit $rc"; else nok "unknown command: exit $rc"; fi
+"$smcctl" --bogus-option stats >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && ok "bad option: exit 2" || nok "bad option: exit $rc"
+"$smcctl" >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && ok "no object: exit 2" || nok "no object: exit $rc"
+
+# an unprivileged caller may read but not reset
+if command -v setpriv >/dev/null; then
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" stats >/dev/null 2>"$tmp/err" \
+                && ok "unprivileged stats show" || nok "unprivileged stats show: $(cat "$tmp/err")"
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" stats reset >/dev/null 2>"$tmp/err"; rc=$?
+        n=$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["smcd"]["conns_client"])')
+        if [ $rc -ne 0 ] && grep -q "Only root" "$tmp/err" && [ "$n" -ge 1 ]; then
+                ok "unprivileged reset refused (exit $rc: $(cat "$tmp/err")), counters kept"
+        else nok "unprivileged reset: exit $rc, conns_client $n: $(cat "$tmp/err")"; fi
+        if command -v busctl >/dev/null; then
+                out=$(setpriv --reuid=65534 --regid=65534 --clear-groups busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" \
+                      call org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager ResetStats 2>&1)
+                echo "$out" | grep -q "Only root" && ok "busctl call refused: $out" || nok "busctl call: $out"
+        fi
+        if command -v dbus-send >/dev/null; then
+                out=$(setpriv --reuid=65534 --regid=65534 --clear-groups dbus-send --system --print-reply \
+                      --dest=org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager.ResetStats 2>&1)
+                echo "$out" | grep -q "^Error org.smcd.smcd1.Error.AccessDenied:" && ok "named error: $out" \
+                        || nok "named error: $out"
+        fi
+else
+        echo "ok - SKIP unprivileged checks: setpriv not installed"
+fi
+
+"$smcctl" stats reset 2>"$tmp/err" && ok "stats reset" || nok "stats reset: $(cat "$tmp/err")"
+n=$("$smcctl" stats | awk '$1 == "smcd.conns_client" { print $2 }')
+[ "$n" = 0 ] && ok "conns_client 0 after reset" || nok "conns_client '$n' after reset"
+
+if command -v busctl >/dev/null; then
+        out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1 2>&1)
+        if echo "$out" | grep -q '^org.smcd.smcd1.Manager' && echo "$out" | grep -q '\.GetStats' &&
+           echo "$out" | grep -q '\.ResetStats' && echo "$out" | grep -q '\.Version'; then
+                ok "busctl introspect shows org.smcd.smcd1.Manager"
+        else nok "busctl introspect: $out"; fi
+        v=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" get-property org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager Version)
+        [[ "$v" == s\ \"*\" ]] && ok "Version property: $v" || nok "Version property: $v"
+else
+        echo "ok - SKIP busctl checks: busctl not installed"
+fi
+
+# --no-bus: a second smcd does not touch the bus
+"$smcd" --no-bus --runtime-dir "$tmp" >"$tmp/smcd2.log" 2>&1 &
+p2=$!
+for _ in $(seq 100); do [ -S "$tmp/smcd.sock" ] && break; sleep 0.05; done
+kill $p2; wait $p2; rc=$?
+grep -qi "D-Bus\|system bus" "$tmp/smcd2.log" && nok "--no-bus smcd mentioned the bus: $(cat "$tmp/smcd2.log")" || ok "--no-bus (exit $rc)"
+
+kill "$spid"; wait "$spid"; rc=$?; spid=
+[ $rc -eq 0 ] && ok "smcd exits cleanly" || { nok "smcd exit $rc"; cat "$tmp/smcd.log"; }
+
+# The policy file on a bus with the system bus's default policy (deny method calls and
+# name ownership unless a policy allows them), as /usr/share/dbus-1/system.conf.
+cat >"$tmp/bus2.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus2.sock</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <include>$(realpath "$policy")</include>
+</busconfig>
+CONF
+dbus-daemon --config-file="$tmp/bus2.conf" --nofork --nopidfile 2>"$tmp/dbus2.log" &
+dpid2=$!
+for _ in $(seq 100); do [ -S "$tmp/bus2.sock" ] && break; sleep 0.05; done
+export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus2.sock
+mkdir "$tmp/run2"
+"$smcd" --runtime-dir "$tmp/run2" >"$tmp/smcd3.log" 2>&1 &
+spid2=$!
+for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+"$smcctl" stats >/dev/null 2>"$tmp/err" && ok "policy: root owns the name, stats answers" \
+        || nok "policy: stats: $(cat "$tmp/err") $(cat "$tmp/smcd3.log" "$tmp/dbus2.log")"
+"$smcctl" stats reset 2>"$tmp/err" && ok "policy: root may reset" || nok "policy: root reset: $(cat "$tmp/err")"
+if command -v setpriv >/dev/null; then
+        nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+        nobody "$smcctl" stats >/dev/null 2>"$tmp/err" && ok "policy: everybody may read stats" \
+                || nok "policy: unprivileged stats: $(cat "$tmp/err")"
+        nobody "$smcctl" stats reset 2>"$tmp/err"; rc=$?
+        if [ $rc -ne 0 ] && grep -q "Rejected send message" "$tmp/err"; then
+                ok "policy: the bus refuses an unprivileged ResetStats: $(head -c 120 "$tmp/err")"
+        else nok "policy: unprivileged reset: exit $rc: $(cat "$tmp/err")"; fi
+        if command -v busctl >/dev/null; then
+                nobody busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1 \
+                        >/dev/null 2>"$tmp/err" && ok "policy: everybody may introspect" \
+                        || nok "policy: unprivileged introspect: $(cat "$tmp/err")"
+        fi
+        # only root may own the name: an unprivileged smcd runs without D-Bus
+        mkdir -m 777 "$tmp/run3"
+        nobody "$smcd" --runtime-dir "$tmp/run3" >"$tmp/smcd4.log" 2>&1 &
+        p4=$!
+        for _ in $(seq 100); do [ -S "$tmp/run3/smcd.sock" ] && break; sleep 0.05; done
+        sleep 0.2; kill $p4; wait $p4
+        grep -q "Cannot own org.smcd.smcd1" "$tmp/smcd4.log" && ok "policy: an unprivileged smcd may not own the name" \
+                || nok "policy: unprivileged smcd: $(cat "$tmp/smcd4.log")"
+fi
+kill "$spid2"; wait "$spid2"; rc=$?; spid2=
+[ $rc -eq 0 ] && ok "smcd (policy bus) exits cleanly" || nok "smcd (policy bus) exit $rc"
+exit $failed
