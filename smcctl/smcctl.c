@@ -224,6 +224,196 @@ static int stats_reset(sd_bus *bus, const Args *a, int argc, char **argv) {
         return EXIT_SUCCESS;
 }
 
+/* ---- connections ---- */
+
+/* smcd's ListConnections reply as a JSON array in *ret. Returns an exit code. */
+static int list_connections(sd_bus *bus, json_object **ret) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        json_object *root;
+        const char *text;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, "ListConnections", &e, &reply,
+                               "");
+        if (r < 0) {
+                r = bus_error("ListConnections", &e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r < 0) {
+                sd_bus_message_unref(reply);
+                fprintf(stderr, "smcctl: ListConnections: bad reply: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        root = json_tokener_parse(text);
+        sd_bus_message_unref(reply);
+        if (!root || !json_object_is_type(root, json_type_array)) {
+                json_object_put(root);
+                fprintf(stderr, "smcctl: ListConnections: smcd sent invalid JSON\n");
+                return EXIT_FAILURE;
+        }
+        *ret = root;
+        return EXIT_SUCCESS;
+}
+
+typedef struct ConnFilter {
+        bool tcp_only; /* --mode tcp: smcd knows no TCP connections */
+        int port;      /* -1 = any; else the local or the peer port */
+} ConnFilter;
+
+/* The value of option @name ("--port") in argv[*i], as "--port=V" or "--port V"
+ * (consuming the next word). NULL if argv[*i] is not this option; *ret_missing if it
+ * is but has no value. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, bool *ret_missing) {
+        size_t len = strlen(name);
+
+        *ret_missing = false;
+        if (strncmp(argv[*i], name, len) != 0)
+                return NULL;
+        if (argv[*i][len] == '=')
+                return argv[*i] + len + 1;
+        if (argv[*i][len] != '\0')
+                return NULL;
+        if (*i + 1 >= argc) {
+                *ret_missing = true;
+                return NULL;
+        }
+        return argv[++*i];
+}
+
+static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
+        f->tcp_only = false;
+        f->port = -1;
+        for (int i = 0; i < argc; i++) {
+                const char *v;
+                bool missing;
+
+                if ((v = option_value(argc, argv, &i, "--mode", &missing))) {
+                        if (strcmp(v, "smcd") == 0)
+                                f->tcp_only = false;
+                        else if (strcmp(v, "tcp") == 0)
+                                f->tcp_only = true;
+                        else {
+                                fprintf(stderr, "smcctl: connections: unknown mode \"%s\" (smcd or tcp)\n", v);
+                                return -EINVAL;
+                        }
+                } else if ((v = option_value(argc, argv, &i, "--port", &missing))) {
+                        char *end;
+                        unsigned long p;
+
+                        errno = 0;
+                        p = strtoul(v, &end, 10);
+                        if (errno || end == v || *end || *v == '-' || *v == '+' || p > 65535) {
+                                fprintf(stderr, "smcctl: connections: bad port \"%s\" (0..65535)\n", v);
+                                return -EINVAL;
+                        }
+                        f->port = (int) p;
+                } else {
+                        if (missing)
+                                fprintf(stderr, "smcctl: connections: %s needs a value\n", argv[i]);
+                        else
+                                fprintf(stderr, "smcctl: connections: unknown filter \"%s\" "
+                                        "(--mode smcd|tcp, --port N)\n", argv[i]);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static const char *json_str(json_object *o, const char *key) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+                return "-";
+        return json_object_get_string(v);
+}
+
+/* The port of "ip:port" / "[ip6]:port", or -1. */
+static int addr_port(const char *a) {
+        const char *c = strrchr(a, ':');
+
+        return c && c[1] ? atoi(c + 1) : -1;
+}
+
+static bool conn_matches(const ConnFilter *f, json_object *o) {
+        if (f->tcp_only)
+                return false;
+        if (f->port >= 0 && addr_port(json_str(o, "local")) != f->port &&
+            addr_port(json_str(o, "peer")) != f->port)
+                return false;
+        return true;
+}
+
+#define N_CONN_COLUMNS 12
+
+static int connections_show(sd_bus *bus, const Args *a, int argc, char **argv) {
+        static const struct {
+                const char *key, *title;
+                bool right; /* numbers */
+        } cols[N_CONN_COLUMNS] = {
+                { "id", "ID", false },          { "role", "ROLE", false },
+                { "state", "STATE", false },    { "local", "LOCAL", false },
+                { "peer", "PEER", false },      { "mode", "MODE", false },
+                { "sndbuf", "SNDBUF", true },   { "rmb", "RMB", true },
+                { "bytes_tx", "TX", true },     { "bytes_rx", "RX", true },
+                { "pid", "PID", true },         { "uid", "UID", true },
+        };
+        size_t width[N_CONN_COLUMNS];
+        json_object *all = NULL, *sel;
+        ConnFilter f;
+        int r;
+
+        if (parse_conn_filter(argc, argv, &f) < 0)
+                return EXIT_USAGE;
+        r = list_connections(bus, &all);
+        if (r != EXIT_SUCCESS)
+                return r;
+        sel = json_object_new_array();
+        if (!sel) {
+                json_object_put(all);
+                fprintf(stderr, "smcctl: out of memory\n");
+                return EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < json_object_array_length(all); i++) {
+                json_object *o = json_object_array_get_idx(all, i);
+
+                if (conn_matches(&f, o))
+                        json_object_array_add(sel, json_object_get(o));
+        }
+        json_object_put(all);
+
+        if (a->json) {
+                r = print_json_or_table(a, sel);
+                json_object_put(sel);
+                return r;
+        }
+        for (size_t c = 0; c < N_CONN_COLUMNS; c++)
+                width[c] = strlen(cols[c].title);
+        for (size_t i = 0; i < json_object_array_length(sel); i++)
+                for (size_t c = 0; c < N_CONN_COLUMNS; c++) {
+                        size_t l = strlen(json_str(json_object_array_get_idx(sel, i), cols[c].key));
+                        if (l > width[c])
+                                width[c] = l;
+                }
+        for (size_t c = 0; c < N_CONN_COLUMNS; c++)
+                printf("%s%*s%s", c ? "  " : "", cols[c].right ? (int) width[c] : -(int) width[c], cols[c].title,
+                       c + 1 == N_CONN_COLUMNS ? "\n" : "");
+        for (size_t i = 0; i < json_object_array_length(sel); i++)
+                for (size_t c = 0; c < N_CONN_COLUMNS; c++)
+                        printf("%s%*s%s", c ? "  " : "", cols[c].right ? (int) width[c] : -(int) width[c],
+                               json_str(json_object_array_get_idx(sel, i), cols[c].key),
+                               c + 1 == N_CONN_COLUMNS ? "\n" : "");
+        json_object_put(sel);
+        return EXIT_SUCCESS;
+}
+
+static const Verb connections_verbs[] = {
+        { "show", connections_show },
+        {}
+};
+
 static const Verb stats_verbs[] = {
         { "show", stats_show },
         { "reset", stats_reset },
@@ -232,6 +422,7 @@ static const Verb stats_verbs[] = {
 
 static const Object objects[] = {
         { "stats", stats_verbs },
+        { "connections", connections_verbs },
         {}
 };
 
@@ -240,7 +431,9 @@ static void help(void) {
                "Inspect and control smcd over D-Bus (" BUS_NAME ").\n\n"
                "Objects and commands (unique prefixes are enough; show is the default):\n"
                "  stats [show]     Show smcd's counters\n"
-               "  stats reset      Zero smcd's counters (root)\n\n"
+               "  stats reset      Zero smcd's counters (root)\n"
+               "  connections [show] [--mode smcd|tcp] [--port N]\n"
+               "                   List the SMC-D connection endpoints smcd set up\n\n"
                "Options:\n"
                "  -j --json        JSON output\n"
                "  -p --pretty      Indent the JSON output\n"
@@ -297,13 +490,14 @@ int main(int argc, char *argv[]) {
         }
         obj = lookup_prefix(objects, sizeof(*objects), argv[optind], &ambiguous);
         if (!obj) {
-                fprintf(stderr, "smcctl: %s object \"%s\"; objects: stats\n",
+                fprintf(stderr, "smcctl: %s object \"%s\"; objects: stats connections\n",
                         ambiguous ? "ambiguous" : "unknown", argv[optind]);
                 return EXIT_FAILURE;
         }
         optind++;
         verb = obj->verbs;
-        if (optind < argc) {
+        /* "smcctl connections --port 80": a filter option after OBJECT means the default command */
+        if (optind < argc && argv[optind][0] != '-') {
                 verb = lookup_prefix(obj->verbs, sizeof(*obj->verbs), argv[optind], &ambiguous);
                 if (!verb) {
                         fprintf(stderr, "smcctl: %s command \"%s\" for %s; commands:",

@@ -416,6 +416,10 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
 
         /* the connection exists now: both endpoints are owned and counted */
         conn->ep[EP_CLIENT].owner = c;
+        conn->ep[EP_CLIENT].local = src;
+        conn->ep[EP_CLIENT].peer = dst;
+        conn->ep[EP_SERVER].local = msg.conn.local;
+        conn->ep[EP_SERVER].peer = msg.conn.peer;
         LIST_PREPEND(by_client, c->endpoints, &conn->ep[EP_CLIENT]);
         conn->ep[EP_SERVER].owner = l->owner;
         LIST_PREPEND(by_client, l->owner->endpoints, &conn->ep[EP_SERVER]);

@@ -2,10 +2,14 @@
 /* smcd's org.smcd.smcd1.Manager object on the system bus. See manager-bus.h. */
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <systemd/sd-bus.h>
 
 #include "config.h"
+#include "dmb.h"
 #include "log.h"
 #include "manager-bus.h"
 
@@ -26,6 +30,112 @@ static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *e
         root = smcd_stats_to_json(&m->stats, m->pool ? &ps : NULL);
         if (!root)
                 return -ENOMEM;
+        r = sd_bus_reply_method_return(msg, "s",
+                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+        return r;
+}
+
+/* What smcd knows of an open endpoint's state: its peer's CLOSE (or death), and the
+ * connection flags both sides publish in the DMB headers (dmb.h). */
+static const char *endpoint_state(const Endpoint *e) {
+        const Conn *conn = e->conn;
+        unsigned side = (unsigned) (e - conn->ep);
+        const Endpoint *peer = &conn->ep[!side];
+        struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
+        uint32_t theirs, mine;
+
+        /* the peer's state as writer (in our rx DMB) and as reader (in its own) */
+        theirs = atomic_load_explicit(&own_rx->conn_flags, memory_order_acquire) |
+                 atomic_load_explicit(&peer_rx->reader_flags, memory_order_acquire);
+        mine = atomic_load_explicit(&peer_rx->conn_flags, memory_order_acquire);
+        if ((peer->closed && peer->aborted) || (theirs & SMC_DMB_CONN_ABORT))
+                return "aborted-by-peer";
+        if (peer->closed || (theirs & SMC_DMB_CONN_CLOSED))
+                return "closed-by-peer";
+        if ((theirs & SMC_DMB_CONN_DONE_WRITING) && (mine & SMC_DMB_CONN_DONE_WRITING))
+                return "both-done-writing";
+        if (theirs & SMC_DMB_CONN_DONE_WRITING)
+                return "peer-done-writing";
+        if (mine & SMC_DMB_CONN_DONE_WRITING)
+                return "done-writing";
+        return "open";
+}
+
+static uint64_t dmb_prod_bytes(const struct smc_buf *b) {
+        struct smc_dmb_hdr *h = b->base;
+
+        return atomic_load_explicit(&h->prod_bytes, memory_order_acquire);
+}
+
+static int add_u64(json_object *o, const char *key, uint64_t v) {
+        json_object *n = json_object_new_uint64(v);
+
+        if (!n || json_object_object_add(o, key, n) < 0) {
+                json_object_put(n);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_str(json_object *o, const char *key, const char *v) {
+        json_object *n = json_object_new_string(v);
+
+        if (!n || json_object_object_add(o, key, n) < 0) {
+                json_object_put(n);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM. */
+static json_object *endpoint_to_json(const Endpoint *e) {
+        const Conn *conn = e->conn;
+        unsigned side = (unsigned) (e - conn->ep);
+        char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        snprintf(id, sizeof(id), "%016" PRIx64, e->id);
+        if (add_str(o, "id", id) < 0 ||
+            add_str(o, "role", side == EP_CLIENT ? "client" : "server") < 0 ||
+            add_str(o, "state", endpoint_state(e)) < 0 ||
+            add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
+            add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 ||
+            add_str(o, "mode", "SMCD") < 0 ||
+            /* tx ring = the peer's DMB, rx ring (RMB) = its own */
+            add_u64(o, "sndbuf", conn->buf[!side]->size) < 0 ||
+            add_u64(o, "rmb", conn->buf[side]->size) < 0 ||
+            add_u64(o, "bytes_tx", dmb_prod_bytes(conn->buf[!side])) < 0 ||
+            add_u64(o, "bytes_rx", dmb_prod_bytes(conn->buf[side])) < 0 ||
+            add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
+            add_u64(o, "uid", e->uid) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+static int method_list_connections(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        json_object *root = json_object_new_array();
+        size_t st = 0;
+        void *v;
+        int r;
+
+        if (!root)
+                return -ENOMEM;
+        while (m->endpoints && u64map_iterate(m->endpoints, &st, NULL, &v)) {
+                json_object *o = endpoint_to_json(v);
+
+                if (!o || json_object_array_add(root, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(root);
+                        return -ENOMEM;
+                }
+        }
         r = sd_bus_reply_method_return(msg, "s",
                                        json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -74,6 +184,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("GetStats", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", json),
                                 method_get_stats, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListConnections", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", json),
+                                method_list_connections, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetStats", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT,
                                 method_reset_stats, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END

@@ -9,6 +9,13 @@
  *   interface        org.smcd.smcd1.Manager
  *     property Version  s    smcd's version (constant)
  *     method   GetStats () -> s   the counters as JSON, the stats.json layout of stats.h
+ *     method   ListConnections () -> s   the open SMC-D endpoints as a JSON array, one
+ *                                 object per endpoint: id (hex string), role (client|
+ *                                 server), state, local, peer ("ip:port" / "[ip6]:port"),
+ *                                 mode ("SMCD"), sndbuf, rmb (ring bytes), bytes_tx,
+ *                                 bytes_rx (published so far), pid, uid (of its owner).
+ *                                 Everybody may call it (as ss(8) shows every socket).
+ *                                 TCP fallbacks are not smcd's and are not listed.
  *     method   ResetStats ()      zero smcd's counters (gauges and pool stay); root only,
  *                                 else org.smcd.smcd1.Error.AccessDenied
  *

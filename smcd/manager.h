@@ -142,6 +142,8 @@ struct Endpoint {
         uid_t uid;
         bool closed;
         bool aborted;       /* CLOSE with ABORT, or its owner died */
+        struct smc_ctl_addr local; /* its own address and its peer's, as the CONNECT_REPLY */
+        struct smc_ctl_addr peer;  /* or NEW_CONN told its client (for ListConnections) */
         LIST_FIELDS(Endpoint, by_client);
 };
 

@@ -11,8 +11,9 @@ tmp=$(mktemp -d /tmp/smcd-test-dbus.XXXXXX)
 chmod 755 "$tmp"  # the unprivileged caller must reach the bus socket
 rundir=$tmp/run
 mkdir "$rundir"
-spid= dpid= spid2= dpid2=
+spid= dpid= spid2= dpid2= hpid=
 cleanup() {
+        [ -n "$hpid" ] && touch "$tmp/go" && kill "$hpid" 2>/dev/null && wait "$hpid" 2>/dev/null
         [ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
         [ -n "$spid2" ] && kill "$spid2" 2>/dev/null && wait "$spid2" 2>/dev/null
         [ -n "$dpid" ] && kill "$dpid" 2>/dev/null
@@ -71,7 +72,83 @@ while got < 1000: got += len(a.recv(65536))
 a.close(); c.close(); s.close(); print("echo ok")
 PY
 ); then ok "connection under smcrun: $out"; else nok "connection under smcrun: $out"; fi
+
+# connections: a connection held open under smcrun (one python3 process, both ends)
+"$smcctl" -j connections >"$tmp/out" 2>&1
+[ "$(cat "$tmp/out")" = "[]" ] && ok "connections: none before" || nok "connections before: $(cat "$tmp/out")"
+timeout 60 sh "$smcrun" python3 - "$tmp" <<'PY' >"$tmp/hold.log" 2>&1 &
+import os, socket, sys, time
+d = sys.argv[1]
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+c.sendall(b"x" * 1000); got = 0
+while got < 1000: got += len(a.recv(65536))
+a.sendall(b"y" * 10); got = 0
+while got < 10: got += len(c.recv(65536))
+open(d + "/ports.tmp", "w").write("%d %d\n" % (s.getsockname()[1], c.getsockname()[1]))
+os.rename(d + "/ports.tmp", d + "/ports")
+while not os.path.exists(d + "/go"): time.sleep(0.02)
+a.close(); c.close(); s.close(); print("hold ok")
+PY
+hpid=$!
+for _ in $(seq 300); do [ -s "$tmp/ports" ] && break; sleep 0.05; done
 unset LD_PRELOAD
+read -r sport cport <"$tmp/ports"
+if "$smcctl" -j connections >"$tmp/json" 2>"$tmp/err" &&
+   python3 - "$tmp/json" "$sport" "$cport" "$(id -u)" "$hpid" <<'PY' 2>"$tmp/err"
+import json, sys
+l = json.load(open(sys.argv[1])); sport, cport, uid = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+assert len(l) == 2, l
+keys = {"id", "role", "state", "local", "peer", "mode", "sndbuf", "rmb", "bytes_tx", "bytes_rx", "pid", "uid"}
+for e in l: assert set(e) == keys, e
+cl = [e for e in l if e["role"] == "client"]; sv = [e for e in l if e["role"] == "server"]
+assert len(cl) == 1 and len(sv) == 1, l
+cl, sv = cl[0], sv[0]
+assert sv["local"] == "127.0.0.1:%d" % sport and cl["peer"] == "127.0.0.1:%d" % sport, l
+assert cl["local"] == "127.0.0.1:%d" % cport and sv["peer"] == "127.0.0.1:%d" % cport, l
+for e in l:
+    assert e["uid"] == uid and e["pid"] > 0 and e["mode"] == "SMCD" and e["state"] == "open", e
+    assert len(e["id"]) == 16 and int(e["id"], 16) != 0, e
+assert cl["pid"] == sv["pid"], l
+assert cl["sndbuf"] == sv["rmb"] and cl["rmb"] == sv["sndbuf"] and cl["rmb"] >= 16384, l
+assert cl["bytes_tx"] == 1000 and sv["bytes_rx"] == 1000 and sv["bytes_tx"] == 10 and cl["bytes_rx"] == 10, l
+PY
+then ok "smcctl -j connections: 2 endpoints, ports $sport/$cport, uid $(id -u), bytes"
+else nok "smcctl -j connections: $(cat "$tmp/err") $(cat "$tmp/json") $(cat "$tmp/hold.log")"; fi
+n=$("$smcctl" -j connections --port "$sport" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+m=$("$smcctl" -j connections --port=1 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+t=$("$smcctl" -j connections --mode tcp | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[ "$n" = 2 ] && [ "$m" = 0 ] && [ "$t" = 0 ] && ok "connections --port / --mode filter ($n, $m, $t)" \
+        || nok "connections filters: --port $sport: $n, --port=1: $m, --mode tcp: $t"
+"$smcctl" connections --port "$cport" >"$tmp/out" 2>&1
+if head -1 "$tmp/out" | grep -q '^ID  *ROLE  *STATE  *LOCAL  *PEER  *MODE  *SNDBUF  *RMB  *TX  *RX  *PID  *UID$' &&
+   [ "$(wc -l <"$tmp/out")" = 3 ] && grep -q " 127.0.0.1:$cport " "$tmp/out" && grep -q "server" "$tmp/out"; then
+        ok "connections text: header and 2 rows"
+else nok "connections text: $(cat "$tmp/out")"; fi
+# aligned: the header's columns start where the values do (left-aligned ROLE column)
+c1=$(head -1 "$tmp/out" | awk '{ print index($0, "ROLE") }'); c2=$(sed -n 2p "$tmp/out" | awk '{ print index($0, $2) }')
+[ "$c1" = "$c2" ] && ok "connections text aligned" || nok "connections text not aligned ($c1 vs $c2)"
+"$smcctl" conn sh --mode smcd >/dev/null 2>&1 && ok "connections prefixes" || nok "connections prefixes"
+"$smcctl" connections --bogus >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'unknown filter' "$tmp/err" && ok "unknown filter: exit 2, $(cat "$tmp/err")" \
+        || nok "unknown filter: exit $rc $(cat "$tmp/err")"
+"$smcctl" connections --mode udp >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && ok "unknown mode: exit 2" || nok "unknown mode: exit $rc"
+"$smcctl" connections --port 70000 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && ok "bad port: exit 2" || nok "bad port: exit $rc"
+if command -v setpriv >/dev/null; then
+        n=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" -j connections |
+            python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+        [ "$n" = 2 ] && ok "unprivileged connections" || nok "unprivileged connections: '$n'"
+fi
+touch "$tmp/go"
+wait "$hpid"; rc=$?; hpid=
+[ $rc -eq 0 ] && ok "held connection closed: $(cat "$tmp/hold.log")" || nok "held connection: exit $rc $(cat "$tmp/hold.log")"
+for _ in $(seq 100); do [ "$("$smcctl" -j connections)" = "[]" ] && break; sleep 0.05; done
+out=$("$smcctl" -j connections)
+[ "$out" = "[]" ] && ok "connections: empty after close" || nok "connections after close: $out"
+"$smcctl" connections >"$tmp/out"
+[ "$(wc -l <"$tmp/out")" = 1 ] && ok "connections text: header only when empty" || nok "connections text empty: $(cat "$tmp/out")"
 
 "$smcctl" stats >"$tmp/out" 2>&1
 n=$(awk '$1 == "smcd.conns_client" { print $2 }' "$tmp/out")
@@ -144,7 +221,7 @@ n=$("$smcctl" stats | awk '$1 == "smcd.conns_client" { print $2 }')
 if command -v busctl >/dev/null; then
         out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1 2>&1)
         if echo "$out" | grep -q '^org.smcd.smcd1.Manager' && echo "$out" | grep -q '\.GetStats' &&
-           echo "$out" | grep -q '\.ResetStats' && echo "$out" | grep -q '\.Version'; then
+           echo "$out" | grep -q '\.ResetStats' && echo "$out" | grep -q '\.ListConnections' && echo "$out" | grep -q '\.Version'; then
                 ok "busctl introspect shows org.smcd.smcd1.Manager"
         else nok "busctl introspect: $out"; fi
         v=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" get-property org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager Version)
@@ -205,6 +282,9 @@ if command -v setpriv >/dev/null; then
         nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
         nobody "$smcctl" stats >/dev/null 2>"$tmp/err" && ok "policy: everybody may read stats" \
                 || nok "policy: unprivileged stats: $(cat "$tmp/err")"
+        nobody "$smcctl" -j connections >"$tmp/out" 2>"$tmp/err" && [ "$(cat "$tmp/out")" = "[]" ] \
+                && ok "policy: everybody may list connections" \
+                || nok "policy: unprivileged connections: $(cat "$tmp/out" "$tmp/err")"
         nobody "$smcctl" stats reset 2>"$tmp/err"; rc=$?
         if [ $rc -ne 0 ] && grep -q "Rejected send message" "$tmp/err"; then
                 ok "policy: the bus refuses an unprivileged ResetStats: $(head -c 120 "$tmp/err")"
