@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +410,171 @@ static int connections_show(sd_bus *bus, const Args *a, int argc, char **argv) {
         return EXIT_SUCCESS;
 }
 
+/* ---- tunables ---- */
+
+/* Call @method with the string arguments of @sig and read a string reply into *ret
+ * (newly allocated). Returns an exit code; errors are printed. */
+static int call_string(sd_bus *bus, const char *method, char **ret, const char *sig, ...) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL, *reply = NULL;
+        const char *text;
+        va_list ap;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, method);
+        if (r >= 0) {
+                va_start(ap, sig);
+                r = sd_bus_message_appendv(m, sig, ap);
+                va_end(ap);
+        }
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                fprintf(stderr, "smcctl: %s: %s\n", method, strerror(-r));
+                return EXIT_FAILURE;
+        }
+        r = sd_bus_call(bus, m, 0, &e, &reply);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+                r = bus_error(method, &e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        if (!ret) {
+                sd_bus_message_unref(reply);
+                return EXIT_SUCCESS;
+        }
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r >= 0 && !(*ret = strdup(text)))
+                r = -ENOMEM;
+        sd_bus_message_unref(reply);
+        if (r < 0) {
+                fprintf(stderr, "smcctl: %s: bad reply: %s\n", method, strerror(-r));
+                return EXIT_FAILURE;
+        }
+        return EXIT_SUCCESS;
+}
+
+/* ListTunables as a JSON object in *ret. Returns an exit code. */
+static int list_tunables(sd_bus *bus, json_object **ret) {
+        char *text = NULL;
+        json_object *root;
+        int r;
+
+        r = call_string(bus, "ListTunables", &text, "");
+        if (r != EXIT_SUCCESS)
+                return r;
+        root = json_tokener_parse(text);
+        free(text);
+        if (!root || !json_object_is_type(root, json_type_object)) {
+                json_object_put(root);
+                fprintf(stderr, "smcctl: ListTunables: smcd sent invalid JSON\n");
+                return EXIT_FAILURE;
+        }
+        *ret = root;
+        return EXIT_SUCCESS;
+}
+
+static int tunables_show(sd_bus *bus, const Args *a, int argc, char **argv) {
+        json_object *root;
+        int r;
+
+        if (argc > 0) {
+                fprintf(stderr, "smcctl: tunables show: unexpected argument: %s\n", argv[0]);
+                return EXIT_USAGE;
+        }
+        r = list_tunables(bus, &root);
+        if (r != EXIT_SUCCESS)
+                return r;
+        r = print_json_or_table(a, root);
+        json_object_put(root);
+        return r;
+}
+
+static int tunables_get(sd_bus *bus, const Args *a, int argc, char **argv) {
+        json_object *root;
+        char *v = NULL;
+        int r;
+
+        if (argc != 1) {
+                fprintf(stderr, "smcctl: tunables get: expected one KEY\n");
+                return EXIT_USAGE;
+        }
+        r = call_string(bus, "GetTunable", &v, "s", argv[0]);
+        if (r != EXIT_SUCCESS)
+                return r;
+        if (!a->json) {
+                puts(v);
+                free(v);
+                return EXIT_SUCCESS;
+        }
+        root = json_object_new_object();
+        if (!root || json_object_object_add(root, argv[0], json_object_new_string(v)) < 0) {
+                json_object_put(root);
+                free(v);
+                fprintf(stderr, "smcctl: out of memory\n");
+                return EXIT_FAILURE;
+        }
+        free(v);
+        r = print_json_or_table(a, root);
+        json_object_put(root);
+        return r;
+}
+
+/* Each KEY=VALUE in order; on the first failure the ones already set go back to their
+ * old values, so that a refused command changes nothing. */
+static int tunables_set(sd_bus *bus, const Args *a, int argc, char **argv) {
+        json_object *old = NULL;
+        int r = EXIT_SUCCESS, i;
+
+        if (argc < 1) {
+                fprintf(stderr, "smcctl: tunables set: expected KEY=VALUE ...\n");
+                return EXIT_USAGE;
+        }
+        for (i = 0; i < argc; i++) {
+                const char *eq = strchr(argv[i], '=');
+
+                if (!eq || eq == argv[i]) {
+                        fprintf(stderr, "smcctl: tunables set: expected KEY=VALUE, not \"%s\"\n", argv[i]);
+                        return EXIT_USAGE;
+                }
+        }
+        if (argc > 1) {
+                r = list_tunables(bus, &old);
+                if (r != EXIT_SUCCESS)
+                        return r;
+        }
+        for (i = 0; i < argc; i++) {
+                char *key = strndup(argv[i], strcspn(argv[i], "="));
+
+                if (!key) {
+                        r = EXIT_FAILURE;
+                        break;
+                }
+                r = call_string(bus, "SetTunable", NULL, "ss", key, argv[i] + strlen(key) + 1);
+                free(key);
+                if (r != EXIT_SUCCESS)
+                        break;
+        }
+        /* roll back what this command set before the failure */
+        for (int j = i - 1; r != EXIT_SUCCESS && old && j >= 0; j--) {
+                char *key = strndup(argv[j], strcspn(argv[j], "="));
+                json_object *v;
+
+                if (key && json_object_object_get_ex(old, key, &v))
+                        (void) call_string(bus, "SetTunable", NULL, "ss", key, json_object_get_string(v));
+                free(key);
+        }
+        json_object_put(old);
+        return r;
+}
+
+static const Verb tunables_verbs[] = {
+        { "show", tunables_show },
+        { "get", tunables_get },
+        { "set", tunables_set },
+        {}
+};
+
 static const Verb connections_verbs[] = {
         { "show", connections_show },
         {}
@@ -423,6 +589,7 @@ static const Verb stats_verbs[] = {
 static const Object objects[] = {
         { "stats", stats_verbs },
         { "connections", connections_verbs },
+        { "tunables", tunables_verbs },
         {}
 };
 
@@ -433,7 +600,11 @@ static void help(void) {
                "  stats [show]     Show smcd's counters\n"
                "  stats reset      Zero smcd's counters (root)\n"
                "  connections [show] [--mode smcd|tcp] [--port N]\n"
-               "                   List the SMC-D connection endpoints smcd set up\n\n"
+               "                   List the SMC-D connection endpoints smcd set up\n"
+               "  tunables [show]  Show smcd's tunables\n"
+               "  tunables get KEY Show one tunable\n"
+               "  tunables set KEY=VALUE...\n"
+               "                   Change and persist tunables (root)\n\n"
                "Options:\n"
                "  -j --json        JSON output\n"
                "  -p --pretty      Indent the JSON output\n"
@@ -490,7 +661,7 @@ int main(int argc, char *argv[]) {
         }
         obj = lookup_prefix(objects, sizeof(*objects), argv[optind], &ambiguous);
         if (!obj) {
-                fprintf(stderr, "smcctl: %s object \"%s\"; objects: stats connections\n",
+                fprintf(stderr, "smcctl: %s object \"%s\"; objects: stats connections tunables\n",
                         ambiguous ? "ambiguous" : "unknown", argv[optind]);
                 return EXIT_FAILURE;
         }

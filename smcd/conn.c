@@ -280,7 +280,8 @@ static void mark_mapped(Client *c, const struct smc_buf *b) {
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         Manager *m = c->manager;
-        unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf : SMC_DMB_DEFAULT_SIZE);
+        unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf :
+                                       m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE);
         uint32_t csize = smc_dmb_class_size(cclass), ssize, reason;
         struct smc_ctl_addr dst = req->dst, src = req->src;
         int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */

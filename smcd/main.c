@@ -20,6 +20,8 @@
 #include "ctl-proto.h"
 #include "log.h"
 #include "manager.h"
+#include "dmb.h"
+#include "tunables.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_MAX_CLIENTS_PER_UID 256u
@@ -27,6 +29,9 @@
 #define CONFIG_MAX_LINE 1024u       /* bytes of one line, with its newline */
 
 static void help(void) {
+        char state[PATH_MAX];
+
+        tunables_default_path(state, sizeof(state));
         printf("Usage: smcd [OPTIONS]\n\n"
                "Shared Memory Communications daemon: sets up SMC-D connections over loopback ISM.\n\n"
                "  -h --help                    Show this help and exit\n"
@@ -40,9 +45,12 @@ static void help(void) {
                "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
                "     --max-clients-per-uid N   Control connections per uid (default %u, 0 = unlimited)\n"
                "     --buf-clear release|create  When buffers are zeroed (default release)\n"
+               "     --rmem BYTES              RMB size of a connect without SO_RCVBUF (16K..1M, default 64K)\n"
+               "     --inline auto|on|off      Inline sends (stored; used by SMC-R, default auto)\n"
+               "     --state-file FILE         Tunables state file (default %s)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n"
                "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n",
-               smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID);
+               smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID, state);
 }
 
 /* A decimal number at the start of @s (digits only, no sign or space); *end is set
@@ -185,6 +193,21 @@ static int apply_option(ManagerConfig *cfg, const char *key, const char *value, 
                         cfg->buf_clear = SMC_POOL_CLEAR_CREATE;
                 else
                         return log_error_errno(EINVAL, "%s: buf-clear: expected release or create, not: %s", where, value);
+                return 0;
+        }
+        if (!strcmp(key, "rmem") || !strcmp(key, "inline")) {
+                char err[256];
+
+                if (tunable_parse(cfg, key, value, err, sizeof(err)) < 0)
+                        return log_error_errno(EINVAL, "%s: %s", where, err);
+                return 0;
+        }
+        if (!strcmp(key, "state-file")) {
+                if (value[0] != '/')
+                        return log_error_errno(EINVAL, "%s: state-file must be an absolute path: %s", where, value);
+                if (strlen(value) >= sizeof(cfg->state_file) - 64)
+                        return log_error_errno(EINVAL, "%s: state-file: path too long", where);
+                snprintf(cfg->state_file, sizeof(cfg->state_file), "%s", value);
                 return 0;
         }
         if (!strcmp(key, "prepopulate")) {
@@ -333,6 +356,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 ARG_BUF_CLEAR,
                 ARG_PREPOPULATE,
                 ARG_NO_BUS,
+                ARG_RMEM,
+                ARG_INLINE,
+                ARG_STATE_FILE,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -348,6 +374,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 { "buf-clear", required_argument, NULL, ARG_BUF_CLEAR },
                 { "prepopulate", required_argument, NULL, ARG_PREPOPULATE },
                 { "no-bus", no_argument, NULL, ARG_NO_BUS },
+                { "rmem", required_argument, NULL, ARG_RMEM },
+                { "inline", required_argument, NULL, ARG_INLINE },
+                { "state-file", required_argument, NULL, ARG_STATE_FILE },
                 {}
         };
         int c, r;
@@ -378,6 +407,9 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 case ARG_MAX_CLIENTS: key = "max-clients-per-uid"; break;
                 case ARG_BUF_CLEAR: key = "buf-clear"; break;
                 case ARG_PREPOPULATE: key = "prepopulate"; break;
+                case ARG_RMEM: key = "rmem"; break;
+                case ARG_INLINE: key = "inline"; break;
+                case ARG_STATE_FILE: key = "state-file"; break;
                 case ARG_NO_BUS:
                         cfg->no_bus = true;
                         continue;
@@ -410,6 +442,8 @@ int main(int argc, char *argv[]) {
         int r;
 
         cfg.max_clients_per_uid = DEFAULT_MAX_CLIENTS_PER_UID;
+        cfg.rmem = SMC_DMB_DEFAULT_SIZE;
+        tunables_default_path(cfg.state_file, sizeof(cfg.state_file));
         cfg.runtime_dir = strdup(smc_ctl_runtime_dir());
         if (!cfg.runtime_dir)
                 return EXIT_FAILURE;
@@ -418,6 +452,9 @@ int main(int argc, char *argv[]) {
                 manager_config_done(&cfg);
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
         }
+
+        /* the options are the defaults; the state file (smcctl tunables set) overrides them */
+        (void) tunables_load(&cfg, cfg.state_file);
 
         raise_nofile_limit();
         (void) signal(SIGPIPE, SIG_IGN);

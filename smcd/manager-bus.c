@@ -6,18 +6,22 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <systemd/sd-bus.h>
 
 #include "config.h"
 #include "dmb.h"
 #include "log.h"
 #include "manager-bus.h"
+#include "tunables.h"
 
 static int property_get_version(sd_bus *bus, const char *path, const char *interface,
                                 const char *property, sd_bus_message *reply, void *userdata,
                                 sd_bus_error *error) {
         return sd_bus_message_append(reply, "s", SMCD_VERSION);
 }
+
+static int add_str(json_object *o, const char *key, const char *v);
 
 static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
@@ -30,6 +34,16 @@ static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *e
         root = smcd_stats_to_json(&m->stats, m->pool ? &ps : NULL);
         if (!root)
                 return -ENOMEM;
+        if (m->pool) { /* the live clearing mode next to the clearing counters */
+                json_object *pool;
+
+                if (json_object_object_get_ex(root, "pool", &pool) &&
+                    add_str(pool, "buf_clear", m->config.buf_clear == SMC_POOL_CLEAR_CREATE ? "create"
+                                                                                              : "release") < 0) {
+                        json_object_put(root);
+                        return -ENOMEM;
+                }
+        }
         r = sd_bus_reply_method_return(msg, "s",
                                        json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -176,6 +190,84 @@ static int method_reset_stats(sd_bus_message *msg, void *userdata, sd_bus_error 
         return sd_bus_reply_method_return(msg, NULL);
 }
 
+static int reply_json(sd_bus_message *msg, json_object *root) {
+        int r;
+
+        if (!root)
+                return -ENOMEM;
+        r = sd_bus_reply_method_return(msg, "s",
+                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+        return r;
+}
+
+static int method_list_tunables(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+
+        return reply_json(msg, tunables_to_json(&m->config));
+}
+
+static int method_get_tunable(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *key;
+        char *v = NULL;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &key);
+        if (r < 0)
+                return r;
+        r = tunable_format(&m->config, key, &v);
+        if (r == -EINVAL)
+                return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT,
+                                         "Unknown tunable \"%s\" (see ListTunables).", key);
+        if (r < 0)
+                return r;
+        r = sd_bus_reply_method_return(msg, "s", v);
+        free(v);
+        return r;
+}
+
+static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        ManagerConfig next = m->config;
+        const char *key, *value;
+        char err[300], *shown = NULL;
+        int r;
+
+        r = sd_bus_message_read(msg, "ss", &key, &value);
+        if (r < 0)
+                return r;
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        if (tunable_parse(&next, key, value, err, sizeof(err)) < 0)
+                return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
+        /* persist first: a value that could not be saved is not applied either */
+        if (m->config.state_file[0]) {
+                r = tunables_save(&next, m->config.state_file);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot save tunables to %s: %m", m->config.state_file);
+                        return sd_bus_error_set_errnof(error, r, "Cannot save tunables to %s: %m",
+                                                       m->config.state_file);
+                }
+        }
+        /* the limits and rmem are read at each new client / connection; buf_clear is
+         * the pool's (live); inline is stored only */
+        m->config.buf_clear = next.buf_clear;
+        m->config.max_conns_per_uid = next.max_conns_per_uid;
+        m->config.max_buf_per_uid = next.max_buf_per_uid;
+        m->config.max_clients_per_uid = next.max_clients_per_uid;
+        m->config.rmem = next.rmem;
+        m->config.inline_mode = next.inline_mode;
+        if (strcmp(key, "buf_clear") == 0)
+                smc_pool_set_clear(m->pool, m->config.buf_clear);
+        (void) tunable_format(&m->config, key, &shown);
+        log_info("Tunable %s set to %s over D-Bus.", key, shown ? shown : value);
+        free(shown);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
 /* SD_BUS_VTABLE_UNPRIVILEGED: sd-bus would otherwise refuse callers of another uid
  * without CAP_SYS_ADMIN with a generic AccessDenied; ResetStats checks for itself so
  * that the caller gets our named error. */
@@ -188,6 +280,12 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_list_connections, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ResetStats", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT,
                                 method_reset_stats, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListTunables", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", json),
+                                method_list_tunables, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetTunable", SD_BUS_ARGS("s", key), SD_BUS_RESULT("s", value),
+                                method_get_tunable, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetTunable", SD_BUS_ARGS("s", key, "s", value), SD_BUS_NO_RESULT,
+                                method_set_tunable, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
 

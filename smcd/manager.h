@@ -40,6 +40,7 @@
  *     closed its end) or with its client.
  */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -65,6 +66,12 @@ typedef struct UidUsage UidUsage;
  * event loop has nothing else to do (or by the pool's worker under a backlog). */
 void manager_release_buf(Manager *m, struct smc_buf *b);
 
+enum smcd_inline {
+        SMCD_INLINE_AUTO = 0,
+        SMCD_INLINE_ON,
+        SMCD_INLINE_OFF,
+};
+
 typedef struct ManagerConfig {
         char *runtime_dir;         /* socket and stats.json live here */
         uid_t *allow_uids;         /* none and no groups = everybody may connect */
@@ -77,6 +84,10 @@ typedef struct ManagerConfig {
         enum smc_pool_clear buf_clear;
         unsigned prepopulate;       /* fresh buffers of the default class */
         bool no_bus;                /* do not connect to the system bus (manager-bus.h) */
+        uint32_t rmem;              /* RMB ring bytes of a CONNECT without SO_RCVBUF (a
+                                     * class size, 16K..1M; tunables.h) */
+        enum smcd_inline inline_mode; /* tunable "inline": stored only, for SMC-R */
+        char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);

@@ -50,7 +50,8 @@ ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; failed=1; }
 
 export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
-"$smcd" -v --runtime-dir "$rundir" >"$tmp/smcd.log" 2>&1 &
+state=$tmp/state/tunables.json  # never the host's /var/lib/smcd
+"$smcd" -v --runtime-dir "$rundir" --state-file "$state" >"$tmp/smcd.log" 2>&1 &
 spid=$!
 # ready on the bus: the name has an owner
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
@@ -230,8 +231,86 @@ else
         echo "ok - SKIP busctl checks: busctl not installed"
 fi
 
+# ---- tunables ----
+keys="buf_clear inline max_buf_per_uid max_clients_per_uid max_conns_per_uid rmem"
+"$smcctl" tunables >"$tmp/out" 2>&1
+[ "$(awk '{ print $1 }' "$tmp/out" | paste -sd' ')" = "$keys" ] && ok "tunables show lists every key" \
+        || nok "tunables show: $(cat "$tmp/out")"
+if "$smcctl" -j tunables show | python3 -c '
+import json, sys
+t = json.load(sys.stdin)
+assert t == {"buf_clear": "release", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
+             "max_conns_per_uid": "0", "rmem": "65536"}, t' 2>"$tmp/err"
+then ok "smcctl -j tunables: the defaults"; else nok "smcctl -j tunables: $(cat "$tmp/err")"; fi
+[ "$("$smcctl" tunables get buf_clear)" = release ] && ok "tunables get buf_clear" || nok "tunables get buf_clear"
+[ "$("$smcctl" -j tun get rmem)" = '{"rmem":"65536"}' ] && ok "tunables get -j, prefix" || nok "tunables get -j: $("$smcctl" -j tun get rmem)"
+[ -e "$state" ] && nok "state file written before any set" || ok "no state file before a set"
+if "$smcctl" tunables set buf_clear=create 2>"$tmp/err" &&
+   [ "$("$smcctl" tunables get buf_clear)" = create ] &&
+   [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["buf_clear"])')" = create ] &&
+   [ "$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" call org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager GetTunable s buf_clear)" = 's "create"' ]
+then ok "set buf_clear=create: get, GetTunable and stats pool.buf_clear agree"
+else nok "set buf_clear=create: $(cat "$tmp/err")"; fi
+grep -q "Tunable buf_clear set to create" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
+python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 6, t' "$state" \
+        2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
+ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
+"$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=100K inline=on 2>"$tmp/err"
+out=$("$smcctl" -j tunables)
+[ "$out" = '{"buf_clear":"create","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_uid":"100","rmem":"131072"}' ] \
+        && ok "set several (sizes normalized, rmem rounded to 128K): $out" || nok "set several: $(cat "$tmp/err") $out"
+before=$("$smcctl" -j tunables); cp "$state" "$tmp/state.before"
+bad() {
+        local what=$1 msg=$2; shift 2
+        "$smcctl" tunables set "$@" >/dev/null 2>"$tmp/err"; rc=$?
+        if [ $rc -ne 0 ] && grep -q -- "$msg" "$tmp/err" && [ "$("$smcctl" -j tunables)" = "$before" ] &&
+           cmp -s "$state" "$tmp/state.before"; then ok "$what refused (exit $rc: $(cat "$tmp/err")), nothing changed"
+        else nok "$what: exit $rc: $(cat "$tmp/err"); now $("$smcctl" -j tunables)"; fi
+}
+bad "unknown key" 'unknown tunable "bogus"' bogus=1
+bad "bad buf_clear" 'buf_clear: expected release or create' buf_clear=sometimes
+bad "bad inline" 'inline: expected auto, on or off' inline=maybe
+bad "rmem too big" 'rmem: expected bytes 16K..1M' rmem=2M
+bad "rmem too small" 'rmem: expected bytes 16K..1M' rmem=1K
+bad "negative number" 'max_conns_per_uid: expected a number' max_conns_per_uid=-1
+bad "bad size" 'max_buf_per_uid: expected bytes' max_buf_per_uid=12X
+bad "no =" 'expected KEY=VALUE' buf_clear
+bad "second of two bad (first rolled back)" 'expected auto, on or off' buf_clear=release inline=maybe
+"$smcctl" tunables get nope >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && grep -q 'Unknown tunable "nope"' "$tmp/err" && ok "get unknown key: exit $rc" || nok "get unknown key: exit $rc $(cat "$tmp/err")"
+if command -v dbus-send >/dev/null; then
+        out=$(dbus-send --system --print-reply --dest=org.smcd.smcd1 /org/smcd/smcd1 \
+              org.smcd.smcd1.Manager.SetTunable string:rmem string:lots 2>&1)
+        echo "$out" | grep -q "^Error org.smcd.smcd1.Error.InvalidArgument: rmem:" && ok "named error InvalidArgument: $out" \
+                || nok "InvalidArgument: $out"
+fi
+if command -v setpriv >/dev/null; then
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" tunables set inline=off >/dev/null 2>"$tmp/err"; rc=$?
+        [ $rc -ne 0 ] && grep -q "Only root" "$tmp/err" && [ "$("$smcctl" tunables get inline)" = on ] && cmp -s "$state" "$tmp/state.before" \
+                && ok "unprivileged set refused: $(cat "$tmp/err")" || nok "unprivileged set: exit $rc $(cat "$tmp/err")"
+        out=$(setpriv --reuid=65534 --regid=65534 --clear-groups dbus-send --system --print-reply \
+              --dest=org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager.SetTunable string:inline string:off 2>&1)
+        echo "$out" | grep -q "^Error org.smcd.smcd1.Error.AccessDenied:" && ok "SetTunable named error AccessDenied" \
+                || nok "SetTunable unprivileged: $out"
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" tunables get inline >"$tmp/out" 2>&1 \
+                && [ "$(cat "$tmp/out")" = on ] && ok "unprivileged get" || nok "unprivileged get: $(cat "$tmp/out")"
+fi
+# rmem applies to a new connection without SO_RCVBUF: its RMB is 128K
+if out=$(timeout 30 sh "$smcrun" python3 - "$smcctl" <<'PY' 2>&1
+import json, os, socket, subprocess, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+env = dict(os.environ); env.pop("LD_PRELOAD", None)
+l = json.loads(subprocess.check_output([sys.argv[1], "-j", "connections"], env=env))
+cl = [e for e in l if e["role"] == "client"]
+a.close(); c.close(); s.close()
+assert len(cl) == 1 and cl[0]["rmb"] == 131072, l
+print("client rmb", cl[0]["rmb"])
+PY
+); then ok "rmem=128K used by a new connection: $out"; else nok "rmem on a new connection: $out"; fi
+
 # --no-bus: a second smcd does not touch the bus
-"$smcd" --no-bus --runtime-dir "$tmp" >"$tmp/smcd2.log" 2>&1 &
+"$smcd" --no-bus --runtime-dir "$tmp" --state-file "$tmp/state-nobus.json" >"$tmp/smcd2.log" 2>&1 &
 p2=$!
 for _ in $(seq 100); do [ -S "$tmp/smcd.sock" ] && break; sleep 0.05; done
 kill $p2; wait $p2; rc=$?
@@ -239,6 +318,36 @@ grep -qi "D-Bus\|system bus" "$tmp/smcd2.log" && nok "--no-bus smcd mentioned th
 
 kill "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc -eq 0 ] && ok "smcd exits cleanly" || { nok "smcd exit $rc"; cat "$tmp/smcd.log"; }
+
+# tunables persist across a restart; the state file overrides the command line
+start_smcd() {
+        "$smcd" -v --runtime-dir "$rundir" --state-file "$state" "$@" >"$tmp/smcd.log" 2>&1 &
+        spid=$!
+        for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+}
+stop_smcd() { kill "$spid"; wait "$spid"; spid=; }
+start_smcd --buf-clear release --rmem 32K
+out=$("$smcctl" -j tunables)
+[ "$out" = "$before" ] && ok "after a restart the state file wins over the options: $out" || nok "after restart: $out (want $before)"
+[ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["buf_clear"])')" = create ] \
+        && ok "restored buf_clear=create is live in the pool" || nok "pool.buf_clear after restart"
+stop_smcd
+# a corrupt state file: smcd starts on the defaults (the options), the file is kept aside
+n=0
+for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate": "1"}' '{"buf_clear": "never"}' '[1, 2]' \
+               '{"rmem": 65536}'; do
+        n=$((n + 1))
+        rm -f "$tmp/state"/tunables.json.corrupt-*
+        printf '%s' "$content" >"$state"
+        start_smcd --rmem 32K
+        v=$("$smcctl" tunables get buf_clear 2>&1); r=$("$smcctl" tunables get rmem 2>&1)
+        line=$(grep "Corrupt state file" "$tmp/smcd.log")
+        if [ "$v" = release ] && [ "$r" = 32768 ] && [ ! -e "$state" ] && ls "$tmp/state"/tunables.json.corrupt-* >/dev/null 2>&1 &&
+           [ "$(cat "$tmp/state"/tunables.json.corrupt-*)" = "$content" ] && [ "$(echo "$line" | wc -l)" = 1 ] && [ -n "$line" ]; then
+                ok "corrupt state file $n: defaults, moved aside, logged: $line"
+        else nok "corrupt state file $n ($content): buf_clear $v rmem $r; $(ls "$tmp/state"); $(cat "$tmp/smcd.log")"; fi
+        stop_smcd
+done
 
 # The policy file on a bus with the system bus's default policy (deny method calls and
 # name ownership unless a policy allows them), as /usr/share/dbus-1/system.conf.
@@ -272,7 +381,7 @@ dpid2=$!
 for _ in $(seq 100); do [ -S "$tmp/bus2.sock" ] && break; sleep 0.05; done
 export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus2.sock
 mkdir "$tmp/run2"
-"$smcd" --runtime-dir "$tmp/run2" >"$tmp/smcd3.log" 2>&1 &
+"$smcd" --runtime-dir "$tmp/run2" --state-file "$tmp/state2/tunables.json" >"$tmp/smcd3.log" 2>&1 &
 spid2=$!
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
 "$smcctl" stats >/dev/null 2>"$tmp/err" && ok "policy: root owns the name, stats answers" \
@@ -296,7 +405,7 @@ if command -v setpriv >/dev/null; then
         fi
         # only root may own the name: an unprivileged smcd runs without D-Bus
         mkdir -m 777 "$tmp/run3"
-        nobody "$smcd" --runtime-dir "$tmp/run3" >"$tmp/smcd4.log" 2>&1 &
+        nobody "$smcd" --runtime-dir "$tmp/run3" --state-file "$tmp/run3/tunables.json" >"$tmp/smcd4.log" 2>&1 &
         p4=$!
         for _ in $(seq 100); do [ -S "$tmp/run3/smcd.sock" ] && break; sleep 0.05; done
         sleep 0.2; kill $p4; wait $p4
