@@ -296,7 +296,9 @@ if command -v setpriv >/dev/null; then
                 && [ "$(cat "$tmp/out")" = on ] && ok "unprivileged get" || nok "unprivileged get: $(cat "$tmp/out")"
 fi
 # rmem applies to a new connection without SO_RCVBUF: its RMB is 128K
-if out=$(timeout 30 sh "$smcrun" python3 - "$smcctl" <<'PY' 2>&1
+# (a sanitizer build of libsmcrun.so needs its runtime preloaded first, as above)
+if out=$(timeout 30 env ${san:+LD_PRELOAD="$san"} ${san:+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"} \
+         sh "$smcrun" python3 - "$smcctl" <<'PY' 2>&1
 import json, os, socket, subprocess, sys
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
 c = socket.create_connection(s.getsockname()); a, _ = s.accept()
