@@ -19,6 +19,7 @@
 #include "config.h"
 #include "ctl-proto.h"
 #include "log.h"
+#include "fileio.h"
 #include "manager.h"
 #include "dmb.h"
 #include "tunables.h"
@@ -242,54 +243,14 @@ static char *strip(char *s) {
 /* Read the whole regular file @path (at most CONFIG_MAX_SIZE bytes) into a NUL
  * terminated buffer. Returns 0 or -errno (logged). */
 static int config_read(const char *path, char **ret, size_t *ret_len) {
-        struct stat st;
-        size_t len = 0;
-        char *buf;
-        int fd, r = 0;
+        int r = read_regular_file(path, CONFIG_MAX_SIZE, ret, ret_len);
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
-                return log_error_errno(errno, "Cannot open config file %s: %m", path);
-        if (fstat(fd, &st) < 0) {
-                r = log_error_errno(errno, "Cannot stat config file %s: %m", path);
-                close(fd);
-                return r;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                close(fd);
+        if (r == -EINVAL)
                 return log_error_errno(EINVAL, "Config file %s is not a regular file.", path);
-        }
-        buf = malloc(CONFIG_MAX_SIZE + 2); /* + the byte beyond the limit, + NUL */
-        if (!buf) {
-                close(fd);
-                return log_error_errno(ENOMEM, "Out of memory.");
-        }
-        /* read one byte beyond the limit to tell "too big" from "exactly the limit" */
-        for (;;) {
-                ssize_t n = read(fd, buf + len, CONFIG_MAX_SIZE + 1 - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = log_error_errno(errno, "Cannot read config file %s: %m", path);
-                        break;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-                if (len > CONFIG_MAX_SIZE) {
-                        r = log_error_errno(EFBIG, "Config file %s is larger than %u bytes.", path,
-                                            CONFIG_MAX_SIZE);
-                        break;
-                }
-        }
-        close(fd);
-        if (r < 0) {
-                free(buf);
-                return r;
-        }
-        buf[len] = 0;
-        *ret = buf;
-        *ret_len = len;
+        if (r == -EFBIG)
+                return log_error_errno(EFBIG, "Config file %s is larger than %u bytes.", path, CONFIG_MAX_SIZE);
+        if (r < 0)
+                return log_error_errno(-r, "Cannot read config file %s: %m", path);
         return 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include "dmb.h"
 #include "log.h"
+#include "fileio.h"
 #include "tunables.h"
 
 #define STATE_MAX_SIZE (64u << 10) /* bytes of a state file */
@@ -247,48 +248,6 @@ int tunables_save(const ManagerConfig *cfg, const char *path) {
         return r;
 }
 
-/* Read @path (at most STATE_MAX_SIZE bytes) into a NUL-terminated buffer. Returns 0,
- * -ENOENT, -EFBIG or -errno. */
-static int read_file(const char *path, char **ret) {
-        size_t len = 0;
-        char *buf;
-        int fd, r = 0;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
-                return -errno;
-        buf = malloc(STATE_MAX_SIZE + 2);
-        if (!buf) {
-                close(fd);
-                return -ENOMEM;
-        }
-        for (;;) {
-                ssize_t n = read(fd, buf + len, STATE_MAX_SIZE + 1 - len);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-                if (len > STATE_MAX_SIZE) {
-                        r = -EFBIG;
-                        break;
-                }
-        }
-        close(fd);
-        if (r < 0) {
-                free(buf);
-                return r;
-        }
-        buf[len] = 0;
-        *ret = buf;
-        return 0;
-}
-
 /* Parse the state file text @text onto @cfg. On error returns -EINVAL with a reason in
  * @err; @cfg may be partly changed (the caller works on a copy). */
 static int parse_state(ManagerConfig *cfg, const char *text, char *err, size_t errlen) {
@@ -345,7 +304,7 @@ int tunables_load(ManagerConfig *cfg, const char *path) {
 
         if (!path || !*path)
                 return 0;
-        r = read_file(path, &text);
+        r = read_regular_file(path, STATE_MAX_SIZE, &text, NULL);
         if (r == -ENOENT)
                 return 0;
         if (r == -EFBIG)
