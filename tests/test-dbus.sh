@@ -407,7 +407,9 @@ if command -v setpriv >/dev/null; then
         fi
         # only root may own the name: an unprivileged smcd runs without D-Bus
         mkdir -m 777 "$tmp/run3"
-        nobody "$smcd" --runtime-dir "$tmp/run3" --state-file "$tmp/run3/tunables.json" >"$tmp/smcd4.log" 2>&1 &
+        # setpriv directly (not through the shell function): $! must be smcd itself
+        setpriv --reuid=65534 --regid=65534 --clear-groups \
+                "$smcd" --runtime-dir "$tmp/run3" --state-file "$tmp/run3/tunables.json" >"$tmp/smcd4.log" 2>&1 &
         p4=$!
         for _ in $(seq 100); do [ -S "$tmp/run3/smcd.sock" ] && break; sleep 0.05; done
         sleep 0.2; kill $p4; wait $p4
