@@ -23,11 +23,24 @@ static int property_get_version(sd_bus *bus, const char *path, const char *inter
 
 static int add_str(json_object *o, const char *key, const char *v);
 
+/* Reply to @msg with @root as a compact JSON string; takes ownership of @root (NULL:
+ * -ENOMEM). Returns what sd_bus_reply_method_return() returns. */
+static int reply_json(sd_bus_message *msg, json_object *root) {
+        int r;
+
+        if (!root)
+                return -ENOMEM;
+        r = sd_bus_reply_method_return(msg, "s",
+                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+        return r;
+}
+
 static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         struct smc_pool_stats ps;
         json_object *root;
-        int r;
 
         if (m->pool)
                 smc_pool_get_stats(m->pool, &ps);
@@ -44,11 +57,7 @@ static int method_get_stats(sd_bus_message *msg, void *userdata, sd_bus_error *e
                         return -ENOMEM;
                 }
         }
-        r = sd_bus_reply_method_return(msg, "s",
-                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-        return r;
+        return reply_json(msg, root);
 }
 
 /* What smcd knows of an open endpoint's state: its peer's CLOSE (or death), and the
@@ -137,7 +146,6 @@ static int method_list_connections(sd_bus_message *msg, void *userdata, sd_bus_e
         json_object *root = json_object_new_array();
         size_t st = 0;
         void *v;
-        int r;
 
         if (!root)
                 return -ENOMEM;
@@ -150,11 +158,7 @@ static int method_list_connections(sd_bus_message *msg, void *userdata, sd_bus_e
                         return -ENOMEM;
                 }
         }
-        r = sd_bus_reply_method_return(msg, "s",
-                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-        return r;
+        return reply_json(msg, root);
 }
 
 /* 0 if the caller of @msg has effective uid 0, else a named error in @error. */
@@ -188,18 +192,6 @@ static int method_reset_stats(sd_bus_message *msg, void *userdata, sd_bus_error 
         smcd_stats_reset(&m->stats);
         log_info("Counters reset over D-Bus.");
         return sd_bus_reply_method_return(msg, NULL);
-}
-
-static int reply_json(sd_bus_message *msg, json_object *root) {
-        int r;
-
-        if (!root)
-                return -ENOMEM;
-        r = sd_bus_reply_method_return(msg, "s",
-                                       json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-        return r;
 }
 
 static int method_list_tunables(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
