@@ -49,10 +49,11 @@ int main(void) {
         if (p == 0) {
                 int c = smc_accept(l, NULL, NULL);
 
-                /* data at ~1.5 s and ~2.5 s, then EOF */
+                /* data at ~1.5 s and ~3.5 s, then EOF: the alarm of check 3 fires at
+                 * ~2.5 s, a second before 'y' */
                 usleep(1500000);
                 smc_send(c, "x", 1, 0);
-                usleep(1000000);
+                usleep(2000000);
                 smc_send(c, "y", 1, 0);
                 usleep(200000);
                 smc_close(c);
@@ -95,7 +96,7 @@ int main(void) {
         /* 3. without SA_RESTART: EINTR */
         sa.sa_flags = 0;
         sigaction(SIGALRM, &sa, NULL);
-        alarm(1); /* the next data comes ~1 s later than this alarm */
+        alarm(1); /* fires ~1 s before the next data */
         n = smc_recv(s, &b, 1, 0);
         if (n == -1 && errno == EINTR)
                 printf("ok - no SA_RESTART: EINTR\n");
