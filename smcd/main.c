@@ -42,6 +42,8 @@ static void help(void) {
                "     --runtime-dir DIR         Socket and stats directory (default %s)\n"
                "     --allow-uid UID           Allow this user (repeatable; default: everybody)\n"
                "     --allow-group GROUP       Allow this group (repeatable)\n"
+               "     --admin-group GROUP       May change state over D-Bus besides root\n"
+               "                               (default " SMCD_DEFAULT_ADMIN_GROUP " if it exists; \"\" = root only)\n"
                "     --max-conns-per-uid N     Connection endpoints per uid (0 = unlimited)\n"
                "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
                "     --max-clients-per-uid N   Control connections per uid (default %u, 0 = unlimited)\n"
@@ -165,6 +167,23 @@ static int apply_option(ManagerConfig *cfg, const char *key, const char *value, 
                 _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "32-bit ids");
                 return is_uid ? id_list_append((uint32_t **) &cfg->allow_uids, &cfg->n_allow_uids, id)
                               : id_list_append((uint32_t **) &cfg->allow_gids, &cfg->n_allow_gids, id);
+        }
+        if (!strcmp(key, "admin-group")) {
+                struct group *gr;
+
+                if (!value[0]) {
+                        cfg->admin_gid = (gid_t) -1;
+                        return 0;
+                }
+                if (parse_uint(value, UINT32_MAX - 1, &v) == 0) {
+                        cfg->admin_gid = (gid_t) v;
+                        return 0;
+                }
+                gr = getgrnam(value);
+                if (!gr)
+                        return log_error_errno(EINVAL, "%s: admin-group: no such group: %s", where, value);
+                cfg->admin_gid = gr->gr_gid;
+                return 0;
         }
         if (!strcmp(key, "max-conns-per-uid")) {
                 r = parse_uint(value, UINT64_MAX, &v);
@@ -311,6 +330,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 ARG_RUNTIME_DIR,
                 ARG_ALLOW_UID,
                 ARG_ALLOW_GROUP,
+                ARG_ADMIN_GROUP,
                 ARG_MAX_CONNS,
                 ARG_MAX_BUF,
                 ARG_MAX_CLIENTS,
@@ -329,6 +349,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
                 { "allow-group", required_argument, NULL, ARG_ALLOW_GROUP },
+                { "admin-group", required_argument, NULL, ARG_ADMIN_GROUP },
                 { "max-conns-per-uid", required_argument, NULL, ARG_MAX_CONNS },
                 { "max-buf-per-uid", required_argument, NULL, ARG_MAX_BUF },
                 { "max-clients-per-uid", required_argument, NULL, ARG_MAX_CLIENTS },
@@ -363,6 +384,7 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                 case ARG_RUNTIME_DIR: key = "runtime-dir"; break;
                 case ARG_ALLOW_UID: key = "allow-uid"; break;
                 case ARG_ALLOW_GROUP: key = "allow-group"; break;
+                case ARG_ADMIN_GROUP: key = "admin-group"; break;
                 case ARG_MAX_CONNS: key = "max-conns-per-uid"; break;
                 case ARG_MAX_BUF: key = "max-buf-per-uid"; break;
                 case ARG_MAX_CLIENTS: key = "max-clients-per-uid"; break;
@@ -403,6 +425,11 @@ int main(int argc, char *argv[]) {
         int r;
 
         cfg.max_clients_per_uid = DEFAULT_MAX_CLIENTS_PER_UID;
+        {
+                struct group *gr = getgrnam(SMCD_DEFAULT_ADMIN_GROUP);
+
+                cfg.admin_gid = gr ? gr->gr_gid : (gid_t) -1;
+        }
         cfg.rmem = SMC_DMB_DEFAULT_SIZE;
         tunables_default_path(cfg.state_file, sizeof(cfg.state_file));
         cfg.runtime_dir = strdup(smc_ctl_runtime_dir());

@@ -694,6 +694,13 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 manager_free(m);
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
         }
+        /* under WatchdogSec= the loop itself sends WATCHDOG=1 (before half of the
+         * period or sooner): a hung loop is what the watchdog is for */
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Cannot enable the service watchdog: %m");
+        else if (r > 0)
+                log_debug("Service watchdog enabled.");
         if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m)) < 0 ||
             (r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m)) < 0 ||
             (r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_signal, m)) < 0) {

@@ -84,6 +84,8 @@ typedef struct ManagerConfig {
         enum smc_pool_clear buf_clear;
         unsigned prepopulate;       /* fresh buffers of the default class */
         bool no_bus;                /* do not connect to the system bus (manager-bus.h) */
+        gid_t admin_gid;            /* may call state-changing D-Bus methods besides root;
+                                     * (gid_t) -1 = nobody but root (bus-util.h) */
         uint32_t rmem;              /* RMB ring bytes of a CONNECT without SO_RCVBUF (a
                                      * class size, 16K..1M; tunables.h) */
         enum smcd_inline inline_mode; /* tunable "inline": stored only, for SMC-R */

@@ -202,12 +202,12 @@ if command -v setpriv >/dev/null; then
         else nok "unprivileged reset: exit $rc, conns_client $n: $(cat "$tmp/err")"; fi
         if command -v busctl >/dev/null; then
                 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" \
-                      call org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager ResetStats 2>&1)
+                      call org.smcd.smcd1 /org/smcd/smcd1/stats org.smcd.smcd1.Stats Reset 2>&1)
                 echo "$out" | grep -q "Only root" && ok "busctl call refused: $out" || nok "busctl call: $out"
         fi
         if command -v dbus-send >/dev/null; then
                 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups dbus-send --system --print-reply \
-                      --dest=org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager.ResetStats 2>&1)
+                      --dest=org.smcd.smcd1 /org/smcd/smcd1/stats org.smcd.smcd1.Stats.Reset 2>&1)
                 echo "$out" | grep -q "^Error org.smcd.smcd1.Error.AccessDenied:" && ok "named error: $out" \
                         || nok "named error: $out"
         fi
@@ -221,10 +221,19 @@ n=$("$smcctl" stats | awk '$1 == "smcd.conns_client" { print $2 }')
 
 if command -v busctl >/dev/null; then
         out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1 2>&1)
-        if echo "$out" | grep -q '^org.smcd.smcd1.Manager' && echo "$out" | grep -q '\.GetStats' &&
-           echo "$out" | grep -q '\.ResetStats' && echo "$out" | grep -q '\.ListConnections' && echo "$out" | grep -q '\.Version'; then
+        if echo "$out" | grep -q '^org.smcd.smcd1.Manager' && echo "$out" | grep -q '\.SetTunable' &&
+           echo "$out" | grep -q '\.Version'; then
                 ok "busctl introspect shows org.smcd.smcd1.Manager"
         else nok "busctl introspect: $out"; fi
+        out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1/stats 2>&1)
+        echo "$out" | grep -q '^org.smcd.smcd1.Stats' && echo "$out" | grep -q '\.Get ' && echo "$out" | grep -q '\.Reset ' \
+                && ok "busctl introspect shows org.smcd.smcd1.Stats" || nok "introspect stats: $out"
+        out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" introspect org.smcd.smcd1 /org/smcd/smcd1/connections 2>&1)
+        echo "$out" | grep -q '^org.smcd.smcd1.Connections' && echo "$out" | grep -q '\.List ' && echo "$out" | grep -q '\.Count ' \
+                && ok "busctl introspect shows org.smcd.smcd1.Connections" || nok "introspect connections: $out"
+        out=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" tree org.smcd.smcd1 2>&1)
+        echo "$out" | grep -q '/org/smcd/smcd1/stats' && echo "$out" | grep -q '/org/smcd/smcd1/connections' \
+                && ok "busctl tree lists the objects" || nok "busctl tree: $out"
         v=$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" get-property org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager Version)
         [[ "$v" == s\ \"*\" ]] && ok "Version property: $v" || nok "Version property: $v"
 else
