@@ -25,6 +25,12 @@
 #define SMC_CLC_DECL_PEERDECL    0x05000000u /* peer declined during handshake */
 #define SMC_CLC_DECL_INTERR      0x09990000u /* internal error */
 
+/* smcd's own reasons, in a range Linux does not use (0x0b......); they are local
+ * decisions of smcd and never sent to a kernel SMC peer in a CLC DECLINE (a decline on
+ * the wire carries SMC_CLC_DECL_PEERDECL's family instead). */
+#define SMCD_DECL_POLICY         0x0b010000u /* an smcctl policy rule says TCP */
+#define SMCD_DECL_HSRATE         0x0b020000u /* the uid's handshakes-per-second limit */
+
 /* How smcd uses them for loopback ISM (SMC-D):
  *   NOSMCDDEV   smcd not reachable (not running, socket missing, handshake failed)
  *   PEERNOSMC   no SMC listener for the destination on this host
@@ -32,6 +38,8 @@
  *   MAX_DMB     per-uid buffer-bytes limit reached
  *   MEM         buffer allocation failed
  *   OPTUNSUPP   a socket option that SMC cannot honour was set before connect
+ *   SMCD_DECL_POLICY  a policy rule (smcctl policy) selects TCP for this connection
+ *   SMCD_DECL_HSRATE  the uid made more handshakes per second than allowed
  *   INTERR      anything else that went wrong inside smcd or the library */
 
 /* Name of a reason code ("SMC_CLC_DECL_PEERNOSMC"), or "SMC_CLC_DECL_UNKNOWN". */
@@ -56,6 +64,8 @@ static inline const char *smc_clc_decl_name(unsigned int code) {
         case SMC_CLC_DECL_SYNCERR: return "SMC_CLC_DECL_SYNCERR";
         case SMC_CLC_DECL_PEERDECL: return "SMC_CLC_DECL_PEERDECL";
         case SMC_CLC_DECL_INTERR: return "SMC_CLC_DECL_INTERR";
+        case SMCD_DECL_POLICY: return "SMCD_DECL_POLICY";
+        case SMCD_DECL_HSRATE: return "SMCD_DECL_HSRATE";
         default: return "SMC_CLC_DECL_UNKNOWN";
         }
 }
