@@ -10,6 +10,8 @@ PKGS=(
         libsystemd-dev libjson-c-dev
         # tests and benchmarks
         python3 sockperf util-linux procps jq dbus-daemon
+        # units test: systemd-analyze verify, systemd-sysusers, systemd-tmpfiles; busctl
+        systemd
 )
 
 missing=()
