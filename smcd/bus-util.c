@@ -61,8 +61,12 @@ int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error) {
         uid_t uid;
         int r;
 
+        /* dbus-daemon vouches for the uid and pid only; the groups are read from
+         * /proc/<pid> (SD_BUS_CREDS_AUGMENT), as systemd's own services do. The uid
+         * check does not depend on that. */
         r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID | SD_BUS_CREDS_EGID |
-                                      SD_BUS_CREDS_GID | SD_BUS_CREDS_SUPPLEMENTARY_GIDS, &creds);
+                                      SD_BUS_CREDS_GID | SD_BUS_CREDS_SUPPLEMENTARY_GIDS | SD_BUS_CREDS_PID |
+                                      SD_BUS_CREDS_AUGMENT, &creds);
         if (r < 0)
                 return r;
         r = sd_bus_creds_get_euid(creds, &uid);

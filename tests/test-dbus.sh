@@ -343,6 +343,27 @@ out=$("$smcctl" -j tunables)
 [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["buf_clear"])')" = create ] \
         && ok "restored buf_clear=create is live in the pool" || nok "pool.buf_clear after restart"
 stop_smcd
+# the admin group: a non-root member may change state, a non-member may not
+if command -v setpriv >/dev/null; then
+        start_smcd --admin-group 4242
+        setpriv --reuid=65534 --regid=65534 --groups=4242 "$smcctl" stats reset 2>"$tmp/err" \
+                && ok "admin group member (gid 4242) may reset stats" || nok "admin group member refused: $(cat "$tmp/err")"
+        setpriv --reuid=65534 --regid=4242 --clear-groups "$smcctl" tunables set inline=off 2>"$tmp/err" \
+                && [ "$("$smcctl" tunables get inline)" = off ] \
+                && ok "admin group as primary group may set a tunable" || nok "admin primary group: $(cat "$tmp/err")"
+        "$smcctl" tunables set inline=on
+        setpriv --reuid=65534 --regid=65534 --groups=4243 "$smcctl" stats reset 2>"$tmp/err"; rc=$?
+        [ $rc -ne 0 ] && grep -q "admin group" "$tmp/err" && ok "another group is refused: $(cat "$tmp/err")" \
+                || nok "non-member: exit $rc $(cat "$tmp/err")"
+        stop_smcd
+        start_smcd --admin-group ""
+        setpriv --reuid=65534 --regid=65534 --groups=4242 "$smcctl" stats reset 2>/dev/null \
+                && nok "--admin-group \"\": a group member could reset" || ok "--admin-group \"\": root only"
+        stop_smcd
+fi
+"$smcd" --admin-group no-such-group-xyz --no-bus --runtime-dir "$tmp" >"$tmp/err" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "no such group" "$tmp/err" && ok "unknown --admin-group refused: $(cat "$tmp/err")" \
+        || nok "unknown admin group: exit $rc $(cat "$tmp/err")"
 # a corrupt state file: smcd starts on the defaults (the options), the file is kept aside
 n=0
 for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate": "1"}' '{"buf_clear": "never"}' '[1, 2]' \
