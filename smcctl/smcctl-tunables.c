@@ -107,6 +107,16 @@ static int tunables_set(sd_bus *bus, const Args *a, int argc, char **argv) {
         return r;
 }
 
+const Verb tunables_set_verbs[] = {
+        { "set", tunables_set },
+        {}
+};
+
+const Verb tunables_get_verbs[] = {
+        { "get", tunables_get },
+        {}
+};
+
 const Verb tunables_verbs[] = {
         { "show", tunables_show },
         { "get", tunables_get },

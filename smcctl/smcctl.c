@@ -22,12 +22,16 @@
 typedef struct Object {
         const char *name;
         const Verb *verbs; /* the first is the default */
+        bool direct;       /* no COMMAND word: verbs[0] gets every argument ("smcctl set") */
 } Object;
 
 static const Object objects[] = {
         { "stats", stats_verbs },
         { "connections", connections_verbs },
         { "tunables", tunables_verbs },
+        /* "smcctl set inline=on", "smcctl get inline": short for tunables set / get */
+        { "set", tunables_set_verbs, true },
+        { "get", tunables_get_verbs, true },
         {}
 };
 
@@ -42,7 +46,9 @@ static void help(void) {
                "  tunables [show]  Show smcd's tunables\n"
                "  tunables get KEY Show one tunable\n"
                "  tunables set KEY=VALUE...\n"
-               "                   Change and persist tunables (root)\n\n"
+               "                   Change and persist tunables (root)\n"
+               "  set KEY=VALUE... Short for tunables set\n"
+               "  get KEY          Short for tunables get\n\n"
                "Options:\n"
                "  -j --json        JSON output\n"
                "  -p --pretty      Indent the JSON output\n"
@@ -114,7 +120,7 @@ int main(int argc, char *argv[]) {
         optind++;
         verb = obj->verbs;
         /* "smcctl connections --port 80": a filter option after OBJECT means the default command */
-        if (optind < argc && argv[optind][0] != '-') {
+        if (!obj->direct && optind < argc && argv[optind][0] != '-') {
                 verb = lookup_prefix(obj->verbs, sizeof(*obj->verbs), argv[optind], &ambiguous);
                 if (!verb) {
                         fprintf(stderr, "smcctl: %s command \"%s\" for %s; commands:",

@@ -35,6 +35,8 @@ typedef struct Verb {
 extern const Verb stats_verbs[];
 extern const Verb connections_verbs[];
 extern const Verb tunables_verbs[];
+extern const Verb tunables_set_verbs[]; /* "smcctl set": tunables set alone */
+extern const Verb tunables_get_verbs[]; /* "smcctl get": tunables get alone */
 
 /* The entry of @table (NULL-name terminated, stride @size, name pointer first) that
  * @word names exactly or is the only one to start with. Returns NULL and sets

@@ -34,7 +34,7 @@ check() { # expected-output description words...
 }
 
 [ "$(complete -p smcctl 2>/dev/null)" = "complete -F _smcctl smcctl" ] && ok "registered for smcctl" || nok "not registered"
-check "stats connections devices linkgroups tunables pnet policy" "all objects" smcctl ""
+check "stats connections devices linkgroups tunables pnet policy set get" "all objects" smcctl ""
 check "stats" "object prefix st" smcctl st
 check "pnet policy" "object prefix p" smcctl p
 check "--json" "long option --js" smcctl --js
@@ -49,6 +49,9 @@ check "inline=" "tunables set key with =" smcctl tunables set inl
 check "inline=auto inline=on inline=off" "inline values" smcctl tunables set inline=
 check "buf_clear" "tunables get key" smcctl tunables get buf
 check "" "nothing after stats reset" smcctl stats reset ""
+check "inline=" "smcctl set KEY" smcctl set inl
+check "inline=auto inline=on inline=off" "smcctl set inline=" smcctl set inline=
+check "rmem" "smcctl get KEY" smcctl get rm
 check "" "unknown object" smcctl bogus ""
 
 echo "1..$n"

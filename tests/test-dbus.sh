@@ -261,6 +261,12 @@ if "$smcctl" tunables set buf_clear=create 2>"$tmp/err" &&
 then ok "set buf_clear=create: get, GetTunable and stats pool.buf_clear agree"
 else nok "set buf_clear=create: $(cat "$tmp/err")"; fi
 grep -q "Tunable buf_clear set to create" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
+"$smcctl" set inline=off 2>"$tmp/err" && [ "$("$smcctl" get inline)" = off ] && [ "$("$smcctl" tunables get inline)" = off ] \
+        && ok "smcctl set inline=off / smcctl get inline (short forms)" || nok "short set/get: $(cat "$tmp/err")"
+"$smcctl" set 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "expected KEY=VALUE" "$tmp/err" && ok "smcctl set without KEY=VALUE: usage error" || nok "bare set: exit $rc $(cat "$tmp/err")"
+"$smcctl" s >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "ambiguous object" "$tmp/err" && ok "smcctl s is ambiguous: $(cat "$tmp/err")" || nok "smcctl s: exit $rc $(cat "$tmp/err")"
 python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 6, t' "$state" \
         2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
 ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
