@@ -23,6 +23,7 @@ static unsigned ctl_gen;  /* fork generation that opened ctl_fd */
 static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
                            * per request would cost a syscall */
 static uint32_t ctl_seq;  /* last seq used */
+static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 
 static uint64_t now_ms(void) {
         struct timespec ts;
@@ -40,6 +41,7 @@ static void drop_locked(void) {
         if (ctl_fd >= 0)
                 sys_close(ctl_fd);
         ctl_fd = -1;
+        ctl_version = 0;
 }
 
 static uint32_t next_seq_locked(void) {
@@ -64,6 +66,10 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds) {
                 r = smc_ctl_recv(ctl_fd, reply, fds, SMC_CTL_TO_CLIENT, 0);
                 if (r == -EAGAIN || r == -EINTR)
                         continue;
+                if (r >= 0 && ctl_version && reply->hdr.version != ctl_version) {
+                        close_fds(fds, r);
+                        r = -EPROTONOSUPPORT; /* not the version we agreed on */
+                }
                 if (r < 0) {
                         /* EOF, or smcd sent something we cannot parse: the stream of
                          * replies can no longer be trusted. */
@@ -108,8 +114,10 @@ static int connect_locked(void) {
         (void) sys_setsockopt(ctl_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
         (void) sys_setsockopt(ctl_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
-        smc_ctl_init(&m, SMC_CTL_HELLO, next_seq_locked());
-        m.hello.proto_min = SMC_CTL_VERSION;
+        /* HELLO's layout is the same in every version: send it as the oldest, so that
+         * any smcd understands it, offering every version we speak (ctl-proto.h) */
+        (void) smc_ctl_init_v(&m, SMC_CTL_HELLO, next_seq_locked(), SMC_CTL_VERSION_MIN);
+        m.hello.proto_min = SMC_CTL_VERSION_MIN;
         m.hello.proto_max = SMC_CTL_VERSION;
         r = smc_ctl_send(ctl_fd, &m, NULL, 0, 0);
         if (r < 0) {
@@ -119,10 +127,12 @@ static int connect_locked(void) {
         r = wait_reply_locked(m.hdr.seq, &reply, fds);
         if (r > 0)
                 close_fds(fds, r);
-        if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version != SMC_CTL_VERSION) {
+        if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
+            reply.hello_reply.version > SMC_CTL_VERSION || reply.hello_reply.version != reply.hdr.version) {
                 drop_locked();
                 return -ENOTCONN;
         }
+        ctl_version = (uint16_t) reply.hello_reply.version;
         return 0;
 }
 
@@ -148,6 +158,9 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
         if (r < 0)
                 goto out;
         req->hdr.seq = next_seq_locked();
+        r = smc_ctl_set_version(req, ctl_version);
+        if (r < 0)
+                goto out;
         r = smc_ctl_send(ctl_fd, req, fds, nfds, 0);
         if (r < 0) {
                 drop_locked();
@@ -169,7 +182,9 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         r = ensure_locked();
         if (r >= 0) {
                 req->hdr.seq = next_seq_locked();
-                r = smc_ctl_send(ctl_fd, req, NULL, 0, 0);
+                r = smc_ctl_set_version(req, ctl_version);
+                if (r >= 0)
+                        r = smc_ctl_send(ctl_fd, req, NULL, 0, 0);
                 if (r < 0 && r != -EINVAL && r != -EMSGSIZE) {
                         drop_locked();
                         r = -ENOTCONN;

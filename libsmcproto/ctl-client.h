@@ -5,7 +5,9 @@
  * The client side of the smcd control connection (internal to libsmcproto).
  *
  * One connection per process, to $SMCD_RUNTIME_DIR/smcd.sock (see ctl-proto.h),
- * opened lazily by the first request and HELLO exchanged. Requests are serialised
+ * opened lazily by the first request and HELLO exchanged (which negotiates the
+ * protocol version: ctl-proto.h; every request is re-stamped for it, and a reply
+ * of another version breaks the connection). Requests are serialised
  * by a process-wide mutex; the reply is matched by seq (any other message read
  * meanwhile, e.g. the ERROR answer to an earlier fire-and-forget CLOSE, is
  * discarded with its fds). Every reply wait is bounded by SMC_CTL_CLIENT_TIMEOUT_MS.
@@ -24,8 +26,8 @@
 
 #define SMC_CTL_CLIENT_TIMEOUT_MS 2000
 
-/* Send @req (built with smc_ctl_init(); its seq is assigned here) with @nfds fds
- * (still owned by the caller) and wait for the reply with the same seq.
+/* Send @req (built with smc_ctl_init(); its seq and version are assigned here) with
+ * @nfds fds (still owned by the caller) and wait for the reply with the same seq.
  * On success returns the number of fds received (>= 0) into @ret_fds (room for
  * SMC_CTL_MAX_FDS; the caller owns them, they are O_CLOEXEC) and the reply in
  * @ret_reply; an ERROR reply is a success here: check ret_reply->hdr.type.

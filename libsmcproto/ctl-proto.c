@@ -2,6 +2,7 @@
 /* The smcd control protocol codec: see ctl-proto.h for the messages. */
 
 #include <errno.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,24 @@
 #include "ctl-proto.h"
 #include "smc-clc.h"
 #include "sys.h"
+
+_Static_assert(offsetof(struct smc_ctl_listen, sndbuf) == 48 && sizeof(struct smc_ctl_listen) == 56,
+               "LISTEN layout (v1: 48 bytes, v2: 56)");
+_Static_assert(offsetof(struct smc_ctl_conn, params) == 112 && sizeof(struct smc_ctl_conn) == 120,
+               "CONNECT_REPLY / NEW_CONN layout (v1: 112 bytes, v2: 120)");
+
+size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
+        if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
+                return 0;
+        if (version == 1)
+                switch (type) {
+                case SMC_CTL_LISTEN: return offsetof(struct smc_ctl_listen, sndbuf);
+                case SMC_CTL_CONNECT_REPLY:
+                case SMC_CTL_NEW_CONN: return offsetof(struct smc_ctl_conn, params);
+                default: break;
+                }
+        return smc_ctl_msg_size(type);
+}
 
 size_t smc_ctl_msg_size(uint16_t type) {
         switch (type) {
@@ -101,7 +120,36 @@ void smc_ctl_init(union smc_ctl_msg *m, uint16_t type, uint32_t seq) {
         m->hdr.seq = seq;
 }
 
+int smc_ctl_init_v(union smc_ctl_msg *m, uint16_t type, uint32_t seq, uint16_t version) {
+        smc_ctl_init(m, type, seq);
+        return smc_ctl_set_version(m, version);
+}
+
+int smc_ctl_set_version(union smc_ctl_msg *m, uint16_t version) {
+        size_t len = smc_ctl_msg_size_v(m->hdr.type, version), full = smc_ctl_msg_size(m->hdr.type);
+        size_t keep = m->hdr.len < len ? m->hdr.len : len; /* upgraded: new fields are 0 */
+
+        if (!len)
+                return -EINVAL;
+        if (keep < sizeof(m->hdr))
+                keep = sizeof(m->hdr);
+        if (keep < full)
+                memset(m->raw + keep, 0, full - keep);
+        m->hdr.version = version;
+        m->hdr.len = (uint32_t) len;
+        return 0;
+}
+
+static bool params_ok(const struct smc_ctl_conn_params *p) {
+        return p->busy_poll_us <= SMC_CTL_BUSY_POLL_MAX_US && p->autocork_size <= SMC_CTL_AUTOCORK_MAX;
+}
+
+/* The body of a message whose length matched its version (fields past it are not
+ * looked at: smc_ctl_recv() zeroed them). */
 static int decode_body(const union smc_ctl_msg *m) {
+        static const struct smc_ctl_conn_params no_params = {};
+        bool v2 = m->hdr.version >= 2;
+
         switch (m->hdr.type) {
         case SMC_CTL_HELLO:
                 if (m->hello.flags || m->hello.reserved || m->hello.proto_min > m->hello.proto_max)
@@ -124,9 +172,14 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN:
-                if (m->conn.mode == SMC_CTL_MODE_TCP)
+                if (m->conn.mode == SMC_CTL_MODE_TCP) {
+                        if (v2 && memcmp(&m->conn.params, &no_params, sizeof(no_params)) != 0)
+                                return -EBADMSG;
                         return m->hdr.type == SMC_CTL_CONNECT_REPLY ? 0 : -EBADMSG;
+                }
                 if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason)
+                        return -EBADMSG;
+                if (v2 && !params_ok(&m->conn.params))
                         return -EBADMSG;
                 if (!buf_ok(&m->conn.rx) || !buf_ok(&m->conn.tx) || m->conn.rx.id == m->conn.tx.id)
                         return -EBADMSG;
@@ -155,9 +208,9 @@ int smc_ctl_decode(const union smc_ctl_msg *m, size_t len, size_t nfds, bool tru
                 return -EBADMSG;
         if (m->hdr.magic != SMC_CTL_MAGIC)
                 return -EBADMSG;
-        if (m->hdr.version != SMC_CTL_VERSION)
+        if (m->hdr.version < SMC_CTL_VERSION_MIN || m->hdr.version > SMC_CTL_VERSION)
                 return -EPROTONOSUPPORT;
-        want = smc_ctl_msg_size(m->hdr.type);
+        want = smc_ctl_msg_size_v(m->hdr.type, m->hdr.version);
         if (!want || !type_dir_ok(m->hdr.type, dir))
                 return -EOPNOTSUPP;
         if (m->hdr.len != len || len != want)
@@ -249,6 +302,8 @@ int smc_ctl_recv(int sock, union smc_ctl_msg *m, int *fds, enum smc_ctl_dir dir,
                         sys_close(got[i]);
                 return r < 0 ? r : -EBADF;
         }
+        if ((size_t) n < sizeof(*m))
+                memset(m->raw + n, 0, sizeof(*m) - (size_t) n); /* fields of later versions */
         memcpy(fds, got, ngot * sizeof(int));
         return (int) ngot;
 }

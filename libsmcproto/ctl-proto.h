@@ -11,20 +11,40 @@
  *
  * Every message starts with the fixed 16-byte header struct smc_ctl_hdr:
  *   magic   SMC_CTL_MAGIC
- *   version SMC_CTL_VERSION (a message of another version is rejected, except that
- *           a HELLO of another version is answered with ERROR -EPROTONOSUPPORT)
+ *   version the protocol version of the connection (see Versions); a message of
+ *           a version nobody speaks is rejected (-EPROTONOSUPPORT), and smcd
+ *           answers a HELLO it cannot serve with ERROR -EPROTONOSUPPORT
  *   type    enum smc_ctl_type
  *   len     total length of the datagram in bytes, header included; it must equal
- *           the fixed size of that type (smc_ctl_msg_size())
+ *           the fixed size of that type in that version (smc_ctl_msg_size_v())
  *   seq     chosen by the requester, echoed in the reply (replies to
  *           fire-and-forget requests can thus be told apart and discarded)
+ *
+ * Versions (SMC_CTL_VERSION_MIN .. SMC_CTL_VERSION; both ends speak all of them):
+ *   1  the original protocol.
+ *   2  LISTEN carries the application's SO_SNDBUF and SO_RCVBUF (like CONNECT);
+ *      CONNECT_REPLY and NEW_CONN carry struct smc_ctl_conn_params (smcd's
+ *      busy_poll and autocork_size tunables, per connection).
+ *   HELLO has the same layout in every version. A client sends it with
+ *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
+ *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
+ *   with it in the body (version) and in hdr.version. From then on every message
+ *   on that control connection, both ways, and every NEW_CONN on the accept
+ *   channel of a listener it registered, has the chosen version in hdr.version and
+ *   that version's layout; smcd answers a request of another version with ERROR
+ *   -EPROTONOSUPPORT. Messages smcd sends before (or instead of) a HELLO_REPLY are
+ *   of version SMC_CTL_VERSION_MIN. So a version-1 client keeps working with this
+ *   smcd, and this library with a version-1 smcd. Fields marked "(v2)" are absent
+ *   from a version-1 message (shorter len); smc_ctl_recv() zeroes them.
  *
  * Messages (C = client, D = smcd, L = listener channel; size = total bytes):
  *
  *   HELLO        C->D  first message on a connection. Body: proto_min, proto_max,
  *                      flags (0). No fds. Reply HELLO_REPLY or ERROR.
  *   HELLO_REPLY  D->C  version chosen, client id. No fds.
- *   LISTEN       C->D  addr (the address the TCP socket is bound to), backlog.
+ *   LISTEN       C->D  addr (the address the TCP socket is bound to), backlog,
+ *                      (v2) sndbuf, rcvbuf: the application's SO_SNDBUF / SO_RCVBUF
+ *                      on the listening socket (bytes, 0 = not set).
  *                      1 fd: the client's listening TCP socket; smcd checks that it
  *                      is a listening TCP socket bound to exactly addr (so no client
  *                      can claim a port it does not own) and closes its copy.
@@ -34,14 +54,16 @@
  *   CONNECT      C->D  dst, src (the client's bound address), sndbuf, rcvbuf
  *                      (bytes, 0 = default). No fds. Reply CONNECT_REPLY:
  *                      - mode SMC_CTL_MODE_SMCD: conn id, rx and tx buffer
- *                        descriptors, the listener's local address; fds, in order:
+ *                        descriptors, the listener's local address, (v2) params
+ *                        (struct smc_ctl_conn_params); fds, in order:
  *                        X (the connection's own socket end; becomes the app's fd),
  *                        Y (the peer's doorbell end: writing to it wakes the peer),
  *                        then the rx memfd if rx.flags has SMC_CTL_BUF_FD, then the
  *                        tx memfd if tx.flags has SMC_CTL_BUF_FD. A buffer without
  *                        the flag is one this client already has mapped (same id).
  *                      - mode SMC_CTL_MODE_TCP: fallback reason (SMC_CLC_DECL_*),
- *                        no fds. The client then connects over plain TCP.
+ *                        no fds, (v2) params all zero. The client then connects
+ *                        over plain TCP.
  *   NEW_CONN     D->L  sent on a listener's accept channel for each SMC connection
  *                      queued to it; body and fds as CONNECT_REPLY (peer = the
  *                      connecting client's address, local = the listener's view).
@@ -51,9 +73,11 @@
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
  *
- * Decoding is strict (smc_ctl_decode()): magic, version, type, exact length and the
- * exact number of fds for the type and direction are checked; any mismatch is
- * rejected with an error and the received fds are closed.
+ * Decoding is strict (smc_ctl_decode()): magic, version, type, exact length for the
+ * version, field values and the exact number of fds for the type and direction are
+ * checked; any mismatch is rejected with an error and the received fds are closed.
+ * Whether the version is the one negotiated for the connection is for the receiver
+ * to check (smcd and ctl-client.c do).
  */
 
 #include <stdbool.h>
@@ -62,7 +86,8 @@
 #include <sys/socket.h>
 
 #define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
-#define SMC_CTL_VERSION 1
+#define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
+#define SMC_CTL_VERSION 2     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
 #define SMC_CTL_RUNDIR_ENV "SMCD_RUNTIME_DIR"
 #define SMC_CTL_MAX_MSG 256 /* bytes: no message is larger */
@@ -135,6 +160,9 @@ struct smc_ctl_listen {
         struct smc_ctl_addr addr;
         uint32_t backlog;
         uint32_t reserved;
+        /* v2 */
+        uint32_t sndbuf; /* the app's SO_SNDBUF in bytes, 0 = not set */
+        uint32_t rcvbuf; /* the app's SO_RCVBUF in bytes, 0 = not set */
 };
 
 struct smc_ctl_listen_reply {
@@ -155,6 +183,20 @@ struct smc_ctl_connect {
         uint32_t rcvbuf; /* bytes, 0 = default */
 };
 
+#define SMC_CTL_BUSY_POLL_MAX_US 10000u    /* microseconds */
+#define SMC_CTL_AUTOCORK_MAX (1u << 20)    /* bytes */
+
+/* Per-connection settings smcd hands to both endpoints (v2): its tunables at the
+ * time the connection was set up. The client's environment may override them
+ * (libsmcproto(3)). All zero in a TCP-mode CONNECT_REPLY. */
+struct smc_ctl_conn_params {
+        uint32_t busy_poll_us;  /* 0..SMC_CTL_BUSY_POLL_MAX_US: a blocking send/recv
+                                 * spins this long on the ring before it sleeps */
+        uint32_t autocork_size; /* bytes, 0..SMC_CTL_AUTOCORK_MAX: a corked batch is
+                                 * published once it is this large (the library caps
+                                 * it at half the tx ring); 0 = the library's default */
+};
+
 /* CONNECT_REPLY and NEW_CONN share this body. */
 struct smc_ctl_conn {
         struct smc_ctl_hdr hdr;
@@ -165,6 +207,8 @@ struct smc_ctl_conn {
         struct smc_ctl_buf tx;    /* the peer's DMB: we write, the peer reads */
         struct smc_ctl_addr local;
         struct smc_ctl_addr peer;
+        /* v2 */
+        struct smc_ctl_conn_params params;
 };
 
 #define SMC_CTL_CLOSE_ABORT 0x1u
@@ -208,22 +252,40 @@ enum smc_ctl_dir {
         SMC_CTL_TO_CLIENT,
 };
 
-/* Fixed total size in bytes of a message of @type, or 0 for an unknown type. */
+/* Fixed total size in bytes of a message of @type in SMC_CTL_VERSION, or 0 for an
+ * unknown type. */
 size_t smc_ctl_msg_size(uint16_t type);
+
+/* Fixed total size in bytes of a message of @type in protocol @version, or 0 for an
+ * unknown type or a version outside SMC_CTL_VERSION_MIN..SMC_CTL_VERSION. */
+size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version);
 
 /* Number of fds a message carries, given its decoded body (CONNECT_REPLY/NEW_CONN
  * depend on mode and buffer flags). Returns -EINVAL if the body is inconsistent. */
 int smc_ctl_msg_nfds(const union smc_ctl_msg *m);
 
-/* Fill in the header of @m for @type with @seq (magic, version, len). */
+/* Zero @m and fill in the header for @type with @seq (magic, version
+ * SMC_CTL_VERSION, len). */
 void smc_ctl_init(union smc_ctl_msg *m, uint16_t type, uint32_t seq);
+
+/* The same for protocol @version (SMC_CTL_VERSION_MIN..SMC_CTL_VERSION). Returns 0,
+ * or -EINVAL (unknown type or version; @m is then initialized as smc_ctl_init()
+ * does). */
+int smc_ctl_init_v(union smc_ctl_msg *m, uint16_t type, uint32_t seq, uint16_t version);
+
+/* Re-stamp the built message @m for protocol @version: hdr.version and hdr.len
+ * change; fields the version does not have are left out when it is sent (and zeroed
+ * here), fields it gains are zero. The body must be valid for @version (e.g. no v2
+ * field a v1 peer would need). Returns 0, or -EINVAL (unknown type or version; @m
+ * unchanged). */
+int smc_ctl_set_version(union smc_ctl_msg *m, uint16_t version);
 
 /* Strictly validate @len bytes received in @m together with @nfds fds, as sent in
  * direction @dir. @truncated is true when the datagram or its control data was cut
  * (MSG_TRUNC / MSG_CTRUNC). Returns 0, or a negative errno:
  *   -EBADMSG      bad magic, short, oversized or truncated message, wrong length,
  *                 bad address family or field value
- *   -EPROTONOSUPPORT  version differs from SMC_CTL_VERSION
+ *   -EPROTONOSUPPORT  version outside SMC_CTL_VERSION_MIN..SMC_CTL_VERSION
  *   -EOPNOTSUPP   unknown type, or a type not sent in this direction
  *   -EBADF        wrong number of fds for the type
  * Never touches the fds: the caller closes them on error. */
@@ -237,9 +299,10 @@ int smc_ctl_send(int sock, const union smc_ctl_msg *m, const int *fds, size_t nf
 
 /* Receive one message into @m with up to SMC_CTL_MAX_FDS fds into @fds (received
  * with MSG_CMSG_CLOEXEC), and decode it strictly for direction @dir. On success
- * returns the number of fds (>= 0), which the caller now owns. On a decoding error
- * returns a negative errno (see smc_ctl_decode) and closes any received fds, but
- * still fills @m so the caller can echo hdr.seq. Returns -ECONNRESET at EOF and
+ * returns the number of fds (>= 0), which the caller now owns, and the bytes of @m
+ * past the message's length (fields its version does not have) are zero. On a
+ * decoding error returns a negative errno (see smc_ctl_decode) and closes any
+ * received fds, but still fills @m so the caller can echo hdr.seq. Returns -ECONNRESET at EOF and
  * another negative errno (-EAGAIN, ...) if recvmsg fails. */
 int smc_ctl_recv(int sock, union smc_ctl_msg *m, int *fds, enum smc_ctl_dir dir, int flags);
 

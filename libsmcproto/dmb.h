@@ -51,9 +51,20 @@
  *    orderly close (CLOSED: EOF) if the peer had read everything sent to it, else an
  *    abort (ABORT: ECONNRESET). smcd applies the same rule to the survivor's DMB when
  *    it sees a client die, so the survivor learns it even if it never polls.
+ *
+ * Counters (statistics; smcd reads them for ListConnections and adds them to its
+ * totals when the connection ends): prod_bytes, prod_msgs, prod_cork_flushes and
+ * prod_sendfile_* have the writer as their single writer, cons_msgs the owner (the
+ * reader). Each is a 64-bit atomic that its one writer updates with a relaxed store
+ * of a value it keeps itself (no read-modify-write), placed on the cache line that
+ * side writes anyway (lines 0 and 1) or on a cold line (line 2): the data path pays
+ * one plain store per call and no extra cache line. Readers load them relaxed;
+ * they order nothing. A send call counts in prod_msgs when its data is published
+ * (a corked send with its batch); recv calls with MSG_PEEK do not count.
  */
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SMC_DMB_HDR_LEN 4096u          /* bytes before the ring data */
@@ -99,17 +110,36 @@ struct smc_dmb_hdr {
                                           * (0 = unknown): spin only across CPUs */
         _Atomic uint64_t prod_bytes;     /* bytes ever published into this ring (64-bit,
                                           * unlike the cursor's 16-bit wrap): counters */
-        uint8_t pad0[64 - 40];
+        /* Statistics (see "Counters" below): written by the writer only. */
+        _Atomic uint64_t prod_msgs;      /* send calls that moved data into this ring */
+        _Atomic uint64_t prod_cork_flushes; /* batches held back by cork / MSG_MORE
+                                             * that were published */
+        uint8_t pad0[64 - 56];
         /* cache line 1: written by the owner (the reader), read by the writer */
         _Atomic uint64_t cons;          /* consumer cursor of this ring */
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */
         _Atomic uint32_t reader_flags;  /* SMC_DMB_CONN_* of the owner (reader) */
         _Atomic uint32_t spinning;      /* SMC_DMB_SPIN_*: the owner's busy-poll state */
         _Atomic uint32_t reader_cpu;    /* CPU the owner last received on, + 1 */
-        uint8_t pad1[64 - 24];
+        /* Statistics: written by the owner (the reader) only. */
+        _Atomic uint64_t cons_msgs;     /* recv calls that took data out of this ring */
+        uint8_t pad1[64 - 32];
+        /* cache line 2: cold statistics, written by the writer only */
+        _Atomic uint64_t prod_sendfile_calls; /* sendfile calls that moved data in */
+        _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */
+        _Atomic uint64_t prod_inline_sends;   /* SMC-R only (data inline in the work
+                                               * request); SMC-D never writes it: 0 */
+        uint8_t pad2[64 - 24];
 };
 
-_Static_assert(sizeof(struct smc_dmb_hdr) == 128, "DMB header layout");
+_Static_assert(sizeof(struct smc_dmb_hdr) == 192, "DMB header layout");
+/* the fields of the first layout keep their offsets; counters were appended */
+_Static_assert(offsetof(struct smc_dmb_hdr, prod) == 8 && offsetof(struct smc_dmb_hdr, prod_bytes) == 32 &&
+               offsetof(struct smc_dmb_hdr, cons) == 64 && offsetof(struct smc_dmb_hdr, reader_cpu) == 84,
+               "DMB header offsets");
+_Static_assert(offsetof(struct smc_dmb_hdr, prod_msgs) / 64 == offsetof(struct smc_dmb_hdr, prod) / 64 &&
+               offsetof(struct smc_dmb_hdr, cons_msgs) / 64 == offsetof(struct smc_dmb_hdr, cons) / 64,
+               "hot counters share their writer's cache line");
 _Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear length");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux

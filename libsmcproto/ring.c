@@ -291,6 +291,11 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
                 .autocork_size = tx_size / 2 < SMC_RING_DEFAULT_AUTOCORK ? tx_size / 2 : SMC_RING_DEFAULT_AUTOCORK,
         };
         ep->tx_prod = atomic_load(&ep->tx_hdr->prod);
+        ep->tx_msgs = atomic_load_explicit(&ep->tx_hdr->prod_msgs, memory_order_relaxed);
+        ep->tx_cork_flushes = atomic_load_explicit(&ep->tx_hdr->prod_cork_flushes, memory_order_relaxed);
+        ep->tx_sendfile_calls = atomic_load_explicit(&ep->tx_hdr->prod_sendfile_calls, memory_order_relaxed);
+        ep->tx_sendfile_bytes = atomic_load_explicit(&ep->tx_hdr->prod_sendfile_bytes, memory_order_relaxed);
+        ep->rx_msgs = atomic_load_explicit(&ep->rx_hdr->cons_msgs, memory_order_relaxed);
 
         /* Nothing but plug bytes is ever sent on X, and a plug costs about SO_SNDBUF
          * bytes copied through the kernel twice: take the smallest send buffer (the
@@ -426,7 +431,14 @@ static int tx_publish(struct smc_ring_ep *ep, bool last) {
                 if (atomic_load_explicit(&ep->tx_hdr->writer_cpu, memory_order_relaxed) != cpu)
                         atomic_store_explicit(&ep->tx_hdr->writer_cpu, cpu, memory_order_relaxed);
                 ep->tx_bytes += ep->tx_unpub;
+                /* counters: single writer, plain stores on the line prod is on */
                 atomic_store_explicit(&ep->tx_hdr->prod_bytes, ep->tx_bytes, memory_order_relaxed);
+                atomic_store_explicit(&ep->tx_hdr->prod_msgs, ep->tx_msgs, memory_order_relaxed);
+                if (ep->tx_held) {
+                        ep->tx_held = false;
+                        atomic_store_explicit(&ep->tx_hdr->prod_cork_flushes, ++ep->tx_cork_flushes,
+                                              memory_order_relaxed);
+                }
                 /* W1: release the copied bytes (seq_cst: ordered before W2) */
                 atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
                 ep->tx_unpub = 0;
@@ -604,6 +616,10 @@ ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 ring_copy(ep->tx_data, ep->tx_size, pos, &it, n, true, false);
                 __atomic_store_n(&ep->tx_prod, smc_curs_add(ep->tx_prod, n, ep->tx_size), __ATOMIC_RELAXED);
                 ep->tx_unpub += n;
+                if (sent == 0)
+                        ep->tx_msgs++; /* published with the data (tx_publish) */
+                if (hold)
+                        ep->tx_held = true;
                 sent += n;
                 if (!hold || ep->tx_unpub >= ep->autocork_size) {
                         r = tx_publish(ep, sent == total);
@@ -645,6 +661,16 @@ int smc_ring_flush(struct smc_ring_ep *ep) {
         r = tx_publish(ep, true);
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
+}
+
+void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes) {
+        if (!ep || bytes == 0)
+                return;
+        pthread_mutex_lock(&ep->tx_lock);
+        atomic_store_explicit(&ep->tx_hdr->prod_sendfile_calls, ++ep->tx_sendfile_calls, memory_order_relaxed);
+        ep->tx_sendfile_bytes += bytes;
+        atomic_store_explicit(&ep->tx_hdr->prod_sendfile_bytes, ep->tx_sendfile_bytes, memory_order_relaxed);
+        pthread_mutex_unlock(&ep->tx_lock);
 }
 
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
@@ -818,6 +844,11 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         got += n;
                         settled = false;
                         if (!peek) {
+                                /* the call's first chunk: count it, next to C1 on the
+                                 * same cache line */
+                                if (got == n)
+                                        atomic_store_explicit(&ep->rx_hdr->cons_msgs, ++ep->rx_msgs,
+                                                              memory_order_relaxed);
                                 atomic_store(&ep->rx_hdr->cons, c); /* C1: release the space */
                                 rx_unplug_writer(ep);               /* C2 */
                         }

@@ -9,6 +9,13 @@
  * Locking: smc_ring_send/shutdown may run in one thread while smc_ring_recv runs in
  * another; each direction has its own mutex, so concurrent senders (or receivers)
  * are serialised as on a TCP socket.
+ *
+ * Counters (dmb.h, "Counters"): a send call that moves data counts one message
+ * (prod_msgs of the peer's DMB), a recv call without MSG_PEEK that returns data one
+ * (cons_msgs of our DMB); every publication of a batch that TCP_CORK or MSG_MORE
+ * held back counts one cork flush (prod_cork_flushes), whatever published it: a send
+ * without MSG_MORE, TCP_CORK off, smc_ring_flush() (TCP_NODELAY), the autocork size,
+ * a full ring, shutdown or close.
  */
 
 #include <poll.h>
@@ -49,6 +56,13 @@ struct smc_ring_ep {
         bool reset_seen;      /* ECONNRESET already reported once */
         uint32_t busy_poll_ns;  /* spin this long before sleeping (0 = never spin) */
         uint32_t autocork_size; /* bytes; flush a corked batch at this size */
+        /* statistics, published into the DMB headers (dmb.h, "Counters") */
+        bool tx_held;              /* copied under cork / MSG_MORE, not published (tx_lock) */
+        uint64_t tx_msgs;          /* send calls that moved data (tx_lock): prod_msgs */
+        uint64_t tx_cork_flushes;  /* held batches published (tx_lock): prod_cork_flushes */
+        uint64_t tx_sendfile_calls; /* (tx_lock): prod_sendfile_calls */
+        uint64_t tx_sendfile_bytes; /* (tx_lock): prod_sendfile_bytes */
+        uint64_t rx_msgs;          /* recv calls that consumed data (rx_lock): cons_msgs */
 };
 
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
@@ -74,6 +88,13 @@ int smc_ring_flush(struct smc_ring_ep *ep);
 
 /* TCP_CORK on/off; turning it off flushes. */
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on);
+
+/* Statistics for sendfile(2) (smcrun's sendfile calls it; nothing else does): count
+ * one sendfile call on @ep that moved @bytes (> 0) into the peer's ring, in the peer's
+ * DMB header (prod_sendfile_calls, prod_sendfile_bytes; dmb.h). Call it after the
+ * smc_ring_send() calls that moved the bytes (they count in prod_bytes and, one per
+ * call, in prod_msgs as usual). Takes tx_lock; never fails. */
+void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes);
 
 /* shutdown(2): SHUT_WR flushes, sets DONE_WRITING in the peer's DMB and shuts
  * down the peer's socket end for writing (the peer sees EOF after the data).

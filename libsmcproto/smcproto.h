@@ -42,6 +42,10 @@ extern "C" {
 #endif
 #define SMC_PROTO_MODE 0x5301            /* int: SMC_PROTO_MODE_* */
 #define SMC_PROTO_FALLBACK_REASON 0x5302 /* uint32_t: SMC_CLC_DECL_* or 0 */
+/* int, an SMC-D connection only (else ENOTCONN): the settings it runs with, from
+ * smcd's tunables busy_poll / autocork_size or the environment (libsmcproto(3)) */
+#define SMC_PROTO_BUSY_POLL 0x5303       /* int: microseconds a blocking call spins */
+#define SMC_PROTO_AUTOCORK 0x5304        /* int: bytes at which a corked batch goes out */
 #define SMC_PROTO_MODE_NONE 0 /* not connected yet, or a listener */
 #define SMC_PROTO_MODE_SMCD 1 /* SMC-D over loopback ISM */
 #define SMC_PROTO_MODE_TCP 2  /* TCP fallback */
@@ -72,8 +76,9 @@ int smc_close(int fd);
 
 /* Options: SO_SNDBUF / SO_RCVBUF (bytes; before connect they pick the DMB size
  * class, rounded up, 16 KiB .. 1 MiB), SO_ERROR, SO_TYPE, SO_DOMAIN, TCP_NODELAY,
- * TCP_CORK, and SOL_SMC SMC_PROTO_MODE / SMC_PROTO_FALLBACK_REASON. Other options
- * go to the TCP socket underneath. */
+ * TCP_CORK, and SOL_SMC SMC_PROTO_MODE / SMC_PROTO_FALLBACK_REASON /
+ * SMC_PROTO_BUSY_POLL / SMC_PROTO_AUTOCORK (read-only). Other options go to the TCP
+ * socket underneath. */
 int smc_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 int smc_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 int smc_getsockname(int fd, struct sockaddr *addr, socklen_t *len);

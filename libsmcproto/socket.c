@@ -25,10 +25,14 @@
  *   SMCPROTO_DISABLE=1   never use SMC: listeners stay plain TCP, connections fall
  *                        back with reason SMC_CLC_DECL_NOSMCDDEV.
  *   SMC_BUSY_POLL_US=N   microseconds a blocking send/recv spins on the ring before
- *                        it sleeps (default 50; 0 = never spin).
+ *                        it sleeps (0 = never spin). Unset: smcd's busy_poll tunable,
+ *                        handed over with each connection (default 50; 50 as well
+ *                        with an smcd of protocol version 1).
  *   SMC_AUTOCORK=N       bytes: a corked (TCP_CORK / MSG_MORE) batch is published to
- *                        the peer once it reaches N bytes (default: the smaller of
- *                        64 KiB and half the peer's buffer).
+ *                        the peer once it reaches N bytes. Unset or 0: smcd's
+ *                        autocork_size tunable, capped at half the peer's buffer
+ *                        (default: the smaller of 64 KiB and half the peer's buffer).
+ *                        The variables are per-process overrides: they win over smcd.
  *   SMCD_RUNTIME_DIR     where smcd.sock is (ctl-proto.h).
  *
  * Struct lifetime: a closed socket's struct smc_sock goes to a FIFO free list and is
@@ -82,8 +86,11 @@ static void atfork_count(void) {
         atomic_fetch_add(&fork_gen, 1);
 }
 static bool env_disable;
-static uint32_t env_busy_poll_ns = 50000; /* measured: see README, Benchmarks */
-static uint32_t env_autocork; /* 0 = ring default */
+/* The default when neither the environment nor smcd (protocol version 1) says. */
+#define DEFAULT_BUSY_POLL_NS 50000u /* measured: see README, Benchmarks */
+static bool env_busy_poll_set; /* SMC_BUSY_POLL_US given: it wins over smcd */
+static uint32_t env_busy_poll_ns;
+static uint32_t env_autocork; /* SMC_AUTOCORK; 0 = not given: smcd's or the ring default */
 
 static bool parse_u32(const char *s, uint32_t *ret) {
         char *end;
@@ -106,8 +113,10 @@ static void env_init(void) {
         pthread_atfork(NULL, atfork_count, atfork_count);
         e = getenv("SMCPROTO_DISABLE");
         env_disable = e && e[0] && strcmp(e, "0") != 0;
-        if (parse_u32(getenv("SMC_BUSY_POLL_US"), &v))
+        if (parse_u32(getenv("SMC_BUSY_POLL_US"), &v)) {
                 env_busy_poll_ns = v > 1000000 ? 1000000000u : v * 1000u;
+                env_busy_poll_set = true;
+        }
         if (parse_u32(getenv("SMC_AUTOCORK"), &v))
                 env_autocork = v;
 }
@@ -459,10 +468,24 @@ static void ctl_close_conn(uint64_t conn_id, bool abort) {
         (void) smc_ctl_client_send(&m);
 }
 
-static void ep_tune(struct smc_ring_ep *ep) {
-        ep->busy_poll_ns = env_busy_poll_ns;
+/* Busy polling and the cork flush size of a new connection: the environment wins,
+ * then what smcd handed over with it (@c of protocol version 2: its tunables), then
+ * the defaults. */
+static void ep_tune(struct smc_ring_ep *ep, const union smc_ctl_msg *c) {
+        bool from_smcd = c->hdr.version >= 2;
+
+        if (env_busy_poll_set)
+                ep->busy_poll_ns = env_busy_poll_ns;
+        else if (from_smcd)
+                ep->busy_poll_ns = c->conn.params.busy_poll_us * 1000u;
+        else
+                ep->busy_poll_ns = DEFAULT_BUSY_POLL_NS;
         if (env_autocork)
                 ep->autocork_size = env_autocork;
+        else if (from_smcd && c->conn.params.autocork_size)
+                ep->autocork_size = c->conn.params.autocork_size < ep->tx_size / 2 ? c->conn.params.autocork_size
+                                                                                   : ep->tx_size / 2;
+        /* else the ring's default: the smaller of 64 KiB and half the tx ring */
 }
 
 /* ------------------------------------------------------------------------- */
@@ -628,6 +651,9 @@ static int listen_register(struct smc_sock *s, int backlog) {
         if (r < 0)
                 return r;
         m.listen.backlog = backlog < 0 ? 0 : (uint32_t) backlog;
+        /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
+        m.listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
+        m.listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         n = smc_ctl_client_call(&m, &s->fd, 1, &reply, fds);
         if (n < 0)
                 return n;
@@ -796,7 +822,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 sock_release(s);
                 goto abort;
         }
-        ep_tune(&s->ep);
+        ep_tune(&s->ep, &m);
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
         if (r < 0) {
@@ -1010,7 +1036,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 ctl_close_conn(reply.conn.conn_id, true);
                 return r;
         }
-        ep_tune(&s->ep);
+        ep_tune(&s->ep, &reply);
         sock_set_state(s, SOCK_SMCD);
         return 1;
 
@@ -1410,6 +1436,13 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                                 *len = sizeof(reason);
                         memcpy(val, &reason, *len);
                         return 0;
+                }
+                if (name == SMC_PROTO_BUSY_POLL || name == SMC_PROTO_AUTOCORK) {
+                        if (st != SOCK_SMCD)
+                                return ret_errno(-ENOTCONN);
+                        return ret_errno(put_int(val, len, name == SMC_PROTO_BUSY_POLL
+                                                                   ? (int) (s->ep.busy_poll_ns / 1000u)
+                                                                   : (int) s->ep.autocork_size));
                 }
                 return ret_errno(-ENOPROTOOPT);
         }

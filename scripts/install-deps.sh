@@ -8,6 +8,10 @@ PKGS=(
         gcc libc6-dev meson ninja-build pkg-config
         # libraries
         libsystemd-dev libjson-c-dev
+        # netlink monitor; RoCE discovery (optional at build time) and its providers
+        libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers
+        # netlink test: ip, unshare (util-linux)
+        iproute2
         # tests and benchmarks
         python3 sockperf util-linux procps jq dbus-daemon
         # units test: systemd-analyze verify, systemd-sysusers, systemd-tmpfiles; busctl

@@ -78,6 +78,7 @@ static int connections_show(sd_bus *bus, const Args *a, int argc, char **argv) {
                 { "peer", "PEER", false, false },  { "mode", "MODE", false, false },
                 { "sndbuf", "SNDBUF", true, false }, { "rmb", "RMB", true, false },
                 { "bytes_tx", "TX", true, false }, { "bytes_rx", "RX", true, false },
+                { "msgs_tx", "MSGS_TX", true, true }, { "msgs_rx", "MSGS_RX", true, true },
                 { "pid", "PID", true, false },     { "uid", "UID", true, false },
         };
         json_object *all = NULL, *sel;

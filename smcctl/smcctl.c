@@ -28,7 +28,11 @@ typedef struct Object {
 static const Object objects[] = {
         { "stats", stats_verbs },
         { "connections", connections_verbs },
+        { "devices", devices_verbs },
+        { "linkgroups", linkgroups_verbs },
         { "tunables", tunables_verbs },
+        { "policy", policy_verbs },
+        { "pnet", pnet_verbs },
         /* "smcctl set inline=on", "smcctl get inline": short for tunables set / get */
         { "set", tunables_set_verbs, true },
         { "get", tunables_get_verbs, true },
@@ -43,10 +47,23 @@ static void help(void) {
                "  stats reset      Zero smcd's counters (root)\n"
                "  connections [show] [--mode smcd|tcp] [--port N]\n"
                "                   List the SMC-D connection endpoints smcd set up\n"
+               "  devices [show]   Show the ISM and RoCE devices and the netdevs with their\n"
+               "                   addresses (-d: GIDs, MACs, link details)\n"
+               "  linkgroups [show]\n"
+               "                   Show the SMC-R link groups and their links\n"
                "  tunables [show]  Show smcd's tunables\n"
                "  tunables get KEY Show one tunable\n"
                "  tunables set KEY=VALUE...\n"
                "                   Change and persist tunables (root)\n"
+               "  policy [show]    Show the SMC/TCP policy rules in evaluation order\n"
+               "  policy add RULE...\n"
+               "                   Add a rule (root): [connect|listen|both] [local-port P[-Q]]\n"
+               "                   [peer-port P[-Q]] [prefix CIDR] [position N] action smc|tcp\n"
+               "  policy del ID    Delete a rule (root)\n"
+               "  pnet [show]      Show the netdev <-> RoCE device table (for SMC-R)\n"
+               "  pnet add NETDEV IBDEV [PORT] [pnetid ID]\n"
+               "                   Add an entry (root); PORT defaults to 1\n"
+               "  pnet del NETDEV  Delete an entry (root)\n"
                "  set KEY=VALUE... Short for tunables set\n"
                "  get KEY          Short for tunables get\n\n"
                "Options:\n"

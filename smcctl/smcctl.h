@@ -34,7 +34,11 @@ typedef struct Verb {
  * the default; NULL-name terminated. */
 extern const Verb stats_verbs[];
 extern const Verb connections_verbs[];
+extern const Verb devices_verbs[];
+extern const Verb linkgroups_verbs[];
 extern const Verb tunables_verbs[];
+extern const Verb policy_verbs[];
+extern const Verb pnet_verbs[];
 extern const Verb tunables_set_verbs[]; /* "smcctl set": tunables set alone */
 extern const Verb tunables_get_verbs[]; /* "smcctl get": tunables get alone */
 

@@ -29,7 +29,8 @@ bool smcd_addr_convert(const struct smc_ctl_addr *a, uint16_t family, struct smc
 const char *smcd_addr_to_string(const struct smc_ctl_addr *a, char *buf);
 
 /* Addresses of this host's interfaces (getifaddrs), refreshed at most once per
- * second on demand. */
+ * second on demand. Only the fallback when the netlink monitor (netlink.h, live) could
+ * not be opened at start. */
 typedef struct LocalAddrs {
         struct smc_ctl_addr *addrs; /* port 0 */
         size_t n;

@@ -50,3 +50,7 @@ int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error);
 /* Each object file exports its object on @bus with @m as userdata: 0 or -errno. */
 int stats_bus_add(Manager *m, sd_bus *bus);
 int connections_bus_add(Manager *m, sd_bus *bus);
+int policy_bus_add(Manager *m, sd_bus *bus);
+int pnet_bus_add(Manager *m, sd_bus *bus);
+int devices_bus_add(Manager *m, sd_bus *bus);
+int linkgroups_bus_add(Manager *m, sd_bus *bus);

@@ -112,6 +112,35 @@ static uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes) {
         return 0;
 }
 
+/* The per-uid limits for a new connection's two RMBs, of classes *cclass (owned by
+ * @cuid) and *sclass (owned by @suid): MAXCONNERR if an endpoint limit is hit; else
+ * shrink the classes (the larger first) until each uid stays within max_buf_per_uid,
+ * as the kernel's smc_buf_create() downsizes an RMB that cannot be had; MAX_DMB if
+ * not even 16 KiB each fits. Returns 0 or the fallback reason. */
+static uint32_t uid_fit(Manager *m, uid_t cuid, uid_t suid, unsigned *cclass, unsigned *sclass) {
+        uint32_t reason;
+
+        if (cuid == suid) {
+                while ((reason = uid_check(m, cuid, 2, (uint64_t) smc_dmb_class_size(*cclass) +
+                                                               smc_dmb_class_size(*sclass))) == SMC_CLC_DECL_MAX_DMB) {
+                        if (*cclass == 0 && *sclass == 0)
+                                return reason;
+                        if (*cclass >= *sclass && *cclass > 0)
+                                (*cclass)--;
+                        else
+                                (*sclass)--;
+                }
+                return reason;
+        }
+        while ((reason = uid_check(m, cuid, 1, smc_dmb_class_size(*cclass))) == SMC_CLC_DECL_MAX_DMB && *cclass > 0)
+                (*cclass)--;
+        if (reason)
+                return reason;
+        while ((reason = uid_check(m, suid, 1, smc_dmb_class_size(*sclass))) == SMC_CLC_DECL_MAX_DMB && *sclass > 0)
+                (*sclass)--;
+        return reason;
+}
+
 static void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
         UidUsage *u = uid_usage(m, uid, eps > 0);
 
@@ -122,8 +151,38 @@ static void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
         uid_usage_gc(m, u);
 }
 
+/* max_handshakes_per_uid: take one CONNECT from @uid's token bucket (N per second,
+ * burst N; in millionths of a handshake, so it refills by N per microsecond). Returns
+ * false when it is empty. */
+#define HS_UNIT UINT64_C(1000000)
+static bool uid_handshake_allowed(Manager *m, uid_t uid) {
+        uint64_t rate = m->config.max_handshakes_per_uid, cap = rate * HS_UNIT, now;
+        UidUsage *u;
+
+        if (rate == 0)
+                return true;
+        u = uid_usage(m, uid, true); /* exists: the client's own connection counts */
+        if (!u)
+                return true;        /* out of memory: accounting only */
+        now = manager_now(m);
+        if (u->hs_last == 0 || now - u->hs_last >= HS_UNIT) /* a second refills it */
+                u->hs_tokens = cap;
+        else if (u->hs_tokens + (now - u->hs_last) * rate < cap)
+                u->hs_tokens += (now - u->hs_last) * rate;
+        else
+                u->hs_tokens = cap; /* also when the limit was lowered since */
+        u->hs_last = now;
+        if (u->hs_tokens < HS_UNIT)
+                return false;
+        u->hs_tokens -= HS_UNIT;
+        return true;
+}
+
 void uid_usage_gc(Manager *m, UidUsage *u) {
-        if (u && u->endpoints == 0 && u->dmb_bytes == 0 && u->clients == 0) {
+        /* a bucket that is not full again is kept, or short-lived processes would
+         * get a fresh one each (the record then goes with the uid's next client) */
+        if (u && u->endpoints == 0 && u->dmb_bytes == 0 && u->clients == 0 &&
+            (u->hs_last == 0 || manager_now(m) - u->hs_last >= HS_UNIT)) {
                 u64map_remove(m->uids, u->uid);
                 free(u);
         }
@@ -135,19 +194,15 @@ static unsigned ep_side(const Endpoint *e) {
         return (unsigned) (e - e->conn->ep);
 }
 
-/* Bytes the writer published into @b over the connection's life (its 64-bit counter
- * in the DMB header; the cursor alone would wrap after 65536 rings). */
-static uint64_t cursor_bytes(const struct smc_buf *b) {
-        struct smc_dmb_hdr *h = b->base;
-
-        return atomic_load_explicit(&h->prod_bytes, memory_order_acquire);
-}
-
 /* Both ends closed: count, give the buffers back (the pool's worker clears them). */
 static void conn_finish(Manager *m, Conn *conn) {
-        /* the client's rx DMB was written by the server and vice versa */
-        m->stats.bytes_rx += cursor_bytes(conn->buf[EP_CLIENT]);
-        m->stats.bytes_tx += cursor_bytes(conn->buf[EP_SERVER]);
+        struct smcd_dmb_counters crx, srx;
+
+        /* bytes, messages, flushes the clients counted in the DMB headers (64-bit,
+         * unlike the cursors), since the last stats reset */
+        smcd_dmb_counters_read(conn->buf[EP_CLIENT]->base, &conn->stats_base[EP_CLIENT], &crx);
+        smcd_dmb_counters_read(conn->buf[EP_SERVER]->base, &conn->stats_base[EP_SERVER], &srx);
+        smcd_stats_count_ended(&m->stats, &crx, &srx);
         if (conn->ep[0].aborted || conn->ep[1].aborted)
                 m->stats.conns_aborted++;
         else
@@ -241,11 +296,26 @@ void conn_free_all(Manager *m) {
         m->endpoints = NULL;
 }
 
+/* Is there a local SMC listener for @dst? manager_find_listener() without moving the
+ * round robin among SO_REUSEPORT listeners (for the server-side fallback count). */
+static bool has_listener(Manager *m, const struct smc_ctl_addr *dst) {
+        PortEntry *pe = u64map_get(m->ports, dst->port);
+        unsigned rr = pe ? pe->rr : 0;
+        bool found = manager_find_listener(m, dst) != NULL;
+
+        if (pe)
+                pe->rr = rr;
+        return found;
+}
+
 static int reply_fallback(Client *c, uint32_t seq, uint32_t reason, const struct smc_ctl_addr *dst) {
         union smc_ctl_msg msg;
         char buf[SMCD_ADDR_STRLEN];
 
         smcd_stats_count_fallback(&c->manager->stats, reason);
+        /* a local SMC listener for dst accepts this one over TCP: a server fallback too */
+        if (has_listener(c->manager, dst))
+                smcd_stats_count_server_fallback(&c->manager->stats, reason);
         log_debug("Client %" PRIu64 ": CONNECT to %s falls back to TCP: %s", c->id, smcd_addr_to_string(dst, buf),
                   smc_clc_decl_name(reason));
         smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, seq);
@@ -280,8 +350,10 @@ static void mark_mapped(Client *c, const struct smc_buf *b) {
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         Manager *m = c->manager;
+        /* the RMB the connecting side's reader asks for (SO_RCVBUF, else rmem) */
         unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf :
-                                       m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE);
+                                       m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE), sclass,
+                 want_cclass, want_sclass;
         uint32_t csize = smc_dmb_class_size(cclass), ssize, reason;
         struct smc_ctl_addr dst = req->dst, src = req->src;
         int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */
@@ -293,8 +365,22 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         Conn *conn;
         uid_t suid;
 
-        /* (a) the connecting uid's limits */
-        reason = uid_check(m, c->uid, 1, csize);
+        /* (0) the policy (policy.h): a matching rule with action tcp means TCP */
+        {
+                const PolicyRule *rule = policy_match(&m->policy, POLICY_SCOPE_CONNECT, &req->src, &req->dst);
+
+                if (rule && rule->action == POLICY_ACTION_TCP) {
+                        log_debug("Client %" PRIu64 ": CONNECT: policy rule %" PRIu32 " says tcp.", c->id, rule->id);
+                        return reply_fallback(c, req->hdr.seq, SMCD_DECL_POLICY, &req->dst);
+                }
+        }
+
+        /* the connecting uid's handshake rate (max_handshakes_per_uid) */
+        if (!uid_handshake_allowed(m, c->uid))
+                return reply_fallback(c, req->hdr.seq, SMCD_DECL_HSRATE, &req->dst);
+
+        /* (a) the connecting uid's limits (bytes: the smallest RMB, see uid_fit()) */
+        reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
         if (reason)
                 return reply_fallback(c, req->hdr.seq, reason, &req->dst);
 
@@ -303,8 +389,22 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         if (!l)
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst);
         suid = l->owner->uid;
-        ssize = smc_dmb_class_size(l->dmb_class);
-        reason = suid == c->uid ? uid_check(m, suid, 2, (uint64_t) csize + ssize) : uid_check(m, suid, 1, ssize);
+        /* each RMB is the larger of what its reader asks for (SO_RCVBUF, else rmem)
+         * and what its writer asks for (SO_SNDBUF, else the sndbuf tunable): the
+         * writer writes straight into it (tunables.h). A version-1 listener told us
+         * no sizes: its socket's SO_RCVBUF / 2 (dmb_class) and the sndbuf tunable. */
+        {
+                unsigned s_rd = l->owner->version >= 2 ? smc_dmb_class(l->rcvbuf ? l->rcvbuf : m->config.rmem)
+                                                       : l->dmb_class;
+                unsigned s_wr = smc_dmb_class(l->owner->version >= 2 && l->sndbuf ? l->sndbuf : m->config.sndbuf);
+                unsigned c_wr = smc_dmb_class(req->sndbuf ? req->sndbuf : m->config.sndbuf);
+
+                sclass = s_rd > c_wr ? s_rd : c_wr;
+                cclass = cclass > s_wr ? cclass : s_wr;
+        }
+        want_cclass = cclass;
+        want_sclass = sclass;
+        reason = uid_fit(m, c->uid, suid, &cclass, &sclass);
         if (reason)
                 return reply_fallback(c, req->hdr.seq, reason, &req->dst);
 
@@ -328,9 +428,11 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         }
 
         /* (c) two zeroed DMBs of the trust domain {client uid, listener uid} */
-        r = smc_pool_acquire(m->pool, c->uid, suid, cclass, &cbuf);
+        /* ... of the classes uid_fit() left, or smaller if the pool is full; the
+         * pool counts a "downgrade" for each smaller than wanted */
+        r = smc_pool_acquire_fit(m->pool, c->uid, suid, want_cclass, cclass, &cbuf);
         if (r >= 0) {
-                r = smc_pool_acquire(m->pool, c->uid, suid, l->dmb_class, &sbuf);
+                r = smc_pool_acquire_fit(m->pool, c->uid, suid, want_sclass, sclass, &sbuf);
                 if (r < 0) {
                         manager_release_buf(m, cbuf);
                         cbuf = NULL;
@@ -340,6 +442,8 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
                 log_warning_errno(r, "Cannot get DMBs for a connection of client %" PRIu64 ": %m", c->id);
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_MEM, &req->dst);
         }
+        csize = cbuf->size; /* what the connection got: accounted, and the log's */
+        ssize = sbuf->size;
         ((struct smc_dmb_hdr *) cbuf->base)->type = SMC_DMB_EYECATCHER;
         ((struct smc_dmb_hdr *) sbuf->base)->type = SMC_DMB_EYECATCHER;
 
@@ -384,6 +488,8 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
         msg.conn.conn_id = conn->ep[EP_SERVER].id;
         msg.conn.mode = SMC_CTL_MODE_SMCD;
+        msg.conn.params.busy_poll_us = m->config.busy_poll_us;   /* the tunables now */
+        msg.conn.params.autocork_size = m->config.autocork_size;
         if (!smcd_addr_convert(&dst, l->addr.family, &msg.conn.local) ||
             !smcd_addr_convert(&src, l->addr.family, &msg.conn.peer)) {
                 msg.conn.local = dst;
@@ -398,6 +504,7 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
          * owner has (a child forked before the owner mapped it): always send. */
         describe_buf(l->shared ? NULL : l->owner, sbuf, &msg.conn.rx, fds, &nfds);
         describe_buf(l->shared ? NULL : l->owner, cbuf, &msg.conn.tx, fds, &nfds);
+        (void) smc_ctl_set_version(&msg, l->owner->version); /* the listener's client's */
         r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
         if (r < 0) {
                 u64map_remove(m->endpoints, conn->ep[0].id);
@@ -437,6 +544,8 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
         msg.conn.conn_id = conn->ep[EP_CLIENT].id;
         msg.conn.mode = SMC_CTL_MODE_SMCD;
+        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
+        msg.conn.params.autocork_size = m->config.autocork_size;
         msg.conn.local = src;
         msg.conn.peer = dst;
         nfds = 0;

@@ -5,7 +5,9 @@
  *   method   List () -> s   the open endpoints as a JSON array, one object per endpoint:
  *                           id (hex string), role (client|server), state, local, peer
  *                           ("ip:port" / "[ip6]:port"), mode ("SMCD"), sndbuf, rmb (ring
- *                           bytes), bytes_tx, bytes_rx (published so far), pid, uid (of
+ *                           bytes), bytes_tx, bytes_rx (published so far), msgs_tx,
+ *                           msgs_rx (its send calls that moved data, its recv calls
+ *                           that returned data, so far: dmb.h "Counters"), pid, uid (of
  *                           its owner). Everybody may call it (as ss(8) shows every
  *                           socket). TCP fallbacks are not smcd's and are not listed.
  */
@@ -54,6 +56,19 @@ static uint64_t dmb_prod_bytes(const struct smc_buf *b) {
         return atomic_load_explicit(&h->prod_bytes, memory_order_acquire);
 }
 
+/* Send calls of the writer into @b / recv calls of its owner (dmb.h, "Counters"). */
+static uint64_t dmb_prod_msgs(const struct smc_buf *b) {
+        struct smc_dmb_hdr *h = b->base;
+
+        return atomic_load_explicit(&h->prod_msgs, memory_order_relaxed);
+}
+
+static uint64_t dmb_cons_msgs(const struct smc_buf *b) {
+        struct smc_dmb_hdr *h = b->base;
+
+        return atomic_load_explicit(&h->cons_msgs, memory_order_relaxed);
+}
+
 
 
 /* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM. */
@@ -77,6 +92,8 @@ static json_object *endpoint_to_json(const Endpoint *e) {
             json_add_u64(o, "rmb", conn->buf[side]->size) < 0 ||
             json_add_u64(o, "bytes_tx", dmb_prod_bytes(conn->buf[!side])) < 0 ||
             json_add_u64(o, "bytes_rx", dmb_prod_bytes(conn->buf[side])) < 0 ||
+            json_add_u64(o, "msgs_tx", dmb_prod_msgs(conn->buf[!side])) < 0 ||
+            json_add_u64(o, "msgs_rx", dmb_cons_msgs(conn->buf[side])) < 0 ||
             json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
             json_add_u64(o, "uid", e->uid) < 0) {
                 json_object_put(o);

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -57,5 +63,118 @@ int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
         *ret = buf;
         if (ret_len)
                 *ret_len = len;
+        return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode) {
+        char buf[PATH_MAX], tmp[PATH_MAX + 16];
+        const char *dir;
+        int fd, dfd, r;
+
+        if (!path || !*path)
+                return -EINVAL;
+        if ((size_t) snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path) >= sizeof(tmp) ||
+            (size_t) snprintf(buf, sizeof(buf), "%s", path) >= sizeof(buf))
+                return -ENAMETOOLONG;
+        dir = dirname(buf);
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        /* opened before the rename: after it, only the fsync itself can fail */
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0) {
+                r = -errno;
+                close(dfd);
+                return r;
+        }
+        r = write_all(fd, data, len);
+        if (r == 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlink(tmp);
+                close(dfd);
+                return r;
+        }
+        r = fsync(dfd) < 0 ? -errno : 0;
+        close(dfd);
+        return r;
+}
+
+int read_json_file(const char *path, size_t max, json_object **ret, char *err, size_t errlen) {
+        enum json_tokener_error jerr;
+        json_tokener *tok;
+        json_object *root;
+        char *text = NULL;
+        size_t len, used;
+        int r;
+
+        r = read_regular_file(path, max, &text, &len);
+        if (r == -EFBIG) {
+                snprintf(err, errlen, "larger than %zu bytes", max);
+                return -EBADMSG;
+        }
+        if (r < 0)
+                return r;
+        if (strlen(text) != len) {
+                free(text);
+                snprintf(err, errlen, "not valid JSON (a NUL byte)");
+                return -EBADMSG;
+        }
+        tok = json_tokener_new();
+        if (!tok) {
+                free(text);
+                return -ENOMEM;
+        }
+        root = json_tokener_parse_ex(tok, text, (int) len);
+        jerr = json_tokener_get_error(tok);
+        used = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+        if (!root || jerr != json_tokener_success) {
+                snprintf(err, errlen, "not valid JSON (%s)",
+                         root || jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
+                json_object_put(root);
+                free(text);
+                return -EBADMSG;
+        }
+        for (const char *p = text + used; *p; p++)
+                if (!isspace((unsigned char) *p)) {
+                        json_object_put(root);
+                        free(text);
+                        snprintf(err, errlen, "not valid JSON (trailing data)");
+                        return -EBADMSG;
+                }
+        free(text);
+        *ret = root;
+        return 0;
+}
+
+int move_aside_corrupt(const char *path, char *aside, size_t len) {
+        if ((size_t) snprintf(aside, len, "%s.corrupt-%lld", path, (long long) time(NULL)) >= len)
+                return -ENAMETOOLONG;
+        if (rename(path, aside) < 0)
+                return -errno;
         return 0;
 }

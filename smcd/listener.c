@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "smc-clc.h"
 
 Listener *listener_free(Listener *l) {
         Manager *m;
@@ -143,6 +144,19 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 c->manager->stats.handshake_errors++;
                 return client_send_error(c, req->hdr.seq, r, 0, "%s", err);
         }
+        /* the policy (policy.h): a tcp rule keeps this listener plain TCP (the client
+         * library goes on with its TCP listener); connects to it find no SMC listener */
+        {
+                const PolicyRule *rule = policy_match(&m->policy, POLICY_SCOPE_LISTEN, &l->addr, NULL);
+
+                if (rule && rule->action == POLICY_ACTION_TCP) {
+                        uint32_t id = rule->id;
+
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, EPERM, SMCD_DECL_POLICY,
+                                                 "policy rule %" PRIu32 " keeps this listener TCP", id);
+                }
+        }
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 r = -errno;
@@ -157,6 +171,10 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
 
         l->manager = m;
         l->owner = c;
+        /* version 2: what the app set (0 = not set: the sndbuf / rmem tunables at each
+         * CONNECT); version 1 sized from the socket's SO_RCVBUF above (dmb_class) */
+        l->sndbuf = req->sndbuf;
+        l->rcvbuf = req->rcvbuf;
         l->channel = pair[0];
         l->id = ++m->next_listener_id;
         r = manager_watch(m, l->channel, EPOLLHUP, l->id | WATCH_LISTENER, l);
@@ -193,9 +211,14 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         close(pair[1]);
         if (r < 0)
                 return r; /* the client goes, and the listener with it */
-        log_debug("Client %" PRIu64 ": listener %" PRIu64 " on %s%s, backlog %u, DMB %u KiB", c->id, l->id,
-                  smcd_addr_to_string(&l->addr, abuf), l->v6only ? " (v6only)" : "", backlog,
-                  smc_dmb_class_size(l->dmb_class) >> 10);
+        if (c->version >= 2)
+                log_debug("Client %" PRIu64 ": listener %" PRIu64 " on %s%s, backlog %u, SO_SNDBUF %u SO_RCVBUF %u",
+                          c->id, l->id, smcd_addr_to_string(&l->addr, abuf), l->v6only ? " (v6only)" : "", backlog,
+                          l->sndbuf, l->rcvbuf);
+        else
+                log_debug("Client %" PRIu64 ": listener %" PRIu64 " on %s%s, backlog %u, DMB %u KiB", c->id, l->id,
+                          smcd_addr_to_string(&l->addr, abuf), l->v6only ? " (v6only)" : "", backlog,
+                          smc_dmb_class_size(l->dmb_class) >> 10);
         return 0;
 }
 
@@ -272,7 +295,8 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst) {
                                 return l;
         }
 
-        if (!smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
+        if (!(m->netlink ? netlink_addr_is_local(m->netlink, dst)
+                         : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m))))
                 return NULL;
         LIST_FOREACH(by_port, l, pe->listeners)
                 n += match_wildcard(l, dst, dst_is_v4);

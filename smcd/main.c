@@ -25,9 +25,17 @@
 #include "tunables.h"
 
 #define EXIT_USAGE 2
-#define DEFAULT_MAX_CLIENTS_PER_UID 256u
 #define CONFIG_MAX_SIZE (64u << 10) /* bytes of a config file */
 #define CONFIG_MAX_LINE 1024u       /* bytes of one line, with its newline */
+
+/* The option of tunable @key: '_' as '-'. */
+static void option_of_key(const char *key, char *buf, size_t len) {
+        size_t i;
+
+        for (i = 0; key[i] && i + 1 < len; i++)
+                buf[i] = key[i] == '_' ? '-' : key[i];
+        buf[i] = 0;
+}
 
 static void help(void) {
         char state[PATH_MAX];
@@ -44,16 +52,20 @@ static void help(void) {
                "     --allow-group GROUP       Allow this group (repeatable)\n"
                "     --admin-group GROUP       May change state over D-Bus besides root\n"
                "                               (default " SMCD_DEFAULT_ADMIN_GROUP " if it exists; \"\" = root only)\n"
-               "     --max-conns-per-uid N     Connection endpoints per uid (0 = unlimited)\n"
-               "     --max-buf-per-uid BYTES   DMB bytes per uid, K/M/G suffixes (0 = unlimited)\n"
-               "     --max-clients-per-uid N   Control connections per uid (default %u, 0 = unlimited)\n"
-               "     --buf-clear release|create  When buffers are zeroed (default release)\n"
-               "     --rmem BYTES              RMB size of a connect without SO_RCVBUF (16K..1M, default 64K)\n"
-               "     --inline auto|on|off      Inline sends (stored; used by SMC-R, default auto)\n"
                "     --state-file FILE         Tunables state file (default %s)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n"
-               "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n",
-               smc_ctl_runtime_dir(), DEFAULT_MAX_CLIENTS_PER_UID, state);
+               "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n"
+               "\nTunables (smcd-tunables(5); the state file overrides these):\n",
+               smc_ctl_runtime_dir(), state);
+        for (size_t i = 0; i < tunables_count(); i++) {
+                const char *metavar, *text = tunable_help(tunable_key(i), &metavar);
+                char opt[64];
+                int n;
+
+                option_of_key(tunable_key(i), opt, sizeof(opt));
+                n = printf("     --%s %s", opt, metavar);
+                printf("%*s%s\n", n < 31 ? 31 - n : 2, "", text);
+        }
 }
 
 /* A decimal number at the start of @s (digits only, no sign or space); *end is set
@@ -64,34 +76,6 @@ static int parse_digits(const char *s, unsigned long long *ret, char **end) {
         errno = 0;
         *ret = strtoull(s, end, 10);
         return errno ? -errno : 0;
-}
-
-/* "123", "64K", "1M", "2G", "1MiB", "1MB" (powers of 1024). */
-static int parse_size(const char *s, uint64_t *ret) {
-        unsigned long long v;
-        uint64_t mult = 1;
-        char *end;
-        int r;
-
-        r = parse_digits(s, &v, &end);
-        if (r < 0)
-                return r;
-        switch (toupper((unsigned char) *end)) {
-        case 0: break;
-        case 'K': mult = 1ULL << 10; end++; break;
-        case 'M': mult = 1ULL << 20; end++; break;
-        case 'G': mult = 1ULL << 30; end++; break;
-        case 'T': mult = 1ULL << 40; end++; break;
-        default: return -EINVAL;
-        }
-        if (mult > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-                end += strlen(end);
-        if (*end)
-                return -EINVAL;
-        if (v > UINT64_MAX / mult)
-                return -ERANGE;
-        *ret = v * mult;
-        return 0;
 }
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *ret) {
@@ -122,9 +106,6 @@ static int parse_bool(const char *s, bool *ret) {
 
 static int config_file(ManagerConfig *cfg, const char *path);
 
-/* Apply option @key (the long option name) with @value. @where names the source
- * for messages ("command line" or "file:line"). Logs and returns -EINVAL on error. */
-
 /* Append @id to a uid_t / gid_t list (both are 32-bit on Linux). */
 static int id_list_append(uint32_t **list, size_t *n, uint32_t id) {
         uint32_t *a = realloc(*list, (*n + 1) * sizeof(uint32_t));
@@ -136,113 +117,130 @@ static int id_list_append(uint32_t **list, size_t *n, uint32_t id) {
         return 0;
 }
 
-static int apply_option(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
-        uint64_t v = 0;
-        int r;
+/* The options that are not tunables: each applies @value of option @key, logs and
+ * returns -EINVAL on error. @where names the source ("command line" or "file:line"). */
+typedef int (*option_fn)(ManagerConfig *cfg, const char *key, const char *value, const char *where);
 
-        if (!strcmp(key, "runtime-dir")) {
-                if (value[0] != '/')
-                        return log_error_errno(EINVAL, "%s: runtime-dir must be an absolute path: %s", where, value);
-                free(cfg->runtime_dir);
-                cfg->runtime_dir = strdup(value);
-                return cfg->runtime_dir ? 0 : log_error_errno(ENOMEM, "Out of memory.");
-        }
-        if (!strcmp(key, "allow-uid") || !strcmp(key, "allow-group")) {
-                bool is_uid = key[6] == 'u';
-                uint32_t id;
+static int opt_runtime_dir(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        if (value[0] != '/')
+                return log_error_errno(EINVAL, "%s: runtime-dir must be an absolute path: %s", where, value);
+        free(cfg->runtime_dir);
+        cfg->runtime_dir = strdup(value);
+        return cfg->runtime_dir ? 0 : log_error_errno(ENOMEM, "Out of memory.");
+}
 
-                if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
-                        id = (uint32_t) v;
-                else if (is_uid) {
-                        struct passwd *pw = getpwnam(value);
-                        if (!pw)
-                                return log_error_errno(EINVAL, "%s: allow-uid: no such user: %s", where, value);
-                        id = pw->pw_uid;
-                } else {
-                        struct group *gr = getgrnam(value);
-                        if (!gr)
-                                return log_error_errno(EINVAL, "%s: allow-group: no such group: %s", where, value);
-                        id = gr->gr_gid;
-                }
-                _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "32-bit ids");
-                return is_uid ? id_list_append((uint32_t **) &cfg->allow_uids, &cfg->n_allow_uids, id)
-                              : id_list_append((uint32_t **) &cfg->allow_gids, &cfg->n_allow_gids, id);
-        }
-        if (!strcmp(key, "admin-group")) {
-                struct group *gr;
+static int opt_allow_id(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        bool is_uid = !strcmp(key, "allow-uid");
+        uint64_t v;
+        uint32_t id;
 
-                if (!value[0]) {
-                        cfg->admin_gid = (gid_t) -1;
-                        return 0;
-                }
-                if (parse_uint(value, UINT32_MAX - 1, &v) == 0) {
-                        cfg->admin_gid = (gid_t) v;
-                        return 0;
-                }
-                gr = getgrnam(value);
+        if (parse_uint(value, UINT32_MAX - 1, &v) == 0)
+                id = (uint32_t) v;
+        else if (is_uid) {
+                struct passwd *pw = getpwnam(value);
+                if (!pw)
+                        return log_error_errno(EINVAL, "%s: allow-uid: no such user: %s", where, value);
+                id = pw->pw_uid;
+        } else {
+                struct group *gr = getgrnam(value);
                 if (!gr)
-                        return log_error_errno(EINVAL, "%s: admin-group: no such group: %s", where, value);
-                cfg->admin_gid = gr->gr_gid;
-                return 0;
+                        return log_error_errno(EINVAL, "%s: allow-group: no such group: %s", where, value);
+                id = gr->gr_gid;
         }
-        if (!strcmp(key, "max-conns-per-uid")) {
-                r = parse_uint(value, UINT64_MAX, &v);
-                if (r < 0)
-                        return log_error_errno(EINVAL, "%s: max-conns-per-uid: not a number: %s", where, value);
-                cfg->max_conns_per_uid = v;
-                return 0;
-        }
-        if (!strcmp(key, "max-clients-per-uid")) {
-                r = parse_uint(value, UINT64_MAX, &v);
-                if (r < 0)
-                        return log_error_errno(EINVAL, "%s: max-clients-per-uid: not a number: %s", where, value);
-                cfg->max_clients_per_uid = v;
-                return 0;
-        }
-        if (!strcmp(key, "max-buf-per-uid")) {
-                r = parse_size(value, &v);
-                if (r < 0)
-                        return log_error_errno(EINVAL, "%s: max-buf-per-uid: not a size (e.g. 64M): %s", where, value);
-                cfg->max_buf_per_uid = v;
-                return 0;
-        }
-        if (!strcmp(key, "buf-clear")) {
-                if (!strcmp(value, "release"))
-                        cfg->buf_clear = SMC_POOL_CLEAR_RELEASE;
-                else if (!strcmp(value, "create"))
-                        cfg->buf_clear = SMC_POOL_CLEAR_CREATE;
-                else
-                        return log_error_errno(EINVAL, "%s: buf-clear: expected release or create, not: %s", where, value);
-                return 0;
-        }
-        if (!strcmp(key, "rmem") || !strcmp(key, "inline")) {
-                char err[256];
+        _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "32-bit ids");
+        return is_uid ? id_list_append((uint32_t **) &cfg->allow_uids, &cfg->n_allow_uids, id)
+                      : id_list_append((uint32_t **) &cfg->allow_gids, &cfg->n_allow_gids, id);
+}
 
-                if (tunable_parse(cfg, key, value, err, sizeof(err)) < 0)
+static int opt_admin_group(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        struct group *gr;
+        uint64_t v;
+
+        if (!value[0]) {
+                cfg->admin_gid = (gid_t) -1;
+                return 0;
+        }
+        if (parse_uint(value, UINT32_MAX - 1, &v) == 0) {
+                cfg->admin_gid = (gid_t) v;
+                return 0;
+        }
+        gr = getgrnam(value);
+        if (!gr)
+                return log_error_errno(EINVAL, "%s: admin-group: no such group: %s", where, value);
+        cfg->admin_gid = gr->gr_gid;
+        return 0;
+}
+
+static int opt_state_file(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        if (value[0] != '/')
+                return log_error_errno(EINVAL, "%s: state-file must be an absolute path: %s", where, value);
+        if (strlen(value) >= sizeof(cfg->state_file) - 64)
+                return log_error_errno(EINVAL, "%s: state-file: path too long", where);
+        snprintf(cfg->state_file, sizeof(cfg->state_file), "%s", value);
+        return 0;
+}
+
+static int opt_prepopulate(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        uint64_t v;
+
+        if (parse_uint(value, 1u << 24, &v) < 0)
+                return log_error_errno(EINVAL, "%s: prepopulate: expected a number of buffers (at most %u): %s",
+                                       where, 1u << 24, value);
+        cfg->prepopulate = (unsigned) v;
+        return 0;
+}
+
+static int opt_verbose(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        bool b;
+
+        if (parse_bool(value, &b) < 0)
+                return log_error_errno(EINVAL, "%s: verbose: expected yes or no: %s", where, value);
+        log_set_max_level(b ? LOG_DEBUG : LOG_INFO);
+        return 0;
+}
+
+static const struct {
+        const char *name;
+        option_fn apply;
+} plain_options[] = {
+        { "runtime-dir", opt_runtime_dir },
+        { "allow-uid", opt_allow_id },
+        { "allow-group", opt_allow_id },
+        { "admin-group", opt_admin_group },
+        { "state-file", opt_state_file },
+        { "prepopulate", opt_prepopulate },
+        { "verbose", opt_verbose }, /* config file only: -v on the command line */
+};
+
+/* The tunable of option @key ("max-conns-per-uid" -> "max_conns_per_uid") in @buf, or
+ * NULL if @key names none. */
+static const char *key_of_option(const char *key, char *buf, size_t len) {
+        size_t i;
+
+        for (i = 0; key[i] && i + 1 < len; i++) {
+                if (key[i] == '_')
+                        return NULL; /* options are spelled with '-' only */
+                buf[i] = key[i] == '-' ? '_' : key[i];
+        }
+        if (key[i])
+                return NULL;
+        buf[i] = 0;
+        return tunable_known(buf) ? buf : NULL;
+}
+
+/* Apply option @key (the long option name) with @value: a plain option of the table
+ * above or a tunable (tunables.h, one validation for options, state file and D-Bus).
+ * @where names the source for messages ("command line" or "file:line"). Logs and
+ * returns -EINVAL on error. */
+static int apply_option(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        char tkey[64], err[300];
+
+        for (size_t i = 0; i < sizeof(plain_options) / sizeof(plain_options[0]); i++)
+                if (!strcmp(plain_options[i].name, key))
+                        return plain_options[i].apply(cfg, key, value, where);
+        if (key_of_option(key, tkey, sizeof(tkey))) {
+                if (tunable_parse_as(cfg, tkey, value, key, err, sizeof(err)) < 0)
                         return log_error_errno(EINVAL, "%s: %s", where, err);
-                return 0;
-        }
-        if (!strcmp(key, "state-file")) {
-                if (value[0] != '/')
-                        return log_error_errno(EINVAL, "%s: state-file must be an absolute path: %s", where, value);
-                if (strlen(value) >= sizeof(cfg->state_file) - 64)
-                        return log_error_errno(EINVAL, "%s: state-file: path too long", where);
-                snprintf(cfg->state_file, sizeof(cfg->state_file), "%s", value);
-                return 0;
-        }
-        if (!strcmp(key, "prepopulate")) {
-                r = parse_uint(value, 1u << 24, &v);
-                if (r < 0)
-                        return log_error_errno(EINVAL, "%s: prepopulate: expected a number of buffers (at most %u): %s",
-                                               where, 1u << 24, value);
-                cfg->prepopulate = (unsigned) v;
-                return 0;
-        }
-        if (!strcmp(key, "verbose")) {
-                bool b;
-                if (parse_bool(value, &b) < 0)
-                        return log_error_errno(EINVAL, "%s: verbose: expected yes or no: %s", where, value);
-                log_set_max_level(b ? LOG_DEBUG : LOG_INFO);
                 return 0;
         }
         return log_error_errno(EINVAL, "%s: unknown key: %s", where, key);
@@ -327,44 +325,40 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
         enum {
                 ARG_VERSION = 0x100,
                 ARG_CONFIG,
-                ARG_RUNTIME_DIR,
-                ARG_ALLOW_UID,
-                ARG_ALLOW_GROUP,
-                ARG_ADMIN_GROUP,
-                ARG_MAX_CONNS,
-                ARG_MAX_BUF,
-                ARG_MAX_CLIENTS,
-                ARG_BUF_CLEAR,
-                ARG_PREPOPULATE,
                 ARG_NO_BUS,
-                ARG_RMEM,
-                ARG_INLINE,
-                ARG_STATE_FILE,
+                ARG_PLAIN,             /* + index in plain_options[] */
+                ARG_TUNABLE = 0x200,   /* + index of the tunable */
         };
-        static const struct option options[] = {
+        static const struct option fixed[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "verbose", no_argument, NULL, 'v' },
                 { "config", required_argument, NULL, ARG_CONFIG },
-                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
-                { "allow-uid", required_argument, NULL, ARG_ALLOW_UID },
-                { "allow-group", required_argument, NULL, ARG_ALLOW_GROUP },
-                { "admin-group", required_argument, NULL, ARG_ADMIN_GROUP },
-                { "max-conns-per-uid", required_argument, NULL, ARG_MAX_CONNS },
-                { "max-buf-per-uid", required_argument, NULL, ARG_MAX_BUF },
-                { "max-clients-per-uid", required_argument, NULL, ARG_MAX_CLIENTS },
-                { "buf-clear", required_argument, NULL, ARG_BUF_CLEAR },
-                { "prepopulate", required_argument, NULL, ARG_PREPOPULATE },
                 { "no-bus", no_argument, NULL, ARG_NO_BUS },
-                { "rmem", required_argument, NULL, ARG_RMEM },
-                { "inline", required_argument, NULL, ARG_INLINE },
-                { "state-file", required_argument, NULL, ARG_STATE_FILE },
-                {}
         };
+        /* the fixed ones, the plain options but verbose, one per tunable, the end */
+        enum { N_FIXED = sizeof(fixed) / sizeof(fixed[0]), N_PLAIN = sizeof(plain_options) / sizeof(plain_options[0]) };
+        static char names[64][48];
+        struct option options[N_FIXED + N_PLAIN + 64 + 1];
+        size_t n = 0;
         int c, r;
 
+        if (tunables_count() > 64)
+                return log_error_errno(EINVAL, "Too many tunables."); /* cannot happen */
+        for (size_t i = 0; i < N_FIXED; i++)
+                options[n++] = fixed[i];
+        for (size_t i = 0; i < N_PLAIN; i++)
+                if (strcmp(plain_options[i].name, "verbose") != 0)
+                        options[n++] = (struct option) { plain_options[i].name, required_argument, NULL,
+                                                         ARG_PLAIN + (int) i };
+        for (size_t i = 0; i < tunables_count(); i++) {
+                option_of_key(tunable_key(i), names[i], sizeof(names[i]));
+                options[n++] = (struct option) { names[i], required_argument, NULL, ARG_TUNABLE + (int) i };
+        }
+        options[n] = (struct option) {};
+
         while ((c = getopt_long(argc, argv, "hv", options, NULL)) >= 0) {
-                const char *key = NULL;
+                const char *key;
 
                 switch (c) {
                 case 'h':
@@ -381,23 +375,16 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
                         if (r < 0)
                                 return r;
                         continue;
-                case ARG_RUNTIME_DIR: key = "runtime-dir"; break;
-                case ARG_ALLOW_UID: key = "allow-uid"; break;
-                case ARG_ALLOW_GROUP: key = "allow-group"; break;
-                case ARG_ADMIN_GROUP: key = "admin-group"; break;
-                case ARG_MAX_CONNS: key = "max-conns-per-uid"; break;
-                case ARG_MAX_BUF: key = "max-buf-per-uid"; break;
-                case ARG_MAX_CLIENTS: key = "max-clients-per-uid"; break;
-                case ARG_BUF_CLEAR: key = "buf-clear"; break;
-                case ARG_PREPOPULATE: key = "prepopulate"; break;
-                case ARG_RMEM: key = "rmem"; break;
-                case ARG_INLINE: key = "inline"; break;
-                case ARG_STATE_FILE: key = "state-file"; break;
                 case ARG_NO_BUS:
                         cfg->no_bus = true;
                         continue;
                 default:
-                        return -EINVAL; /* getopt printed the reason */
+                        if (c >= ARG_TUNABLE && (size_t) (c - ARG_TUNABLE) < tunables_count())
+                                key = names[c - ARG_TUNABLE];
+                        else if (c >= ARG_PLAIN && (size_t) (c - ARG_PLAIN) < N_PLAIN)
+                                key = plain_options[c - ARG_PLAIN].name;
+                        else
+                                return -EINVAL; /* getopt printed the reason */
                 }
                 r = apply_option(cfg, key, optarg, "command line");
                 if (r < 0)
@@ -424,13 +411,12 @@ int main(int argc, char *argv[]) {
         sigset_t mask;
         int r;
 
-        cfg.max_clients_per_uid = DEFAULT_MAX_CLIENTS_PER_UID;
+        tunables_set_defaults(&cfg);
         {
                 struct group *gr = getgrnam(SMCD_DEFAULT_ADMIN_GROUP);
 
                 cfg.admin_gid = gr ? gr->gr_gid : (gid_t) -1;
         }
-        cfg.rmem = SMC_DMB_DEFAULT_SIZE;
         tunables_default_path(cfg.state_file, sizeof(cfg.state_file));
         cfg.runtime_dir = strdup(smc_ctl_runtime_dir());
         if (!cfg.runtime_dir)

@@ -71,14 +71,10 @@ static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error 
                                                        m->config.state_file);
                 }
         }
-        /* the limits and rmem are read at each new client / connection; buf_clear is
-         * the pool's (live); inline is stored only */
-        m->config.buf_clear = next.buf_clear;
-        m->config.max_conns_per_uid = next.max_conns_per_uid;
-        m->config.max_buf_per_uid = next.max_buf_per_uid;
-        m->config.max_clients_per_uid = next.max_clients_per_uid;
-        m->config.rmem = next.rmem;
-        m->config.inline_mode = next.inline_mode;
+        /* the limits, sizes, busy_poll and autocork_size are read at each new client /
+         * connection, the handshake bucket at each CONNECT; buf_clear is the pool's
+         * (live); inline and the SMC-R ones are stored only (smcd-tunables(5)) */
+        tunables_copy(&m->config, &next);
         if (strcmp(key, "buf_clear") == 0)
                 smc_pool_set_clear(m->pool, m->config.buf_clear);
         (void) tunable_format(&m->config, key, &shown);
@@ -106,6 +102,10 @@ static const sd_bus_vtable manager_vtable[] = {
 static int (*const bus_objects[])(Manager *m, sd_bus *bus) = {
         stats_bus_add,
         connections_bus_add,
+        policy_bus_add,
+        pnet_bus_add,
+        devices_bus_add,
+        linkgroups_bus_add,
 };
 
 int manager_bus_connect(Manager *m) {

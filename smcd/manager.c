@@ -120,7 +120,18 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 /* ---- sending ---- */
 
 int client_send(Client *c, const union smc_ctl_msg *msg, const int *fds, size_t nfds) {
-        int r = smc_ctl_send(c->fd, msg, fds, nfds, MSG_DONTWAIT);
+        union smc_ctl_msg v;
+        int r;
+
+        if (msg->hdr.version != c->version) {
+                /* in the client's protocol version (ctl-proto.h) */
+                memcpy(&v, msg, msg->hdr.len);
+                if (smc_ctl_set_version(&v, c->version) < 0)
+                        return log_error_errno(EINVAL, "Cannot send message type %u in version %u.",
+                                               msg->hdr.type, c->version);
+                msg = &v;
+        }
+        r = smc_ctl_send(c->fd, msg, fds, nfds, MSG_DONTWAIT);
 
         if (r == -EAGAIN)
                 /* never block on a client: one that does not read is treated as dead */
@@ -155,20 +166,22 @@ static int client_handle_hello(Client *c, const struct smc_ctl_hello *req) {
                 c->manager->stats.handshake_errors++;
                 return client_send_error(c, req->hdr.seq, EALREADY, 0, "HELLO already done");
         }
-        if (req->proto_min > SMC_CTL_VERSION || req->proto_max < SMC_CTL_VERSION) {
+        /* the highest version both speak */
+        if (req->proto_min > SMC_CTL_VERSION || req->proto_max < SMC_CTL_VERSION_MIN) {
                 c->manager->stats.handshake_errors++;
                 return client_send_error(c, req->hdr.seq, EPROTONOSUPPORT, 0,
-                                         "protocol versions %u..%u not supported, smcd speaks %u",
-                                         req->proto_min, req->proto_max, SMC_CTL_VERSION);
+                                         "protocol versions %u..%u not supported, smcd speaks %u..%u",
+                                         req->proto_min, req->proto_max, SMC_CTL_VERSION_MIN, SMC_CTL_VERSION);
         }
+        c->version = (uint16_t) (req->proto_max < SMC_CTL_VERSION ? req->proto_max : SMC_CTL_VERSION);
         smc_ctl_init(&msg, SMC_CTL_HELLO_REPLY, req->hdr.seq);
-        msg.hello_reply.version = SMC_CTL_VERSION;
+        msg.hello_reply.version = c->version;
         msg.hello_reply.client_id = c->id;
         r = client_send(c, &msg, NULL, 0);
         if (r < 0)
                 return r;
         c->hello_done = true;
-        log_debug("Client %" PRIu64 ": HELLO done", c->id);
+        log_debug("Client %" PRIu64 ": HELLO done, protocol version %u", c->id, c->version);
         return 0;
 }
 
@@ -200,9 +213,17 @@ static int client_process_one(Client *c) {
                 c->manager->stats.handshake_errors++;
                 if (n == -EPROTONOSUPPORT)
                         return client_send_error(c, msg.hdr.seq, -n, 0,
-                                                 "protocol version %u not supported, smcd speaks %u",
-                                                 msg.hdr.version, SMC_CTL_VERSION);
+                                                 "protocol version %u not supported, smcd speaks %u..%u",
+                                                 msg.hdr.version, SMC_CTL_VERSION_MIN, SMC_CTL_VERSION);
                 return client_send_error(c, msg.hdr.seq, -n, 0, "%s", decode_error_text(n));
+        }
+        if (c->hello_done && msg.hdr.version != c->version && msg.hdr.type != SMC_CTL_HELLO) {
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                c->manager->stats.handshake_errors++;
+                return client_send_error(c, msg.hdr.seq, EPROTONOSUPPORT, 0,
+                                         "message of protocol version %u on a connection of version %u",
+                                         msg.hdr.version, c->version);
         }
 
         if (!c->hello_done && msg.hdr.type != SMC_CTL_HELLO) {
@@ -219,8 +240,18 @@ static int client_process_one(Client *c) {
                 return client_handle_listen(c, &msg.listen, fds[0]); /* takes the fd */
         case SMC_CTL_UNLISTEN:
                 return client_handle_unlisten(c, &msg.unlisten);
-        case SMC_CTL_CONNECT:
-                return client_handle_connect(c, &msg.connect);
+        case SMC_CTL_CONNECT: {
+                /* the "connect" histogram (stats.h): decoded request to reply sent */
+                struct timespec t0, t1;
+
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                r = client_handle_connect(c, &msg.connect);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                if (r >= 0)
+                        smc_hist_add(&c->manager->stats.connect,
+                                     (uint64_t) ((t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec)));
+                return r;
+        }
         case SMC_CTL_CLOSE:
                 return client_handle_close(c, &msg.close);
         default:
@@ -341,7 +372,7 @@ static void client_reject(Manager *m, int fd, const struct ucred *uc) {
         m->stats.clients_rejected++;
         log_notice("Refusing client pid %d uid %u gid %u: not in the allow list.",
                    (int) uc->pid, (unsigned) uc->uid, (unsigned) uc->gid);
-        smc_ctl_init(&msg, SMC_CTL_ERROR, 0);
+        (void) smc_ctl_init_v(&msg, SMC_CTL_ERROR, 0, SMC_CTL_VERSION_MIN); /* before any HELLO */
         msg.error.error = -EACCES;
         snprintf(msg.error.msg, sizeof(msg.error.msg), "uid %u is not allowed to use smcd",
                  (unsigned) uc->uid);
@@ -354,7 +385,7 @@ static void client_refuse(Manager *m, int fd, const struct ucred *uc, bool per_u
         union smc_ctl_msg msg;
 
         m->stats.clients_over_limit++;
-        smc_ctl_init(&msg, SMC_CTL_ERROR, 0);
+        (void) smc_ctl_init_v(&msg, SMC_CTL_ERROR, 0, SMC_CTL_VERSION_MIN); /* before any HELLO */
         msg.error.error = -EUSERS;
         if (per_uid) {
                 log_debug("Refusing client pid %d: uid %u has %" PRIu64 " control connections already.",
@@ -415,6 +446,7 @@ static int client_new(Manager *m, int fd) {
         c->pid = uc.pid;
         c->uid = uc.uid;
         c->gid = uc.gid;
+        c->version = SMC_CTL_VERSION_MIN;
         c->mapped = u64map_new();
         if (!c->mapped) {
                 free(c);
@@ -674,6 +706,19 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 manager_free(m);
                 return log_error_errno(ENOMEM, "Out of memory.");
         }
+        {
+                /* policy.json and pnet.json live beside the tunables state file
+                 * (policy.h); a corrupt one is moved aside and the table starts empty */
+                char path[PATH_MAX];
+
+                if (policy_state_path(m->config.state_file, POLICY_STATE_NAME, path, sizeof(path)) < 0 ||
+                    policy_load(&m->policy, path) < 0 ||
+                    policy_state_path(m->config.state_file, PNET_STATE_NAME, path, sizeof(path)) < 0 ||
+                    pnet_load(&m->pnet, path) < 0) {
+                        manager_free(m);
+                        return log_error_errno(ENOMEM, "Cannot set up the policy and pnet tables.");
+                }
+        }
 
         if (getrandom(m->id_key, sizeof(m->id_key), 0) != sizeof(m->id_key)) {
                 r = log_error_errno(errno, "getrandom failed: %m");
@@ -738,6 +783,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         pc.buf_clear = cfg->buf_clear;
         pc.prepopulate[smc_dmb_class(SMC_DMB_DEFAULT_SIZE)] = cfg->prepopulate;
         pc.inline_reclaim = true;
+        pc.time_acquire = true; /* the "buffer_acquire" histogram (stats.h) */
         r = smc_pool_new(&pc, &m->pool);
         if (r < 0) {
                 manager_free(m);
@@ -768,6 +814,15 @@ int manager_start(Manager *m) {
         r = manager_write_stats(m);
         if (r < 0)
                 return r;
+        /* local addresses and links, live (netlink.h); without netlink the CONNECT
+         * decision falls back to getifaddrs() (addr.h) and devices shows no netdevs */
+        r = netlink_new(m->event, &m->netlink);
+        if (r < 0)
+                log_warning_errno(r, "Cannot open the netlink monitor (%m): local addresses come from "
+                                  "getifaddrs(), refreshed at most once a second; no netdevs are listed.");
+        r = ibdevs_new(m->event, m->netlink, &m->ibdevs);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up RoCE device discovery: %m");
         if (!m->config.no_bus)
                 (void) manager_bus_connect(m); /* optional: logged, smcd runs without it */
         (void) sd_notify(false, "READY=1");
@@ -804,6 +859,8 @@ Manager *manager_free(Manager *m) {
                         free(v);
         }
         manager_bus_disconnect(m);
+        m->ibdevs = ibdevs_free(m->ibdevs); /* unhooks from the netlink monitor */
+        m->netlink = netlink_free(m->netlink);
         sd_event_source_disable_unref(m->listen_io);
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
@@ -822,6 +879,8 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->uids);
         u64map_free(m->watches);
         local_addrs_done(&m->local_addrs);
+        policy_done(&m->policy);
+        pnet_done(&m->pnet);
         manager_config_done(&m->config);
         free(m->socket_path);
         free(m->stats_path);

@@ -50,7 +50,10 @@
 #include "addr.h"
 #include "ctl-proto.h"
 #include "hashmap.h"
+#include "ibdev.h"
 #include "list.h"
+#include "netlink.h"
+#include "policy.h"
 #include "pool.h"
 #include "stats.h"
 
@@ -89,6 +92,14 @@ typedef struct ManagerConfig {
         uint32_t rmem;              /* RMB ring bytes of a CONNECT without SO_RCVBUF (a
                                      * class size, 16K..1M; tunables.h) */
         enum smcd_inline inline_mode; /* tunable "inline": stored only, for SMC-R */
+        uint32_t sndbuf;            /* the writer's send buffer when its app set no
+                                     * SO_SNDBUF: the peer's RMB is at least this (a
+                                     * class size, 16K..1M; tunables.h) */
+        uint32_t busy_poll_us;      /* handed to both ends of new connections (v2) */
+        uint32_t autocork_size;     /* bytes, handed to both ends of new connections */
+        uint64_t max_handshakes_per_uid; /* CONNECTs per second per uid, 0 = unlimited */
+        uint32_t max_conns_per_lgr; /* SMC-R: stored only (16..255) */
+        uint32_t test_link_time;    /* SMC-R: seconds, 0 = off; stored only */
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
 } ManagerConfig;
 
@@ -102,6 +113,8 @@ struct Client {
         uid_t uid;
         gid_t gid;
         bool hello_done;
+        uint16_t version;     /* control protocol version: SMC_CTL_VERSION_MIN until
+                               * HELLO, then the negotiated one (ctl-proto.h) */
         LIST_FIELDS(Client, clients);
         LIST_HEAD(Endpoint, endpoints); /* open endpoints owned */
         LIST_HEAD(Listener, listeners);
@@ -114,7 +127,10 @@ struct Listener {
         uint64_t id;
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
         bool v6only;
-        unsigned dmb_class;       /* server DMBs: smc_dmb_class(SO_RCVBUF / 2) */
+        unsigned dmb_class;       /* server DMBs of a version-1 LISTEN:
+                                   * smc_dmb_class(SO_RCVBUF / 2) */
+        uint32_t sndbuf, rcvbuf;  /* version 2: the app's SO_SNDBUF / SO_RCVBUF, 0 =
+                                   * not set (the tunables sndbuf / rmem at CONNECT) */
         uint32_t queue_max;       /* NEW_CONN queued but not accepted: backlog + 1 */
         int channel;              /* smcd's end of the accept channel, in Manager.watch_fd
                                    * (key = id | WATCH_LISTENER): HUP = the client
@@ -141,6 +157,10 @@ struct UidUsage {
         uint64_t endpoints;
         uint64_t dmb_bytes;
         uint64_t clients; /* control connections */
+        /* max_handshakes_per_uid: a token bucket of CONNECTs, in millionths of a
+         * handshake; hs_last = when it was last refilled (0: never used, full) */
+        uint64_t hs_tokens;
+        uint64_t hs_last;
 };
 
 enum {
@@ -165,6 +185,8 @@ struct Conn {
         struct smc_buf *buf[2]; /* buf[i]: the rx DMB of ep[i] */
         uint64_t listener_id;   /* the Listener that got the NEW_CONN (it may be gone:
                                  * look it up with manager_get_listener()) */
+        struct smcd_dmb_counters stats_base[2]; /* buf[i]'s DMB counters at the last
+                                                 * stats reset, 0 before (stats.h) */
 };
 
 struct Manager {
@@ -197,7 +219,10 @@ struct Manager {
         size_t msg_truesize; /* kernel bytes of one queued NEW_CONN datagram */
         int somaxconn;
 
-        LocalAddrs local_addrs;
+        LocalAddrs local_addrs;  /* getifaddrs fallback, only without m->netlink */
+        NetlinkMonitor *netlink; /* links and local addresses (netlink.h); NULL if netlink
+                                  * could not be opened at start */
+        IbDevices *ibdevs;       /* RoCE device ports (ibdev.h) */
         struct smcd_stats stats;
 
         /* sd_notify STATUS=, at most once per second */
@@ -208,6 +233,9 @@ struct Manager {
         bool exiting; /* manager_free() runs: no more STATUS= */
 
         sd_bus *bus;  /* system bus, NULL without D-Bus (manager-bus.h) */
+
+        PolicyTable policy; /* SMC or TCP per connect / listen (policy.h) */
+        PnetTable pnet;     /* netdev <-> RoCE device, for SMC-R (policy.h) */
 };
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,

@@ -108,6 +108,9 @@ struct smc_pool {
         _Atomic uint64_t free_count[SMC_DMB_NCLASSES];
         _Atomic uint64_t pending_clear;
         _Atomic uint64_t bytes_total;
+        _Atomic uint64_t downgrade;
+        _Atomic uint64_t acquire_hist[SMC_HIST_BUCKETS]; /* cfg.time_acquire */
+        _Atomic uint64_t acquire_ns;                     /* sum of the samples */
 };
 
 static inline uint64_t now_ns(void) {
@@ -578,17 +581,24 @@ struct smc_pool *smc_pool_free(struct smc_pool *p) {
         return NULL;
 }
 
-int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned class, struct smc_buf **ret) {
-        struct pool_domain *d;
+/* With max_bytes: could a new buffer of @class fit if every free buffer were trimmed?
+ * (Relaxed reads: a hint that spares trimming the pool for nothing.) */
+static bool could_fit(struct smc_pool *p, unsigned class) {
+        uint64_t total, freeb = 0;
+
+        if (p->cfg.max_bytes == 0)
+                return true;
+        for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++)
+                freeb += atomic_load_explicit(&p->free_count[c], memory_order_relaxed) * buf_bytes(c);
+        total = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
+        return total - (freeb < total ? freeb : total) + buf_bytes(class) <= p->cfg.max_bytes;
+}
+
+/* Take a buffer of @class for domain @d: pop, else create (trimming free buffers
+ * under max_bytes). 0, -ENOBUFS or -errno. */
+static int acquire_class(struct smc_pool *p, struct pool_domain *d, unsigned class, struct smc_buf **ret) {
         struct pool_slot *s;
         int r;
-
-        if (!p || !ret || class >= SMC_DMB_NCLASSES)
-                return -EINVAL;
-
-        r = domain_get(p, uid_a, uid_b, &d);
-        if (r < 0)
-                return r;
 
         s = stack_pop(p, &d->head[class]);
         if (!s)
@@ -601,6 +611,8 @@ int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned clas
                         s->dirty = false;
                 }
         } else {
+                if (!could_fit(p, class))
+                        return -ENOBUFS;
                 while (!bytes_reserve(p, buf_bytes(class)))
                         if (!trim_one(p, d, class))
                                 return -ENOBUFS;
@@ -616,6 +628,51 @@ int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned clas
         atomic_fetch_add_explicit(&p->in_use[class], 1, memory_order_relaxed);
         *ret = &s->buf;
         return 0;
+}
+
+/* Acquire of class @max, or with @fit of a smaller one when max_bytes leaves no room;
+ * counts the downgrade (below @want) and times it. */
+static int acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned want, unsigned max, bool fit,
+                   struct smc_buf **ret) {
+        struct pool_domain *d;
+        uint64_t t0 = 0;
+        unsigned c;
+        int r;
+
+        if (!p || !ret || want >= SMC_DMB_NCLASSES || max > want)
+                return -EINVAL;
+        if (p->cfg.time_acquire)
+                t0 = now_ns();
+
+        r = domain_get(p, uid_a, uid_b, &d);
+        if (r < 0)
+                return r;
+        for (c = max;; c--) {
+                r = acquire_class(p, d, c, ret);
+                if (r != -ENOBUFS || c == 0 || !fit)
+                        break;
+        }
+        if (r < 0)
+                return r;
+
+        if (c < want)
+                atomic_fetch_add_explicit(&p->downgrade, 1, memory_order_relaxed);
+        if (p->cfg.time_acquire) {
+                uint64_t dt = now_ns() - t0;
+
+                atomic_fetch_add_explicit(&p->acquire_hist[smc_hist_bucket(dt)], 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&p->acquire_ns, dt, memory_order_relaxed);
+        }
+        return 0;
+}
+
+int smc_pool_acquire_fit(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned want, unsigned max,
+                         struct smc_buf **ret) {
+        return acquire(p, uid_a, uid_b, want, max, true, ret);
+}
+
+int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned class, struct smc_buf **ret) {
+        return acquire(p, uid_a, uid_b, class, class, false, ret);
 }
 
 void smc_pool_release(struct smc_pool *p, struct smc_buf *b) {
@@ -688,6 +745,25 @@ void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret) {
         }
         ret->pending_clear = atomic_load_explicit(&p->pending_clear, memory_order_relaxed);
         ret->bytes_total = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
+        ret->downgrade = atomic_load_explicit(&p->downgrade, memory_order_relaxed);
+        for (unsigned i = 0; i < SMC_HIST_BUCKETS; i++)
+                ret->acquire.bucket[i] = atomic_load_explicit(&p->acquire_hist[i], memory_order_relaxed);
+        ret->acquire.sum = atomic_load_explicit(&p->acquire_ns, memory_order_relaxed);
+}
+
+void smc_pool_reset_stats(struct smc_pool *p) {
+        if (!p)
+                return;
+        atomic_store_explicit(&p->alloc, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->reuse, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->free, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->clear, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->bytes_cleared, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->clear_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->downgrade, 0, memory_order_relaxed);
+        for (unsigned i = 0; i < SMC_HIST_BUCKETS; i++)
+                atomic_store_explicit(&p->acquire_hist[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&p->acquire_ns, 0, memory_order_relaxed);
 }
 
 /* Only acquired buffers are found: a free or pending buffer is nobody's to name. */

@@ -36,6 +36,7 @@
 #include <sys/types.h>
 
 #include "dmb.h"
+#include "hist.h"
 
 enum smc_pool_clear {
         SMC_POOL_CLEAR_RELEASE = 0, /* zero on release, in the reclaim worker (default) */
@@ -48,6 +49,10 @@ struct smc_pool_config {
         uint64_t max_bytes;                     /* 0 = unlimited; total memfd bytes */
         bool inline_reclaim; /* the owner calls smc_pool_reclaim() when idle; the worker
                               * only takes backlogs of SMC_POOL_WAKE_BATCH buffers */
+        bool time_acquire;   /* time every successful acquire into the "acquire"
+                              * histogram: two clock_gettime(CLOCK_MONOTONIC) per
+                              * acquire (+~65 ns on this KVM guest). smcd sets it; off, the
+                              * histogram stays empty */
 };
 
 #define SMC_POOL_WAKE_BATCH 32 /* released buffers that wake the worker (inline mode) */
@@ -63,6 +68,12 @@ struct smc_pool_stats {
         uint64_t free_count[SMC_DMB_NCLASSES]; /* buffers on free lists (incl. fresh) */
         uint64_t pending_clear;   /* released, waiting for the reclaim worker */
         uint64_t bytes_total;     /* memfd bytes that exist */
+        uint64_t downgrade;       /* acquires that handed out a smaller class than
+                                   * wanted (smc_pool_acquire_fit) */
+        struct smc_hist acquire;  /* duration of each successful acquire, ns (with
+                                   * cfg.time_acquire): from entry to return, so a
+                                   * new memfd's creation or a CLEAR_CREATE clear is
+                                   * in it */
 };
 
 struct smc_buf {
@@ -95,6 +106,16 @@ struct smc_pool *smc_pool_free(struct smc_pool *p);
  * Returns 0, -EINVAL (bad class), -ENOBUFS (max_bytes reached) or -errno. */
 int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned class, struct smc_buf **ret);
 
+/* As smc_pool_acquire() for a connection that wants class @want but may have at
+ * most class @max (<= @want; e.g. what the caller's per-uid buffer limit leaves):
+ * a buffer of class @max, or, when max_bytes leaves no room for one even after
+ * trimming free buffers, of the largest smaller class that fits (as the kernel's
+ * smc_buf_create() downsizes an RMB). A buffer smaller than @want counts one
+ * "downgrade". Returns 0, -EINVAL (@want > 6 or @max > @want), -ENOBUFS (not even
+ * class 0 fits) or -errno. */
+int smc_pool_acquire_fit(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned want, unsigned max,
+                         struct smc_buf **ret);
+
 /* Give back a buffer that no process writes any more. It is cleared (header and
  * payload) before anyone gets it again. Never blocks on clearing. */
 void smc_pool_release(struct smc_pool *p, struct smc_buf *b);
@@ -113,6 +134,12 @@ void smc_pool_set_clear(struct smc_pool *p, enum smc_pool_clear mode);
 
 /* Snapshot of the counters (each read atomically; the set is not a snapshot). */
 void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret);
+
+/* Zero the counters of events (alloc, reuse, free, clear, bytes_cleared, clear_ns,
+ * downgrade, the acquire histogram); the gauges of what exists now (in_use,
+ * free_count, pending_clear, bytes_total) stay. Events that race with the reset may
+ * land on either side of it. */
+void smc_pool_reset_stats(struct smc_pool *p);
 
 /* Look up a buffer by id (for validating client requests). Returns NULL if unknown. */
 struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id);

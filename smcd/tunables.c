@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +22,30 @@
 
 #define STATE_MAX_SIZE (64u << 10) /* bytes of a state file */
 
-const char *const smcd_tunable_keys[] = {
-        "buf_clear",
-        "inline",
-        "max_buf_per_uid",
-        "max_clients_per_uid",
-        "max_conns_per_uid",
-        "rmem",
+/* ---- the table ---- */
+
+enum kind {
+        KIND_ENUM,   /* one of names[], stored as the index */
+        KIND_NUMBER, /* decimal digits, min..max */
+        KIND_BYTES,  /* decimal digits with an optional K/M/G/T suffix, min..max */
+        KIND_CLASS,  /* bytes as KIND_BYTES, min..max, rounded up to a DMB size class */
+};
+
+typedef struct Tunable {
+        const char *key;
+        enum kind kind;
+        size_t offset, size;      /* the field in ManagerConfig: 4 or 8 bytes, unsigned */
+        uint64_t min, max, def;
+        const char *const *names; /* KIND_ENUM: by value, NULL terminated */
+        const char *expect;       /* "expected ..." in the error message */
+        const char *metavar, *help; /* smcd --help */
+} Tunable;
+
+#define FIELD(f) offsetof(ManagerConfig, f), sizeof(((ManagerConfig *) 0)->f)
+
+static const char *const buf_clear_names[] = {
+        [SMC_POOL_CLEAR_RELEASE] = "release",
+        [SMC_POOL_CLEAR_CREATE] = "create",
         NULL
 };
 
@@ -35,7 +53,109 @@ static const char *const inline_names[] = {
         [SMCD_INLINE_AUTO] = "auto",
         [SMCD_INLINE_ON] = "on",
         [SMCD_INLINE_OFF] = "off",
+        NULL
 };
+
+_Static_assert(sizeof(enum smc_pool_clear) == 4 && sizeof(enum smcd_inline) == 4, "enum fields are 4 bytes");
+
+/* In display order (alphabetical). The ranges of busy_poll and autocork_size are the
+ * control protocol's (ctl-proto.h), which carries them to the clients. */
+static const Tunable tunables[] = {
+        { "autocork_size", KIND_BYTES, FIELD(autocork_size), 1024, SMC_CTL_AUTOCORK_MAX, 64 << 10, NULL,
+          "bytes 1K..1M (K/M suffixes)",
+          "BYTES", "A corked batch is sent at this size (1K..1M, default 64K)" },
+        { "buf_clear", KIND_ENUM, FIELD(buf_clear), 0, 1, SMC_POOL_CLEAR_RELEASE, buf_clear_names,
+          "release or create",
+          "release|create", "When buffers are zeroed (default release)" },
+        { "busy_poll", KIND_NUMBER, FIELD(busy_poll_us), 0, SMC_CTL_BUSY_POLL_MAX_US, 50, NULL,
+          "microseconds 0..10000",
+          "USEC", "Clients spin this long before sleeping (0..10000, default 50)" },
+        { "inline", KIND_ENUM, FIELD(inline_mode), 0, 2, SMCD_INLINE_AUTO, inline_names,
+          "auto, on or off",
+          "auto|on|off", "Inline sends (stored; used by SMC-R, default auto)" },
+        { "max_buf_per_uid", KIND_BYTES, FIELD(max_buf_per_uid), 0, UINT64_MAX, 0, NULL,
+          "bytes with an optional K/M/G suffix (0 = unlimited)",
+          "BYTES", "DMB bytes per uid, K/M/G suffixes (0 = unlimited)" },
+        { "max_clients_per_uid", KIND_NUMBER, FIELD(max_clients_per_uid), 0, UINT64_MAX, 256, NULL,
+          "a number (0 = unlimited)",
+          "N", "Control connections per uid (default 256, 0 = unlimited)" },
+        { "max_conns_per_lgr", KIND_NUMBER, FIELD(max_conns_per_lgr), 16, 255, 255, NULL,
+          "a number 16..255",
+          "N", "Connections per SMC-R link group (16..255, default 255; stored)" },
+        { "max_conns_per_uid", KIND_NUMBER, FIELD(max_conns_per_uid), 0, UINT64_MAX, 0, NULL,
+          "a number (0 = unlimited)",
+          "N", "Connection endpoints per uid (0 = unlimited)" },
+        { "max_handshakes_per_uid", KIND_NUMBER, FIELD(max_handshakes_per_uid), 0, 1000000, 0, NULL,
+          "handshakes per second 0..1000000 (0 = unlimited)",
+          "N", "Connects per second per uid (0 = unlimited)" },
+        { "rmem", KIND_CLASS, FIELD(rmem), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_DEFAULT_SIZE, NULL,
+          "bytes 16K..1M (K/M suffixes)",
+          "BYTES", "RMB size of a socket without SO_RCVBUF (16K..1M, default 64K)" },
+        { "sndbuf", KIND_CLASS, FIELD(sndbuf), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_MIN_SIZE, NULL,
+          "bytes 16K..1M (K/M suffixes)",
+          "BYTES", "An RMB is at least its writer's SO_SNDBUF or this (16K..1M, default 16K)" },
+        { "test_link_time", KIND_NUMBER, FIELD(test_link_time), 0, 3600, 30, NULL,
+          "seconds 0..3600 (0 = off)",
+          "SECONDS", "SMC-R link test interval (0 = off, default 30; stored)" },
+};
+
+#define N_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
+
+static const Tunable *tunable_find(const char *key) {
+        for (size_t i = 0; i < N_TUNABLES; i++)
+                if (strcmp(tunables[i].key, key) == 0)
+                        return &tunables[i];
+        return NULL;
+}
+
+static uint64_t field_get(const ManagerConfig *cfg, const Tunable *t) {
+        const uint8_t *p = (const uint8_t *) cfg + t->offset;
+
+        if (t->size == sizeof(uint64_t))
+                return *(const uint64_t *) p;
+        return *(const uint32_t *) p;
+}
+
+static void field_set(ManagerConfig *cfg, const Tunable *t, uint64_t v) {
+        uint8_t *p = (uint8_t *) cfg + t->offset;
+
+        if (t->size == sizeof(uint64_t))
+                *(uint64_t *) p = v;
+        else
+                *(uint32_t *) p = (uint32_t) v;
+}
+
+size_t tunables_count(void) {
+        return N_TUNABLES;
+}
+
+const char *tunable_key(size_t i) {
+        return i < N_TUNABLES ? tunables[i].key : NULL;
+}
+
+bool tunable_known(const char *key) {
+        return key && tunable_find(key);
+}
+
+const char *tunable_help(const char *key, const char **ret_metavar) {
+        const Tunable *t = key ? tunable_find(key) : NULL;
+
+        if (!t)
+                return NULL;
+        if (ret_metavar)
+                *ret_metavar = t->metavar;
+        return t->help;
+}
+
+void tunables_set_defaults(ManagerConfig *cfg) {
+        for (size_t i = 0; i < N_TUNABLES; i++)
+                field_set(cfg, &tunables[i], tunables[i].def);
+}
+
+void tunables_copy(ManagerConfig *dst, const ManagerConfig *src) {
+        for (size_t i = 0; i < N_TUNABLES; i++)
+                field_set(dst, &tunables[i], field_get(src, &tunables[i]));
+}
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int set_err(char *err, size_t errlen, const char *fmt, ...) {
@@ -81,77 +201,60 @@ static int parse_number(const char *s, bool size, uint64_t *ret) {
         return 0;
 }
 
-static bool key_known(const char *key) {
-        for (size_t i = 0; smcd_tunable_keys[i]; i++)
-                if (strcmp(smcd_tunable_keys[i], key) == 0)
-                        return true;
-        return false;
-}
+int tunable_parse_as(ManagerConfig *cfg, const char *key, const char *value, const char *what, char *err,
+                     size_t errlen) {
+        const Tunable *t = key ? tunable_find(key) : NULL;
+        uint64_t v = 0;
 
-int tunable_parse(ManagerConfig *cfg, const char *key, const char *value, char *err, size_t errlen) {
-        uint64_t v;
+        if (!t) {
+                char known[512] = "";
+                size_t n = 0;
 
-        if (!key_known(key))
-                return set_err(err, errlen, "unknown tunable \"%s\" (known: buf_clear, inline, max_buf_per_uid, "
-                               "max_clients_per_uid, max_conns_per_uid, rmem)", key);
-        if (strcmp(key, "buf_clear") == 0) {
-                if (strcmp(value, "release") == 0)
-                        cfg->buf_clear = SMC_POOL_CLEAR_RELEASE;
-                else if (strcmp(value, "create") == 0)
-                        cfg->buf_clear = SMC_POOL_CLEAR_CREATE;
-                else
-                        return set_err(err, errlen, "buf_clear: expected release or create, not \"%s\"", value);
-                return 0;
+                for (size_t i = 0; i < N_TUNABLES && n < sizeof(known); i++)
+                        n += (size_t) snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "", tunables[i].key);
+                return set_err(err, errlen, "unknown tunable \"%s\" (known: %s)", key ? key : "", known);
         }
-        if (strcmp(key, "inline") == 0) {
-                for (unsigned i = 0; i < sizeof(inline_names) / sizeof(inline_names[0]); i++)
-                        if (strcmp(value, inline_names[i]) == 0) {
-                                cfg->inline_mode = (enum smcd_inline) i;
-                                return 0;
-                        }
-                return set_err(err, errlen, "inline: expected auto, on or off, not \"%s\"", value);
+        if (!what)
+                what = key;
+        if (!value)
+                value = "";
+        switch (t->kind) {
+        case KIND_ENUM:
+                for (v = 0; t->names[v]; v++)
+                        if (strcmp(value, t->names[v]) == 0)
+                                break;
+                if (!t->names[v])
+                        return set_err(err, errlen, "%s: expected %s, not \"%s\"", what, t->expect, value);
+                break;
+        case KIND_NUMBER:
+        case KIND_BYTES:
+        case KIND_CLASS:
+                if (parse_number(value, t->kind != KIND_NUMBER, &v) < 0 || v < t->min || v > t->max)
+                        return set_err(err, errlen, "%s: expected %s, not \"%s\"", what, t->expect, value);
+                if (t->kind == KIND_CLASS)
+                        v = smc_dmb_class_size(smc_dmb_class(v));
+                break;
         }
-        if (strcmp(key, "max_buf_per_uid") == 0) {
-                if (parse_number(value, true, &v) < 0)
-                        return set_err(err, errlen, "max_buf_per_uid: expected bytes with an optional K/M/G "
-                                       "suffix (0 = unlimited), not \"%s\"", value);
-                cfg->max_buf_per_uid = v;
-                return 0;
-        }
-        if (strcmp(key, "max_conns_per_uid") == 0 || strcmp(key, "max_clients_per_uid") == 0) {
-                if (parse_number(value, false, &v) < 0)
-                        return set_err(err, errlen, "%s: expected a number (0 = unlimited), not \"%s\"", key, value);
-                if (key[4] == 'c' && key[5] == 'o')
-                        cfg->max_conns_per_uid = v;
-                else
-                        cfg->max_clients_per_uid = v;
-                return 0;
-        }
-        /* rmem */
-        if (parse_number(value, true, &v) < 0 || v < SMC_DMB_MIN_SIZE || v > SMC_DMB_MAX_SIZE)
-                return set_err(err, errlen, "rmem: expected bytes 16K..1M (K/M suffixes), not \"%s\"", value);
-        cfg->rmem = smc_dmb_class_size(smc_dmb_class(v));
+        field_set(cfg, t, v);
         return 0;
 }
 
+int tunable_parse(ManagerConfig *cfg, const char *key, const char *value, char *err, size_t errlen) {
+        return tunable_parse_as(cfg, key, value, NULL, err, errlen);
+}
+
 int tunable_format(const ManagerConfig *cfg, const char *key, char **ret) {
+        const Tunable *t = key ? tunable_find(key) : NULL;
+        uint64_t v;
         int r;
 
-        if (strcmp(key, "buf_clear") == 0)
-                r = asprintf(ret, "%s", cfg->buf_clear == SMC_POOL_CLEAR_CREATE ? "create" : "release");
-        else if (strcmp(key, "inline") == 0)
-                r = asprintf(ret, "%s", (unsigned) cfg->inline_mode <= SMCD_INLINE_OFF ?
-                             inline_names[cfg->inline_mode] : "auto");
-        else if (strcmp(key, "max_buf_per_uid") == 0)
-                r = asprintf(ret, "%" PRIu64, cfg->max_buf_per_uid);
-        else if (strcmp(key, "max_conns_per_uid") == 0)
-                r = asprintf(ret, "%" PRIu64, cfg->max_conns_per_uid);
-        else if (strcmp(key, "max_clients_per_uid") == 0)
-                r = asprintf(ret, "%" PRIu64, cfg->max_clients_per_uid);
-        else if (strcmp(key, "rmem") == 0)
-                r = asprintf(ret, "%" PRIu32, cfg->rmem ? cfg->rmem : SMC_DMB_DEFAULT_SIZE);
-        else
+        if (!t)
                 return -EINVAL;
+        v = field_get(cfg, t);
+        if (t->kind == KIND_ENUM)
+                r = asprintf(ret, "%s", v <= t->max ? t->names[v] : t->names[t->def]);
+        else
+                r = asprintf(ret, "%" PRIu64, v);
         return r < 0 ? -ENOMEM : 0;
 }
 
@@ -160,17 +263,17 @@ json_object *tunables_to_json(const ManagerConfig *cfg) {
 
         if (!o)
                 return NULL;
-        for (size_t i = 0; smcd_tunable_keys[i]; i++) {
+        for (size_t i = 0; i < N_TUNABLES; i++) {
                 json_object *s;
                 char *v;
 
-                if (tunable_format(cfg, smcd_tunable_keys[i], &v) < 0) {
+                if (tunable_format(cfg, tunables[i].key, &v) < 0) {
                         json_object_put(o);
                         return NULL;
                 }
                 s = json_object_new_string(v);
                 free(v);
-                if (!s || json_object_object_add(o, smcd_tunable_keys[i], s) < 0) {
+                if (!s || json_object_object_add(o, tunables[i].key, s) < 0) {
                         json_object_put(s);
                         json_object_put(o);
                         return NULL;
@@ -179,72 +282,25 @@ json_object *tunables_to_json(const ManagerConfig *cfg) {
         return o;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
-/* The directory part of @path in @buf. */
-static const char *dir_of(const char *path, char *buf, size_t len) {
-        snprintf(buf, len, "%s", path);
-        return dirname(buf);
-}
-
 int tunables_save(const ManagerConfig *cfg, const char *path) {
-        char dir[PATH_MAX], tmp[PATH_MAX + 16];
         json_object *o;
         const char *text;
-        int fd, dfd, r;
+        char *data;
+        int r;
 
         if (!path || !*path)
                 return -EINVAL;
-        if ((size_t) snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path) >= sizeof(tmp))
-                return -ENAMETOOLONG;
-        dir_of(path, dir, sizeof(dir));
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
         o = tunables_to_json(cfg);
         if (!o)
                 return -ENOMEM;
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                r = -errno;
-                json_object_put(o);
-                return r;
-        }
-        r = write_all(fd, text, strlen(text));
-        if (r == 0)
-                r = write_all(fd, "\n", 1);
+        r = asprintf(&data, "%s\n", text);
         json_object_put(o);
-        if (r == 0 && fchmod(fd, 0644) < 0)
-                r = -errno;
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                (void) unlink(tmp);
-                return r;
-        }
-        /* the rename itself must survive a crash too */
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-        r = fsync(dfd) < 0 ? -errno : 0;
-        close(dfd);
+        if (r < 0)
+                return -ENOMEM;
+        /* tmp + fsync + rename + directory fsync (fileio.h), shared with policy.c */
+        r = write_file_atomic(path, data, strlen(data), 0644);
+        free(data);
         return r;
 }
 
@@ -322,9 +378,9 @@ int tunables_load(ManagerConfig *cfg, const char *path) {
                 log_debug("Tunables loaded from %s.", path);
                 return 0;
         }
-        snprintf(aside, sizeof(aside), "%s.corrupt-%lld", path, (long long) time(NULL));
-        if (rename(path, aside) < 0)
-                log_error_errno(errno, "Corrupt state file %s (%s): starting with the default tunables; "
+        r = move_aside_corrupt(path, aside, sizeof(aside));
+        if (r < 0)
+                log_error_errno(r, "Corrupt state file %s (%s): starting with the default tunables; "
                                 "cannot move it aside: %m", path, err);
         else
                 log_error("Corrupt state file %s (%s): starting with the default tunables; moved it to %s.",

@@ -3,39 +3,90 @@
 
 /*
  * smcd's run-time tunables: validated key=value settings that live in ManagerConfig,
- * are changed over D-Bus (SetTunable, manager-bus.h) and persist in a json-c state
- * file (a JSON object, key -> value string, every key present).
+ * are changed over D-Bus (SetTunable, manager-bus.h), persist in a json-c state file
+ * (a JSON object, key -> value string, every key present) and are smcd options too
+ * (--KEY with '_' as '-', main.c). One table in tunables.c holds them all. See
+ * smcd-tunables(5) for the user's view.
  *
+ *   autocork_size        bytes 1K..1M (default 64K): handed to both ends of a new
+ *                        connection (control protocol v2, struct smc_ctl_conn_params);
+ *                        a corked (TCP_CORK / MSG_MORE) batch is published once it is
+ *                        this large, capped at half the peer's RMB. Not the kernel's
+ *                        autocorking (we coalesce only what the app corks). The
+ *                        client's SMC_AUTOCORK wins. New connections.
  *   buf_clear            release|create   when DMBs are zeroed; applied live
  *                                         (smc_pool_set_clear: buffers released from now on)
- *   max_conns_per_uid    N (0 = unlimited)  endpoints per uid; new connections
- *   max_buf_per_uid      bytes, K/M/G suffixes (0 = unlimited); new connections
- *   max_clients_per_uid  N (0 = unlimited)  control connections per uid; new clients
- *   rmem                 bytes 16K..1M, rounded up to a DMB size class: the RMB of a
- *                        CONNECT without SO_RCVBUF; new connections
+ *   busy_poll            microseconds 0..10000 (default 50): handed to both ends of a
+ *                        new connection; a blocking send/recv spins this long on the
+ *                        ring before it sleeps. The client's SMC_BUSY_POLL_US wins.
  *   inline               auto|on|off      stored and shown only; for SMC-R (not yet)
+ *   max_buf_per_uid      bytes, K/M/G suffixes (0 = unlimited); new connections
+ *   max_clients_per_uid  N (0 = unlimited, default 256)  control connections per uid;
+ *                        new clients
+ *   max_conns_per_lgr    16..255 (default 255, the kernel's SMC_RMBS_PER_LGR_MAX):
+ *                        SMC-R connections per link group; stored only until SMC-R
+ *                        exists, then new link groups
+ *   max_conns_per_uid    N (0 = unlimited)  endpoints per uid; new connections
+ *   max_handshakes_per_uid  N per second (0 = unlimited): a token bucket per uid
+ *                        (UidUsage, burst N) of CONNECTs; over it a CONNECT falls
+ *                        back with SMCD_DECL_HSRATE. Live.
+ *   rmem                 bytes 16K..1M, rounded up to a DMB size class: what a reader
+ *                        without SO_RCVBUF asks for; new connections
+ *   sndbuf               bytes 16K..1M, rounded up to a DMB size class (default 16K,
+ *                        the minimum, as net.smc.wmem defaults to tcp_wmem[1]): what a
+ *                        writer without SO_SNDBUF asks for. In SMC-D the writer writes
+ *                        straight into its peer's RMB (our "sndbuf" is the peer's DMB,
+ *                        as the kernel's loopback-ism attaches the sndbuf to the peer's
+ *                        DMB), so each RMB of a new connection is the larger of its
+ *                        reader's SO_RCVBUF (else rmem) and its writer's SO_SNDBUF
+ *                        (else sndbuf), as a class size (conn.c; max_buf_per_uid or
+ *                        the pool may make it smaller). The default changes nothing.
+ *   test_link_time       seconds 0..3600, 0 = off (default 30, the kernel's
+ *                        SMC_LLC_TESTLINK_DEFAULT_TIME): SMC-R link tests; stored only
+ *                        until SMC-R exists, then new links
  *
- * Values are shown normalized: numbers in decimal bytes/counts, rmem as the class size.
- * Start-up order: command line / config file give the defaults, the state file
- * overrides them; a corrupt state file (bad JSON, unknown key, bad value) is renamed
- * to <path>.corrupt-<unix time> and smcd starts on the defaults.
+ * Values are shown normalized: numbers in decimal bytes/counts, rmem and sndbuf as
+ * the class size. Start-up order: tunables_set_defaults(), then the command line /
+ * config file, then the state file overrides them; a corrupt state file (bad JSON,
+ * unknown key, bad value) is renamed to <path>.corrupt-<unix time> and smcd starts on
+ * the options.
  */
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "manager.h"
 
 #define SMCD_DEFAULT_STATE_FILE "/var/lib/smcd/tunables.json"
 
-/* The keys, NULL terminated, in display order. */
-extern const char *const smcd_tunable_keys[];
+/* The number of tunables, and the @i-th key in display order (NULL if @i is too
+ * large). */
+size_t tunables_count(void);
+const char *tunable_key(size_t i);
+bool tunable_known(const char *key);
+
+/* smcd --help text of @key's option, and its argument's name in *@ret_metavar; NULL
+ * for an unknown key. Static strings. */
+const char *tunable_help(const char *key, const char **ret_metavar);
+
+/* Set every tunable of @cfg to its default (nothing else is touched). */
+void tunables_set_defaults(ManagerConfig *cfg);
+
+/* Copy every tunable from @src to @dst (nothing else). */
+void tunables_copy(ManagerConfig *dst, const ManagerConfig *src);
 
 /* Validate @value for tunable @key and store it in @cfg (nothing else is touched, and
  * nothing at all on error). On error returns -EINVAL (unknown key or bad value) and
- * writes a one-line human-readable reason ("unknown tunable "x"; known: ..." or
- * "rmem: expected bytes 16K..1M, not "2M"") into @err (@errlen bytes). */
+ * writes a one-line human-readable reason ("unknown tunable "x" (known: ...)" or
+ * "rmem: expected bytes 16K..1M (K/M suffixes), not "2M"") into @err (@errlen
+ * bytes). NULL @value is an empty one. */
 int tunable_parse(ManagerConfig *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* The same, but a bad value's message names @what (e.g. the option "max-buf-per-uid")
+ * instead of @key; @what NULL = @key. */
+int tunable_parse_as(ManagerConfig *cfg, const char *key, const char *value, const char *what, char *err,
+                     size_t errlen);
 
 /* The normalized value of @key in @cfg as a newly allocated string in *ret (the caller
  * frees it). Returns 0, -EINVAL (unknown key) or -ENOMEM. */
@@ -50,8 +101,9 @@ json_object *tunables_to_json(const ManagerConfig *cfg);
  * directory. Returns 0 or -errno (not logged; *the caller* logs or replies). */
 int tunables_save(const ManagerConfig *cfg, const char *path);
 
-/* Apply the state file @path on top of @cfg. A missing file is fine (returns 0,
- * @cfg unchanged). A corrupt one is logged in one line, renamed to
+/* Apply the state file @path on top of @cfg: the keys it holds (a file of an older
+ * smcd may lack newer ones, which keep their values). A missing file is fine
+ * (returns 0, @cfg unchanged). A corrupt one is logged in one line, renamed to
  * <path>.corrupt-<unix time>, and @cfg stays unchanged; returns 0 as well. Returns
  * -errno only if the file exists but cannot be read (logged; @cfg unchanged). */
 int tunables_load(ManagerConfig *cfg, const char *path);

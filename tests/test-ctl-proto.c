@@ -181,10 +181,12 @@ static void test_bad(void) {
         s = m;
         s.hdr.magic ^= 1;
         expect_bad("magic", &s, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
-        /* wrong version */
+        /* versions nobody speaks */
         s = m;
-        s.hdr.version = 2;
+        s.hdr.version = SMC_CTL_VERSION + 1;
         expect_bad("version", &s, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        s.hdr.version = 0;
+        expect_bad("version 0", &s, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
         /* unknown type */
         s = m;
         s.hdr.type = 999;
@@ -269,6 +271,122 @@ static void test_bad(void) {
         close(pfd[1]);
 }
 
+/* Version 1 and 2 layouts (ctl-proto.h, Versions): sizes, re-stamping, decoding of
+ * each, the v2 fields and their malformed values. */
+static void test_versions(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
+
+        for (int fd = 0; fd < 256; fd++)
+                fds_before += fd_open(fd);
+        if (pipe(pfd) < 0)
+                abort();
+        int three[3] = { pfd[0], pfd[1], pfd[0] }, one[1] = { pfd[0] };
+
+        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 2, "versions %d..%d", SMC_CTL_VERSION_MIN,
+              SMC_CTL_VERSION);
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 1) == 48 && smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == 56,
+              "LISTEN sizes");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT_REPLY, 1) == 112 && smc_ctl_msg_size_v(SMC_CTL_NEW_CONN, 1) == 112 &&
+              smc_ctl_msg_size_v(SMC_CTL_CONNECT_REPLY, 2) == 120 && smc_ctl_msg_size_v(SMC_CTL_NEW_CONN, 2) == 120,
+              "conn sizes");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == smc_ctl_msg_size(SMC_CTL_LISTEN), "newest = default");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT, 1) == smc_ctl_msg_size_v(SMC_CTL_CONNECT, 2), "CONNECT same");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 3) == 0 &&
+              smc_ctl_msg_size_v(0, 1) == 0, "bad version / type -> 0");
+
+        /* init_v, set_version: len follows, dropped fields are zeroed, bad input leaves m */
+        CHECK(smc_ctl_init_v(&m, SMC_CTL_LISTEN, 5, 1) == 0 && m.hdr.version == 1 && m.hdr.len == 48, "init_v 1");
+        CHECK(smc_ctl_init_v(&m, SMC_CTL_LISTEN, 5, 9) == -EINVAL, "init_v 9");
+        make_conn(&m, SMC_CTL_NEW_CONN);
+        m.conn.params.busy_poll_us = 77;
+        m.conn.params.autocork_size = 4096;
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 3) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 3 unchanged");
+        CHECK(smc_ctl_set_version(&c, 1) == 0 && c.hdr.version == 1 && c.hdr.len == 112 &&
+              c.conn.params.busy_poll_us == 0 && c.conn.params.autocork_size == 0 && c.conn.conn_id == 42,
+              "set_version 1: shorter, params zeroed");
+        CHECK(smc_ctl_set_version(&c, 2) == 0 && c.hdr.len == 120, "set_version back to 2");
+        c.hdr.len = 112; /* a v1 message with stale bytes after it: upgrading zeroes them */
+        c.hdr.version = 1;
+        c.conn.params.busy_poll_us = 0xdead;
+        CHECK(smc_ctl_set_version(&c, 2) == 0 && c.hdr.len == 120 && c.conn.params.busy_poll_us == 0 &&
+              c.conn.conn_id == 42, "set_version 1 -> 2: new fields zero");
+
+        /* v2 NEW_CONN: the params arrive */
+        CHECK(smc_ctl_send(sp[0], &m, three, 3, 0) == 0, "send v2 conn");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 3 && r.hdr.version == 2 && r.conn.params.busy_poll_us == 77 && r.conn.params.autocork_size == 4096,
+              "v2 params: %d %u %u", n, r.conn.params.busy_poll_us, r.conn.params.autocork_size);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        /* v1 NEW_CONN into a union with garbage: decodes, the v2 fields read zero */
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 1) == 0, "v1");
+        memset(&r, 0xa5, sizeof(r));
+        CHECK(smc_ctl_send(sp[0], &c, three, 3, 0) == 0, "send v1 conn");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 3 && r.hdr.version == 1 && r.conn.conn_id == 42 && r.conn.params.busy_poll_us == 0 &&
+              r.conn.params.autocork_size == 0, "v1 conn: %d, params zeroed", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+
+        /* v2 LISTEN carries sndbuf / rcvbuf; v1 LISTEN has them zero */
+        smc_ctl_init(&m, SMC_CTL_LISTEN, 6);
+        set_addr4(&m.listen.addr, "127.0.0.1", 80);
+        m.listen.sndbuf = 300000;
+        m.listen.rcvbuf = 20000;
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v2 listen");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.listen.sndbuf == 300000 && r.listen.rcvbuf == 20000, "v2 listen: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 1) == 0, "v1 listen");
+        memset(&r, 0xa5, sizeof(r));
+        CHECK(smc_ctl_send(sp[0], &c, one, 1, 0) == 0, "send v1 listen");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.len == 48 && r.listen.sndbuf == 0 && r.listen.rcvbuf == 0, "v1 listen: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+
+        /* malformed: a length of the other version, params out of range, params in a
+         * fallback reply */
+        make_conn(&m, SMC_CTL_CONNECT_REPLY);
+        c = m;
+        c.hdr.version = 1; /* v2 length with version 1 */
+        expect_bad("v1 with v2 length", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.len = 112; /* v1 length with version 2 */
+        expect_bad("v2 with v1 length", &c, 112, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
+        smc_ctl_init(&c, SMC_CTL_LISTEN, 7);
+        set_addr4(&c.listen.addr, "127.0.0.1", 80);
+        c.hdr.len = 48;
+        expect_bad("v2 LISTEN with v1 length", &c, 48, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.conn.params.busy_poll_us = SMC_CTL_BUSY_POLL_MAX_US + 1;
+        expect_bad("busy_poll too big", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.autocork_size = SMC_CTL_AUTOCORK_MAX + 1;
+        expect_bad("autocork too big", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.busy_poll_us = SMC_CTL_BUSY_POLL_MAX_US;
+        c.conn.params.autocork_size = SMC_CTL_AUTOCORK_MAX;
+        expect_bad("params at the limits", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, 3);
+        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 8);
+        c.conn.mode = SMC_CTL_MODE_TCP;
+        c.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
+        c.conn.params.busy_poll_us = 1;
+        expect_bad("params in a fallback", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c.conn.params.busy_poll_us = 0;
+        expect_bad("fallback without params", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
+        close(pfd[0]);
+        close(pfd[1]);
+        for (int fd = 0; fd < 256; fd++)
+                fds_after += fd_open(fd);
+        CHECK(fds_after == fds_before, "fds open after the version checks: %d, before %d", fds_after, fds_before);
+}
+
 static void test_addr(void) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
         struct smc_ctl_addr a;
@@ -297,6 +415,7 @@ int main(void) {
         test_sizes();
         test_good();
         test_bad();
+        test_versions();
         test_addr();
         /* EOF */
         close(sp[0]);

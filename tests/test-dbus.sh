@@ -100,7 +100,8 @@ if "$smcctl" -j connections >"$tmp/json" 2>"$tmp/err" &&
 import json, sys
 l = json.load(open(sys.argv[1])); sport, cport, uid = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 assert len(l) == 2, l
-keys = {"id", "role", "state", "local", "peer", "mode", "sndbuf", "rmb", "bytes_tx", "bytes_rx", "pid", "uid"}
+keys = {"id", "role", "state", "local", "peer", "mode", "sndbuf", "rmb", "bytes_tx", "bytes_rx", "msgs_tx", "msgs_rx",
+        "pid", "uid"}
 for e in l: assert set(e) == keys, e
 cl = [e for e in l if e["role"] == "client"]; sv = [e for e in l if e["role"] == "server"]
 assert len(cl) == 1 and len(sv) == 1, l
@@ -152,31 +153,26 @@ out=$("$smcctl" -j connections)
 [ "$(wc -l <"$tmp/out")" = 1 ] && ok "connections text: header only when empty" || nok "connections text empty: $(cat "$tmp/out")"
 
 "$smcctl" stats >"$tmp/out" 2>&1
-n=$(awk '$1 == "smcd.conns_client" { print $2 }' "$tmp/out")
-if [ "${n:-0}" -ge 1 ]; then ok "stats text: smcd.conns_client $n"; else nok "stats text: conns_client '${n:-}'"; cat "$tmp/out"; fi
-# aligned: every value starts in the same column
-cols=$(awk '{ print index($0, $2) }' "$tmp/out" | sort -u | wc -l)
+# the MODE table (smcctl-stats.c): row conns_client, column SMC-D
+n=$(awk '$1 == "conns_client" { print $2; exit }' "$tmp/out")
+if [ "${n:-0}" -ge 1 ]; then ok "stats text: conns_client (SMC-D) $n"; else nok "stats text: conns_client '${n:-}'"; cat "$tmp/out"; fi
+# aligned: in the MODE table every SMC-D value ends in the header's SMC-D column
+cols=$(awk 'NF == 0 { exit } { print index($0, $2) + length($2) }' "$tmp/out" | sort -u | wc -l)
 [ "$cols" -eq 1 ] && ok "stats text aligned" || nok "stats text not aligned ($cols value columns)"
 
 if "$smcctl" -j stats | python3 -c 'import json, sys; s = json.load(sys.stdin); assert s["smcd"]["conns_client"] >= 1 and "pool" in s' 2>"$tmp/err"
 then ok "smcctl -j stats is JSON, conns_client >= 1"; else nok "smcctl -j stats: $(cat "$tmp/err")"; fi
 if "$smcctl" -j -p stats | python3 -c 'import json, sys; t = sys.stdin.read(); json.loads(t); assert "\n  " in t' 2>"$tmp/err"
 then ok "smcctl -j -p stats is indented JSON"; else nok "smcctl -j -p stats: $(cat "$tmp/err")"; fi
-# text and JSON agree on every counter
+# text and JSON agree on the MODE table (tests/test-stats.sh compares every table)
 "$smcctl" -j stats >"$tmp/json"; "$smcctl" stats >"$tmp/out"
 if python3 - "$tmp/json" "$tmp/out" <<'PY'
 import json, sys
-def flat(o, p=""):
-    if isinstance(o, dict):
-        for k, v in o.items(): yield from flat(v, p + "." + k if p else k)
-    elif isinstance(o, list): yield p, " ".join(str(x) for x in o)
-    else: yield p, str(o)
-j = {k: v for k, v in flat(json.load(open(sys.argv[1])))}
-t = dict(l.split(None, 1) for l in open(sys.argv[2]).read().splitlines())
-t = {k: v.strip() for k, v in t.items()}
-skip = {"time_usec"}
-bad = [k for k in j if k not in skip and t.get(k) != j[k]]
-assert not bad and set(j) == set(t), bad
+j = json.load(open(sys.argv[1]))
+rows = [l.split() for l in open(sys.argv[2]).read().split("\n\n")[0].splitlines()[1:]]
+assert rows and [r[0] for r in rows] == list(j["smcr"]), rows
+bad = [r for r in rows if r[1] != str(j["smcd"][r[0]]) or r[2] != str(j["smcr"][r[0]])]
+assert not bad, bad
 PY
 then ok "text and JSON agree"; else nok "text and JSON differ"; fi
 
@@ -216,7 +212,7 @@ else
 fi
 
 "$smcctl" stats reset 2>"$tmp/err" && ok "stats reset" || nok "stats reset: $(cat "$tmp/err")"
-n=$("$smcctl" stats | awk '$1 == "smcd.conns_client" { print $2 }')
+n=$("$smcctl" stats | awk '$1 == "conns_client" { print $2; exit }')
 [ "$n" = 0 ] && ok "conns_client 0 after reset" || nok "conns_client '$n' after reset"
 
 if command -v busctl >/dev/null; then
@@ -241,7 +237,8 @@ else
 fi
 
 # ---- tunables ----
-keys="buf_clear inline max_buf_per_uid max_clients_per_uid max_conns_per_uid rmem"
+keys="autocork_size buf_clear busy_poll inline max_buf_per_uid max_clients_per_uid max_conns_per_lgr max_conns_per_uid"
+keys="$keys max_handshakes_per_uid rmem sndbuf test_link_time"  # the new ones: test-tunables.sh
 "$smcctl" tunables >"$tmp/out" 2>&1
 [ "$(awk '{ print $1 }' "$tmp/out" | paste -sd' ')" = "$keys" ] && ok "tunables show lists every key" \
         || nok "tunables show: $(cat "$tmp/out")"
@@ -249,7 +246,8 @@ if "$smcctl" -j tunables show | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
 assert t == {"buf_clear": "release", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
-             "max_conns_per_uid": "0", "rmem": "65536"}, t' 2>"$tmp/err"
+             "max_conns_per_uid": "0", "rmem": "65536", "autocork_size": "65536", "busy_poll": "50",
+             "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "sndbuf": "16384", "test_link_time": "30"}, t' 2>"$tmp/err"
 then ok "smcctl -j tunables: the defaults"; else nok "smcctl -j tunables: $(cat "$tmp/err")"; fi
 [ "$("$smcctl" tunables get buf_clear)" = release ] && ok "tunables get buf_clear" || nok "tunables get buf_clear"
 [ "$("$smcctl" -j tun get rmem)" = '{"rmem":"65536"}' ] && ok "tunables get -j, prefix" || nok "tunables get -j: $("$smcctl" -j tun get rmem)"
@@ -267,12 +265,12 @@ grep -q "Tunable buf_clear set to create" "$tmp/smcd.log" && ok "smcd logged the
 [ $rc -eq 2 ] && grep -q "expected KEY=VALUE" "$tmp/err" && ok "smcctl set without KEY=VALUE: usage error" || nok "bare set: exit $rc $(cat "$tmp/err")"
 "$smcctl" s >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "ambiguous object" "$tmp/err" && ok "smcctl s is ambiguous: $(cat "$tmp/err")" || nok "smcctl s: exit $rc $(cat "$tmp/err")"
-python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 6, t' "$state" \
+python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 12, t' "$state" \
         2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
 ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
 "$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=100K inline=on 2>"$tmp/err"
 out=$("$smcctl" -j tunables)
-[ "$out" = '{"buf_clear":"create","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_uid":"100","rmem":"131072"}' ] \
+[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","rmem":"131072","sndbuf":"16384","test_link_time":"30"}' ] \
         && ok "set several (sizes normalized, rmem rounded to 128K): $out" || nok "set several: $(cat "$tmp/err") $out"
 before=$("$smcctl" -j tunables); cp "$state" "$tmp/state.before"
 bad() {
