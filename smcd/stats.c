@@ -13,6 +13,7 @@
 
 #include "dmb.h"
 #include "smc-clc.h"
+#include "fileio.h"
 #include "stats.h"
 
 static uint64_t realtime_usec(void) {
@@ -261,47 +262,20 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
 }
 
 int smcd_stats_write_json(struct smcd_stats *s, const struct smc_pool_stats *pool, const char *path) {
-        char *tmp = NULL;
         json_object *root;
-        const char *text;
-        size_t len, done = 0;
-        int fd, r = 0;
+        char *text;
+        int r;
 
         s->seq++;
-        if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
-                return -ENOMEM;
-        fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                r = -errno;
-                free(tmp);
-                return r;
-        }
         root = smcd_stats_to_json(s, pool);
-        text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        len = strlen(text);
-        while (done < len) {
-                ssize_t n = write(fd, text + done, len - done);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                done += (size_t) n;
-        }
-        if (r == 0 && write(fd, "\n", 1) != 1)
-                r = -EIO;
+        if (!root)
+                return -ENOMEM;
+        r = asprintf(&text, "%s\n",
+                     json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(root);
-        if (r == 0 && fchmod(fd, 0644) < 0)
-                r = -errno;
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
         if (r < 0)
-                (void) unlink(tmp);
-        free(tmp);
+                return -ENOMEM;
+        r = write_file_atomic(path, text, strlen(text), 0644);
+        free(text);
         return r;
 }
