@@ -24,26 +24,10 @@ trap cleanup EXIT
 
 # A minimal bus that lets everybody connect, own and call everything: the real policy
 # (units/org.smcd.smcd1.conf) is for the system bus; here smcd itself is under test.
-cat >"$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/address" 2>"$tmp/dbus.log" &
-dpid=$!
-for _ in $(seq 100); do [ -S "$tmp/bus.sock" ] && [ -s "$tmp/address" ] && break; sleep 0.05; done
-[ -S "$tmp/bus.sock" ] || { echo "not ok - dbus-daemon did not start"; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus.sock
+# shellcheck source=tests/lib-bus.sh
+. "$(dirname "$0")/lib-bus.sh"
+start_bus "$tmp" bus || exit 1
+dpid=$BUS_PID
 
 failed=0
 ok() { echo "ok - $*"; }
@@ -387,41 +371,14 @@ done
 
 # The policy file on a bus with the system bus's default policy (deny method calls and
 # name ownership unless a policy allows them), as /usr/share/dbus-1/system.conf.
-cat >"$tmp/bus2.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus2.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-  </policy>
-  <include>$(realpath "$policy")</include>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus2.conf" --nofork --nopidfile 2>"$tmp/dbus2.log" &
-dpid2=$!
-for _ in $(seq 100); do [ -S "$tmp/bus2.sock" ] && break; sleep 0.05; done
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus2.sock
+start_bus "$tmp" bus2 "$policy" || exit 1
+dpid2=$BUS_PID
 mkdir "$tmp/run2"
 "$smcd" --runtime-dir "$tmp/run2" --state-file "$tmp/state2/tunables.json" >"$tmp/smcd3.log" 2>&1 &
 spid2=$!
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
 "$smcctl" stats >/dev/null 2>"$tmp/err" && ok "policy: root owns the name, stats answers" \
-        || nok "policy: stats: $(cat "$tmp/err") $(cat "$tmp/smcd3.log" "$tmp/dbus2.log")"
+        || nok "policy: stats: $(cat "$tmp/err") $(cat "$tmp/smcd3.log" "$tmp/bus2.log")"
 "$smcctl" stats reset 2>"$tmp/err" && ok "policy: root may reset" || nok "policy: root reset: $(cat "$tmp/err")"
 if command -v setpriv >/dev/null; then
         nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }

@@ -10,7 +10,9 @@ smcd=$1 smcctl=$2 runvm=$3
 
 if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         [ -x "$runvm" ] || { echo "SKIP: $runvm missing"; exit 77; }
-        exec "$runvm" --timeout 300 --env SMCD_TEST_IN_VM=1 "$0" "$@"
+        # run-vm copies the script; the library it sources is read from the host tree
+        exec "$runvm" --timeout 300 --env SMCD_TEST_IN_VM=1 \
+                --env SMCD_TEST_LIB="$(realpath "$(dirname "$0")")/lib-bus.sh" "$0" "$@"
 fi
 
 for p in ip rdma dbus-daemon python3 modprobe; do
@@ -40,25 +42,10 @@ ip link set rxv0 up
 ip link set rxv1 up
 rdma link add rxe0 type rxe netdev rxv0 || { nok "rdma link add rxe0"; exit 1; }
 
-cat >"$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile 2>"$tmp/dbus.log" &
-dpid=$!
-for _ in $(seq 100); do [ -S "$tmp/bus.sock" ] && break; sleep 0.05; done
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus.sock
+# shellcheck source=tests/lib-bus.sh
+. "$SMCD_TEST_LIB"
+start_bus "$tmp" bus || exit 1
+dpid=$BUS_PID
 mkdir "$tmp/run"
 "$smcd" -v --runtime-dir "$tmp/run" --state-file "$tmp/state.json" >"$tmp/smcd.log" 2>&1 &
 spid=$!

@@ -34,26 +34,10 @@ skip() { echo "ok - # SKIP $*"; }
 
 ip link set lo up
 
-cat >"$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile 2>"$tmp/dbus.log" &
-dpid=$!
-for _ in $(seq 100); do [ -S "$tmp/bus.sock" ] && break; sleep 0.05; done
-[ -S "$tmp/bus.sock" ] || { echo "not ok - dbus-daemon did not start: $(cat "$tmp/dbus.log")"; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus.sock
+# shellcheck source=tests/lib-bus.sh
+. "$(dirname "$0")/lib-bus.sh"
+start_bus "$tmp" bus || exit 1
+dpid=$BUS_PID
 export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
 
 "$smcd" -v --runtime-dir "$rundir" --state-file "$tmp/state/tunables.json" >"$tmp/smcd.log" 2>&1 &

@@ -29,26 +29,10 @@ ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; failed=1; }
 
 # a bus that lets everybody own and call everything: smcd's own checks are under test
-cat >"$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile 2>"$tmp/dbus.log" &
-dpid=$!
-for _ in $(seq 100); do [ -S "$tmp/bus.sock" ] && break; sleep 0.05; done
-[ -S "$tmp/bus.sock" ] || { echo "not ok - dbus-daemon did not start"; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus.sock
+# shellcheck source=tests/lib-bus.sh
+. "$(dirname "$0")/lib-bus.sh"
+start_bus "$tmp" bus || exit 1
+dpid=$BUS_PID
 export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
 
 statedir=$tmp/state # never the host's /var/lib/smcd
@@ -393,34 +377,8 @@ id=$("$smcctl" policy add action smc)
 stop_smcd
 
 # ---- the bus policy file: the method names it denies are ours ----
-cat >"$tmp/bus2.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus2.sock</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-  </policy>
-  <include>$(realpath "$buspolicy")</include>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus2.conf" --nofork --nopidfile 2>"$tmp/dbus2.log" &
-dpid2=$!
-for _ in $(seq 100); do [ -S "$tmp/bus2.sock" ] && break; sleep 0.05; done
-export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/bus2.sock
+start_bus "$tmp" bus2 "$buspolicy" || exit 1
+dpid2=$BUS_PID
 start_smcd --admin-group 4242
 snap
 if command -v setpriv >/dev/null; then
@@ -436,7 +394,7 @@ if command -v setpriv >/dev/null; then
                 && ok "bus policy allows policy / pnet show" || nok "bus policy show: $(cat "$tmp/err")"
 fi
 "$smcctl" policy add peer-port 1234 action tcp >/dev/null 2>"$tmp/err" && "$smcctl" pnet add eth5 mlx5_5 2>>"$tmp/err" \
-        && ok "bus policy: root may add" || nok "bus policy, root: $(cat "$tmp/err") $(cat "$tmp/dbus2.log")"
+        && ok "bus policy: root may add" || nok "bus policy, root: $(cat "$tmp/err") $(cat "$tmp/bus2.log")"
 stop_smcd
 
 exit $failed
