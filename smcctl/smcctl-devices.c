@@ -30,55 +30,30 @@ static void print_item(FILE *f, json_object *v) {
                 fputs(json_object_get_string(v), f);
 }
 
-/* A copy of the array of objects @rows for the text tables: array values joined with
- * "," ("-" if empty), "" as "-", everything else as is. NULL on ENOMEM. */
-static json_object *rows_for_text(json_object *rows) {
-        json_object *out = json_object_new_array();
+/* A value for the text tables: an array's items joined with "," ("-" if empty), ""
+ * as "-", everything else as is (rows_map). NULL on ENOMEM. */
+static json_object *value_for_text(json_object *v) {
+        json_object *nv;
+        char *s = NULL;
+        size_t len = 0;
+        FILE *f;
 
-        if (!out)
+        if (json_object_is_type(v, json_type_string) && json_object_get_string_len(v) == 0)
+                return json_object_new_string("-");
+        if (!json_object_is_type(v, json_type_array))
+                return json_object_get(v);
+        f = open_memstream(&s, &len);
+        if (!f)
                 return NULL;
-        for (size_t i = 0; i < json_object_array_length(rows); i++) {
-                json_object *row = json_object_array_get_idx(rows, i), *o = json_object_new_object();
-
-                if (!o || json_object_array_add(out, o) < 0) {
-                        json_object_put(o);
-                        json_object_put(out);
-                        return NULL;
-                }
-                if (!json_object_is_type(row, json_type_object))
-                        continue;
-                json_object_object_foreach(row, k, v) {
-                        json_object *nv;
-
-                        if (json_object_is_type(v, json_type_array)) {
-                                char *s = NULL;
-                                size_t len = 0;
-                                FILE *f = open_memstream(&s, &len);
-
-                                if (!f) {
-                                        json_object_put(out);
-                                        return NULL;
-                                }
-                                for (size_t j = 0; j < json_object_array_length(v); j++) {
-                                        if (j)
-                                                fputc(',', f);
-                                        print_item(f, json_object_array_get_idx(v, j));
-                                }
-                                fclose(f);
-                                nv = json_object_new_string(s && *s ? s : "-");
-                                free(s);
-                        } else if (json_object_is_type(v, json_type_string) && json_object_get_string_len(v) == 0)
-                                nv = json_object_new_string("-");
-                        else
-                                nv = json_object_get(v);
-                        if (!nv || json_object_object_add(o, k, nv) < 0) {
-                                json_object_put(nv);
-                                json_object_put(out);
-                                return NULL;
-                        }
-                }
+        for (size_t j = 0; j < json_object_array_length(v); j++) {
+                if (j)
+                        fputc(',', f);
+                print_item(f, json_object_array_get_idx(v, j));
         }
-        return out;
+        fclose(f);
+        nv = json_object_new_string(s && *s ? s : "-");
+        free(s);
+        return nv;
 }
 
 /* "Title:" and the table of @root's array @key. Returns an exit code. */
@@ -91,7 +66,7 @@ static int print_section(const Args *a, json_object *root, const char *key, cons
                 fprintf(stderr, "smcctl: devices: smcd sent no \"%s\" list\n", key);
                 return EXIT_FAILURE;
         }
-        text = rows_for_text(rows);
+        text = rows_map(rows, value_for_text);
         if (!text)
                 return oom();
         if (note && *note)

@@ -13,35 +13,10 @@
 #define LINKGROUPS_PATH BUS_PATH "/linkgroups"
 #define LINKGROUPS_INTERFACE "org.smcd.smcd1.LinkGroups"
 
-/* A copy of @rows for the text table: "links" (an array) becomes its length. */
-static json_object *rows_for_text(json_object *rows) {
-        json_object *out = json_object_new_array();
-
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < json_object_array_length(rows); i++) {
-                json_object *row = json_object_array_get_idx(rows, i), *o = json_object_new_object();
-
-                if (!o || json_object_array_add(out, o) < 0) {
-                        json_object_put(o);
-                        json_object_put(out);
-                        return NULL;
-                }
-                if (!json_object_is_type(row, json_type_object))
-                        continue;
-                json_object_object_foreach(row, k, v) {
-                        json_object *nv = json_object_is_type(v, json_type_array)
-                                                  ? json_object_new_int64((int64_t) json_object_array_length(v))
-                                                  : json_object_get(v);
-
-                        if (!nv || json_object_object_add(o, k, nv) < 0) {
-                                json_object_put(nv);
-                                json_object_put(out);
-                                return NULL;
-                        }
-                }
-        }
-        return out;
+/* A value for the text table: an array ("links") as its length (rows_map). */
+static json_object *value_for_text(json_object *v) {
+        return json_object_is_type(v, json_type_array) ? json_object_new_int64((int64_t) json_object_array_length(v))
+                                                       : json_object_get(v);
 }
 
 static int linkgroups_show(sd_bus *bus, const Args *a, int argc, char **argv) {
@@ -73,7 +48,7 @@ static int linkgroups_show(sd_bus *bus, const Args *a, int argc, char **argv) {
                 json_object_put(rows);
                 return r;
         }
-        text = rows_for_text(rows);
+        text = rows_map(rows, value_for_text);
         json_object_put(rows);
         if (!text)
                 return oom();

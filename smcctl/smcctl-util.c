@@ -279,6 +279,34 @@ int print_rows(const Args *a, json_object *rows, const Column *cols, size_t n_co
         return EXIT_SUCCESS;
 }
 
+json_object *rows_map(json_object *rows, json_object *(*map)(json_object *v)) {
+        json_object *out = json_object_new_array();
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < json_object_array_length(rows); i++) {
+                json_object *row = json_object_array_get_idx(rows, i), *o = json_object_new_object();
+
+                if (!o || json_object_array_add(out, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(out);
+                        return NULL;
+                }
+                if (!json_object_is_type(row, json_type_object))
+                        continue;
+                json_object_object_foreach(row, k, v) {
+                        json_object *nv = map(v);
+
+                        if (!nv || json_object_object_add(o, k, nv) < 0) {
+                                json_object_put(nv);
+                                json_object_put(out);
+                                return NULL;
+                        }
+                }
+        }
+        return out;
+}
+
 int expect_no_args(const char *what, int argc, char **argv) {
         if (argc > 0) {
                 fprintf(stderr, "smcctl: %s: unexpected argument: %s\n", what, argv[0]);

@@ -26,13 +26,13 @@ typedef struct Object {
 } Object;
 
 static const Object objects[] = {
-        { "stats", stats_verbs },
-        { "connections", connections_verbs },
-        { "devices", devices_verbs },
-        { "linkgroups", linkgroups_verbs },
-        { "tunables", tunables_verbs },
-        { "policy", policy_verbs },
-        { "pnet", pnet_verbs },
+        { "stats", stats_verbs, false },
+        { "connections", connections_verbs, false },
+        { "devices", devices_verbs, false },
+        { "linkgroups", linkgroups_verbs, false },
+        { "tunables", tunables_verbs, false },
+        { "policy", policy_verbs, false },
+        { "pnet", pnet_verbs, false },
         /* "smcctl set inline=on", "smcctl get inline": short for tunables set / get */
         { "set", tunables_set_verbs, true },
         { "get", tunables_get_verbs, true },

@@ -79,6 +79,11 @@ typedef struct Column {
  * value shows as "-"), or as JSON with -j (all keys of each object). Returns an exit code. */
 int print_rows(const Args *a, json_object *rows, const Column *cols, size_t n_cols);
 
+/* A copy of the JSON array of objects @rows in which every value v of every object is
+ * replaced by @map(v) (a new reference; NULL means ENOMEM), for text tables that show
+ * a value differently from the JSON. Returns the copy (the caller puts it) or NULL. */
+json_object *rows_map(json_object *rows, json_object *(*map)(json_object *v));
+
 /* The string value of @key in object @o, or "-" if missing or null. */
 const char *json_str(json_object *o, const char *key);
 
