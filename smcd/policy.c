@@ -446,6 +446,40 @@ static int policy_save(const char *path, const PolicyRule *rules, size_t n, uint
         return save_json(path, root);
 }
 
+/* Copy-on-write for the two tables (the new array is saved first and only then
+ * replaces the old one, so a failed save changes nothing). */
+
+/* A new array: the @n elements of @size bytes at @base with @item inserted at index
+ * @pos (0..@n). NULL on ENOMEM. */
+static void *array_with(const void *base, size_t n, size_t size, size_t pos, const void *item) {
+        char *v = malloc((n + 1) * size);
+
+        if (!v)
+                return NULL;
+        if (pos) /* base may be NULL when n is 0 */
+                memcpy(v, base, pos * size);
+        memcpy(v + pos * size, item, size);
+        if (n > pos)
+                memcpy(v + (pos + 1) * size, (const char *) base + pos * size, (n - pos) * size);
+        return v;
+}
+
+/* A new array in *ret: the @n (>= 1) elements at @base without index @i; NULL when
+ * nothing is left. Returns 0 or -ENOMEM. */
+static int array_without(const void *base, size_t n, size_t size, size_t i, void **ret) {
+        char *v = NULL;
+
+        if (n > 1) {
+                v = malloc((n - 1) * size);
+                if (!v)
+                        return -ENOMEM;
+                memcpy(v, base, i * size);
+                memcpy(v + i * size, (const char *) base + (i + 1) * size, (n - i - 1) * size);
+        }
+        *ret = v;
+        return 0;
+}
+
 int policy_add(PolicyTable *t, const char *text, uint32_t *ret_id, char *err, size_t errlen) {
         uint32_t id = t->next_id ? t->next_id : 1;
         char shown_rule[POLICY_RULE_MAX];
@@ -470,14 +504,9 @@ int policy_add(PolicyTable *t, const char *text, uint32_t *ret_id, char *err, si
         if (pos == 0)
                 pos = t->n + 1;
         rule.id = id;
-        v = malloc((t->n + 1) * sizeof(*v));
+        v = array_with(t->rules, t->n, sizeof(*v), pos - 1, &rule);
         if (!v)
                 return -ENOMEM;
-        if (t->n)
-                memcpy(v, t->rules, (pos - 1) * sizeof(*v));
-        v[pos - 1] = rule;
-        if (t->n >= pos)
-                memcpy(v + pos, t->rules + pos - 1, (t->n - (pos - 1)) * sizeof(*v));
         r = policy_save(t->path, v, t->n + 1, id + 1);
         if (r < 0) {
                 free(v);
@@ -500,13 +529,9 @@ int policy_del(PolicyTable *t, uint32_t id) {
                 ;
         if (i == t->n)
                 return -ENOENT;
-        if (t->n > 1) {
-                v = malloc((t->n - 1) * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                memcpy(v, t->rules, i * sizeof(*v));
-                memcpy(v + i, t->rules + i + 1, (t->n - i - 1) * sizeof(*v));
-        }
+        r = array_without(t->rules, t->n, sizeof(*v), i, (void **) &v);
+        if (r < 0)
+                return r;
         r = policy_save(t->path, v, t->n - 1, t->next_id ? t->next_id : 1);
         if (r < 0) {
                 free(v);
@@ -794,14 +819,9 @@ int pnet_add(PnetTable *t, const char *netdev, const char *ibdev, uint32_t port,
                 return set_err(err, errlen, "the pnet table is full (%d entries)", PNET_MAX_ENTRIES);
         for (pos = 0; pos < t->n && strcmp(t->v[pos].netdev, e.netdev) < 0; pos++)
                 ;
-        v = malloc((t->n + 1) * sizeof(*v));
+        v = array_with(t->v, t->n, sizeof(*v), pos, &e);
         if (!v)
                 return -ENOMEM;
-        if (pos)
-                memcpy(v, t->v, pos * sizeof(*v));
-        v[pos] = e;
-        if (t->n > pos)
-                memcpy(v + pos + 1, t->v + pos, (t->n - pos) * sizeof(*v));
         r = pnet_save(t->path, v, t->n + 1);
         if (r < 0) {
                 free(v);
@@ -822,13 +842,9 @@ int pnet_del(PnetTable *t, const char *netdev) {
                 ;
         if (i == t->n)
                 return -ENOENT;
-        if (t->n > 1) {
-                v = malloc((t->n - 1) * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                memcpy(v, t->v, i * sizeof(*v));
-                memcpy(v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*v));
-        }
+        r = array_without(t->v, t->n, sizeof(*v), i, (void **) &v);
+        if (r < 0)
+                return r;
         r = pnet_save(t->path, v, t->n - 1);
         if (r < 0) {
                 free(v);
