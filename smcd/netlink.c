@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <inttypes.h>
 #include <linux/if_addr.h>
 #include <netinet/in.h>
@@ -129,6 +130,8 @@ static int cmp_addr(const void *x, const void *y) {
         return (int) a->prefixlen - (int) b->prefixlen;
 }
 
+#define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
+
 static int cmp_link(const void *x, const void *y) {
         const NetlinkLink *a = x, *b = y;
 
@@ -156,8 +159,8 @@ static int build(NetlinkMonitor *nl, NetlinkLink **ret_links, size_t *ret_n_link
         NetlinkLink *links = calloc(n_links ? n_links : 1, sizeof(*links));
         NetlinkAddr *addrs = calloc(n_addrs ? n_addrs : 1, sizeof(*addrs));
         uint8_t (*local)[16] = calloc(n_addrs ? n_addrs : 1, 16);
-        struct nl_object *o;
-        size_t nl_ = 0, na = 0, nloc = 0, j = 0;
+        struct nl_object *o, *stale[64];
+        size_t nl_ = 0, na = 0, nloc = 0, j = 0, n_stale = 0;
 
         if (!links || !addrs || !local) {
                 free(links);
@@ -165,31 +168,62 @@ static int build(NetlinkMonitor *nl, NetlinkLink **ret_links, size_t *ret_n_link
                 free(local);
                 return -ENOMEM;
         }
-        for (o = nl_cache_get_first(nl->links); o && nl_ < n_links; o = nl_cache_get_next(o)) {
-                struct rtnl_link *rl = (struct rtnl_link *) o;
-                NetlinkLink *l = &links[nl_];
-                struct nl_addr *mac;
-                const char *name;
+        /* Pass 0 takes the generic (AF_UNSPEC) link objects. AF_BRIDGE ones describe
+         * an interface again and are skipped then, except that libnl files a bridge
+         * master under AF_BRIDGE only: pass 1 takes the interfaces pass 0 did not see. */
+        for (int pass = 0; pass < 2; pass++) {
+                size_t n_generic = nl_; /* pass 1: links[0..n_generic) sorted by ifindex */
 
-                /* AF_BRIDGE (and other per-family) link objects describe the same
-                 * interface again: keep the generic one */
-                if (rtnl_link_get_family(rl) != AF_UNSPEC || rtnl_link_get_ifindex(rl) <= 0)
-                        continue;
-                l->ifindex = rtnl_link_get_ifindex(rl);
-                name = rtnl_link_get_name(rl);
-                snprintf(l->name, sizeof(l->name), "%s", name ? name : "");
-                l->flags = rtnl_link_get_flags(rl);
-                l->operstate = rtnl_link_get_operstate(rl);
-                l->carrier = rtnl_link_get_carrier(rl) != 0;
-                l->up = (l->flags & IFF_UP) && (l->flags & IFF_RUNNING);
-                l->mtu = rtnl_link_get_mtu(rl);
-                mac = rtnl_link_get_addr(rl);
-                if (mac && nl_addr_get_len(mac) <= sizeof(l->mac)) {
-                        l->mac_len = nl_addr_get_len(mac);
-                        memcpy(l->mac, nl_addr_get_binary_addr(mac), l->mac_len);
+                if (pass == 1)
+                        qsort(links, nl_, sizeof(*links), cmp_link);
+                for (o = nl_cache_get_first(nl->links); o && nl_ < n_links; o = nl_cache_get_next(o)) {
+                        struct rtnl_link *rl = (struct rtnl_link *) o;
+                        NetlinkLink *l = &links[nl_], key = { .ifindex = rtnl_link_get_ifindex(rl) };
+                        struct nl_addr *mac;
+                        const char *name;
+                        bool seen = false;
+
+                        if (key.ifindex <= 0 || (pass == 0) != (rtnl_link_get_family(rl) == AF_UNSPEC))
+                                continue;
+                        if (pass == 1) {
+                                char kname[IF_NAMESIZE];
+
+                                seen = bsearch(&key, links, n_generic, sizeof(*links), cmp_link) != NULL;
+                                for (size_t k = n_generic; k < nl_ && !seen; k++) /* the few added here */
+                                        seen = links[k].ifindex == key.ifindex;
+                                /* libnl does not always drop such objects when the link
+                                 * goes (the RTM_DELLINK is filed under AF_UNSPEC): ask the
+                                 * kernel whether the interface still exists */
+                                name = rtnl_link_get_name(rl);
+                                if (!seen && (!if_indextoname((unsigned) key.ifindex, kname) || !name ||
+                                              strcmp(kname, name) != 0)) {
+                                        /* stale: dropped from the cache below, so that
+                                         * link churn does not grow it */
+                                        if (n_stale < ELEMENTS(stale))
+                                                stale[n_stale++] = o;
+                                        continue;
+                                }
+                        }
+                        if (seen)
+                                continue;
+                        l->ifindex = rtnl_link_get_ifindex(rl);
+                        name = rtnl_link_get_name(rl);
+                        snprintf(l->name, sizeof(l->name), "%s", name ? name : "");
+                        l->flags = rtnl_link_get_flags(rl);
+                        l->operstate = rtnl_link_get_operstate(rl);
+                        l->carrier = rtnl_link_get_carrier(rl) != 0;
+                        l->up = (l->flags & IFF_UP) && (l->flags & IFF_RUNNING);
+                        l->mtu = rtnl_link_get_mtu(rl);
+                        mac = rtnl_link_get_addr(rl);
+                        if (mac && nl_addr_get_len(mac) <= sizeof(l->mac)) {
+                                l->mac_len = nl_addr_get_len(mac);
+                                memcpy(l->mac, nl_addr_get_binary_addr(mac), l->mac_len);
+                        }
+                        nl_++;
                 }
-                nl_++;
         }
+        for (size_t k = 0; k < n_stale; k++) /* the cache's reference goes with it */
+                nl_cache_remove(stale[k]);
         for (o = nl_cache_get_first(nl->addrs); o && na < n_addrs; o = nl_cache_get_next(o)) {
                 struct rtnl_addr *ra = (struct rtnl_addr *) o;
                 struct nl_addr *local_addr = rtnl_addr_get_local(ra);

@@ -267,6 +267,24 @@ else
         skip "veth links: $(cat "$tmp/err")"
 fi
 
+# ---- a bridge (libnl files a bridge master under AF_BRIDGE only) and its port ----
+if ip link add nlbr0 type bridge 2>"$tmp/err"; then
+        ip addr add 10.79.0.1/24 dev nlbr0
+        ip link set nlbr0 up
+        wait_devices '[(n["name"], "10.79.0.1/24" in n["addresses"]) for n in d["netdevs"] if n["name"] == "nlbr0"] == [("nlbr0", True)]' \
+                && ok "bridge nlbr0 listed once, with its address" || nok "bridge not in devices: $(cat "$tmp/dev.json")"
+        if ip link add nlt2 type veth peer name nlt3 2>/dev/null && ip link set nlt2 master nlbr0; then
+                wait_devices '[n["name"] for n in d["netdevs"]].count("nlt2") == 1 and [n["name"] for n in d["netdevs"]].count("nlbr0") == 1' \
+                        && ok "a bridge port and its bridge are listed once each" || nok "bridge port: $(cat "$tmp/dev.json")"
+                ip link del nlt2
+        fi
+        ip link del nlbr0
+        wait_devices 'not any(n["name"] == "nlbr0" for n in d["netdevs"])' \
+                && ok "bridge removed from devices" || nok "bridge still listed: $(cat "$tmp/dev.json")"
+else
+        skip "bridge: $(cat "$tmp/err")"
+fi
+
 # ---- overrun: the kernel drops notifications while smcd is stopped; smcd resyncs ----
 n=3000
 for i in $(seq 0 $((n - 1))); do echo "addr add 10.78.$((i / 250)).$((i % 250 + 1))/32 dev lo"; done >"$tmp/add.batch"
