@@ -46,11 +46,14 @@ check "show add del" "policy commands" smcctl policy ""
 check "show --mode --port" "connections commands and filters" smcctl connections ""
 check "smcd tcp" "--mode values" smcctl connections --mode ""
 check "inline=" "tunables set key with =" smcctl tunables set inl
-check "inline=auto inline=on inline=off" "inline values" smcctl tunables set inline=
+# as bash splits them (COMP_WORDBREAKS has "="): values only, readline keeps the key
+check "auto on off" "inline values after =" smcctl tunables set inline =
+check "on off" "inline values after =o" smcctl tunables set inline = o
+check "release create" "buf_clear values" smcctl tunables set rmem = 64K buf_clear =
 check "buf_clear" "tunables get key" smcctl tunables get buf
 check "" "nothing after stats reset" smcctl stats reset ""
 check "inline=" "smcctl set KEY" smcctl set inl
-check "inline=auto inline=on inline=off" "smcctl set inline=" smcctl set inline=
+check "auto on off" "smcctl set inline=" smcctl set inline =
 check "rmem" "smcctl get KEY" smcctl get rm
 check "" "unknown object" smcctl bogus ""
 
