@@ -2,6 +2,7 @@
 /* Shared by smcd's D-Bus objects. See bus-util.h. */
 
 #include <errno.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "bus-util.h"
@@ -53,6 +54,15 @@ static bool creds_in_group(sd_bus_creds *creds, gid_t gid) {
                 if (gids[i] == gid)
                         return true;
         return false;
+}
+
+int bus_check_state_writable(int load_error, const char *path, sd_bus_error *error) {
+        if (load_error >= 0)
+                return 0;
+        return sd_bus_error_set_errnof(error, load_error,
+                                       "The state file %s could not be read when smcd started (%s): it is "
+                                       "left as it is and nothing was changed; fix it and restart smcd.",
+                                       path, strerror(-load_error));
 }
 
 int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error) {

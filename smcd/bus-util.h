@@ -47,6 +47,12 @@ int json_add_str(json_object *o, const char *key, const char *v);
  * returns its negative errno (-EACCES); -errno if the credentials cannot be read. */
 int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error);
 
+/* 0 if the state file @path may be changed; else (@load_error, the -errno with which
+ * it could not be read when smcd started) an error in @error that says so and returns
+ * @load_error: such a file is left alone rather than overwritten with a table that
+ * lacks what it holds. */
+int bus_check_state_writable(int load_error, const char *path, sd_bus_error *error);
+
 /* Each object file exports its object on @bus with @m as userdata: 0 or -errno. */
 int stats_bus_add(Manager *m, sd_bus *bus);
 int connections_bus_add(Manager *m, sd_bus *bus);

@@ -60,6 +60,9 @@ static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error 
         r = bus_check_admin(m, msg, error);
         if (r < 0)
                 return r;
+        r = bus_check_state_writable(m->config.state_load_error, m->config.state_file, error);
+        if (r < 0)
+                return r;
         if (tunable_parse(&next, key, value, err, sizeof(err)) < 0)
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
         /* persist first: a value that could not be saved is not applied either */

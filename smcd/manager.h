@@ -101,6 +101,8 @@ typedef struct ManagerConfig {
         uint32_t max_conns_per_lgr; /* SMC-R: stored only (16..255) */
         uint32_t test_link_time;    /* SMC-R: seconds, 0 = off; stored only */
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
+        int state_load_error;       /* -errno: the state file exists but could not be read
+                                     * at start; left alone, SetTunable refused */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);

@@ -47,6 +47,9 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = bus_check_admin(m, msg, error);
         if (r < 0)
                 return r;
+        r = bus_check_state_writable(m->pnet.load_error, m->pnet.path, error);
+        if (r < 0)
+                return r;
         r = pnet_add(&m->pnet, netdev, ibdev, port, pnetid, err, sizeof(err));
         if (r == -EINVAL)
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
@@ -72,6 +75,9 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         if (r < 0)
                 return r;
         r = bus_check_admin(m, msg, error);
+        if (r < 0)
+                return r;
+        r = bus_check_state_writable(m->pnet.load_error, m->pnet.path, error);
         if (r < 0)
                 return r;
         r = pnet_del(&m->pnet, netdev);

@@ -47,6 +47,9 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = bus_check_admin(m, msg, error);
         if (r < 0)
                 return r;
+        r = bus_check_state_writable(m->policy.load_error, m->policy.path, error);
+        if (r < 0)
+                return r;
         r = policy_add(&m->policy, rule, &id, err, sizeof(err));
         if (r == -EINVAL)
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
@@ -74,6 +77,9 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         if (r < 0)
                 return r;
         r = bus_check_admin(m, msg, error);
+        if (r < 0)
+                return r;
+        r = bus_check_state_writable(m->policy.load_error, m->policy.path, error);
         if (r < 0)
                 return r;
         r = policy_del(&m->policy, id);

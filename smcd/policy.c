@@ -652,7 +652,7 @@ static int parse_policy_state(json_object *root, PolicyTable *t, char *err, size
  * pnet_load(). @what names the table in the log ("policy rules", "pnet entries"). */
 static int load_state(const char *path, const char *what, void *t,
                       int (*parse)(json_object *root, void *t, char *err, size_t errlen),
-                      void (*done)(void *t)) {
+                      void (*done)(void *t), int *ret_load_error) {
         char err[300], aside[PATH_MAX + 48];
         json_object *root = NULL;
         int r;
@@ -663,7 +663,9 @@ static int load_state(const char *path, const char *what, void *t,
         if (r == -ENOMEM)
                 return log_error_errno(r, "Out of memory.");
         if (r < 0 && r != -EBADMSG) {
-                log_error_errno(r, "Cannot read state file %s: %m; starting with no %s.", path, what);
+                log_error_errno(r, "Cannot read state file %s: %m; starting with no %s, leaving the file "
+                                "alone and refusing changes until smcd restarts.", path, what);
+                *ret_load_error = r;
                 return 0;
         }
         if (r == 0) {
@@ -700,7 +702,7 @@ int policy_load(PolicyTable *t, const char *path) {
         snprintf(t->path, sizeof(t->path), "%s", path ? path : "");
         if (!t->path[0])
                 return 0;
-        return load_state(t->path, "policy rules", t, policy_parse_cb, policy_done_cb);
+        return load_state(t->path, "policy rules", t, policy_parse_cb, policy_done_cb, &t->load_error);
 }
 
 /* ---- pnet ---- */
@@ -930,5 +932,5 @@ int pnet_load(PnetTable *t, const char *path) {
         snprintf(t->path, sizeof(t->path), "%s", path ? path : "");
         if (!t->path[0])
                 return 0;
-        return load_state(t->path, "pnet entries", t, pnet_parse_cb, pnet_done_cb);
+        return load_state(t->path, "pnet entries", t, pnet_parse_cb, pnet_done_cb, &t->load_error);
 }

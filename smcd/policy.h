@@ -109,6 +109,8 @@ typedef struct PolicyTable {
         size_t n;
         uint32_t next_id;         /* 0 is read as 1 */
         char path[PATH_MAX];      /* state file; "" = not persisted */
+        int load_error;           /* -errno: the file exists but could not be read at
+                                   * start; it is left alone and changes are refused */
 } PolicyTable;
 
 typedef struct PnetEntry {
@@ -122,6 +124,7 @@ typedef struct PnetTable {
         PnetEntry *v;             /* sorted by netdev */
         size_t n;
         char path[PATH_MAX];      /* state file; "" = not persisted */
+        int load_error;           /* as PolicyTable.load_error */
 } PnetTable;
 
 /* ---- policy ---- */

@@ -365,9 +365,11 @@ int tunables_load(ManagerConfig *cfg, const char *path) {
                 return 0;
         if (r == -EFBIG)
                 snprintf(err, sizeof(err), "larger than %u bytes", STATE_MAX_SIZE);
-        else if (r < 0)
-                return log_error_errno(r, "Cannot read state file %s: %m; using the default tunables.", path);
-        else {
+        else if (r < 0) {
+                cfg->state_load_error = r;
+                return log_error_errno(r, "Cannot read state file %s: %m; using the default tunables, leaving "
+                                       "the file alone and refusing changes until smcd restarts.", path);
+        } else {
                 r = parse_state(&tmp, text, err, sizeof(err));
                 free(text);
                 if (r == -ENOMEM)

@@ -331,6 +331,18 @@ out=$("$smcctl" -j tunables)
 [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["buf_clear"])')" = create ] \
         && ok "restored buf_clear=create is live in the pool" || nok "pool.buf_clear after restart"
 stop_smcd
+# a state file that exists but cannot be read is left alone: changes are refused
+mv "$state" "$tmp/state.saved"
+mkdir "$state"
+start_smcd
+"$smcctl" set inline=off 2>"$tmp/err"; rc=$?
+if [ $rc -ne 0 ] && grep -q "could not be read when smcd started" "$tmp/err" && [ -d "$state" ] &&
+   grep -q "refusing changes until smcd restarts" "$tmp/smcd.log"; then
+        ok "unreadable state file: set refused, file left alone: $(cat "$tmp/err")"
+else nok "unreadable state file: exit $rc $(cat "$tmp/err"); $(ls -la "$tmp/state")"; fi
+stop_smcd
+rmdir "$state"; mv "$tmp/state.saved" "$state"
+
 # the admin group: a non-root member may change state, a non-member may not
 if command -v setpriv >/dev/null; then
         start_smcd --admin-group 4242
