@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* smcctl tunables [show | get KEY | set KEY=VALUE...]: the Manager's *Tunable* methods. */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +62,18 @@ static int tunables_get(sd_bus *bus, const Args *a, int argc, char **argv) {
 
 /* Each KEY=VALUE in order; on the first failure the ones already set go back to their
  * old values, so that a refused command changes nothing. */
+/* All KEY=VALUE pairs in one SetTunables call: smcd validates them all, saves once and
+ * applies them together, so a refused command changes nothing. */
 static int tunables_set(sd_bus *bus, const Args *a, int argc, char **argv) {
-        json_object *old = NULL;
-        int r = EXIT_SUCCESS, i;
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL;
+        int r;
 
         if (argc < 1) {
                 fprintf(stderr, "smcctl: tunables set: expected KEY=VALUE ...\n");
                 return EXIT_USAGE;
         }
-        for (i = 0; i < argc; i++) {
+        for (int i = 0; i < argc; i++) {
                 const char *eq = strchr(argv[i], '=');
 
                 if (!eq || eq == argv[i]) {
@@ -77,34 +81,30 @@ static int tunables_set(sd_bus *bus, const Args *a, int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         }
-        if (argc > 1) {
-                r = list_tunables(bus, &old);
-                if (r != EXIT_SUCCESS)
-                        return r;
-        }
-        for (i = 0; i < argc; i++) {
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, "SetTunables");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "{ss}");
+        for (int i = 0; r >= 0 && i < argc; i++) {
                 char *key = strndup(argv[i], strcspn(argv[i], "="));
 
-                if (!key) {
-                        r = EXIT_FAILURE;
-                        break;
-                }
-                r = call_string(bus, BUS_PATH, BUS_MANAGER_INTERFACE, "SetTunable", NULL, "ss", key, argv[i] + strlen(key) + 1);
-                free(key);
-                if (r != EXIT_SUCCESS)
-                        break;
-        }
-        /* roll back what this command set before the failure */
-        for (int j = i - 1; r != EXIT_SUCCESS && old && j >= 0; j--) {
-                char *key = strndup(argv[j], strcspn(argv[j], "="));
-                json_object *v;
-
-                if (key && json_object_object_get_ex(old, key, &v))
-                        (void) call_string(bus, BUS_PATH, BUS_MANAGER_INTERFACE, "SetTunable", NULL, "ss", key, json_object_get_string(v));
+                r = key ? sd_bus_message_append(m, "{ss}", key, argv[i] + strlen(key) + 1) : -ENOMEM;
                 free(key);
         }
-        json_object_put(old);
-        return r;
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                fprintf(stderr, "smcctl: SetTunables: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        r = sd_bus_call(bus, m, 0, &e, NULL);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+                r = bus_error("SetTunables", &e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        return EXIT_SUCCESS;
 }
 
 const Verb tunables_set_verbs[] = {

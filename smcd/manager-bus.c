@@ -47,25 +47,35 @@ static int method_get_tunable(sd_bus_message *msg, void *userdata, sd_bus_error 
         return r;
 }
 
-static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        Manager *m = userdata;
+#define SET_TUNABLES_MAX 64 /* pairs in one SetTunables call */
+
+/* Set the @n tunables @keys to @values as one change: all are validated first (a bad
+ * key or value, or a key twice: InvalidArgument naming it, nothing changed), then the
+ * state file is saved once (failure: nothing changed), then all are applied. */
+static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, size_t n, const char *const *keys,
+                        const char *const *values) {
         ManagerConfig next = m->config;
-        const char *key, *value;
-        char err[300], *shown = NULL;
+        char err[300];
         int r;
 
-        r = sd_bus_message_read(msg, "ss", &key, &value);
-        if (r < 0)
-                return r;
         r = bus_check_admin(m, msg, error);
         if (r < 0)
                 return r;
         r = bus_check_state_writable(m->config.state_load_error, m->config.state_file, error);
         if (r < 0)
                 return r;
-        if (tunable_parse(&next, key, value, err, sizeof(err)) < 0)
-                return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
-        /* persist first: a value that could not be saved is not applied either */
+        if (n == 0)
+                return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "No tunable to set.");
+        for (size_t i = 0; i < n; i++) {
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(keys[i], keys[j]) == 0)
+                                return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT,
+                                                         "%s: given twice; nothing was changed", keys[i]);
+                if (tunable_parse(&next, keys[i], values[i], err, sizeof(err)) < 0)
+                        return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT,
+                                                 n > 1 ? "%s; nothing was changed" : "%s", err);
+        }
+        /* persist first: values that could not be saved are not applied either */
         if (m->config.state_file[0]) {
                 r = tunables_save(&next, m->config.state_file);
                 if (r < 0) {
@@ -78,12 +88,46 @@ static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error 
          * connection, the handshake bucket at each CONNECT; buf_clear is the pool's
          * (live); inline and the SMC-R ones are stored only (smcd-tunables(5)) */
         tunables_copy(&m->config, &next);
-        if (strcmp(key, "buf_clear") == 0)
-                smc_pool_set_clear(m->pool, m->config.buf_clear);
-        (void) tunable_format(&m->config, key, &shown);
-        log_info("Tunable %s set to %s over D-Bus.", key, shown ? shown : value);
-        free(shown);
+        for (size_t i = 0; i < n; i++) {
+                char *shown = NULL;
+
+                if (strcmp(keys[i], "buf_clear") == 0)
+                        smc_pool_set_clear(m->pool, m->config.buf_clear);
+                (void) tunable_format(&m->config, keys[i], &shown);
+                log_info("Tunable %s set to %s over D-Bus.", keys[i], shown ? shown : values[i]);
+                free(shown);
+        }
         return sd_bus_reply_method_return(msg, NULL);
+}
+
+static int method_set_tunable(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        const char *key, *value;
+        int r;
+
+        r = sd_bus_message_read(msg, "ss", &key, &value);
+        if (r < 0)
+                return r;
+        return set_tunables(userdata, msg, error, 1, &key, &value);
+}
+
+static int method_set_tunables(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        const char *keys[SET_TUNABLES_MAX], *values[SET_TUNABLES_MAX];
+        size_t n = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(msg, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(msg, "{ss}", &keys[n], &values[n])) > 0)
+                if (++n == SET_TUNABLES_MAX && !sd_bus_message_at_end(msg, false))
+                        return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT,
+                                                 "More than %d tunables in one call.", SET_TUNABLES_MAX);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(msg);
+        if (r < 0)
+                return r;
+        return set_tunables(userdata, msg, error, n, keys, values);
 }
 
 /* SD_BUS_VTABLE_UNPRIVILEGED: sd-bus would otherwise refuse callers of another uid
@@ -98,6 +142,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_get_tunable, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("SetTunable", SD_BUS_ARGS("s", key, "s", value), SD_BUS_NO_RESULT,
                                 method_set_tunable, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetTunables", SD_BUS_ARGS("a{ss}", settings), SD_BUS_NO_RESULT,
+                                method_set_tunables, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
 

@@ -245,6 +245,11 @@ else nok "set buf_clear=create: $(cat "$tmp/err")"; fi
 grep -q "Tunable buf_clear set to create" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
 "$smcctl" set inline=off 2>"$tmp/err" && [ "$("$smcctl" get inline)" = off ] && [ "$("$smcctl" tunables get inline)" = off ] \
         && ok "smcctl set inline=off / smcctl get inline (short forms)" || nok "short set/get: $(cat "$tmp/err")"
+n0=$(grep -c "Tunable rmem set to" "$tmp/smcd.log")
+"$smcctl" set rmem=32K bogus=1 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "nothing was changed" "$tmp/err" && [ "$(grep -c "Tunable rmem set to" "$tmp/smcd.log")" = "$n0" ] \
+        && ok "a multi-key set with a bad key applies nothing, not even for a moment: $(cat "$tmp/err")" \
+        || nok "multi-key set: exit $rc $(cat "$tmp/err"); $(grep "Tunable rmem" "$tmp/smcd.log")"
 "$smcctl" set 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "expected KEY=VALUE" "$tmp/err" && ok "smcctl set without KEY=VALUE: usage error" || nok "bare set: exit $rc $(cat "$tmp/err")"
 "$smcctl" s >/dev/null 2>"$tmp/err"; rc=$?

@@ -79,6 +79,7 @@ assert any(p.getAttribute("group") == sys.argv[2] for p in pol), "no admin group
 denied = {(e.getAttribute("send_interface"), e.getAttribute("send_member"))
           for p in pol if p.getAttribute("context") == "default" for e in p.getElementsByTagName("deny")}
 need = {("org.smcd.smcd1.Stats", "Reset"), ("org.smcd.smcd1.Manager", "SetTunable"),
+        ("org.smcd.smcd1.Manager", "SetTunables"),
         ("org.smcd.smcd1.Pnet", "Add"), ("org.smcd.smcd1.Pnet", "Del"),
         ("org.smcd.smcd1.Policy", "Add"), ("org.smcd.smcd1.Policy", "Del")}
 assert need <= denied, "not denied to others: %s" % (need - denied)
