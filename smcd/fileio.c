@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -123,6 +124,30 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
         return r;
 }
 
+/* Whether a string value anywhere in @o holds a NUL: C code would see it cut
+ * short there, so such a file is taken as corrupt. */
+static bool has_nul_string(json_object *o) {
+        switch (json_object_get_type(o)) {
+        case json_type_string:
+                return strlen(json_object_get_string(o)) != (size_t) json_object_get_string_len(o);
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        if (has_nul_string(json_object_array_get_idx(o, i)))
+                                return true;
+                return false;
+        case json_type_object: {
+                json_object_object_foreach(o, k, v) {
+                        (void) k; /* keys are C strings in json-c */
+                        if (has_nul_string(v))
+                                return true;
+                }
+                return false;
+        }
+        default:
+                return false;
+        }
+}
+
 int read_json_file(const char *path, size_t max, json_object **ret, char *err, size_t errlen) {
         enum json_tokener_error jerr;
         json_tokener *tok;
@@ -167,14 +192,29 @@ int read_json_file(const char *path, size_t max, json_object **ret, char *err, s
                         return -EBADMSG;
                 }
         free(text);
+        if (has_nul_string(root)) {
+                json_object_put(root);
+                snprintf(err, errlen, "a string with a NUL character (\\u0000)");
+                return -EBADMSG;
+        }
         *ret = root;
         return 0;
 }
 
 int move_aside_corrupt(const char *path, char *aside, size_t len) {
-        if ((size_t) snprintf(aside, len, "%s.corrupt-%lld", path, (long long) time(NULL)) >= len)
-                return -ENAMETOOLONG;
-        if (rename(path, aside) < 0)
-                return -errno;
-        return 0;
+        long long now = (long long) time(NULL);
+
+        /* never over an earlier one: <path>.corrupt-<time>, then -<time>.1 ... */
+        for (unsigned i = 0; i < 100; i++) {
+                int n = i ? snprintf(aside, len, "%s.corrupt-%lld.%u", path, now, i)
+                          : snprintf(aside, len, "%s.corrupt-%lld", path, now);
+
+                if (n < 0 || (size_t) n >= len)
+                        return -ENAMETOOLONG;
+                if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+                        return 0;
+                if (errno != EEXIST)
+                        return -errno;
+        }
+        return -EEXIST;
 }

@@ -31,5 +31,6 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 int read_json_file(const char *path, size_t max, json_object **ret, char *err, size_t errlen);
 
 /* Rename the unusable file @path to <path>.corrupt-<unix time> (where the caller
- * found it), and write that name into @aside (@len bytes). Returns 0 or -errno. */
+ * found it; <path>.corrupt-<unix time>.N if that exists: an earlier corrupt file is
+ * never replaced), and write that name into @aside (@len bytes). Returns 0 or -errno. */
 int move_aside_corrupt(const char *path, char *aside, size_t len);

@@ -306,35 +306,12 @@ int tunables_save(const ManagerConfig *cfg, const char *path) {
 
 /* Parse the state file text @text onto @cfg. On error returns -EINVAL with a reason in
  * @err; @cfg may be partly changed (the caller works on a copy). */
-static int parse_state(ManagerConfig *cfg, const char *text, char *err, size_t errlen) {
-        enum json_tokener_error jerr;
-        json_tokener *tok;
-        json_object *root;
-        size_t used;
+/* The state file's JSON @root (a reference is kept by the caller) into @cfg. */
+static int parse_state(ManagerConfig *cfg, json_object *root, char *err, size_t errlen) {
         int r = 0;
 
-        tok = json_tokener_new();
-        if (!tok)
-                return -ENOMEM;
-        root = json_tokener_parse_ex(tok, text, (int) strlen(text));
-        jerr = json_tokener_get_error(tok);
-        used = json_tokener_get_parse_end(tok);
-        json_tokener_free(tok);
-        if (!root || jerr != json_tokener_success) {
-                json_object_put(root);
-                return set_err(err, errlen, "not valid JSON (%s)",
-                               root || jerr == json_tokener_continue ? "truncated" :
-                               json_tokener_error_desc(jerr));
-        }
-        for (const char *p = text + used; *p; p++)
-                if (!isspace((unsigned char) *p)) {
-                        json_object_put(root);
-                        return set_err(err, errlen, "not valid JSON (trailing data)");
-                }
-        if (!json_object_is_type(root, json_type_object)) {
-                json_object_put(root);
+        if (!json_object_is_type(root, json_type_object))
                 return set_err(err, errlen, "not a JSON object");
-        }
         json_object_object_foreach(root, k, v) {
                 char e[256];
 
@@ -348,30 +325,30 @@ static int parse_state(ManagerConfig *cfg, const char *text, char *err, size_t e
                         break;
                 }
         }
-        json_object_put(root);
         return r;
 }
 
 int tunables_load(ManagerConfig *cfg, const char *path) {
         ManagerConfig tmp = *cfg;
         char err[300], aside[PATH_MAX + 48];
-        char *text = NULL;
+        json_object *root = NULL;
         int r;
 
         if (!path || !*path)
                 return 0;
-        r = read_regular_file(path, STATE_MAX_SIZE, &text, NULL);
+        r = read_json_file(path, STATE_MAX_SIZE, &root, err, sizeof(err));
         if (r == -ENOENT)
                 return 0;
-        if (r == -EFBIG)
-                snprintf(err, sizeof(err), "larger than %u bytes", STATE_MAX_SIZE);
-        else if (r < 0) {
+        if (r == -ENOMEM)
+                return log_error_errno(r, "Out of memory.");
+        if (r < 0 && r != -EBADMSG) {
                 cfg->state_load_error = r;
                 return log_error_errno(r, "Cannot read state file %s: %m; using the default tunables, leaving "
                                        "the file alone and refusing changes until smcd restarts.", path);
-        } else {
-                r = parse_state(&tmp, text, err, sizeof(err));
-                free(text);
+        }
+        if (r == 0) {
+                r = parse_state(&tmp, root, err, sizeof(err));
+                json_object_put(root);
                 if (r == -ENOMEM)
                         return log_error_errno(r, "Out of memory.");
         }
