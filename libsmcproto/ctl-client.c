@@ -194,6 +194,36 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         return r;
 }
 
+int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version) {
+        int r;
+
+        if (!req)
+                return -EINVAL;
+        pthread_mutex_lock(&ctl_lock);
+        if (ctl_fd >= 0 && ctl_gen != fork_gen) {
+                /* a child of a process that talked to smcd (a pre-forked server
+                 * accepting): its own connection, as its first request would open */
+                r = ensure_locked();
+                if (r < 0)
+                        goto out;
+        }
+        if (ctl_fd < 0 || ctl_version < min_version) {
+                r = -ENOTCONN;
+                goto out;
+        }
+        req->hdr.seq = next_seq_locked();
+        r = smc_ctl_set_version(req, ctl_version);
+        if (r >= 0)
+                r = smc_ctl_send(ctl_fd, req, NULL, 0, MSG_DONTWAIT);
+        if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
+                drop_locked(); /* smcd went away: the next request reconnects */
+                r = -ENOTCONN;
+        }
+out:
+        pthread_mutex_unlock(&ctl_lock);
+        return r;
+}
+
 /* fork(): never leave the child with a mutex held by a thread that does not exist
  * there. The child's connection is replaced at its first request (pid check). */
 static void atfork_prepare(void) {

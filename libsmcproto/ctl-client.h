@@ -40,5 +40,15 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);
 
+/* Send the one-way notice @req (FALLBACK; seq assigned here) if this process has an
+ * established control connection of protocol version @min_version or later. Never
+ * connects, except to replace a connection inherited over fork() (as the child's
+ * first request would); never waits for room (MSG_DONTWAIT) nor for a reply. The lock
+ * is the one every request takes (a CONNECT of the same thread has just held it).
+ * Returns 0, or -ENOTCONN (no connection, or one of an older version), -EAGAIN (the
+ * socket is full: the notice is dropped, the connection kept), another negative errno
+ * from sending (the connection is dropped if it broke). */
+int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version);
+
 /* Drop the connection (e.g. in tests). Safe to call at any time. */
 void smc_ctl_client_reset(void);

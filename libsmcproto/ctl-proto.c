@@ -18,6 +18,7 @@ _Static_assert(offsetof(struct smc_ctl_listen, sndbuf) == 48 && sizeof(struct sm
                "LISTEN layout (v1: 48 bytes, v2: 56)");
 _Static_assert(offsetof(struct smc_ctl_conn, params) == 112 && sizeof(struct smc_ctl_conn) == 120,
                "CONNECT_REPLY / NEW_CONN layout (v1: 112 bytes, v2: 120)");
+_Static_assert(sizeof(struct smc_ctl_fallback) == 72, "FALLBACK layout (v2 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -27,6 +28,7 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_LISTEN: return offsetof(struct smc_ctl_listen, sndbuf);
                 case SMC_CTL_CONNECT_REPLY:
                 case SMC_CTL_NEW_CONN: return offsetof(struct smc_ctl_conn, params);
+                case SMC_CTL_FALLBACK: return 0; /* not in version 1 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -43,6 +45,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN: return sizeof(struct smc_ctl_conn);
         case SMC_CTL_CLOSE: return sizeof(struct smc_ctl_close);
+        case SMC_CTL_FALLBACK: return sizeof(struct smc_ctl_fallback);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -56,6 +59,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_UNLISTEN:
         case SMC_CTL_CONNECT:
         case SMC_CTL_CLOSE:
+        case SMC_CTL_FALLBACK:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -140,6 +144,28 @@ int smc_ctl_set_version(union smc_ctl_msg *m, uint16_t version) {
         return 0;
 }
 
+/* A connected TCP endpoint's address: IPv4 or IPv6, not the wildcard (nor its
+ * v4-mapped form), port != 0. */
+static bool addr_specific_ok(const struct smc_ctl_addr *a) {
+        static const uint8_t zero[16], mapped_any[16] = { [10] = 0xff, [11] = 0xff };
+
+        if (!addr_ok(a, false) || a->port == 0)
+                return false;
+        if (a->family == AF_INET)
+                return memcmp(a->addr, zero, 4) != 0;
+        return memcmp(a->addr, zero, 16) != 0 && memcmp(a->addr, mapped_any, 16) != 0;
+}
+
+static bool fallback_ok(const struct smc_ctl_fallback *f) {
+        if (!addr_specific_ok(&f->local) || !addr_specific_ok(&f->peer) || f->local.family != f->peer.family)
+                return false;
+        if (f->role == SMC_CTL_ROLE_SERVER)
+                return f->reason == 0;
+        if (f->role != SMC_CTL_ROLE_CLIENT || f->reason == 0)
+                return false;
+        return strcmp(smc_clc_decl_name(f->reason), "SMC_CLC_DECL_UNKNOWN") != 0;
+}
+
 static bool params_ok(const struct smc_ctl_conn_params *p) {
         return p->busy_poll_us <= SMC_CTL_BUSY_POLL_MAX_US && p->autocork_size <= SMC_CTL_AUTOCORK_MAX;
 }
@@ -194,6 +220,8 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_LISTEN_REPLY:
                 return m->listen_reply.listener_id ? 0 : -EBADMSG;
+        case SMC_CTL_FALLBACK:
+                return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
         default:
                 return 0;
         }

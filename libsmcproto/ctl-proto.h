@@ -24,7 +24,8 @@
  *   1  the original protocol.
  *   2  LISTEN carries the application's SO_SNDBUF and SO_RCVBUF (like CONNECT);
  *      CONNECT_REPLY and NEW_CONN carry struct smc_ctl_conn_params (smcd's
- *      busy_poll and autocork_size tunables, per connection).
+ *      busy_poll and autocork_size tunables, per connection); the FALLBACK notice
+ *      (a type that version 1 does not have: rejected there as unknown).
  *   HELLO has the same layout in every version. A client sends it with
  *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
  *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
@@ -69,6 +70,18 @@
  *                      connecting client's address, local = the listener's view).
  *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
  *                      success (fire and forget); ERROR on a bad id.
+ *   FALLBACK     C->D  (v2 only) a notice, no reply: a TCP connection of this client
+ *                      that is not SMC although smcd was asked, so that smcd can list
+ *                      it (smcctl connections). local (getsockname) and peer address
+ *                      of the TCP socket, both of one family, specific, port != 0;
+ *                      role SMC_CTL_ROLE_CLIENT with the SMC_CLC_DECL_* reason smcd
+ *                      (or the library) gave the CONNECT, or SMC_CTL_ROLE_SERVER
+ *                      (a plain TCP connection accepted on an SMC listener) with
+ *                      reason 0 (smcd knows it). No fds. Sent MSG_DONTWAIT on an
+ *                      established control connection only: dropped, never
+ *                      waited for, when the socket is full. smcd looks the socket
+ *                      up in the kernel (sock_diag) and tracks it while it exists;
+ *                      ERROR only for a socket of another uid (-EPERM).
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -106,6 +119,7 @@ enum smc_ctl_type {
         SMC_CTL_CLOSE,
         SMC_CTL_OK,
         SMC_CTL_ERROR,
+        SMC_CTL_FALLBACK, /* v2 */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -220,6 +234,20 @@ struct smc_ctl_close {
         uint32_t reserved;
 };
 
+enum smc_ctl_role {
+        SMC_CTL_ROLE_CLIENT = 0, /* the connecting side */
+        SMC_CTL_ROLE_SERVER = 1, /* accepted by a listener */
+};
+
+/* FALLBACK (v2): one TCP connection that fell back (see Messages). */
+struct smc_ctl_fallback {
+        struct smc_ctl_hdr hdr;
+        struct smc_ctl_addr local; /* the TCP socket's own address */
+        struct smc_ctl_addr peer;  /* the address it is connected to */
+        uint32_t role;             /* enum smc_ctl_role */
+        uint32_t reason;           /* client: SMC_CLC_DECL_* (not 0); server: 0 */
+};
+
 struct smc_ctl_ok {
         struct smc_ctl_hdr hdr;
 };
@@ -241,6 +269,7 @@ union smc_ctl_msg {
         struct smc_ctl_connect connect;
         struct smc_ctl_conn conn;
         struct smc_ctl_close close;
+        struct smc_ctl_fallback fallback;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

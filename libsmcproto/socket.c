@@ -19,7 +19,9 @@
  * (kept mapped in a process-wide cache by buffer id, so a reused buffer costs no
  * mmap and no page fault), T is moved to a hidden descriptor and X is dup3()ed onto
  * the app's fd number. Anything else falls back to plain TCP on T and records the
- * SMC_CLC_DECL_* reason.
+ * SMC_CLC_DECL_* reason; if smcd was asked, it is told of the TCP connection once its
+ * connect is under way (a one-way FALLBACK notice, never waited for), and so of every
+ * plain TCP connection an SMC listener accepts, so that smcctl lists them.
  *
  * Environment (read once, at the first socket):
  *   SMCPROTO_DISABLE=1   never use SMC: listeners stay plain TCP, connections fall
@@ -488,6 +490,31 @@ static void ep_tune(struct smc_ring_ep *ep, const union smc_ctl_msg *c) {
         /* else the ring's default: the smaller of 64 KiB and half the tx ring */
 }
 
+/* Tell smcd about a TCP connection on @fd that is not SMC although smcd was asked
+ * (ctl-proto.h, FALLBACK), so that it is listed as smcss lists the kernel's fallen
+ * back sockets: @role SMC_CTL_ROLE_CLIENT with the CONNECT's @reason, or
+ * SMC_CTL_ROLE_SERVER with reason 0; @peer (@peer_len bytes) is the address it is
+ * connected to. Best effort: one getsockname() and one sendmsg(MSG_DONTWAIT) on the
+ * established control connection; nothing is waited for, and if smcd is gone or its
+ * socket is full the notice is dropped. errno is kept. */
+static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_len, uint32_t role,
+                            uint32_t reason) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        union smc_ctl_msg m;
+        int saved = errno;
+
+        smc_ctl_init(&m, SMC_CTL_FALLBACK, 0);
+        if (sys_getsockname(fd, (struct sockaddr *) &ss, &sl) == 0 &&
+            smc_ctl_addr_from_sockaddr(&m.fallback.local, (struct sockaddr *) &ss, sl) == 0 &&
+            smc_ctl_addr_from_sockaddr(&m.fallback.peer, peer, peer_len) == 0) {
+                m.fallback.role = role;
+                m.fallback.reason = reason;
+                (void) smc_ctl_client_notify(&m, 2);
+        }
+        errno = saved;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Teardown */
 
@@ -843,13 +870,30 @@ abort:
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
-/* accept4 on the listener's TCP socket @t; registers the connection as TCP. */
-static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_t *len, int flags) {
+/* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
+ * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
+ * smcd is told of it (fallback_notice()). */
+static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_t *len, int flags,
+                      bool notice) {
+        struct sockaddr_storage own;
+        socklen_t own_len = sizeof(own), want = addr && len ? *len : 0;
         struct smc_sock *s;
-        int fd = sys_accept4(t, addr, len, flags);
+        int fd;
 
+        if (notice && !addr) /* the app asked for no address: take it for the notice */
+                fd = sys_accept4(t, (struct sockaddr *) &own, &own_len, flags);
+        else
+                fd = sys_accept4(t, addr, len, flags);
         if (fd < 0)
                 return -errno;
+        if (notice) {
+                if (!addr)
+                        fallback_notice(fd, (struct sockaddr *) &own, own_len, SMC_CTL_ROLE_SERVER, 0);
+                else if (len && *len <= want) /* the app's copy is whole */
+                        fallback_notice(fd, addr, *len, SMC_CTL_ROLE_SERVER, 0);
+                else if (sys_getpeername(fd, (struct sockaddr *) &own, &own_len) == 0)
+                        fallback_notice(fd, (struct sockaddr *) &own, own_len, SMC_CTL_ROLE_SERVER, 0);
+        }
         if ((unsigned) fd >= FD_MAX)
                 return fd; /* works as a plain TCP socket, only unmanaged */
         s = sock_alloc(fd, l->family, SOCK_TCP, flags & SOCK_NONBLOCK);
@@ -874,7 +918,7 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
         }
         st = sock_state(s);
         if (st == SOCK_LISTEN_TCP)
-                return ret_errno(accept_tcp(s, fd, addr, len, flags));
+                return ret_errno(accept_tcp(s, fd, addr, len, flags, false));
         if (st == SOCK_SMCD) {
                 errno = EINVAL;
                 return -1;
@@ -889,7 +933,7 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
 
                 for (unsigned i = 0; i < 2; i++) {
                         if ((turn + i) & 1)
-                                r = accept_tcp(s, s->hidden, addr, len, flags);
+                                r = accept_tcp(s, s->hidden, addr, len, flags, true);
                         else {
                                 do
                                         r = accept_chan(s, addr, len, flags);
@@ -1122,7 +1166,10 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                         sock_set_state(s, prev);
                 pthread_mutex_unlock(&s->lock);
                 errno = saved;
-        }
+        } else if ((r == 0 || errno == EINPROGRESS || errno == EINTR) && reason != SMC_CLC_DECL_NOSMCDDEV)
+                /* under way, its source address chosen: smcd answered this CONNECT
+                 * (NOSMCDDEV: it could not be asked), so it may list the connection */
+                fallback_notice(fd, addr, len, SMC_CTL_ROLE_CLIENT, reason);
         return r;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* smcctl connections [show] [--mode M] [--port N]: org.smcd.smcd1.Connections. */
+/* smcctl connections [show] [--mode M] [--port N]: org.smcd.smcd1.Connections. SMC-D
+ * endpoints and the TCP fallback connections smcd knows of (mode "SMCD" / "TCP"). */
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,12 +13,12 @@
 #define CONNECTIONS_INTERFACE "org.smcd.smcd1.Connections"
 
 typedef struct ConnFilter {
-        bool tcp_only; /* --mode tcp: smcd knows no TCP connections */
-        int port;      /* -1 = any; else the local or the peer port */
+        const char *mode; /* NULL = any; else the "mode" value of the rows to show */
+        int port;         /* -1 = any; else the local or the peer port */
 } ConnFilter;
 
 static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
-        f->tcp_only = false;
+        f->mode = NULL;
         f->port = -1;
         for (int i = 0; i < argc; i++) {
                 const char *v;
@@ -25,9 +26,9 @@ static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
 
                 if ((v = option_value(argc, argv, &i, "--mode", &missing))) {
                         if (strcmp(v, "smcd") == 0)
-                                f->tcp_only = false;
+                                f->mode = "SMCD";
                         else if (strcmp(v, "tcp") == 0)
-                                f->tcp_only = true;
+                                f->mode = "TCP";
                         else {
                                 fprintf(stderr, "smcctl: connections: unknown mode \"%s\" (smcd or tcp)\n", v);
                                 return -EINVAL;
@@ -63,7 +64,7 @@ static int addr_port(const char *a) {
 }
 
 static bool conn_matches(const ConnFilter *f, json_object *o) {
-        if (f->tcp_only)
+        if (f->mode && strcmp(json_str(o, "mode"), f->mode) != 0)
                 return false;
         if (f->port >= 0 && addr_port(json_str(o, "local")) != f->port &&
             addr_port(json_str(o, "peer")) != f->port)
@@ -76,6 +77,7 @@ static int connections_show(sd_bus *bus, const Args *a, int argc, char **argv) {
                 { "id", "ID", false, false },      { "role", "ROLE", false, false },
                 { "state", "STATE", false, false }, { "local", "LOCAL", false, false },
                 { "peer", "PEER", false, false },  { "mode", "MODE", false, false },
+                { "fallback_reason", "REASON", false, false },
                 { "sndbuf", "SNDBUF", true, false }, { "rmb", "RMB", true, false },
                 { "bytes_tx", "TX", true, false }, { "bytes_rx", "RX", true, false },
                 { "msgs_tx", "MSGS_TX", true, true }, { "msgs_rx", "MSGS_RX", true, true },

@@ -54,6 +54,7 @@ static void help(void) {
                "                               (default " SMCD_DEFAULT_ADMIN_GROUP " if it exists; \"\" = root only)\n"
                "     --state-file FILE         Tunables state file (default %s)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n"
+               "     --max-fallback-conns N    TCP fallback connections listed (default 65536)\n"
                "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n"
                "\nTunables (smcd-tunables(5); the state file overrides these):\n",
                smc_ctl_runtime_dir(), state);
@@ -190,6 +191,16 @@ static int opt_prepopulate(ManagerConfig *cfg, const char *key, const char *valu
         return 0;
 }
 
+static int opt_max_fallback_conns(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        uint64_t v;
+
+        if (parse_uint(value, FALLBACK_MAX_LIMIT, &v) < 0 || v == 0)
+                return log_error_errno(EINVAL, "%s: max-fallback-conns: expected a number 1..%u: %s", where,
+                                       FALLBACK_MAX_LIMIT, value);
+        cfg->max_fallback_conns = v;
+        return 0;
+}
+
 static int opt_verbose(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
         bool b;
 
@@ -209,6 +220,7 @@ static const struct {
         { "admin-group", opt_admin_group },
         { "state-file", opt_state_file },
         { "prepopulate", opt_prepopulate },
+        { "max-fallback-conns", opt_max_fallback_conns },
         { "verbose", opt_verbose }, /* config file only: -v on the command line */
 };
 

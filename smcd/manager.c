@@ -254,6 +254,8 @@ static int client_process_one(Client *c) {
         }
         case SMC_CTL_CLOSE:
                 return client_handle_close(c, &msg.close);
+        case SMC_CTL_FALLBACK:
+                return client_handle_fallback(c, &msg.fallback);
         default:
                 /* smc_ctl_recv() let through a type that travels to the daemon but
                  * that we do not know: cannot happen with a matching codec */
@@ -491,6 +493,7 @@ static void client_free(Client *c, bool died) {
         }
         LIST_FOREACH_SAFE(by_client, l, ln, c->listeners)
                 listener_free(l);
+        fallback_client_gone(m, c);
 
         LIST_REMOVE(clients, m->clients, c);
         m->stats.clients--;
@@ -725,6 +728,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 manager_free(m);
                 return r;
         }
+        if (fallback_table_new(cfg->max_fallback_conns, &m->fallbacks) < 0) {
+                manager_free(m);
+                return log_error_errno(ENOMEM, "Out of memory.");
+        }
         m->somaxconn = read_somaxconn();
         r = conn_measure_truesize(&m->msg_truesize);
         if (r < 0) {
@@ -847,6 +854,7 @@ Manager *manager_free(Manager *m) {
         m->exiting = true;
         LIST_FOREACH_SAFE(clients, c, cn, m->clients)
                 client_free(c, false);
+        m->fallbacks = fallback_table_free(m->fallbacks); /* the clients' entries went with them */
         if (m->endpoints)
                 conn_free_all(m);
         if (m->ports) {

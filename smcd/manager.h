@@ -31,7 +31,7 @@
  *     ABORT itself, smcd ORs SMC_DMB_CONN_ABORT (data left unread in the dead one's
  *     rx DMB: RST) or else SMC_DMB_CONN_CLOSED (FIN) into the survivor's rx DMB
  *     (conn_flags) and into the dead one's rx DMB (reader_flags); its Listeners are
- *     removed.
+ *     removed, its TCP fallback entries (fallback.h) forgotten.
  *   - Control sockets and accept channels are not sd-event sources of their own:
  *     they sit in one inner epoll (Manager.watch_fd) whose readiness is one source,
  *     and each wakeup handles a bounded batch of ready fds. So N clients that hang
@@ -49,6 +49,7 @@
 
 #include "addr.h"
 #include "ctl-proto.h"
+#include "fallback.h"
 #include "hashmap.h"
 #include "ibdev.h"
 #include "list.h"
@@ -103,6 +104,8 @@ typedef struct ManagerConfig {
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
         int state_load_error;       /* -errno: the state file exists but could not be read
                                      * at start; left alone, SetTunable refused */
+        uint64_t max_fallback_conns; /* TCP fallback connections listed, 0 = the
+                                      * default (fallback.h) */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -121,6 +124,7 @@ struct Client {
         LIST_HEAD(Endpoint, endpoints); /* open endpoints owned */
         LIST_HEAD(Listener, listeners);
         U64Map *mapped; /* ids of buffers this client surely has mapped */
+        FallbackQueue fallbacks; /* its TCP fallback connections (fallback.h) */
 };
 
 struct Listener {
@@ -238,6 +242,7 @@ struct Manager {
 
         PolicyTable policy; /* SMC or TCP per connect / listen (policy.h) */
         PnetTable pnet;     /* netdev <-> RoCE device, for SMC-R (policy.h) */
+        FallbackTable *fallbacks; /* TCP fallback connections (fallback.h) */
 };
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,

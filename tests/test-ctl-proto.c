@@ -387,6 +387,116 @@ static void test_versions(void) {
         CHECK(fds_after == fds_before, "fds open after the version checks: %d, before %d", fds_after, fds_before);
 }
 
+/* FALLBACK (v2 only): a one-way notice to smcd; its addresses, role and reason are
+ * checked, and version 1 does not have it. */
+static void make_fallback(union smc_ctl_msg *m) {
+        smc_ctl_init(m, SMC_CTL_FALLBACK, 11);
+        set_addr4(&m->fallback.local, "127.0.0.1", 40000);
+        set_addr4(&m->fallback.peer, "127.0.0.2", 80);
+        m->fallback.role = SMC_CTL_ROLE_CLIENT;
+        m->fallback.reason = SMC_CLC_DECL_PEERNOSMC;
+}
+
+static void test_fallback(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
+
+        for (int fd = 0; fd < 256; fd++)
+                fds_before += fd_open(fd);
+        if (pipe(pfd) < 0)
+                abort();
+        CHECK(smc_ctl_msg_size(SMC_CTL_FALLBACK) == 72 && smc_ctl_msg_size_v(SMC_CTL_FALLBACK, 2) == 72 &&
+              smc_ctl_msg_size_v(SMC_CTL_FALLBACK, 1) == 0, "FALLBACK sizes: v2 72, not in v1");
+        CHECK(smc_ctl_init_v(&c, SMC_CTL_FALLBACK, 1, 1) == -EINVAL, "no FALLBACK in version 1");
+        make_fallback(&m);
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 1) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 1 refused");
+
+        /* client and server notices round-trip */
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send fallback");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.type == SMC_CTL_FALLBACK && r.fallback.local.port == 40000 &&
+              r.fallback.peer.port == 80 && r.fallback.reason == SMC_CLC_DECL_PEERNOSMC, "fallback: %d", n);
+        c = m;
+        c.fallback.role = SMC_CTL_ROLE_SERVER;
+        c.fallback.reason = 0;
+        expect_bad("server notice", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        {
+                struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(5), .sin6_scope_id = 2 };
+                s6.sin6_addr = in6addr_loopback;
+                c = m;
+                CHECK(smc_ctl_addr_from_sockaddr(&c.fallback.local, (struct sockaddr *) &s6, sizeof(s6)) == 0 &&
+                      smc_ctl_addr_from_sockaddr(&c.fallback.peer, (struct sockaddr *) &s6, sizeof(s6)) == 0, "v6");
+                expect_bad("IPv6 notice", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+                c.fallback.peer.addr[10] = c.fallback.peer.addr[11] = 0xff; /* ::ffff:0.0.0.1 */
+                memset(c.fallback.peer.addr, 0, 10);
+                c.fallback.peer.addr[15] = 1;
+                expect_bad("v4-mapped peer", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+                c.fallback.peer.addr[15] = 0; /* ::ffff:0.0.0.0 */
+                expect_bad("v4-mapped any", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+                memset(c.fallback.peer.addr, 0, 16); /* :: */
+                expect_bad("v6 any", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        }
+
+        /* malformed: lengths, version 1, fds, addresses, role, reason, direction */
+        expect_bad("fallback short", &m, m.hdr.len - 4, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.len += 8;
+        expect_bad("fallback long", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.version = 1;
+        expect_bad("fallback of version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        expect_bad("fallback with an fd", &m, m.hdr.len, pfd, 1, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("fallback to a client", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        c = m;
+        c.fallback.local.port = 0;
+        expect_bad("local port 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.peer.port = 0;
+        expect_bad("peer port 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        set_addr4(&c.fallback.local, "0.0.0.0", 40000);
+        expect_bad("local any", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.peer.family = AF_UNIX;
+        expect_bad("peer family", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.peer.family = AF_UNSPEC;
+        expect_bad("peer unspec", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.local.addr[7] = 1; /* garbage after an IPv4 address */
+        expect_bad("v4 garbage", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.local.scope_id = 3; /* no scope on IPv4 */
+        expect_bad("v4 scope", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        {
+                struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(80) };
+                s6.sin6_addr = in6addr_loopback;
+                c = m;
+                smc_ctl_addr_from_sockaddr(&c.fallback.peer, (struct sockaddr *) &s6, sizeof(s6));
+                expect_bad("families differ", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        }
+        c = m;
+        c.fallback.role = 2;
+        expect_bad("role 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback.reason = 0;
+        expect_bad("client without reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.fallback.reason = 0x03990000; /* no such code */
+        expect_bad("unknown reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.fallback.reason = SMCD_DECL_POLICY;
+        expect_bad("smcd's own reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        c = m;
+        c.fallback.role = SMC_CTL_ROLE_SERVER; /* a server's reason is smcd's to say */
+        expect_bad("server with a reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+
+        close(pfd[0]);
+        close(pfd[1]);
+        for (int fd = 0; fd < 256; fd++)
+                fds_after += fd_open(fd);
+        CHECK(fds_after == fds_before, "fds open after the FALLBACK checks: %d, before %d", fds_after, fds_before);
+}
+
 static void test_addr(void) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
         struct smc_ctl_addr a;
@@ -416,6 +526,7 @@ int main(void) {
         test_good();
         test_bad();
         test_versions();
+        test_fallback();
         test_addr();
         /* EOF */
         close(sp[0]);

@@ -84,8 +84,8 @@ if "$smcctl" -j connections >"$tmp/json" 2>"$tmp/err" &&
 import json, sys
 l = json.load(open(sys.argv[1])); sport, cport, uid = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 assert len(l) == 2, l
-keys = {"id", "role", "state", "local", "peer", "mode", "sndbuf", "rmb", "bytes_tx", "bytes_rx", "msgs_tx", "msgs_rx",
-        "pid", "uid"}
+keys = {"id", "role", "state", "local", "peer", "mode", "fallback_reason", "fallback_code", "sndbuf", "rmb",
+        "bytes_tx", "bytes_rx", "msgs_tx", "msgs_rx", "pid", "uid"}
 for e in l: assert set(e) == keys, e
 cl = [e for e in l if e["role"] == "client"]; sv = [e for e in l if e["role"] == "server"]
 assert len(cl) == 1 and len(sv) == 1, l
@@ -94,6 +94,7 @@ assert sv["local"] == "127.0.0.1:%d" % sport and cl["peer"] == "127.0.0.1:%d" % 
 assert cl["local"] == "127.0.0.1:%d" % cport and sv["peer"] == "127.0.0.1:%d" % cport, l
 for e in l:
     assert e["uid"] == uid and e["pid"] > 0 and e["mode"] == "SMCD" and e["state"] == "open", e
+    assert e["fallback_reason"] is None and e["fallback_code"] is None, e
     assert len(e["id"]) == 16 and int(e["id"], 16) != 0, e
 assert cl["pid"] == sv["pid"], l
 assert cl["sndbuf"] == sv["rmb"] and cl["rmb"] == sv["sndbuf"] and cl["rmb"] >= 16384, l
@@ -107,7 +108,7 @@ t=$("$smcctl" -j connections --mode tcp | python3 -c 'import json,sys; print(len
 [ "$n" = 2 ] && [ "$m" = 0 ] && [ "$t" = 0 ] && ok "connections --port / --mode filter ($n, $m, $t)" \
         || nok "connections filters: --port $sport: $n, --port=1: $m, --mode tcp: $t"
 "$smcctl" connections --port "$cport" >"$tmp/out" 2>&1
-if head -1 "$tmp/out" | grep -q '^ID  *ROLE  *STATE  *LOCAL  *PEER  *MODE  *SNDBUF  *RMB  *TX  *RX  *PID  *UID$' &&
+if head -1 "$tmp/out" | grep -q '^ID  *ROLE  *STATE  *LOCAL  *PEER  *MODE  *REASON  *SNDBUF  *RMB  *TX  *RX  *PID  *UID$' &&
    [ "$(wc -l <"$tmp/out")" = 3 ] && grep -q " 127.0.0.1:$cport " "$tmp/out" && grep -q "server" "$tmp/out"; then
         ok "connections text: header and 2 rows"
 else nok "connections text: $(cat "$tmp/out")"; fi
@@ -372,7 +373,7 @@ fi
 # a corrupt state file: smcd starts on the defaults (the options), the file is kept aside
 n=0
 for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate": "1"}' '{"buf_clear": "never"}' '[1, 2]' \
-               '{"rmem": 65536}'; do
+               '{"rmem": 65536}' '{"buf_clear": "create\u0000junk"}'; do
         n=$((n + 1))
         rm -f "$tmp/state"/tunables.json.corrupt-*
         printf '%s' "$content" >"$state"
@@ -385,6 +386,16 @@ for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate":
         else nok "corrupt state file $n ($content): buf_clear $v rmem $r; $(ls "$tmp/state"); $(cat "$tmp/smcd.log")"; fi
         stop_smcd
 done
+# two corrupt files, one after the other (within a second or not): both kept aside
+rm -f "$tmp/state"/tunables.json.corrupt-*
+for content in 'first' 'second'; do
+        printf '%s' "$content" >"$state"
+        start_smcd
+        stop_smcd
+done
+if [ "$(for f in "$tmp/state"/tunables.json.corrupt-*; do cat "$f"; echo; done | sort | tr '\n' ' ')" = "first second " ]; then
+        ok "two corrupt state files are both kept: $(cd "$tmp/state" && echo tunables.json.corrupt-*)"
+else nok "corrupt files: $(ls "$tmp/state")"; fi
 
 # The policy file on a bus with the system bus's default policy (deny method calls and
 # name ownership unless a policy allows them), as /usr/share/dbus-1/system.conf.
