@@ -24,7 +24,10 @@ static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
                 const char *v;
                 bool missing;
 
-                if ((v = option_value(argc, argv, &i, "--mode", &missing))) {
+                if (!(v = option_value(argc, argv, &i, "--mode", &missing)) && missing) {
+                        fprintf(stderr, "smcctl: connections: --mode needs a value (smcd or tcp)\n");
+                        return -EINVAL;
+                } else if (v) {
                         if (strcmp(v, "smcd") == 0)
                                 f->mode = "SMCD";
                         else if (strcmp(v, "tcp") == 0)

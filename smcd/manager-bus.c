@@ -39,7 +39,7 @@ static int method_get_tunable(sd_bus_message *msg, void *userdata, sd_bus_error 
         r = tunable_format(&m->config, key, &v);
         if (r == -EINVAL)
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT,
-                                         "Unknown tunable \"%s\" (see ListTunables).", key);
+                                         "Unknown tunable \"%s\" (smcctl tunables lists them).", key);
         if (r < 0)
                 return r;
         r = sd_bus_reply_method_return(msg, "s", v);
