@@ -96,3 +96,12 @@ int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error) {
                                          (unsigned) uid);
         return 0;
 }
+
+int bus_check_change(Manager *m, sd_bus_message *msg, int load_error, const char *path, sd_bus_error *error) {
+        int r;
+
+        r = bus_check_admin(m, msg, error);
+        if (r < 0)
+                return r;
+        return bus_check_state_writable(load_error, path, error);
+}

@@ -53,6 +53,10 @@ int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error);
  * lacks what it holds. */
 int bus_check_state_writable(int load_error, const char *path, sd_bus_error *error);
 
+/* Both checks of a state-changing method: bus_check_admin(), then
+ * bus_check_state_writable() of the state file it would change. */
+int bus_check_change(Manager *m, sd_bus_message *msg, int load_error, const char *path, sd_bus_error *error);
+
 /* Each object file exports its object on @bus with @m as userdata: 0 or -errno. */
 int stats_bus_add(Manager *m, sd_bus *bus);
 int connections_bus_add(Manager *m, sd_bus *bus);

@@ -58,10 +58,7 @@ static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, si
         char err[300];
         int r;
 
-        r = bus_check_admin(m, msg, error);
-        if (r < 0)
-                return r;
-        r = bus_check_state_writable(m->config.state_load_error, m->config.state_file, error);
+        r = bus_check_change(m, msg, m->config.state_load_error, m->config.state_file, error);
         if (r < 0)
                 return r;
         if (n == 0)

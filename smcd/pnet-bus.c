@@ -44,10 +44,7 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = sd_bus_message_read(msg, "ssus", &netdev, &ibdev, &port, &pnetid);
         if (r < 0)
                 return r;
-        r = bus_check_admin(m, msg, error);
-        if (r < 0)
-                return r;
-        r = bus_check_state_writable(m->pnet.load_error, m->pnet.path, error);
+        r = bus_check_change(m, msg, m->pnet.load_error, m->pnet.path, error);
         if (r < 0)
                 return r;
         r = pnet_add(&m->pnet, netdev, ibdev, port, pnetid, err, sizeof(err));
@@ -74,10 +71,7 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = sd_bus_message_read(msg, "s", &netdev);
         if (r < 0)
                 return r;
-        r = bus_check_admin(m, msg, error);
-        if (r < 0)
-                return r;
-        r = bus_check_state_writable(m->pnet.load_error, m->pnet.path, error);
+        r = bus_check_change(m, msg, m->pnet.load_error, m->pnet.path, error);
         if (r < 0)
                 return r;
         r = pnet_del(&m->pnet, netdev);

@@ -44,10 +44,7 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = sd_bus_message_read(msg, "s", &rule);
         if (r < 0)
                 return r;
-        r = bus_check_admin(m, msg, error);
-        if (r < 0)
-                return r;
-        r = bus_check_state_writable(m->policy.load_error, m->policy.path, error);
+        r = bus_check_change(m, msg, m->policy.load_error, m->policy.path, error);
         if (r < 0)
                 return r;
         r = policy_add(&m->policy, rule, &id, err, sizeof(err));
@@ -76,10 +73,7 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
         r = sd_bus_message_read(msg, "u", &id);
         if (r < 0)
                 return r;
-        r = bus_check_admin(m, msg, error);
-        if (r < 0)
-                return r;
-        r = bus_check_state_writable(m->policy.load_error, m->policy.path, error);
+        r = bus_check_change(m, msg, m->policy.load_error, m->policy.path, error);
         if (r < 0)
                 return r;
         r = policy_del(&m->policy, id);
