@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <dirent.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -217,4 +218,31 @@ int move_aside_corrupt(const char *path, char *aside, size_t len) {
                         return -errno;
         }
         return -EEXIST;
+}
+
+int remove_stale_tmp(const char *path) {
+        char dir[PATH_MAX], prefix[NAME_MAX + 8];
+        const char *base = strrchr(path, '/');
+        struct dirent *de;
+        size_t plen;
+        DIR *d;
+        int n = 0;
+
+        if (!base || (size_t) (base - path) >= sizeof(dir))
+                return -EINVAL;
+        memcpy(dir, path, (size_t) (base - path));
+        dir[base - path] = '\0';
+        if ((size_t) snprintf(prefix, sizeof(prefix), "%s.tmp-", base + 1) >= sizeof(prefix))
+                return -ENAMETOOLONG;
+        plen = strlen(prefix);
+        d = opendir(dir[0] ? dir : "/");
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d)))
+                /* exactly what write_file_atomic() creates: <name>.tmp-XXXXXX */
+                if (strncmp(de->d_name, prefix, plen) == 0 && strlen(de->d_name) == plen + 6 &&
+                    unlinkat(dirfd(d), de->d_name, 0) == 0)
+                        n++;
+        closedir(d);
+        return n;
 }

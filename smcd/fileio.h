@@ -34,3 +34,9 @@ int read_json_file(const char *path, size_t max, json_object **ret, char *err, s
  * found it; <path>.corrupt-<unix time>.N if that exists: an earlier corrupt file is
  * never replaced), and write that name into @aside (@len bytes). Returns 0 or -errno. */
 int move_aside_corrupt(const char *path, char *aside, size_t len);
+
+/* Remove the temporary files write_file_atomic() leaves behind when the process is
+ * killed between creating and renaming one (<path>.tmp-XXXXXX next to @path). Call it
+ * only when no other writer of @path can be running. Returns how many were removed,
+ * or -errno. Never logs. */
+int remove_stale_tmp(const char *path);

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "fileio.h"
 #include "manager.h"
 #include "manager-bus.h"
 #include "smc-clc.h"
@@ -832,6 +833,15 @@ int manager_start(Manager *m) {
                 return log_error_errno(r, "Failed to set up RoCE device discovery: %m");
         if (!m->config.no_bus)
                 (void) manager_bus_connect(m); /* optional: logged, smcd runs without it */
+        /* the socket is ours, so no other smcd writes the state files now: drop the
+         * temporary files of a save that a kill interrupted */
+        {
+                const char *state[] = { m->config.state_file, m->policy.path, m->pnet.path };
+
+                for (size_t i = 0; i < sizeof(state) / sizeof(state[0]); i++)
+                        if (state[i][0] && (r = remove_stale_tmp(state[i])) > 0)
+                                log_info("Removed %d temporary file(s) of an interrupted save of %s.", r, state[i]);
+        }
         (void) sd_notify(false, "READY=1");
         status_send(m);
         log_info("smcd " SMCD_VERSION " ready (runtime directory %s, buf_clear=%s, prepopulate %u).",

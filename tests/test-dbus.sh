@@ -386,6 +386,15 @@ for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate":
         else nok "corrupt state file $n ($content): buf_clear $v rmem $r; $(ls "$tmp/state"); $(cat "$tmp/smcd.log")"; fi
         stop_smcd
 done
+# a save killed between creating and renaming its temporary file: smcd removes it at start
+echo '{"buf_clear": "create"' >"$state.tmp-AbC123"
+echo keep >"$state.tmp-notours"
+start_smcd
+if [ ! -e "$state.tmp-AbC123" ] && [ -e "$state.tmp-notours" ] && grep -q "Removed 1 temporary file" "$tmp/smcd.log"; then
+        ok "a stale temporary file of a save is removed at start, nothing else"
+else nok "stale tmp: $(ls "$tmp/state") $(grep -i temporary "$tmp/smcd.log")"; fi
+stop_smcd
+rm -f "$state.tmp-notours"
 # two corrupt files, one after the other (within a second or not): both kept aside
 rm -f "$tmp/state"/tunables.json.corrupt-*
 for content in 'first' 'second'; do
