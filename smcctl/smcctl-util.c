@@ -39,6 +39,9 @@ int bus_error(const char *what, const sd_bus_error *e, int r) {
             (sd_bus_error_has_name(e, SD_BUS_ERROR_SERVICE_UNKNOWN) ||
              sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER)))
                 fprintf(stderr, "smcctl: is smcd running (with D-Bus)?\n");
+        if (sd_bus_error_is_set(e) && sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED))
+                /* the bus policy refused it before smcd saw it */
+                fprintf(stderr, "smcctl: changing smcd's state is for root and smcd's admin group only\n");
         return EXIT_FAILURE;
 }
 
