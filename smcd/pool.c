@@ -595,8 +595,13 @@ static bool could_fit(struct smc_pool *p, unsigned class) {
 }
 
 /* Take a buffer of @class for domain @d: pop, else create (trimming free buffers
- * under max_bytes). 0, -ENOBUFS or -errno. */
-static int acquire_class(struct smc_pool *p, struct pool_domain *d, unsigned class, struct smc_buf **ret) {
+ * under max_bytes). With @hint, give up early (-ENOBUFS) when could_fit() says that
+ * even trimming every free buffer would not make room: that spares a downgrading
+ * acquire from trimming the pool for a class it then does not get. The hint can be
+ * wrong for a moment (a buffer the clearing worker is moving is counted nowhere), so
+ * the last class tried never uses it. 0, -ENOBUFS or -errno. */
+static int acquire_class(struct smc_pool *p, struct pool_domain *d, unsigned class, bool hint,
+                         struct smc_buf **ret) {
         struct pool_slot *s;
         int r;
 
@@ -611,7 +616,7 @@ static int acquire_class(struct smc_pool *p, struct pool_domain *d, unsigned cla
                         s->dirty = false;
                 }
         } else {
-                if (!could_fit(p, class))
+                if (hint && !could_fit(p, class))
                         return -ENOBUFS;
                 while (!bytes_reserve(p, buf_bytes(class)))
                         if (!trim_one(p, d, class))
@@ -648,7 +653,7 @@ static int acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned want, 
         if (r < 0)
                 return r;
         for (c = max;; c--) {
-                r = acquire_class(p, d, c, ret);
+                r = acquire_class(p, d, c, fit && c > 0, ret);
                 if (r != -ENOBUFS || c == 0 || !fit)
                         break;
         }
