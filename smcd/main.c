@@ -4,6 +4,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <systemd/sd-daemon.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -407,6 +411,28 @@ static int parse_argv(int argc, char *argv[], ManagerConfig *cfg) {
         return 1;
 }
 
+/* Whether a running smcd answers on the control socket in @runtime_dir (logged). Not
+ * under socket activation: then the socket is ours. */
+static bool another_smcd(const char *runtime_dir) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        bool busy;
+        int fd;
+
+        if (sd_listen_fds(false) > 0)
+                return false;
+        if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", runtime_dir, SMC_CTL_SOCKET_NAME) >=
+            sizeof(sa.sun_path))
+                return false; /* manager_start() reports it */
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return false;
+        busy = connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0;
+        close(fd);
+        if (busy)
+                log_error("Another smcd is serving %s already.", sa.sun_path);
+        return busy;
+}
+
 static void raise_nofile_limit(void) {
         struct rlimit rl;
 
@@ -439,6 +465,13 @@ int main(int argc, char *argv[]) {
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
         }
 
+        /* Before anything is read (and a corrupt state file moved aside): a second smcd
+         * for the same runtime directory stops here. manager_start() checks again
+         * when it binds, for the race. */
+        if (another_smcd(cfg.runtime_dir)) {
+                manager_config_done(&cfg);
+                return EXIT_FAILURE;
+        }
         /* the options are the defaults; the state file (smcctl tunables set) overrides them */
         (void) tunables_load(&cfg, cfg.state_file);
 

@@ -395,6 +395,16 @@ if [ ! -e "$state.tmp-AbC123" ] && [ -e "$state.tmp-notours" ] && grep -q "Remov
 else nok "stale tmp: $(ls "$tmp/state") $(grep -i temporary "$tmp/smcd.log")"; fi
 stop_smcd
 rm -f "$state.tmp-notours"
+# a second smcd for the same runtime directory stops before it reads (or moves) anything
+start_smcd
+printf 'garbage' >"$tmp/state/second.json"
+"$smcd" --runtime-dir "$rundir" --state-file "$tmp/state/second.json" --no-bus >"$tmp/err" 2>&1; rc=$?
+if [ $rc -ne 0 ] && grep -q "Another smcd is serving" "$tmp/err" && [ "$(cat "$tmp/state/second.json")" = garbage ] &&
+   ! ls "$tmp/state"/second.json.corrupt-* >/dev/null 2>&1 && "$smcctl" stats >/dev/null; then
+        ok "a second smcd exits at once, its corrupt state file untouched, the first one serving"
+else nok "second smcd: exit $rc $(cat "$tmp/err"); $(ls "$tmp/state")"; fi
+stop_smcd
+rm -f "$tmp/state/second.json"
 # two corrupt files, one after the other (within a second or not): both kept aside
 rm -f "$tmp/state"/tunables.json.corrupt-*
 for content in 'first' 'second'; do
