@@ -118,6 +118,9 @@ int main(int argc, char *argv[]) {
         bool ambiguous;
         int r;
 
+        /* getopt's messages say "smcctl: ...", not the path it was started by */
+        if (argc > 0)
+                argv[0] = (char *) "smcctl";
         r = parse_argv(argc, argv, &a);
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;

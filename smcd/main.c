@@ -459,6 +459,9 @@ int main(int argc, char *argv[]) {
         cfg.runtime_dir = strdup(smc_ctl_runtime_dir());
         if (!cfg.runtime_dir)
                 return EXIT_FAILURE;
+        /* getopt's messages say "smcd: ...", not the path it was started by */
+        if (argc > 0)
+                argv[0] = (char *) "smcd";
         r = parse_argv(argc, argv, &cfg);
         if (r <= 0) {
                 manager_config_done(&cfg);
