@@ -94,8 +94,9 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
             (size_t) snprintf(buf, sizeof(buf), "%s", path) >= sizeof(buf))
                 return -ENAMETOOLONG;
         dir = dirname(buf);
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
+        r = mkdir_p(dir, 0755);
+        if (r < 0)
+                return r;
         /* opened before the rename: after it, only the fsync itself can fail */
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
@@ -245,4 +246,27 @@ int remove_stale_tmp(const char *path) {
                         n++;
         closedir(d);
         return n;
+}
+
+int mkdir_p(const char *path, mode_t mode) {
+        char *p = strdup(path);
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1;; s++) {
+                if (*s != '/' && *s != 0)
+                        continue;
+                char saved = *s;
+                *s = 0;
+                if (mkdir(p, mode) < 0 && errno != EEXIST) {
+                        r = -errno;
+                        break;
+                }
+                *s = saved;
+                if (!saved)
+                        break;
+        }
+        free(p);
+        return r;
 }

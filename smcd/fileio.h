@@ -14,8 +14,8 @@ int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
 #include <sys/types.h>
 
 /* Replace the file @path atomically with the @len bytes at @data: they go to a new
- * <path>.tmp-XXXXXX in the same directory (created with mode 0755 if missing, one
- * level), which gets @mode, is fsync'd and renamed over @path; then the directory is
+ * <path>.tmp-XXXXXX in the same directory (created with mode 0755 if missing, with
+ * its parents), which gets @mode, is fsync'd and renamed over @path; then the directory is
  * fsync'd so that the rename survives a crash too. On any error before the rename the
  * temporary file is removed and @path is untouched. Returns 0 or -errno (-ENAMETOOLONG,
  * or of mkdir/mkostemp/write/fsync/rename; an -errno of the final directory fsync means
@@ -40,3 +40,7 @@ int move_aside_corrupt(const char *path, char *aside, size_t len);
  * only when no other writer of @path can be running. Returns how many were removed,
  * or -errno. Never logs. */
 int remove_stale_tmp(const char *path);
+
+/* Create the directory @path and its missing parents with @mode (existing ones are
+ * fine). Returns 0 or -errno (-ENOMEM). Never logs. */
+int mkdir_p(const char *path, mode_t mode);

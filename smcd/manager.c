@@ -557,29 +557,6 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
 
 /* ---- control socket ---- */
 
-static int mkdir_p(const char *path, mode_t mode) {
-        char *p = strdup(path);
-        int r = 0;
-
-        if (!p)
-                return -ENOMEM;
-        for (char *s = p + 1;; s++) {
-                if (*s != '/' && *s != 0)
-                        continue;
-                char saved = *s;
-                *s = 0;
-                if (mkdir(p, mode) < 0 && errno != EEXIST) {
-                        r = -errno;
-                        break;
-                }
-                *s = saved;
-                if (!saved)
-                        break;
-        }
-        free(p);
-        return r;
-}
-
 static int setup_socket(Manager *m) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int n, fd, r;

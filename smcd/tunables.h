@@ -97,7 +97,7 @@ int tunable_format(const ManagerConfig *cfg, const char *key, char **ret);
 json_object *tunables_to_json(const ManagerConfig *cfg);
 
 /* Write the tunables of @cfg to @path atomically: <path>.tmp-XXXXXX in the same
- * directory (created 0755 if missing, one level), fsync, rename over @path, fsync the
+ * directory (created 0755 with its parents if missing), fsync, rename over @path, fsync the
  * directory. Returns 0 or -errno (not logged; *the caller* logs or replies). */
 int tunables_save(const ManagerConfig *cfg, const char *path);
 

@@ -395,6 +395,15 @@ if [ ! -e "$state.tmp-AbC123" ] && [ -e "$state.tmp-notours" ] && grep -q "Remov
 else nok "stale tmp: $(ls "$tmp/state") $(grep -i temporary "$tmp/smcd.log")"; fi
 stop_smcd
 rm -f "$state.tmp-notours"
+# a state file whose directory does not exist yet, two levels deep: created on the first set
+mkdir "$tmp/run5"
+"$smcd" --runtime-dir "$tmp/run5" --state-file "$tmp/deep/er/tunables.json" >"$tmp/smcd5.log" 2>&1 &
+p5=$!
+for _ in $(seq 100); do [ -S "$tmp/run5/smcd.sock" ] && "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+if "$smcctl" set inline=off 2>"$tmp/err" && grep -q '"inline": *"off"' "$tmp/deep/er/tunables.json"; then
+        ok "the state directory is created with its parents"
+else nok "nested state dir: $(cat "$tmp/err")"; fi
+kill "$p5"; wait "$p5"
 # a second smcd for the same runtime directory stops before it reads (or moves) anything
 start_smcd
 printf 'garbage' >"$tmp/state/second.json"
