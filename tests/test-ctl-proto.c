@@ -16,18 +16,7 @@
 #include "ctl-proto.h"
 #include "smc-clc.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-        do {                                                                               \
-                checks++;                                                                  \
-                if (!(cond)) {                                                             \
-                        failures++;                                                        \
-                        fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-                        fprintf(stderr, __VA_ARGS__);                                      \
-                        fputc('\n', stderr);                                               \
-                }                                                                          \
-        } while (0)
+#include "check.h"
 
 static int sp[2];
 

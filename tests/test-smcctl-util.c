@@ -13,17 +13,7 @@
 
 #include "smcctl.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-        do {                                                                     \
-                if (!(cond)) {                                                   \
-                        failures++;                                              \
-                        fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-                        fprintf(stderr, __VA_ARGS__);                            \
-                        fputc('\n', stderr);                                     \
-                }                                                                \
-        } while (0)
+#include "check.h"
 
 /* Run @fn with stdout captured; returns what it printed (malloc'ed). */
 static char *capture(int (*fn)(void *), void *arg, int *ret) {

@@ -17,18 +17,7 @@
 #include "log.h"
 #include "tunables.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-        do {                                                                               \
-                checks++;                                                                  \
-                if (!(cond)) {                                                             \
-                        failures++;                                                        \
-                        fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-                        fprintf(stderr, __VA_ARGS__);                                      \
-                        fputc('\n', stderr);                                               \
-                }                                                                          \
-        } while (0)
+#include "check.h"
 
 static void defaults(ManagerConfig *cfg) {
         memset(cfg, 0, sizeof(*cfg));
