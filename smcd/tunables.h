@@ -3,7 +3,7 @@
 
 /*
  * smcd's run-time tunables: validated key=value settings that live in ManagerConfig,
- * are changed over D-Bus (SetTunable, manager-bus.h), persist in a json-c state file
+ * are changed over D-Bus (SetTunable, SetTunables, manager-bus.h), persist in a json-c state file
  * (a JSON object, key -> value string, every key present) and are smcd options too
  * (--KEY with '_' as '-', main.c). One table in tunables.c holds them all. See
  * smcd-tunables(5) for the user's view.
