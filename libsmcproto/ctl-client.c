@@ -52,8 +52,8 @@ static uint32_t next_seq_locked(void) {
 
 /* Wait for the message with @seq. Returns nfds or -errno; breaks the connection on
  * EOF or a message that does not decode. */
-static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds) {
-        uint64_t deadline = now_ms() + SMC_CTL_CLIENT_TIMEOUT_MS;
+static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, unsigned timeout_ms) {
+        uint64_t deadline = now_ms() + timeout_ms;
 
         for (;;) {
                 int r;
@@ -124,7 +124,7 @@ static int connect_locked(void) {
                 drop_locked();
                 return -ENOTCONN;
         }
-        r = wait_reply_locked(m.hdr.seq, &reply, fds);
+        r = wait_reply_locked(m.hdr.seq, &reply, fds, SMC_CTL_CLIENT_TIMEOUT_MS);
         if (r > 0)
                 close_fds(fds, r);
         if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
@@ -148,6 +148,11 @@ static int ensure_locked(void) {
 
 int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                         int *ret_fds) {
+        return smc_ctl_client_call_timeout(req, fds, nfds, ret_reply, ret_fds, SMC_CTL_CLIENT_TIMEOUT_MS);
+}
+
+int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
+                                int *ret_fds, unsigned timeout_ms) {
         int r;
 
         if (!req || !ret_reply || !ret_fds || nfds > SMC_CTL_MAX_FDS)
@@ -161,13 +166,18 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
         r = smc_ctl_set_version(req, ctl_version);
         if (r < 0)
                 goto out;
+        /* a message that carries fds only in newer versions (CONNECT: v3) sends as
+         * many as it carries in the negotiated one */
+        r = smc_ctl_msg_nfds(req);
+        if (r >= 0 && (size_t) r < nfds)
+                nfds = (size_t) r;
         r = smc_ctl_send(ctl_fd, req, fds, nfds, 0);
         if (r < 0) {
                 drop_locked();
                 r = -ENOTCONN;
                 goto out;
         }
-        r = wait_reply_locked(req->hdr.seq, ret_reply, ret_fds);
+        r = wait_reply_locked(req->hdr.seq, ret_reply, ret_fds, timeout_ms);
 out:
         pthread_mutex_unlock(&ctl_lock);
         return r;

@@ -36,6 +36,11 @@
 int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                         int *ret_fds);
 
+/* The same, waiting up to @timeout_ms for the reply (the SMCR handshake: CLC and
+ * LLC round trips to another host). The control connection is held meanwhile. */
+int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
+                                int *ret_fds, unsigned timeout_ms);
+
 /* Send @req (seq assigned here) without waiting for a reply (CLOSE). Returns 0,
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);

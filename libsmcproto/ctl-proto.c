@@ -19,6 +19,9 @@ _Static_assert(offsetof(struct smc_ctl_listen, sndbuf) == 48 && sizeof(struct sm
 _Static_assert(offsetof(struct smc_ctl_conn, params) == 112 && sizeof(struct smc_ctl_conn) == 120,
                "CONNECT_REPLY / NEW_CONN layout (v1: 112 bytes, v2: 120)");
 _Static_assert(sizeof(struct smc_ctl_fallback) == 72, "FALLBACK layout (v2 only)");
+_Static_assert(offsetof(struct smc_ctl_listen_reply, flags) == 24 && sizeof(struct smc_ctl_listen_reply) == 32,
+               "LISTEN_REPLY layout (v1, v2: 24 bytes, v3: 32)");
+_Static_assert(sizeof(struct smc_ctl_smcr) == 32, "SMCR layout (v3 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -29,6 +32,12 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_CONNECT_REPLY:
                 case SMC_CTL_NEW_CONN: return offsetof(struct smc_ctl_conn, params);
                 case SMC_CTL_FALLBACK: return 0; /* not in version 1 */
+                default: break;
+                }
+        if (version <= 2)
+                switch (type) {
+                case SMC_CTL_LISTEN_REPLY: return offsetof(struct smc_ctl_listen_reply, flags);
+                case SMC_CTL_SMCR: return 0; /* not before version 3 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -46,6 +55,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_NEW_CONN: return sizeof(struct smc_ctl_conn);
         case SMC_CTL_CLOSE: return sizeof(struct smc_ctl_close);
         case SMC_CTL_FALLBACK: return sizeof(struct smc_ctl_fallback);
+        case SMC_CTL_SMCR: return sizeof(struct smc_ctl_smcr);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -60,6 +70,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_CONNECT:
         case SMC_CTL_CLOSE:
         case SMC_CTL_FALLBACK:
+        case SMC_CTL_SMCR:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -100,12 +111,15 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
         switch (m->hdr.type) {
         case SMC_CTL_LISTEN:
         case SMC_CTL_LISTEN_REPLY:
+        case SMC_CTL_SMCR:
                 return 1;
+        case SMC_CTL_CONNECT:
+                return m->hdr.version >= 3 ? 1 : 0;
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN:
-                if (m->conn.mode == SMC_CTL_MODE_TCP)
+                if (m->conn.mode == SMC_CTL_MODE_TCP || m->conn.mode == SMC_CTL_MODE_SMCR_PENDING)
                         return 0;
-                if (m->conn.mode != SMC_CTL_MODE_SMCD)
+                if (m->conn.mode != SMC_CTL_MODE_SMCD && m->conn.mode != SMC_CTL_MODE_SMCR)
                         return -EINVAL;
                 return 2 + !!(m->conn.rx.flags & SMC_CTL_BUF_FD) + !!(m->conn.tx.flags & SMC_CTL_BUF_FD);
         default:
@@ -203,7 +217,22 @@ static int decode_body(const union smc_ctl_msg *m) {
                                 return -EBADMSG;
                         return m->hdr.type == SMC_CTL_CONNECT_REPLY ? 0 : -EBADMSG;
                 }
-                if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason)
+                if (m->conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
+                        struct smc_ctl_conn body = m->conn;
+
+                        /* nothing but the mode: no id, reason, buffers, addresses, params */
+                        memset(&body.hdr, 0, sizeof(body.hdr));
+                        body.mode = 0;
+                        if (m->hdr.version < 3 || m->hdr.type != SMC_CTL_CONNECT_REPLY ||
+                            memcmp(&body, &(struct smc_ctl_conn){}, sizeof(body)) != 0)
+                                return -EBADMSG;
+                        return 0;
+                }
+                if (m->conn.mode == SMC_CTL_MODE_SMCR &&
+                    (m->hdr.version < 3 || m->hdr.type != SMC_CTL_CONNECT_REPLY))
+                        return -EBADMSG;
+                if ((m->conn.mode != SMC_CTL_MODE_SMCD && m->conn.mode != SMC_CTL_MODE_SMCR) || !m->conn.conn_id ||
+                    m->conn.fallback_reason)
                         return -EBADMSG;
                 if (v2 && !params_ok(&m->conn.params))
                         return -EBADMSG;
@@ -219,7 +248,14 @@ static int decode_body(const union smc_ctl_msg *m) {
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_LISTEN_REPLY:
-                return m->listen_reply.listener_id ? 0 : -EBADMSG;
+                if (!m->listen_reply.listener_id || (m->listen_reply.flags & ~SMC_CTL_LISTEN_SMCR) ||
+                    m->listen_reply.reserved)
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_SMCR:
+                if ((m->smcr.role != SMC_CTL_ROLE_CLIENT && m->smcr.role != SMC_CTL_ROLE_SERVER) || m->smcr.reserved)
+                        return -EBADMSG;
+                return 0;
         case SMC_CTL_FALLBACK:
                 return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
         default:

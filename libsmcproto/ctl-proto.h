@@ -26,6 +26,10 @@
  *      CONNECT_REPLY and NEW_CONN carry struct smc_ctl_conn_params (smcd's
  *      busy_poll and autocork_size tunables, per connection); the FALLBACK notice
  *      (a type that version 1 does not have: rejected there as unknown).
+ *   3  SMC-R (peers on other hosts): CONNECT carries the client's TCP socket (1 fd);
+ *      CONNECT_REPLY may say SMC_CTL_MODE_SMCR_PENDING ("connect it over TCP, then
+ *      send SMCR") or SMC_CTL_MODE_SMCR (the connection is set up); the SMCR
+ *      request; LISTEN_REPLY carries flags (SMC_CTL_LISTEN_SMCR).
  *   HELLO has the same layout in every version. A client sends it with
  *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
  *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
@@ -51,9 +55,18 @@
  *                      can claim a port it does not own) and closes its copy.
  *                      Reply LISTEN_REPLY + 1 fd (the client end of the listener's
  *                      accept channel, an AF_UNIX SOCK_SEQPACKET socket), or ERROR.
+ *                      (v3) LISTEN_REPLY.flags has SMC_CTL_LISTEN_SMCR when smcd
+ *                      marked the listening socket for the SMC TCP option (SMC-R is
+ *                      possible): the client then sends SMCR (role server) for every
+ *                      TCP connection it accepts from it, instead of a FALLBACK.
  *   UNLISTEN     C->D  listener id. No fds. Reply OK or ERROR.
  *   CONNECT      C->D  dst, src (the client's bound address), sndbuf, rcvbuf
- *                      (bytes, 0 = default). No fds. Reply CONNECT_REPLY:
+ *                      (bytes, 0 = default). No fds; (v3) 1 fd: the client's TCP
+ *                      socket, bound, not yet connected. Reply CONNECT_REPLY:
+ *                      - (v3) mode SMC_CTL_MODE_SMCR_PENDING: dst is on another host
+ *                        and SMC-R is possible; smcd marked the socket so that its
+ *                        SYN carries the SMC TCP option. The client connects it over
+ *                        TCP and then sends SMCR (role client). No fds, no buffers.
  *                      - mode SMC_CTL_MODE_SMCD: conn id, rx and tx buffer
  *                        descriptors, the listener's local address, (v2) params
  *                        (struct smc_ctl_conn_params); fds, in order:
@@ -65,6 +78,20 @@
  *                      - mode SMC_CTL_MODE_TCP: fallback reason (SMC_CLC_DECL_*),
  *                        no fds, (v2) params all zero. The client then connects
  *                        over plain TCP.
+ *   SMCR         C->D  (v3) role (SMC_CTL_ROLE_*), sndbuf, rcvbuf (bytes, 0 = default);
+ *                      1 fd: the connected TCP socket (client: after its connect
+ *                      completed; server: as accepted from an SMC_CTL_LISTEN_SMCR
+ *                      listener). smcd runs the CLC handshake on it (wire spec 2-3):
+ *                      only if the peer sent the SMC TCP option, else at once mode
+ *                      TCP with SMC_CLC_DECL_PEERNOSMC and no byte written. Reply
+ *                      CONNECT_REPLY mode SMC_CTL_MODE_SMCR: fds X, Y, rx memfd (the
+ *                      RMB the peer RDMA-writes into), tx memfd (the send buffer
+ *                      smcd RDMA-writes from), always both memfds; or mode TCP with
+ *                      the SMC_CLC_DECL_* reason (the socket is then positioned
+ *                      after the CLC bytes, at the first application byte); or ERROR
+ *                      (-ECONNRESET, -ETIMEDOUT ...: the TCP connection is unusable).
+ *                      The client keeps the TCP socket (idle) and closes it with the
+ *                      connection.
  *   NEW_CONN     D->L  sent on a listener's accept channel for each SMC connection
  *                      queued to it; body and fds as CONNECT_REPLY (peer = the
  *                      connecting client's address, local = the listener's view).
@@ -100,7 +127,7 @@
 
 #define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
 #define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
-#define SMC_CTL_VERSION 2     /* the newest version spoken; smc_ctl_init() builds it */
+#define SMC_CTL_VERSION 3     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
 #define SMC_CTL_RUNDIR_ENV "SMCD_RUNTIME_DIR"
 #define SMC_CTL_MAX_MSG 256 /* bytes: no message is larger */
@@ -120,12 +147,15 @@ enum smc_ctl_type {
         SMC_CTL_OK,
         SMC_CTL_ERROR,
         SMC_CTL_FALLBACK, /* v2 */
+        SMC_CTL_SMCR,     /* v3 */
         _SMC_CTL_TYPE_MAX,
 };
 
 enum smc_ctl_mode {
         SMC_CTL_MODE_TCP = 0,  /* TCP fallback */
         SMC_CTL_MODE_SMCD = 1, /* SMC-D over loopback ISM */
+        SMC_CTL_MODE_SMCR_PENDING = 2, /* (v3) CONNECT_REPLY only: connect over TCP, then SMCR */
+        SMC_CTL_MODE_SMCR = 3, /* (v3) SMC-R over RoCE: the same fds as SMC-D */
 };
 
 struct smc_ctl_hdr {
@@ -179,9 +209,14 @@ struct smc_ctl_listen {
         uint32_t rcvbuf; /* the app's SO_RCVBUF in bytes, 0 = not set */
 };
 
+#define SMC_CTL_LISTEN_SMCR 0x1u /* (v3) send SMCR for each accepted TCP connection */
+
 struct smc_ctl_listen_reply {
         struct smc_ctl_hdr hdr;
         uint64_t listener_id;
+        /* v3 */
+        uint32_t flags; /* SMC_CTL_LISTEN_* */
+        uint32_t reserved;
 };
 
 struct smc_ctl_unlisten {
@@ -248,6 +283,15 @@ struct smc_ctl_fallback {
         uint32_t reason;           /* client: SMC_CLC_DECL_* (not 0); server: 0 */
 };
 
+/* SMCR (v3): run the SMC-R handshake on the connected TCP socket passed with it. */
+struct smc_ctl_smcr {
+        struct smc_ctl_hdr hdr;
+        uint32_t role;   /* enum smc_ctl_role */
+        uint32_t reserved;
+        uint32_t sndbuf; /* bytes, 0 = default */
+        uint32_t rcvbuf; /* bytes, 0 = default */
+};
+
 struct smc_ctl_ok {
         struct smc_ctl_hdr hdr;
 };
@@ -270,6 +314,7 @@ union smc_ctl_msg {
         struct smc_ctl_conn conn;
         struct smc_ctl_close close;
         struct smc_ctl_fallback fallback;
+        struct smc_ctl_smcr smcr;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

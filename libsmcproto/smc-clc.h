@@ -21,9 +21,19 @@
 #define SMC_CLC_DECL_VERSMISMAT  0x030c0000u /* SMC version mismatch */
 #define SMC_CLC_DECL_MAX_DMB     0x030d0000u /* SMC-D DMB limit reached */
 #define SMC_CLC_DECL_MAXCONNERR  0x0303000au /* max connections negotiation failed */
+#define SMC_CLC_DECL_RMBE_EC     0x03050000u /* peer has eyecatcher in RMBE */
+#define SMC_CLC_DECL_NOACTLINK   0x030a0000u /* no active link in the link group */
+#define SMC_CLC_DECL_NOSRVLINK   0x030b0000u /* SMC-R link from server not found */
+#define SMC_CLC_DECL_NOV2EXT     0x03030004u /* peer sent no v2 extension */
+#define SMC_CLC_DECL_NOUEID      0x03030008u /* peer sent no (matching) UEID */
+#define SMC_CLC_DECL_RELEASEERR  0x03030009u /* release negotiation failed */
+#define SMC_CLC_DECL_MAXLINKERR  0x0303000bu /* max links negotiation failed */
 #define SMC_CLC_DECL_SYNCERR     0x04000000u /* synchronization error */
 #define SMC_CLC_DECL_PEERDECL    0x05000000u /* peer declined during handshake */
 #define SMC_CLC_DECL_INTERR      0x09990000u /* internal error */
+#define SMC_CLC_DECL_ERR_RTOK    0x09990001u /* rtoken handling failed */
+#define SMC_CLC_DECL_ERR_RDYLNK  0x09990002u /* QP bring-up failed */
+#define SMC_CLC_DECL_ERR_REGBUF  0x09990003u /* memory registration failed */
 
 /* smcd's own reasons, in a range Linux does not use (0x0b......); they are local
  * decisions of smcd and never sent to a kernel SMC peer in a CLC DECLINE (a decline on
@@ -61,9 +71,19 @@ static inline const char *smc_clc_decl_name(unsigned int code) {
         case SMC_CLC_DECL_VERSMISMAT: return "SMC_CLC_DECL_VERSMISMAT";
         case SMC_CLC_DECL_MAX_DMB: return "SMC_CLC_DECL_MAX_DMB";
         case SMC_CLC_DECL_MAXCONNERR: return "SMC_CLC_DECL_MAXCONNERR";
+        case SMC_CLC_DECL_RMBE_EC: return "SMC_CLC_DECL_RMBE_EC";
+        case SMC_CLC_DECL_NOACTLINK: return "SMC_CLC_DECL_NOACTLINK";
+        case SMC_CLC_DECL_NOSRVLINK: return "SMC_CLC_DECL_NOSRVLINK";
+        case SMC_CLC_DECL_NOV2EXT: return "SMC_CLC_DECL_NOV2EXT";
+        case SMC_CLC_DECL_NOUEID: return "SMC_CLC_DECL_NOUEID";
+        case SMC_CLC_DECL_RELEASEERR: return "SMC_CLC_DECL_RELEASEERR";
+        case SMC_CLC_DECL_MAXLINKERR: return "SMC_CLC_DECL_MAXLINKERR";
         case SMC_CLC_DECL_SYNCERR: return "SMC_CLC_DECL_SYNCERR";
         case SMC_CLC_DECL_PEERDECL: return "SMC_CLC_DECL_PEERDECL";
         case SMC_CLC_DECL_INTERR: return "SMC_CLC_DECL_INTERR";
+        case SMC_CLC_DECL_ERR_RTOK: return "SMC_CLC_DECL_ERR_RTOK";
+        case SMC_CLC_DECL_ERR_RDYLNK: return "SMC_CLC_DECL_ERR_RDYLNK";
+        case SMC_CLC_DECL_ERR_REGBUF: return "SMC_CLC_DECL_ERR_REGBUF";
         case SMCD_DECL_POLICY: return "SMCD_DECL_POLICY";
         case SMCD_DECL_HSRATE: return "SMCD_DECL_HSRATE";
         default: return "SMC_CLC_DECL_UNKNOWN";

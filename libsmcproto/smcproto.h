@@ -49,6 +49,7 @@ extern "C" {
 #define SMC_PROTO_MODE_NONE 0 /* not connected yet, or a listener */
 #define SMC_PROTO_MODE_SMCD 1 /* SMC-D over loopback ISM */
 #define SMC_PROTO_MODE_TCP 2  /* TCP fallback */
+#define SMC_PROTO_MODE_SMCR 3 /* SMC-R over RoCE (a peer on another host) */
 
 int smc_socket(int domain, int type, int protocol);
 int smc_bind(int fd, const struct sockaddr *addr, socklen_t len);

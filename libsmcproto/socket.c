@@ -156,6 +156,8 @@ struct smc_sock {
         /* LISTEN_SMC */
         int chan; /* accept channel C, -1 once it hit EOF */
         uint64_t listener_id;
+        bool listen_smcr; /* smcd marked the listener for SMC-R: SMCR per accepted TCP */
+        bool smcr;        /* the connection is SMC-R (state SMCD, smcd on the data path) */
         pid_t listen_pid;          /* the process that registered it */
         unsigned listen_fork_gen;  /* fork_gen then */
         _Atomic unsigned accept_turn;
@@ -173,6 +175,7 @@ struct smc_sock {
 #define FD_CHUNK (1u << FD_CHUNK_BITS)
 #define FD_TOP 1024u
 #define FD_MAX (FD_CHUNK * FD_TOP)
+#define SMC_SMCR_TIMEOUT_MS 60000u /* the SMCR handshake: CLC + LLC round trips (slow VMs) */
 #define SOCK_FREE_DELAY 64
 
 struct fd_chunk {
@@ -734,6 +737,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         s->hidden = hidden;
         s->chan = chan;
         s->listener_id = reply.listen_reply.listener_id;
+        s->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
         s->listen_pid = getpid();
         s->listen_fork_gen = atomic_load(&fork_gen);
         atomic_store(&s->nonblock, nonblock);
@@ -870,6 +874,86 @@ abort:
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
+/* A TCP connection @fd (taken) accepted from an SMC-R listener @l: smcd runs the
+ * server side of the CLC handshake (SMCR role server) if the peer sent the SMC TCP
+ * option. Returns the new SMC-R socket's X, -ENOPROTOOPT when @fd is to be used as
+ * plain TCP (not closed), or -errno (@fd closed: -ECONNABORTED when the handshake
+ * broke the connection). */
+static int accept_smcr(struct smc_sock *l, int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS];
+        struct smc_sock *s;
+        void *rx, *tx;
+        int n, r, x;
+
+        smc_ctl_init(&m, SMC_CTL_SMCR, 0);
+        m.smcr.role = SMC_CTL_ROLE_SERVER;
+        m.smcr.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
+        m.smcr.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
+        n = smc_ctl_client_call_timeout(&m, &fd, 1, &reply, fds, SMC_SMCR_TIMEOUT_MS);
+        if (n < 0)
+                return -ENOPROTOOPT; /* smcd is gone: as TCP (what it would have done) */
+        if (reply.hdr.type == SMC_CTL_ERROR) {
+                sys_close(fd);
+                return -ECONNABORTED;
+        }
+        if (reply.hdr.type != SMC_CTL_CONNECT_REPLY || reply.conn.mode == SMC_CTL_MODE_TCP) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                return -ENOPROTOOPT;
+        }
+        if (reply.conn.mode != SMC_CTL_MODE_SMCR || n < 2) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                sys_close(fd);
+                return -ECONNABORTED;
+        }
+        x = fds[0];
+        r = conn_map(&reply.conn, fds, n, &rx, &tx); /* closes the memfds */
+        if (r < 0 || (unsigned) x >= FD_MAX)
+                goto abort;
+        if (!(flags & SOCK_CLOEXEC) && set_cloexec(x, false) < 0)
+                goto abort;
+        if ((flags & SOCK_NONBLOCK) && set_nonblock(x, true) < 0)
+                goto abort;
+        (void) set_cloexec(fd, true);
+        s = sock_alloc(x, l->family, SOCK_NEW, flags & SOCK_NONBLOCK);
+        if (!s)
+                goto abort;
+        s->conn_id = reply.conn.conn_id;
+        s->hidden = fd; /* the TCP connection, idle while SMC-R carries the data */
+        s->smcr = true;
+        if (addr_for_family(&reply.conn.local, s->family, &s->local, &s->local_len) < 0 ||
+            addr_for_family(&reply.conn.peer, s->family, &s->peer, &s->peer_len) < 0 ||
+            smc_ring_init(&s->ep, rx, reply.conn.rx.size, tx, reply.conn.tx.size, x, fds[1]) < 0) {
+                s->hidden = -1;
+                sock_release(s);
+                goto abort;
+        }
+        ep_tune(&s->ep, &reply);
+        sock_set_state(s, SOCK_SMCD);
+        r = sock_insert(s);
+        if (r < 0) {
+                (void) smc_ring_close(&s->ep);
+                s->hidden = -1;
+                sock_release(s);
+                sys_close(x);
+                sys_close(fd);
+                ctl_close_conn(reply.conn.conn_id, true);
+                return r;
+        }
+        if (addr && len)
+                (void) copy_addr_out(&s->peer, s->peer_len, addr, len);
+        return x;
+
+abort:
+        sys_close(fds[0]);
+        sys_close(fds[1]);
+        sys_close(fd);
+        ctl_close_conn(reply.conn.conn_id, true);
+        return -ECONNABORTED;
+}
+
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
  * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
  * smcd is told of it (fallback_notice()). */
@@ -886,6 +970,13 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
                 fd = sys_accept4(t, addr, len, flags);
         if (fd < 0)
                 return -errno;
+        if (notice && l->listen_smcr) {
+                int r = accept_smcr(l, fd, addr, len, flags);
+
+                if (r != -ENOPROTOOPT)
+                        return r; /* the SMC-R connection's X, or an error */
+                /* TCP: the peer did not ask for SMC, or declined; smcd counted it */
+        }
         if (notice) {
                 if (!addr)
                         fallback_notice(fd, (struct sockaddr *) &own, own_len, SMC_CTL_ROLE_SERVER, 0);
@@ -958,6 +1049,48 @@ SMC_PUBLIC int smc_accept(int fd, struct sockaddr *addr, socklen_t *len) {
 /* ------------------------------------------------------------------------- */
 /* connect */
 
+/* SMC-R (smcd said SMCR_PENDING): connect T over TCP (blocking, even for a
+ * nonblocking socket: the handshake follows at once), then ask smcd to run the CLC
+ * handshake on it (SMCR). Returns 1 with *reply / *fds / *n the CONNECT_REPLY of mode
+ * SMCR, 2 for TCP on the connected T (*ret_reason set), or -errno: TCP's connect
+ * error, or -ECONNRESET when the connection broke during the handshake. */
+static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen_t addrlen, union smc_ctl_msg *reply,
+                        int *fds, int *n, uint32_t *ret_reason) {
+        union smc_ctl_msg m;
+        int fl, r;
+
+        fl = sys_fcntl(s->fd, F_GETFL, 0);
+        if (fl >= 0 && (fl & O_NONBLOCK))
+                (void) sys_fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
+        r = sys_connect(s->fd, addr, addrlen) < 0 ? -errno : 0;
+        if (fl >= 0 && (fl & O_NONBLOCK))
+                (void) sys_fcntl(s->fd, F_SETFL, fl);
+        if (r < 0)
+                return r;
+        smc_ctl_init(&m, SMC_CTL_SMCR, 0);
+        m.smcr.role = SMC_CTL_ROLE_CLIENT;
+        m.smcr.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
+        m.smcr.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
+        *n = smc_ctl_client_call_timeout(&m, &s->fd, 1, reply, fds, SMC_SMCR_TIMEOUT_MS);
+        if (*n < 0) {
+                /* smcd went away during the handshake: the stream may hold CLC bytes */
+                *ret_reason = SMC_CLC_DECL_INTERR;
+                return -ECONNRESET;
+        }
+        if (reply->hdr.type == SMC_CTL_ERROR)
+                return reply->error.error == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+        if (reply->hdr.type != SMC_CTL_CONNECT_REPLY) {
+                for (int i = 0; i < *n; i++)
+                        sys_close(fds[i]);
+                return -ECONNRESET;
+        }
+        if (reply->conn.mode == SMC_CTL_MODE_TCP) {
+                *ret_reason = reply->conn.fallback_reason ? reply->conn.fallback_reason : SMC_CLC_DECL_INTERR;
+                return 2;
+        }
+        return reply->conn.mode == SMC_CTL_MODE_SMCR && *n >= 2 ? 1 : -ECONNRESET;
+}
+
 /* Ask smcd for an SMC-D connection to @dst. Caller holds s->lock, state is NEW or
  * BOUND. Returns 1 if the socket is now SMCD, 0 for TCP fallback with
  * *ret_reason set, or -errno for an error TCP would also have given (none now). */
@@ -1018,7 +1151,8 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         m.connect.src = src;
         m.connect.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.connect.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
-        n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
+        /* v3: T goes along, for SMC-R (smcd marks it for the SMC TCP option) */
+        n = smc_ctl_client_call(&m, &s->fd, 1, &reply, fds);
         if (n < 0) {
                 *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV : SMC_CLC_DECL_INTERR;
                 return 0;
@@ -1033,7 +1167,14 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 *ret_reason = SMC_CLC_DECL_INTERR;
                 return 0;
         }
-        if (reply.conn.mode != SMC_CTL_MODE_SMCD) {
+        if (reply.conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
+                r = connect_smcr(s, addr, addrlen, &reply, fds, &n, ret_reason);
+                if (r <= 0)
+                        return r;   /* an error of TCP's connect, or -ECONNRESET */
+                if (r == 2)
+                        return 2;   /* TCP: T is connected, *ret_reason set */
+                src = reply.conn.local;
+        } else if (reply.conn.mode != SMC_CTL_MODE_SMCD) {
                 *ret_reason = reply.conn.fallback_reason ? reply.conn.fallback_reason : SMC_CLC_DECL_INTERR;
                 return 0;
         }
@@ -1081,6 +1222,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 return r;
         }
         ep_tune(&s->ep, &reply);
+        s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
         sock_set_state(s, SOCK_SMCD);
         return 1;
 
@@ -1134,6 +1276,14 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         addr_unmap(&dst);
 
         r = connect_smc(s, &dst, addr, len, &reason);
+        if (r == 2) {
+                /* SMC-R was tried: T is connected over TCP, as the fallback */
+                s->fallback_reason = reason;
+                sock_set_state(s, SOCK_TCP);
+                pthread_mutex_unlock(&s->lock);
+                fallback_notice(fd, addr, len, SMC_CTL_ROLE_CLIENT, reason);
+                return 0;
+        }
         if (r > 0) {
                 bool nb = atomic_load(&s->nonblock);
 
@@ -1471,7 +1621,7 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         st = sock_state(s);
         if (level == SOL_SMC) {
                 if (name == SMC_PROTO_MODE)
-                        return ret_errno(put_int(val, len, st == SOCK_SMCD ? SMC_PROTO_MODE_SMCD
+                        return ret_errno(put_int(val, len, st == SOCK_SMCD ? (s->smcr ? SMC_PROTO_MODE_SMCR : SMC_PROTO_MODE_SMCD)
                                                           : st == SOCK_TCP ? SMC_PROTO_MODE_TCP
                                                                            : SMC_PROTO_MODE_NONE));
                 if (name == SMC_PROTO_FALLBACK_REASON) {

@@ -3,11 +3,25 @@
 # kernel to boot, static busybox for the initramfs, kmod for module loading inside.
 # Idempotent and quick when everything is present. Non-interactive. Needs root (or sudo).
 #
-# Usage: scripts/install-vm-deps.sh [EXTRA-PACKAGE ...]
-#   Extra packages (e.g. a second kernel, linux-image-6.12.*+deb12-amd64, or rdma-core
-#   for the SMC-R tests) are installed in the same way; a later test can also append
-#   them to PKGS below.
+# Usage: scripts/install-vm-deps.sh [--kernel-6.12] [EXTRA-PACKAGE ...]
+#   --kernel-6.12 (or env SMCD_VM_KERNEL_612=1): also install Debian 12's 6.12 kernel
+#   (meta-package linux-image-6.12-amd64 from bookworm-security, which pulls the newest
+#   linux-image-6.12.N+deb12-amd64; ~2 min). Kernel SMC-R v2 over soft-RoCE works there,
+#   not on 6.1; boot it with `tests/vm/run-vm --kernel 6.12`. Opt-in: run-vm's default
+#   stays the 6.1 kernel of linux-image-amd64.
+#   Extra packages are installed in the same way; a later test can also append them to
+#   PKGS below.
 set -euo pipefail
+
+kernel612=${SMCD_VM_KERNEL_612:-0}
+extra=()
+for a in "$@"; do
+        case $a in
+        --kernel-6.12) kernel612=1 ;;
+        -*) echo "install-vm-deps: unknown option $a" >&2; exit 2 ;;
+        *) extra+=("$a") ;;
+        esac
+done
 
 PKGS=(
         # the emulator (TCG; no display, no firmware beyond seabios)
@@ -19,8 +33,15 @@ PKGS=(
         # the systemd-in-VM test: systemd as PID 1 and a system bus (the host's root
         # is the guest's root, so these must be installed here)
         systemd dbus python3
-        "$@"
+        # soft-RoCE tests (tests/test-rxe-pair.sh): the rdma tool and rxe provider
+        # (rdma-core pulls iproute2's rdma, ibverbs-providers), ibv_rc_pingpong,
+        # rping, ib_write_bw / ib_send_lat
+        rdma-core ibverbs-utils rdmacm-utils perftest
+        ${extra[@]+"${extra[@]}"}
 )
+if [ "$kernel612" = 1 ]; then
+        PKGS+=(linux-image-6.12-amd64)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "manager.h"
 #include "smc-clc.h"
+#include "smcr.h"
 
 /* ---- endpoint ids: SipHash-2-4 of a counter under a random key ---- */
 
@@ -49,7 +50,7 @@ static uint64_t siphash24_u64(const uint64_t key[2], uint64_t m) {
         return v0 ^ v1 ^ v2 ^ v3;
 }
 
-static uint64_t new_endpoint_id(Manager *m) {
+uint64_t manager_new_endpoint_id(Manager *m) {
         for (;;) {
                 uint64_t id = siphash24_u64(m->id_key, ++m->ep_counter);
                 if (id != 0 && !u64map_get(m->endpoints, id))
@@ -101,7 +102,7 @@ UidUsage *uid_usage(Manager *m, uid_t uid, bool create) {
 
 /* Would @uid exceed a limit by @eps more endpoints and @bytes more DMB bytes?
  * Returns 0 or the fallback reason. */
-static uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes) {
+uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes) {
         UidUsage *u = uid_usage(m, uid, false);
         uint64_t have_eps = u ? u->endpoints : 0, have_bytes = u ? u->dmb_bytes : 0;
 
@@ -141,7 +142,7 @@ static uint32_t uid_fit(Manager *m, uid_t cuid, uid_t suid, unsigned *cclass, un
         return reason;
 }
 
-static void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
+void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes) {
         UidUsage *u = uid_usage(m, uid, eps > 0);
 
         if (!u)
@@ -234,11 +235,18 @@ static uint32_t died_flags(const Conn *conn, unsigned side) {
 }
 
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
-        Conn *conn = e->conn;
-        unsigned side = ep_side(e);
-        Endpoint *peer = &conn->ep[!side];
+        Conn *conn;
+        unsigned side;
+        Endpoint *peer;
         uint32_t f = 0;
 
+        if (e->smcr) {
+                smcr_endpoint_close(m, e, aborted, died);
+                return;
+        }
+        conn = e->conn;
+        side = ep_side(e);
+        peer = &conn->ep[!side];
         if (e->closed)
                 return;
         if (died) {
@@ -286,6 +294,10 @@ void conn_free_all(Manager *m) {
          * freed next. A Conn is reachable from its open endpoints only. */
         while (u64map_iterate(m->endpoints, &st, NULL, &v)) {
                 e = v;
+                if (e->smcr) {
+                        smcr_conn_free_at_exit(e->smcr);
+                        continue;
+                }
                 Endpoint *peer = &e->conn->ep[!ep_side(e)];
                 if (peer->closed)
                         free(e->conn);
@@ -348,7 +360,7 @@ static void mark_mapped(Client *c, const struct smc_buf *b) {
                 (void) u64map_put(c->mapped, b->id, (void *) 1); /* ENOMEM: we just send the fd again */
 }
 
-int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
+static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
         Manager *m = c->manager;
         /* the RMB the connecting side's reader asks for (SO_RCVBUF, else rmem) */
         unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf :
@@ -384,10 +396,20 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         if (reason)
                 return reply_fallback(c, req->hdr.seq, reason, &req->dst);
 
-        /* (b) an SMC listener for dst on this host */
+        /* (b) an SMC listener for dst on this host; else SMC-R (v3: the client sent its
+         * TCP socket), if smcd has a usable RoCE device: the socket is marked for the
+         * SMC TCP option, the client connects it and sends SMCR */
         l = manager_find_listener(m, &req->dst);
-        if (!l)
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst);
+        if (!l) {
+                union smc_ctl_msg pm;
+
+                if (fd < 0 || smcr_prepare_connect(m->smcr, &req->src, fd) != 0)
+                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst);
+                smc_ctl_init(&pm, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                (void) smc_ctl_set_version(&pm, c->version);
+                pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+                return client_send(c, &pm, NULL, 0);
+        }
         suid = l->owner->uid;
         /* each RMB is the larger of what its reader asks for (SO_RCVBUF, else rmem)
          * and what its writer asks for (SO_SNDBUF, else the sndbuf tunable): the
@@ -470,7 +492,7 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req) {
         conn->buf[EP_SERVER] = sbuf;
         for (unsigned i = 0; i < 2; i++) {
                 conn->ep[i].conn = conn;
-                conn->ep[i].id = new_endpoint_id(m);
+                conn->ep[i].id = manager_new_endpoint_id(m);
                 /* reserve the id before drawing the second one */
                 if (u64map_put(m->endpoints, conn->ep[i].id, &conn->ep[i]) < 0) {
                         if (i == 1)
@@ -577,6 +599,14 @@ fail_buffers:
         return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst);
 }
 
+int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
+        int r = handle_connect(c, req, fd);
+
+        if (fd >= 0)
+                close(fd); /* marked or not, the client keeps its own descriptor */
+        return r;
+}
+
 int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         Manager *m = c->manager;
         Endpoint *e = u64map_get(m->endpoints, req->conn_id);
@@ -590,7 +620,7 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
                 return client_send_error(c, req->hdr.seq, ENOENT, 0, "no connection %016" PRIx64 " of this uid",
                                          req->conn_id);
         }
-        if (e->owner != c) {
+        if (e->owner != c && !e->smcr) {
                 Listener *l = ep_side(e) == EP_SERVER ? manager_get_listener(m, e->conn->listener_id) : NULL;
 
                 log_debug("Client %" PRIu64 " (pid %d) closes endpoint %016" PRIx64 " of client %" PRIu64
@@ -606,7 +636,7 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         }
         /* knowing the (unguessable) id proves that this client's process received the
          * NEW_CONN (or inherited it over fork) and so has both buffers mapped */
-        if (ep_side(e) == EP_SERVER) {
+        if (!e->smcr && ep_side(e) == EP_SERVER) {
                 mark_mapped(c, e->conn->buf[EP_CLIENT]);
                 mark_mapped(c, e->conn->buf[EP_SERVER]);
         }

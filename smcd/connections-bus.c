@@ -38,6 +38,7 @@
 #include "fallback.h"
 #include "log.h"
 #include "smc-clc.h"
+#include "smcr.h"
 #include "sockdiag.h"
 
 #define CONNECTIONS_PATH SMCD_BUS_PATH "/connections"
@@ -128,13 +129,43 @@ static json_object *fallback_to_json(const FallbackConn *f) {
         return o;
 }
 
+/* An open SMC-R endpoint (smcr.h) as a JSON object, or NULL on ENOMEM. */
+static json_object *smcr_endpoint_to_json(const Endpoint *e) {
+        char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+        json_object *o = json_object_new_object();
+        SmcrEndpointInfo info;
+
+        if (!o)
+                return NULL;
+        smcr_endpoint_info(e, &info);
+        snprintf(id, sizeof(id), "%016" PRIx64, e->id);
+        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", e->role_server ? "server" : "client") < 0 ||
+            json_add_str(o, "state", info.state) < 0 ||
+            json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
+            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 || json_add_str(o, "mode", "SMCR") < 0 ||
+            json_add_null(o, "fallback_reason") < 0 || json_add_null(o, "fallback_code") < 0 ||
+            json_add_u64(o, "sndbuf", info.sndbuf) < 0 || json_add_u64(o, "rmb", info.rmb) < 0 ||
+            json_add_u64(o, "bytes_tx", info.bytes_tx) < 0 || json_add_u64(o, "bytes_rx", info.bytes_rx) < 0 ||
+            json_add_null(o, "msgs_tx") < 0 || json_add_null(o, "msgs_rx") < 0 ||
+            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
+            json_add_u64(o, "uid", e->uid) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
 /* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM. */
 static json_object *endpoint_to_json(const Endpoint *e) {
         const Conn *conn = e->conn;
-        unsigned side = (unsigned) (e - conn->ep);
+        unsigned side;
         char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
-        json_object *o = json_object_new_object();
+        json_object *o;
 
+        if (e->smcr)
+                return smcr_endpoint_to_json(e);
+        side = (unsigned) (e - conn->ep);
+        o = json_object_new_object();
         if (!o)
                 return NULL;
         snprintf(id, sizeof(id), "%016" PRIx64, e->id);

@@ -99,6 +99,8 @@ static json_object *ism_to_json(Manager *m) {
         while (m->endpoints && u64map_iterate(m->endpoints, &st, NULL, &v)) {
                 const Endpoint *e = v;
 
+                if (e->smcr)
+                        continue; /* SMC-R: listed with its RoCE device's link group */
                 if (e == &e->conn->ep[EP_CLIENT] || e->conn->ep[EP_CLIENT].closed)
                         conns++;
         }

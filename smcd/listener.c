@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "smcr.h"
 #include "smc-clc.h"
 
 Listener *listener_free(Listener *l) {
@@ -138,6 +139,10 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         }
         l->channel = -1;
         r = check_tcp_listener(fd, &req->addr, l, err, sizeof(err));
+        /* SMC-R: the listening socket echoes the SMC TCP option (smcr.h); the children
+         * inherit the mark */
+        if (r >= 0 && c->version >= 3)
+                l->smcr = smcr_mark_listener(m->smcr, fd);
         close(fd);
         if (r < 0) {
                 free(l);
@@ -207,6 +212,9 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
 
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
+        if (l->smcr)
+                msg.listen_reply.flags |= SMC_CTL_LISTEN_SMCR;
+        (void) smc_ctl_set_version(&msg, c->version);
         r = client_send(c, &msg, &pair[1], 1);
         close(pair[1]);
         if (r < 0)

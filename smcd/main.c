@@ -59,6 +59,7 @@ static void help(void) {
                "     --state-file FILE         Tunables state file (default %s)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n"
                "     --max-fallback-conns N    TCP fallback connections listed (default 65536)\n"
+               "     --roce-dev DEV[:PORT]     RoCE device SMC-R may use (repeatable; default: all)\n"
                "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n"
                "\nTunables (smcd-tunables(5); the state file overrides these):\n",
                smc_ctl_runtime_dir(), state);
@@ -205,6 +206,26 @@ static int opt_max_fallback_conns(ManagerConfig *cfg, const char *key, const cha
         return 0;
 }
 
+static int opt_roce_dev(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        size_t n = 0;
+        char **l;
+
+        if (!value[0] || strlen(value) > 72 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") != strlen(value))
+                return log_error_errno(EINVAL, "%s: roce-dev: expected an RDMA device name, optionally :PORT: %s",
+                                       where, value);
+        while (cfg->roce_devs && cfg->roce_devs[n])
+                n++;
+        if (n >= 16)
+                return log_error_errno(EINVAL, "%s: roce-dev: at most 16 devices", where);
+        l = realloc(cfg->roce_devs, (n + 2) * sizeof(char *));
+        if (!l)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        cfg->roce_devs = l;
+        l[n] = strdup(value);
+        l[n + 1] = NULL;
+        return l[n] ? 0 : log_error_errno(ENOMEM, "Out of memory.");
+}
+
 static int opt_verbose(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
         bool b;
 
@@ -225,6 +246,7 @@ static const struct {
         { "state-file", opt_state_file },
         { "prepopulate", opt_prepopulate },
         { "max-fallback-conns", opt_max_fallback_conns },
+        { "roce-dev", opt_roce_dev },
         { "verbose", opt_verbose }, /* config file only: -v on the command line */
 };
 

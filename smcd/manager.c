@@ -23,6 +23,7 @@
 #include "log.h"
 #include "fileio.h"
 #include "manager.h"
+#include "smcr.h"
 #include "manager-bus.h"
 #include "smc-clc.h"
 
@@ -40,6 +41,9 @@ void manager_config_done(ManagerConfig *c) {
         free(c->runtime_dir);
         free(c->allow_uids);
         free(c->allow_gids);
+        for (char **p = c->roce_devs; p && *p; p++)
+                free(*p);
+        free(c->roce_devs);
         *c = (ManagerConfig) {};
 }
 
@@ -246,7 +250,7 @@ static int client_process_one(Client *c) {
                 struct timespec t0, t1;
 
                 clock_gettime(CLOCK_MONOTONIC, &t0);
-                r = client_handle_connect(c, &msg.connect);
+                r = client_handle_connect(c, &msg.connect, n > 0 ? fds[0] : -1); /* takes the fd */
                 clock_gettime(CLOCK_MONOTONIC, &t1);
                 if (r >= 0)
                         smc_hist_add(&c->manager->stats.connect,
@@ -257,6 +261,8 @@ static int client_process_one(Client *c) {
                 return client_handle_close(c, &msg.close);
         case SMC_CTL_FALLBACK:
                 return client_handle_fallback(c, &msg.fallback);
+        case SMC_CTL_SMCR:
+                return client_handle_smcr(c, &msg.smcr, fds[0]); /* takes the fd */
         default:
                 /* smc_ctl_recv() let through a type that travels to the daemon but
                  * that we do not know: cannot happen with a matching codec */
@@ -483,6 +489,7 @@ static void client_free(Client *c, bool died) {
         Endpoint *e, *en;
         Listener *l, *ln;
 
+        smcr_client_gone(c); /* its SMC-R handshakes in progress */
         if (died) {
                 LIST_FOREACH_SAFE(by_client, e, en, c->endpoints)
                         endpoint_close(m, e, false, true);
@@ -665,6 +672,25 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->config.runtime_dir = strdup(cfg->runtime_dir);
         m->config.allow_uids = NULL;
         m->config.allow_gids = NULL;
+        m->config.roce_devs = NULL;
+        if (cfg->roce_devs) {
+                size_t n = 0;
+
+                while (cfg->roce_devs[n])
+                        n++;
+                m->config.roce_devs = calloc(n + 1, sizeof(char *));
+                for (size_t i = 0; m->config.roce_devs && i < n; i++)
+                        if (!(m->config.roce_devs[i] = strdup(cfg->roce_devs[i]))) {
+                                manager_config_done(&m->config);
+                                free(m);
+                                return -ENOMEM;
+                        }
+                if (!m->config.roce_devs) {
+                        manager_config_done(&m->config);
+                        free(m);
+                        return -ENOMEM;
+                }
+        }
         if (cfg->n_allow_uids) {
                 m->config.allow_uids = calloc(cfg->n_allow_uids, sizeof(uid_t));
                 if (m->config.allow_uids)
@@ -808,6 +834,9 @@ int manager_start(Manager *m) {
         r = ibdevs_new(m->event, m->netlink, &m->ibdevs);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up RoCE device discovery: %m");
+        r = smcr_new(m, m->config.roce_devs, &m->smcr);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up SMC-R: %m");
         if (!m->config.no_bus)
                 (void) manager_bus_connect(m); /* optional: logged, smcd runs without it */
         /* the socket is ours, so no other smcd writes the state files now: drop the
@@ -854,6 +883,7 @@ Manager *manager_free(Manager *m) {
                         free(v);
         }
         manager_bus_disconnect(m);
+        m->smcr = smcr_free(m->smcr); /* its connections went with conn_free_all() */
         m->ibdevs = ibdevs_free(m->ibdevs); /* unhooks from the netlink monitor */
         m->netlink = netlink_free(m->netlink);
         sd_event_source_disable_unref(m->listen_io);

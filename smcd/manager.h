@@ -65,6 +65,8 @@ typedef struct Endpoint Endpoint;
 typedef struct Conn Conn;
 typedef struct PortEntry PortEntry;
 typedef struct UidUsage UidUsage;
+typedef struct SmcrManager SmcrManager;
+typedef struct SmcrConn SmcrConn;
 
 /* Give a buffer of a finished connection back to the pool; it is cleared when the
  * event loop has nothing else to do (or by the pool's worker under a backlog). */
@@ -106,6 +108,8 @@ typedef struct ManagerConfig {
                                      * at start; left alone, SetTunable refused */
         uint64_t max_fallback_conns; /* TCP fallback connections listed, 0 = the
                                       * default (fallback.h) */
+        char **roce_devs;           /* --roce-dev: RoCE devices SMC-R may use ("name" or
+                                     * "name:port"); NULL = every RoCE port */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -143,6 +147,7 @@ struct Listener {
                                    * closed its end */
         PortEntry *port;
         uint64_t n_conns;         /* connections queued to it, total */
+        bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
         bool shared;              /* another client (a forked process that inherited the
                                    * accept channel) closed one of its connections: the
                                    * NEW_CONN reader may be any process, so every
@@ -175,7 +180,9 @@ enum {
 };
 
 struct Endpoint {
-        Conn *conn;
+        Conn *conn;         /* SMC-D; NULL for SMC-R */
+        SmcrConn *smcr;     /* SMC-R (smcr.h); NULL for SMC-D */
+        bool role_server;   /* SMC-R: accepted (SMC-D: the side in conn->ep) */
         uint64_t id;
         Client *owner;      /* NULL once closed */
         uid_t uid;
@@ -243,6 +250,7 @@ struct Manager {
         PolicyTable policy; /* SMC or TCP per connect / listen (policy.h) */
         PnetTable pnet;     /* netdev <-> RoCE device, for SMC-R (policy.h) */
         FallbackTable *fallbacks; /* TCP fallback connections (fallback.h) */
+        SmcrManager *smcr;  /* SMC-R over RoCE (smcr.h) */
 };
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,
@@ -291,7 +299,10 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
 Listener *manager_get_listener(Manager *m, uint64_t id);
 bool listener_queue_full(Listener *l);
 
-int client_handle_connect(Client *c, const struct smc_ctl_connect *req);
+int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd);
+uint64_t manager_new_endpoint_id(Manager *m);
+uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes);
+void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes);
 int client_handle_close(Client *c, const struct smc_ctl_close *req);
 /* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed
  * it itself, mark CLOSED (nothing unread in its rx DMB) or ABORT (data unread) in

@@ -1,0 +1,2243 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* SMC-R: link groups, links, the CLC handshake, LLC and the CDC data path (smcr.h). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dmb.h"
+#include "log.h"
+#include "manager.h"
+#include "roce.h"
+#include "smc-clc.h"
+#include "smcr-wire.h"
+#include "smcr.h"
+#if SMCD_HAVE_TCPOPT
+#include "tcpopt.h"
+#endif
+
+#define SMCR_MAX_DEVS 8
+#define SMCR_CLC_TIMEOUT_USEC (6 * 1000000ULL)       /* per expected CLC message (2.1) */
+#define SMCR_CONFIRM_LINK_USEC (4 * 1000000ULL)      /* client waits for CONFIRM LINK (3.2) */
+#define SMCR_LLC_RESP_USEC (5 * 1000000ULL)          /* LLC responses (5.10: 2 s; TCG is slow) */
+#define SMCR_LGR_IDLE_USEC (600 * 1000000ULL)        /* unused link groups kept (3.6) */
+#define SMCR_CDC_INFLIGHT 16                         /* CDCs of one connection in flight */
+#define SMCR_LLC_QUEUE 64                            /* LLC messages waiting for a send slot */
+#define SMCR_INLINE_WANT 64                          /* bytes of inline data asked for (inline=on) */
+#define SMCR_UEID "SMCD-USERSPACE"                   /* our User EID (2.8), blank padded */
+#define SMCR_RELEASE 1                               /* SMC v2.1 */
+#define SMCR_OS_LINUX 2
+
+#define WR_ID_CDC (UINT64_C(1) << 63)
+
+typedef struct SmcrLgr SmcrLgr;
+typedef struct SmcrHs SmcrHs;
+
+typedef struct SmcrLink {
+        SmcrLgr *lgr;
+        RoceLink *rl;
+        uint8_t link_num;
+        uint32_t peer_qpn;
+        uint8_t mtu;
+        bool active;           /* CONFIRM LINK done */
+        uint8_t llc_q[SMCR_LLC_QUEUE][SMC_LLC_LEN];
+        unsigned llc_head, llc_n;
+        uint64_t last_rx_usec;
+        bool test_pending;
+} SmcrLink;
+
+struct SmcrLgr {
+        SmcrManager *sm;
+        uint32_t id;
+        bool server;
+        uint8_t version;        /* CLC version of the first contact: 1 or 2 */
+        uint8_t peer_id[8];
+        uint8_t peer_gid[16];
+        RoceDev *dev;
+        int gid_index;
+        uint8_t gid[16];
+        uint8_t mac[6];
+        SmcrLink link;          /* one link (max_links = 1) */
+        unsigned n_conns;
+        unsigned max_conns;
+        bool failed;
+        LIST_HEAD(SmcrConn, conns);
+        LIST_HEAD(SmcrConn, tx_wait);   /* connections waiting for a send slot */
+        LIST_FIELDS(SmcrLgr, lgrs);
+        /* local LLC flows (5.10): one at a time */
+        LIST_HEAD(SmcrHs, rkey_wait);   /* handshakes waiting to run CONFIRM RKEY */
+        SmcrHs *rkey_active;            /* the one whose CONFIRM RKEY is out */
+        uint32_t del_rkeys[64];         /* rkeys to delete (DELETE RKEY flows) */
+        unsigned n_del_rkeys;
+        bool del_active;
+        sd_event_source *flow_timer;    /* response timeout of the active flow */
+        sd_event_source *idle_timer;    /* freed when unused this long */
+        sd_event_source *test_timer;    /* TEST LINK (test_link_time) */
+        SmcrHs *confirm_link_wait;      /* first contact: the handshake waiting for it */
+};
+
+struct SmcrConn {
+        SmcrManager *sm;
+        SmcrLgr *lgr;
+        Endpoint ep;
+        Client *client;
+        struct smc_buf *rmb, *sndbuf;
+        struct ibv_mr *rmb_mr, *snd_mr;
+        uint32_t token;          /* our alert token */
+        uint32_t peer_token;
+        uint64_t peer_rmb_addr;
+        uint32_t peer_rkey;
+        uint32_t peer_rmb_size;
+        int xs, ya;              /* smcd's fds (smcr.h) */
+        sd_event_source *xs_src;
+        bool active;             /* handshake done */
+        /* tx: send buffer -> peer RMB */
+        uint64_t snd_sent;       /* sndbuf cursor up to which WRITEs were posted */
+        uint64_t peer_prod;      /* our producer cursor into the peer's RMB */
+        uint64_t peer_cons;      /* the peer's consumer cursor of its RMB */
+        uint16_t tx_seq;
+        uint64_t fifo[SMCR_CDC_INFLIGHT]; /* sndbuf cursor of each CDC in flight */
+        unsigned fifo_head, fifo_n;
+        uint32_t owed;           /* doorbell bytes owed from xs */
+        bool xs_eof;
+        bool in_tx_wait;
+        LIST_FIELDS(SmcrConn, tx_wait);
+        uint64_t tx_bytes;
+        /* rx: peer -> our RMB */
+        uint64_t rx_prod;
+        uint64_t rx_cons_sent;   /* consumer cursor last sent to the peer */
+        uint16_t rx_seq;
+        bool rx_seq_valid;
+        bool peer_blocked;
+        bool cons_upd_req;
+        bool plugged;            /* xs plugged, waiting for EPOLLOUT */
+        uint64_t rx_bytes;
+        /* close */
+        uint8_t peer_flags;      /* SMC_CDC_CONN_* received */
+        uint8_t local_flags;     /* SMC_CDC_CONN_* to send once the data is out */
+        uint8_t sent_flags;      /* ... sent */
+        bool closed;             /* the endpoint was closed by its client */
+        bool ya_shut;
+        LIST_FIELDS(SmcrConn, conns);
+};
+
+enum hs_state {
+        HS_WAIT_PROPOSAL,
+        HS_WAIT_ACCEPT,
+        HS_WAIT_CONFIRM,
+        HS_WAIT_CONFIRM_LINK,      /* client: LLC CONFIRM LINK request */
+        HS_WAIT_CONFIRM_LINK_RESP, /* server: LLC CONFIRM LINK response */
+        HS_WAIT_RKEY,              /* CONFIRM RKEY flow queued or out */
+};
+
+struct SmcrHs {
+        SmcrManager *sm;
+        Client *client;
+        uint32_t seq;
+        int fd;
+        bool server;
+        enum hs_state state;
+        sd_event_source *io, *timer;
+        uint8_t buf[SMC_CLC_MAX_LEN];
+        size_t have;
+        uint32_t sndbuf, rcvbuf;
+        struct smc_ctl_addr local, peer;
+        uint8_t local4[4];
+        uint8_t version;
+        bool first_contact;
+        SmcrLgr *lgr;
+        SmcrConn *conn;
+        RoceDev *dev;
+        int gid_index;
+        uint8_t gid[16], mac[6];
+        uint8_t peer_id[8];
+        uint8_t peer_gid[16];
+        uint8_t release;
+        uint8_t max_conns;
+        struct smc_clc_accept_r accept; /* client: the Accept received */
+        LIST_FIELDS(SmcrHs, rkey_wait);
+        LIST_FIELDS(SmcrHs, hss);
+};
+
+struct SmcrManager {
+        Manager *m;
+        RoceDev *devs[SMCR_MAX_DEVS];
+        char netdevs[SMCR_MAX_DEVS][IF_NAMESIZE]; /* the netdev of each device's port */
+        unsigned n_devs;
+        NetlinkHook *link_hook;
+#if SMCD_HAVE_TCPOPT
+        TcpOpt *tcpopt;
+#endif
+        const char *why;
+        char first_netdev[IF_NAMESIZE];
+        uint8_t peer_id[8];
+        uint8_t ueid[SMC_EID_LEN];
+        char hostname[SMC_HOSTNAME_LEN];
+        uint32_t next_lgr_id;
+        U64Map *tokens;          /* our alert token -> SmcrConn */
+        LIST_HEAD(SmcrLgr, lgrs);
+        LIST_HEAD(SmcrHs, hss);
+        SmcrCounters cnt;
+};
+
+static void lgr_fail(SmcrLgr *lgr, const char *why);
+static void conn_tx(SmcrConn *c, bool force_cdc);
+static void conn_maybe_free(SmcrConn *c);
+static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline);
+static void hs_conn_ready(SmcrHs *hs);
+static void lgr_flow_next(SmcrLgr *lgr);
+
+/* ------------------------------------------------------------------------- */
+/* helpers */
+
+static uint64_t now_usec(SmcrManager *sm) {
+        return manager_now(sm->m);
+}
+
+static uint64_t cdc_cursor(uint16_t wrap, uint32_t count) {
+        return smc_curs_make(wrap, count);
+}
+
+static bool is_v4(const struct smc_ctl_addr *a, uint8_t ret[4]) {
+        return smcd_addr_get_v4(a, ret);
+}
+
+/* the IPv4 prefix length of local address @ip (netlink), or -1 */
+static int local_prefixlen(Manager *m, const uint8_t ip[4]) {
+        const NetlinkLink *links;
+        size_t n;
+
+        if (!m->netlink)
+                return -1;
+        n = netlink_get_links(m->netlink, &links);
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < links[i].n_addrs; j++) {
+                        const NetlinkAddr *a = &links[i].addrs[j];
+                        if (a->family == AF_INET && !memcmp(a->addr + 12, ip, 4))
+                                return a->prefixlen;
+                }
+        return -1;
+}
+
+static void prefix_of(const uint8_t ip[4], int len, uint8_t out[4]) {
+        uint32_t a = (uint32_t) ip[0] << 24 | (uint32_t) ip[1] << 16 | (uint32_t) ip[2] << 8 | ip[3];
+        uint32_t mask = len <= 0 ? 0 : len >= 32 ? 0xffffffffu : ~((1u << (32 - len)) - 1);
+
+        a &= mask;
+        out[0] = a >> 24;
+        out[1] = a >> 16;
+        out[2] = a >> 8;
+        out[3] = a;
+}
+
+/* the device with a RoCE v2 GID for local IPv4 address @ip */
+static RoceDev *dev_for_ipv4(SmcrManager *sm, const uint8_t ip[4], uint8_t gid[16], int *gid_index, uint8_t mac[6]) {
+        for (unsigned i = 0; i < sm->n_devs; i++) {
+                if (roce_dev_port_state(sm->devs[i]) != IBV_PORT_ACTIVE)
+                        continue;
+                if (roce_dev_gid_for_ipv4(sm->devs[i], ip, gid, gid_index, mac) == 0)
+                        return sm->devs[i];
+        }
+        return NULL;
+}
+
+static bool inline_allowed(SmcrManager *sm, RoceLink *rl) {
+        if (sm->m->config.inline_mode == SMCD_INLINE_OFF)
+                return false;
+        return roce_link_max_inline(rl) >= SMC_CDC_LEN;
+}
+
+static uint32_t inline_want(SmcrManager *sm) {
+        return sm->m->config.inline_mode == SMCD_INLINE_ON ? SMCR_INLINE_WANT : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* LLC sends */
+
+static int link_post(SmcrLink *l, const uint8_t *msg, uint32_t len, uint64_t wr_id, bool *inlined) {
+        SmcrManager *sm = l->lgr->sm;
+        bool inl = false;
+        int r;
+
+        r = roce_link_send(l->rl, msg, len, wr_id, inline_allowed(sm, l->rl), &inl);
+        if (r == 0) {
+                if (wr_id & WR_ID_CDC) {
+                        sm->cnt.cdc_sends++;
+                        if (inl)
+                                sm->cnt.cdc_inline++;
+                } else
+                        sm->cnt.llc_sends++;
+                if (inlined)
+                        *inlined = inl;
+        }
+        return r;
+}
+
+static void link_flush_llc(SmcrLink *l) {
+        while (l->llc_n > 0) {
+                int r = link_post(l, l->llc_q[l->llc_head], SMC_LLC_LEN, 0, NULL);
+                if (r == -EAGAIN)
+                        return;
+                l->llc_head = (l->llc_head + 1) % SMCR_LLC_QUEUE;
+                l->llc_n--;
+                if (r < 0) {
+                        lgr_fail(l->lgr, "LLC send failed");
+                        return;
+                }
+        }
+}
+
+static void llc_send(SmcrLink *l, const struct smc_llc_msg *msg) {
+        uint8_t buf[SMC_LLC_LEN];
+        ssize_t n;
+
+        if (l->lgr->failed || !l->rl)
+                return;
+        n = smc_llc_encode(msg, buf, sizeof(buf));
+        if (n != SMC_LLC_LEN) {
+                log_error("LLC encode of type %u failed.", msg->type);
+                return;
+        }
+        if (l->llc_n == 0 && link_post(l, buf, SMC_LLC_LEN, 0, NULL) != -EAGAIN)
+                return;
+        if (l->llc_n == SMCR_LLC_QUEUE) {
+                lgr_fail(l->lgr, "LLC send queue overflow");
+                return;
+        }
+        memcpy(l->llc_q[(l->llc_head + l->llc_n) % SMCR_LLC_QUEUE], buf, SMC_LLC_LEN);
+        l->llc_n++;
+}
+
+static void llc_init(SmcrLgr *lgr, struct smc_llc_msg *m, uint8_t type, uint8_t flags) {
+        memset(m, 0, sizeof(*m));
+        m->type = type;
+        m->v2 = lgr->version >= 2;
+        m->flags = flags;
+}
+
+/* ------------------------------------------------------------------------- */
+/* connections: the data path */
+
+static struct smc_dmb_hdr *rmb_hdr(SmcrConn *c) {
+        return c->rmb->base;
+}
+static struct smc_dmb_hdr *snd_hdr(SmcrConn *c) {
+        return c->sndbuf->base;
+}
+
+/* Ring the client: its RMB's producer cursor moved or a flag changed. */
+static void conn_ring_client(SmcrConn *c) {
+        if (c->ya < 0 || c->ya_shut)
+                return;
+        if (atomic_exchange(&rmb_hdr(c)->bell, SMC_DMB_BELL_SET) == SMC_DMB_BELL_NONE) {
+                char b = 0;
+                if (send(c->ya, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+                        log_debug("SMC-R connection %08x: doorbell: %m", c->token);
+        }
+}
+
+/* The client's Y_a end has bytes only when it plugged X_a (send buffer full):
+ * drain them when send-buffer space was freed and it said it waits (dmb.h "Plug"). */
+static void conn_unplug_client(SmcrConn *c) {
+        char scratch[4096];
+
+        if (atomic_exchange(&snd_hdr(c)->writer_waiting, 0) == 0 || c->ya < 0)
+                return;
+        while (recv(c->ya, scratch, sizeof(scratch), MSG_DONTWAIT) > 0)
+                ;
+}
+
+static void conn_set_flags(SmcrConn *c, uint32_t rx_flags, uint32_t reader_flags) {
+        if (rx_flags)
+                atomic_fetch_or_explicit(&rmb_hdr(c)->conn_flags, rx_flags, memory_order_release);
+        if (reader_flags)
+                atomic_fetch_or_explicit(&snd_hdr(c)->reader_flags, reader_flags, memory_order_release);
+}
+
+/* Abort locally: the client sees ECONNRESET. */
+static void conn_abort_local(SmcrConn *c) {
+        if (!c->active)
+                return;
+        conn_set_flags(c, SMC_DMB_CONN_ABORT, SMC_DMB_CONN_ABORT);
+        conn_ring_client(c);
+        if (c->ya >= 0 && !c->ya_shut) {
+                shutdown(c->ya, SHUT_WR);
+                c->ya_shut = true;
+        }
+        c->peer_flags |= SMC_CDC_CONN_ABORT;
+}
+
+static void xs_update_events(SmcrConn *c) {
+        uint32_t ev = 0;
+
+        if (!c->xs_src)
+                return;
+        if (!c->xs_eof)
+                ev |= EPOLLIN | EPOLLRDHUP;
+        if (c->plugged)
+                ev |= EPOLLOUT;
+        (void) sd_event_source_set_io_events(c->xs_src, ev);
+        (void) sd_event_source_set_enabled(c->xs_src, ev ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+/* RFC 7609 consumer-cursor update rule (wire spec 4.4). */
+static void conn_rx_check(SmcrConn *c) {
+        uint32_t size = c->rmb->size, limit = size / 10 > 2304 ? size / 10 : 2304;
+        uint64_t cons = atomic_load_explicit(&rmb_hdr(c)->cons, memory_order_acquire);
+        uint32_t to_confirm = smc_curs_diff(size, c->rx_cons_sent, cons);
+        uint32_t unacked = smc_curs_diff(size, c->rx_cons_sent, c->rx_prod);
+        bool want = c->peer_blocked || size - unacked <= size / 2;
+
+        if (!c->active || (c->peer_flags & (SMC_CDC_CONN_ABORT | SMC_CDC_CONN_CLOSED)))
+                return;
+        if (to_confirm > 0 && (c->cons_upd_req || (to_confirm > limit && want))) {
+                c->cons_upd_req = false;
+                conn_tx(c, true);
+                return;
+        }
+        if (want && unacked > 0 && !c->plugged && c->xs >= 0) {
+                /* learn when the client consumes: plug X_s (the reader drains it) */
+                char junk[4096] = {};
+
+                atomic_store(&rmb_hdr(c)->writer_waiting, 1);
+                while (send(c->xs, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+                        ;
+                c->plugged = true;
+                xs_update_events(c);
+                /* it may have consumed meanwhile */
+                cons = atomic_load_explicit(&rmb_hdr(c)->cons, memory_order_acquire);
+                if (smc_curs_diff(size, c->rx_cons_sent, cons) > limit)
+                        conn_tx(c, true);
+        }
+}
+
+static void conn_wait_slot(SmcrConn *c) {
+        SmcrLgr *lgr = c->lgr;
+
+        if (!c->in_tx_wait) {
+                LIST_PREPEND(tx_wait, lgr->tx_wait, c);
+                c->in_tx_wait = true;
+        }
+}
+
+/* Post WRITEs for the published but unsent send-buffer bytes that fit the peer's
+ * RMB, then one CDC; also a CDC alone when @force_cdc (consumer update) or when
+ * close flags are due. */
+static void conn_tx(SmcrConn *c, bool force_cdc) {
+        SmcrLgr *lgr = c->lgr;
+        SmcrLink *l;
+        uint32_t S, R, pending, space, n;
+        uint64_t prod, cons;
+        struct smc_cdc_msg cdc = {};
+        uint8_t buf[SMC_CDC_LEN];
+        uint8_t flags = 0;
+        bool blocked;
+        int r;
+
+        if (!c->active || !lgr || lgr->failed || (c->sent_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)))
+                return;
+        if (c->peer_flags & SMC_CDC_CONN_ABORT)
+                return;
+        l = &lgr->link;
+        S = c->sndbuf->size;
+        R = c->peer_rmb_size;
+        for (;;) {
+                if (c->fifo_n == SMCR_CDC_INFLIGHT || roce_link_send_slots_free(l->rl) == 0 || l->llc_n > 0) {
+                        conn_wait_slot(c);
+                        return;
+                }
+                prod = atomic_load_explicit(&snd_hdr(c)->prod, memory_order_acquire);
+                pending = (c->local_flags & SMC_CDC_CONN_ABORT) ? 0 : smc_curs_diff(S, c->snd_sent, prod);
+                if (c->peer_flags & SMC_CDC_CONN_CLOSED)
+                        pending = 0; /* the peer does not read any more */
+                space = R - smc_curs_diff(R, c->peer_cons, c->peer_prod);
+                n = pending < space ? pending : space;
+                blocked = pending > space;
+                flags = 0;
+                if (n == pending && c->local_flags && !c->sent_flags)
+                        flags = c->local_flags;
+                if (n == 0 && !force_cdc && !flags)
+                        return;
+                /* the RDMA WRITEs: at most 2 source x 2 destination pieces */
+                {
+                        uint32_t left = n, src = smc_curs_count(c->snd_sent), dst = smc_curs_count(c->peer_prod);
+                        uint8_t *base = (uint8_t *) c->sndbuf->base + SMC_DMB_HDR_LEN;
+
+                        while (left > 0) {
+                                uint32_t piece = left;
+                                struct ibv_sge sge;
+
+                                if (piece > S - src)
+                                        piece = S - src;
+                                if (piece > R - dst)
+                                        piece = R - dst;
+                                sge.addr = (uintptr_t) (base + src);
+                                sge.length = piece;
+                                sge.lkey = c->snd_mr->lkey;
+                                r = roce_link_write(l->rl, &sge, 1, c->peer_rmb_addr + dst, c->peer_rkey);
+                                if (r < 0) {
+                                        lgr_fail(lgr, "RDMA WRITE failed");
+                                        return;
+                                }
+                                c->sm->cnt.rdma_writes++;
+                                left -= piece;
+                                src = (src + piece) % S;
+                                dst = (dst + piece) % R;
+                        }
+                }
+                c->snd_sent = smc_curs_add(c->snd_sent, n, S);
+                c->peer_prod = smc_curs_add(c->peer_prod, n, R);
+                c->tx_bytes += n;
+                c->sm->cnt.bytes_tx += n;
+                cons = atomic_load_explicit(&rmb_hdr(c)->cons, memory_order_acquire);
+                cdc.seqno = ++c->tx_seq;
+                cdc.token = c->peer_token;
+                cdc.prod_wrap = smc_curs_wrap(c->peer_prod);
+                cdc.prod_count = smc_curs_count(c->peer_prod);
+                cdc.cons_wrap = smc_curs_wrap(cons);
+                cdc.cons_count = smc_curs_count(cons);
+                cdc.prod_flags = blocked ? SMC_CDC_PROD_WRITE_BLOCKED : 0;
+                cdc.conn_flags = flags;
+                smc_cdc_encode(&cdc, buf);
+                r = link_post(l, buf, SMC_CDC_LEN, WR_ID_CDC | ((uint64_t) c->token << 16) | cdc.seqno, NULL);
+                if (r < 0) {
+                        /* the WRITEs are posted: a later CDC carries their cursor */
+                        if (r == -EAGAIN) {
+                                conn_wait_slot(c);
+                                return;
+                        }
+                        lgr_fail(lgr, "CDC send failed");
+                        return;
+                }
+                c->rx_cons_sent = cons;
+                c->fifo[(c->fifo_head + c->fifo_n) % SMCR_CDC_INFLIGHT] = c->snd_sent;
+                c->fifo_n++;
+                c->sent_flags |= flags;
+                force_cdc = false;
+                if (flags || !blocked || n == 0)
+                        return;
+        }
+}
+
+/* a CDC of @c completed: its bytes are in the peer's RMB; free send-buffer space */
+static void conn_cdc_done(SmcrConn *c, enum ibv_wc_status status) {
+        if (c->fifo_n == 0)
+                return;
+        if (status == IBV_WC_SUCCESS) {
+                uint64_t done = c->fifo[c->fifo_head];
+                atomic_store_explicit(&snd_hdr(c)->cons, done, memory_order_release);
+                conn_unplug_client(c);
+        }
+        c->fifo_head = (c->fifo_head + 1) % SMCR_CDC_INFLIGHT;
+        c->fifo_n--;
+}
+
+/* doorbell / EOF / plug-drained on X_s */
+static int on_xs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        SmcrConn *c = userdata;
+        char buf[64];
+
+        (void) s;
+        if (revents & EPOLLOUT) {
+                c->plugged = false;
+                xs_update_events(c);
+                conn_rx_check(c);
+        }
+        if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                if (atomic_exchange(&snd_hdr(c)->bell, SMC_DMB_BELL_NONE) == SMC_DMB_BELL_SET)
+                        c->owed++;
+                for (;;) {
+                        ssize_t n = recv(fd, buf, c->owed ? (c->owed < sizeof(buf) ? c->owed : sizeof(buf)) : sizeof(buf),
+                                         MSG_DONTWAIT);
+                        if (n > 0) {
+                                c->owed = (uint32_t) n >= c->owed ? 0 : c->owed - (uint32_t) n;
+                                continue;
+                        }
+                        if (n == 0) {
+                                /* the client shut down or closed its Y_s (or died) */
+                                uint32_t f = atomic_load_explicit(&snd_hdr(c)->conn_flags, memory_order_acquire);
+
+                                c->xs_eof = true;
+                                xs_update_events(c);
+                                if (f & SMC_DMB_CONN_ABORT)
+                                        c->local_flags |= SMC_CDC_CONN_ABORT;
+                                else if (f & SMC_DMB_CONN_CLOSED)
+                                        c->local_flags |= SMC_CDC_CONN_CLOSED;
+                                else if (f & SMC_DMB_CONN_DONE_WRITING)
+                                        c->local_flags |= SMC_CDC_CONN_DONE_WRITING;
+                        }
+                        break;
+                }
+                conn_tx(c, false);
+                conn_rx_check(c);
+                conn_maybe_free(c);
+        }
+        return 0;
+}
+
+/* Publish the peer's close state (c->peer_flags) to the client: flags in the DMB
+ * headers, then EOF on its fd (dmb.h "Shutdown and close"). */
+static void conn_apply_peer_flags(SmcrConn *c) {
+        uint8_t f = c->peer_flags;
+
+        if (f & SMC_CDC_CONN_ABORT)
+                conn_set_flags(c, SMC_DMB_CONN_ABORT, SMC_DMB_CONN_ABORT);
+        else {
+                if (f & SMC_CDC_CONN_CLOSED)
+                        conn_set_flags(c, SMC_DMB_CONN_CLOSED, SMC_DMB_CONN_CLOSED);
+                if (f & SMC_CDC_CONN_DONE_WRITING)
+                        conn_set_flags(c, SMC_DMB_CONN_DONE_WRITING, 0);
+        }
+        if (!f)
+                return;
+        conn_ring_client(c);
+        if (c->ya >= 0 && !c->ya_shut) {
+                shutdown(c->ya, SHUT_WR);
+                c->ya_shut = true;
+        }
+}
+
+/* a CDC for @c arrived */
+static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
+        uint64_t prod = cdc_cursor(cdc->prod_wrap, cdc->prod_count), cons = cdc_cursor(cdc->cons_wrap, cdc->cons_count);
+        uint32_t n;
+
+        if (c->rx_seq_valid && (int16_t) (cdc->seqno - c->rx_seq) <= 0)
+                return; /* old or duplicate (4.1) */
+        c->rx_seq = cdc->seqno;
+        c->rx_seq_valid = true;
+        if (cdc->prod_count >= c->rmb->size || (c->peer_rmb_size && cdc->cons_count >= c->peer_rmb_size)) {
+                log_warning("SMC-R connection %08x: CDC with a cursor out of range: abort.", c->token);
+                c->local_flags |= SMC_CDC_CONN_ABORT;
+                conn_abort_local(c);
+                conn_tx(c, true);
+                return;
+        }
+        n = smc_curs_diff(c->rmb->size, c->rx_prod, prod);
+        if (n > 0) {
+                c->rx_prod = prod;
+                c->rx_bytes += n;
+                c->sm->cnt.bytes_rx += n;
+                atomic_store_explicit(&rmb_hdr(c)->prod_bytes, c->rx_bytes, memory_order_relaxed);
+                atomic_store_explicit(&rmb_hdr(c)->prod, prod, memory_order_release);
+        }
+        if (!c->active) {
+                /* the peer went ahead before our handshake ended (its CONFIRM is on the
+                 * way over TCP): keep what its CDC said; hs_done() rings the client */
+                if (c->peer_rmb_size && smc_curs_diff(c->peer_rmb_size, c->peer_cons, cons) > 0)
+                        c->peer_cons = cons;
+                c->peer_flags |= cdc->conn_flags;
+                return;
+        }
+        if (smc_curs_diff(c->peer_rmb_size, c->peer_cons, cons) > 0)
+                c->peer_cons = cons;
+        c->peer_blocked = cdc->prod_flags & SMC_CDC_PROD_WRITE_BLOCKED;
+        if (cdc->prod_flags & SMC_CDC_PROD_CONS_UPD_REQ)
+                c->cons_upd_req = true;
+        if (cdc->conn_flags & ~c->peer_flags) {
+                c->peer_flags |= cdc->conn_flags;
+                conn_apply_peer_flags(c);
+        } else if (n > 0)
+                conn_ring_client(c);
+        conn_tx(c, false);
+        conn_rx_check(c);
+        conn_maybe_free(c);
+}
+
+/* ------------------------------------------------------------------------- */
+/* connection lifetime */
+
+/* Take @c off its link group: deregister its MRs, stop its data path. The buffers
+ * and fds stay until its client closes the endpoint (the client still maps them). */
+static void conn_detach(SmcrConn *c) {
+        SmcrManager *sm = c->sm;
+
+        if (c->in_tx_wait && c->lgr) {
+                LIST_REMOVE(tx_wait, c->lgr->tx_wait, c);
+                c->in_tx_wait = false;
+        }
+        if (c->rmb_mr)
+                ibv_dereg_mr(c->rmb_mr);
+        if (c->snd_mr)
+                ibv_dereg_mr(c->snd_mr);
+        c->rmb_mr = c->snd_mr = NULL;
+        c->fifo_n = 0;
+        if (c->lgr) {
+                SmcrLgr *lgr = c->lgr;
+
+                LIST_REMOVE(conns, lgr->conns, c);
+                lgr->n_conns--;
+                c->lgr = NULL;
+                if (lgr->n_conns == 0 && !lgr->failed && lgr->idle_timer) {
+                        (void) sd_event_source_set_time(lgr->idle_timer, now_usec(sm) + SMCR_LGR_IDLE_USEC);
+                        (void) sd_event_source_set_enabled(lgr->idle_timer, SD_EVENT_ONESHOT);
+                }
+        }
+}
+
+static void conn_free(SmcrConn *c) {
+        SmcrManager *sm = c->sm;
+        Manager *m = sm->m;
+
+        conn_detach(c);
+        c->xs_src = sd_event_source_disable_unref(c->xs_src);
+        if (c->xs >= 0)
+                close(c->xs);
+        if (c->ya >= 0)
+                close(c->ya);
+        c->xs = c->ya = -1;
+        if (c->token)
+                u64map_remove(sm->tokens, c->token);
+        if (c->rmb)
+                manager_release_buf(m, c->rmb);
+        if (c->sndbuf)
+                manager_release_buf(m, c->sndbuf);
+        free(c);
+}
+
+/* Free once both sides are done and our last CDC completed. */
+static void conn_maybe_free(SmcrConn *c) {
+        SmcrManager *sm = c->sm;
+        Manager *m = sm->m;
+        bool peer_done = c->peer_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT);
+        bool we_done = (c->sent_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)) ||
+                       (c->local_flags & SMC_CDC_CONN_ABORT) || !c->lgr || c->lgr->failed;
+
+        if (!c->closed || !peer_done || !we_done || (c->fifo_n > 0 && c->lgr && !c->lgr->failed))
+                return;
+        /* DELETE RKEY of our RMB (5.7) on a live link group */
+        if (c->lgr && !c->lgr->failed && c->rmb_mr && c->lgr->n_del_rkeys < 64) {
+                c->lgr->del_rkeys[c->lgr->n_del_rkeys++] = c->rmb_mr->rkey;
+                lgr_flow_next(c->lgr);
+        }
+        if (c->peer_flags & SMC_CDC_CONN_ABORT || c->ep.aborted)
+                m->stats.conns_aborted++;
+        else
+                m->stats.conns_closed++;
+        m->stats.conns_current--;
+        log_debug("SMC-R connection %08x freed (%" PRIu64 " bytes out, %" PRIu64 " in).", c->token, c->tx_bytes,
+                  c->rx_bytes);
+        conn_free(c);
+        manager_status_changed(m);
+}
+
+void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
+        SmcrConn *c = e->smcr;
+
+        if (e->closed)
+                return;
+        e->closed = true;
+        u64map_remove(m->endpoints, e->id);
+        if (e->owner) {
+                LIST_REMOVE(by_client, e->owner->endpoints, e);
+                e->owner = NULL;
+        }
+        uid_account(m, e->uid, -1, -(int64_t) c->rmb->size);
+        if (e->role_server)
+                m->stats.conns_server_current--;
+        else
+                m->stats.conns_client_current--;
+        c->closed = true;
+        if (died) {
+                uint32_t f = atomic_load(&snd_hdr(c)->conn_flags);
+                if (!(f & (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT))) {
+                        /* as TCP when a process exits: FIN if it read everything, else RST */
+                        aborted = atomic_load(&rmb_hdr(c)->prod) != atomic_load(&rmb_hdr(c)->cons);
+                        c->local_flags |= aborted ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
+                } else
+                        c->local_flags |= (f & SMC_DMB_CONN_ABORT) ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
+        } else if (aborted)
+                c->local_flags |= SMC_CDC_CONN_ABORT;
+        else {
+                uint32_t f = atomic_load(&snd_hdr(c)->conn_flags);
+                c->local_flags |= (f & SMC_DMB_CONN_ABORT) ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
+        }
+        e->aborted = (c->local_flags & SMC_CDC_CONN_ABORT) != 0;
+        conn_tx(c, true);
+        conn_maybe_free(c);
+}
+
+/* ------------------------------------------------------------------------- */
+/* link groups */
+
+static SmcrConn *conn_by_token(SmcrManager *sm, uint32_t token) {
+        return u64map_get(sm->tokens, token);
+}
+
+static void lgr_free(SmcrLgr *lgr) {
+        SmcrManager *sm = lgr->sm;
+
+        LIST_REMOVE(lgrs, sm->lgrs, lgr);
+        lgr->flow_timer = sd_event_source_disable_unref(lgr->flow_timer);
+        lgr->idle_timer = sd_event_source_disable_unref(lgr->idle_timer);
+        lgr->test_timer = sd_event_source_disable_unref(lgr->test_timer);
+        lgr->link.rl = roce_link_free(lgr->link.rl);
+        sm->cnt.lgrs--;
+        log_debug("SMC-R link group %08x freed.", lgr->id);
+        free(lgr);
+}
+
+static int on_lgr_free_defer(sd_event_source *s, void *userdata) {
+        SmcrLgr *lgr = userdata;
+
+        sd_event_source_disable_unref(s);
+        lgr_free(lgr);
+        return 0;
+}
+
+/* The link group is unusable: abort its connections, fail its handshakes, free it
+ * (deferred: we may be inside one of its link's callbacks). */
+static void lgr_fail(SmcrLgr *lgr, const char *why) {
+        SmcrManager *sm = lgr->sm;
+        SmcrConn *c, *cn;
+        SmcrHs *hs, *hn;
+
+        if (lgr->failed)
+                return;
+        lgr->failed = true;
+        sm->cnt.links_failed++;
+        log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id,
+                    roce_dev_name(lgr->dev), why, lgr->n_conns);
+        if (lgr->link.rl)
+                roce_link_set_error(lgr->link.rl);
+        LIST_FOREACH_SAFE(hss, hs, hn, sm->hss)
+                if (hs->lgr == lgr)
+                        hs_fail(hs, -ECONNRESET, SMC_CLC_DECL_NOACTLINK, false);
+        LIST_FOREACH_SAFE(conns, c, cn, lgr->conns) {
+                conn_abort_local(c);
+                c->local_flags |= SMC_CDC_CONN_ABORT;
+                conn_detach(c); /* the Endpoint and buffers stay until the client closes */
+                conn_maybe_free(c);
+        }
+        {
+                sd_event_source *s = NULL;
+                if (sd_event_add_defer(sm->m->event, &s, on_lgr_free_defer, lgr) < 0)
+                        log_error("Cannot defer freeing link group %08x: leaked.", lgr->id);
+        }
+}
+
+/* ---- local LLC flows: CONFIRM RKEY for a handshake, DELETE RKEY (5.6, 5.7, 5.10) ---- */
+
+static int on_flow_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrLgr *lgr = userdata;
+
+        (void) s;
+        (void) usec;
+        lgr_fail(lgr, "no LLC response in time");
+        return 0;
+}
+
+static void flow_arm(SmcrLgr *lgr) {
+        SmcrManager *sm = lgr->sm;
+
+        if (!lgr->flow_timer) {
+                if (sd_event_add_time(sm->m->event, &lgr->flow_timer, CLOCK_MONOTONIC, 0, 0, on_flow_timeout, lgr) < 0)
+                        return;
+        }
+        (void) sd_event_source_set_time(lgr->flow_timer, now_usec(sm) + SMCR_LLC_RESP_USEC);
+        (void) sd_event_source_set_enabled(lgr->flow_timer, SD_EVENT_ONESHOT);
+}
+
+static void flow_disarm(SmcrLgr *lgr) {
+        if (lgr->flow_timer)
+                (void) sd_event_source_set_enabled(lgr->flow_timer, SD_EVENT_OFF);
+}
+
+/* Start the next local flow if none is active. */
+static void lgr_flow_next(SmcrLgr *lgr) {
+        struct smc_llc_msg m;
+
+        if (lgr->failed || lgr->rkey_active || lgr->del_active || !lgr->link.active)
+                return;
+        if (lgr->rkey_wait) {
+                SmcrHs *hs = lgr->rkey_wait;
+                SmcrConn *c = hs->conn;
+
+                LIST_REMOVE(rkey_wait, lgr->rkey_wait, hs);
+                lgr->rkey_active = hs;
+                llc_init(lgr, &m, SMC_LLC_CONFIRM_RKEY, 0);
+                m.confirm_rkey.num_rkeys = 0;
+                m.confirm_rkey.rkey = c->rmb_mr->rkey;
+                m.confirm_rkey.addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
+                llc_send(&lgr->link, &m);
+                flow_arm(lgr);
+                return;
+        }
+        if (lgr->n_del_rkeys > 0) {
+                unsigned n = lgr->n_del_rkeys > SMC_LLC_MAX_DELETE_RKEYS_V1 ? SMC_LLC_MAX_DELETE_RKEYS_V1
+                                                                            : lgr->n_del_rkeys;
+
+                llc_init(lgr, &m, SMC_LLC_DELETE_RKEY, 0);
+                m.delete_rkey.num_rkeys = (uint8_t) n;
+                memcpy(m.delete_rkey.rkeys, lgr->del_rkeys, n * sizeof(uint32_t));
+                memmove(lgr->del_rkeys, lgr->del_rkeys + n, (lgr->n_del_rkeys - n) * sizeof(uint32_t));
+                lgr->n_del_rkeys -= n;
+                lgr->del_active = true;
+                llc_send(&lgr->link, &m);
+                flow_arm(lgr);
+        }
+}
+
+/* ---- TEST LINK keepalive (5.8) ---- */
+
+static int on_test_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrLgr *lgr = userdata;
+        SmcrManager *sm = lgr->sm;
+        uint64_t t = (uint64_t) sm->m->config.test_link_time * 1000000ULL, now = now_usec(sm);
+        struct smc_llc_msg m;
+
+        (void) usec;
+        if (lgr->failed)
+                return 0;
+        if (t == 0) {
+                (void) sd_event_source_set_time(s, now + 10 * 1000000ULL); /* look again later */
+                return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        }
+        if (lgr->link.test_pending) {
+                lgr_fail(lgr, "no TEST LINK response");
+                return 0;
+        }
+        if (lgr->link.active && now - lgr->link.last_rx_usec >= t) {
+                llc_init(lgr, &m, SMC_LLC_TEST_LINK, 0);
+                llc_send(&lgr->link, &m);
+                lgr->link.test_pending = true;
+                (void) sd_event_source_set_time(s, now + SMCR_LLC_RESP_USEC);
+        } else
+                (void) sd_event_source_set_time(s, lgr->link.last_rx_usec + t > now ? lgr->link.last_rx_usec + t : now + t);
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrLgr *lgr = userdata;
+        struct smc_llc_msg m;
+
+        (void) s;
+        (void) usec;
+        if (lgr->n_conns > 0 || lgr->failed)
+                return 0;
+        /* orderly end of an unused link group (3.6) */
+        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_DEL_LINK_ALL | SMC_LLC_FLAG_DEL_LINK_ORDERLY);
+        m.delete_link.reason = SMC_LLC_DEL_PROG_INIT_TERM;
+        llc_send(&lgr->link, &m);
+        lgr_fail(lgr, "unused");
+        return 0;
+}
+
+/* ---- receiving on a link ---- */
+
+static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
+        SmcrLink *l = &lgr->link;
+        struct smc_llc_msg m;
+        bool resp = msg->flags & SMC_LLC_FLAG_RESP;
+
+        switch (msg->type) {
+        case SMC_LLC_CONFIRM_LINK:
+                if (!resp && !lgr->server && lgr->confirm_link_wait) {
+                        SmcrHs *hs = lgr->confirm_link_wait;
+
+                        if (!(msg->flags & SMC_LLC_FLAG_NO_RMBE_EYEC)) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_RMBE_EC, true);
+                                return;
+                        }
+                        l->link_num = msg->confirm_link.link_num;
+                        if (roce_link_rts(l->rl) < 0) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
+                                return;
+                        }
+                        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_NO_RMBE_EYEC);
+                        memcpy(m.confirm_link.mac, lgr->mac, 6);
+                        memcpy(m.confirm_link.gid, lgr->gid, 16);
+                        m.confirm_link.qpn = roce_link_qpn(l->rl);
+                        m.confirm_link.link_num = l->link_num;
+                        m.confirm_link.link_uid = lgr->id + l->link_num;
+                        m.confirm_link.max_links = 1;
+                        m.confirm_link.max_conns = (uint8_t) lgr->max_conns;
+                        llc_send(l, &m);
+                        l->active = true;
+                        lgr->confirm_link_wait = NULL;
+                        hs_conn_ready(hs);
+                } else if (resp && lgr->server && lgr->confirm_link_wait) {
+                        SmcrHs *hs = lgr->confirm_link_wait;
+
+                        if (!(msg->flags & SMC_LLC_FLAG_NO_RMBE_EYEC)) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_RMBE_EC, true);
+                                return;
+                        }
+                        l->active = true;
+                        lgr->confirm_link_wait = NULL;
+                        hs_conn_ready(hs);
+                }
+                return;
+        case SMC_LLC_CONFIRM_RKEY:
+                if (resp) {
+                        SmcrHs *hs = lgr->rkey_active;
+
+                        if (!hs)
+                                return; /* matches no flow: dropped (5.10) */
+                        lgr->rkey_active = NULL;
+                        flow_disarm(lgr);
+                        if (msg->flags & SMC_LLC_FLAG_RKEY_NEG)
+                                hs_fail(hs, 0, SMC_CLC_DECL_ERR_REGBUF, true);
+                        else
+                                hs_conn_ready(hs);
+                        lgr_flow_next(lgr);
+                        return;
+                }
+                /* the peer announces an RMB: with one link we already know its rkey and
+                 * address from CLC; echo the message as the response (5.6) */
+                m = *msg;
+                m.flags |= SMC_LLC_FLAG_RESP;
+                llc_send(l, &m);
+                return;
+        case SMC_LLC_DELETE_RKEY:
+                if (resp) {
+                        if (lgr->del_active) {
+                                lgr->del_active = false;
+                                flow_disarm(lgr);
+                                lgr_flow_next(lgr);
+                        }
+                        return;
+                }
+                m = *msg;
+                m.flags |= SMC_LLC_FLAG_RESP;
+                m.delete_rkey.err_mask = 0;
+                llc_send(l, &m);
+                return;
+        case SMC_LLC_TEST_LINK:
+                if (resp) {
+                        l->test_pending = false;
+                        return;
+                }
+                m = *msg;
+                m.flags |= SMC_LLC_FLAG_RESP;
+                llc_send(l, &m);
+                return;
+        case SMC_LLC_ADD_LINK:
+                if (resp)
+                        return;
+                /* one link per group (max_links 1): reject (5.3) */
+                llc_init(lgr, &m, SMC_LLC_ADD_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_ADD_LNK_REJ);
+                m.add_link_reject_reason = 1; /* no alternate path */
+                llc_send(l, &m);
+                return;
+        case SMC_LLC_REQ_ADD_LINK:
+                if (resp)
+                        return;
+                llc_init(lgr, &m, SMC_LLC_REQ_ADD_LINK, SMC_LLC_FLAG_RESP);
+                llc_send(l, &m);
+                return;
+        case SMC_LLC_DELETE_LINK:
+                if (!resp) {
+                        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_RESP | (msg->flags & SMC_LLC_FLAG_DEL_LINK_ALL));
+                        m.delete_link.link_num = msg->delete_link.link_num;
+                        llc_send(l, &m);
+                }
+                lgr_fail(lgr, "the peer deleted the link");
+                return;
+        case SMC_LLC_ADD_LINK_CONT:
+        case SMC_LLC_CONFIRM_RKEY_CONT:
+                return; /* ignored (5.1) */
+        default:
+                return;
+        }
+}
+
+static void link_recv(void *userdata, const uint8_t *buf, uint32_t len) {
+        SmcrLgr *lgr = userdata;
+        SmcrManager *sm = lgr->sm;
+
+        if (lgr->failed)
+                return;
+        lgr->link.last_rx_usec = now_usec(sm);
+        lgr->link.test_pending = false; /* anything received proves the link */
+        if (smc_wr_is_cdc(buf, len)) {
+                struct smc_cdc_msg cdc;
+                SmcrConn *c;
+
+                if (smc_cdc_decode(buf, len, &cdc) < 0)
+                        return; /* Linux drops it (4.1) */
+                c = conn_by_token(sm, cdc.token);
+                if (!c || c->lgr != lgr)
+                        return; /* unknown token: drop */
+                conn_on_cdc(c, &cdc);
+                return;
+        }
+        {
+                struct smc_llc_msg msg;
+                int r = smc_llc_decode(buf, len, &msg);
+
+                if (r == -EPROTO) {
+                        struct smc_llc_msg m;
+
+                        /* unknown type: protocol violation, terminate the group (5.1) */
+                        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_DEL_LINK_ALL);
+                        m.delete_link.reason = SMC_LLC_DEL_PROT_VIOL;
+                        llc_send(&lgr->link, &m);
+                        lgr_fail(lgr, "unknown LLC message type");
+                        return;
+                }
+                if (r < 0)
+                        return;
+                lgr_on_llc(lgr, &msg);
+        }
+}
+
+static void link_send_done(void *userdata, uint64_t wr_id, enum ibv_wc_status status) {
+        SmcrLgr *lgr = userdata;
+        SmcrManager *sm = lgr->sm;
+
+        if (wr_id & WR_ID_CDC) {
+                SmcrConn *c = conn_by_token(sm, (uint32_t) (wr_id >> 16));
+
+                if (c && c->lgr == lgr) {
+                        conn_cdc_done(c, status);
+                        conn_maybe_free(c);
+                }
+        }
+        if (lgr->failed)
+                return;
+        /* a slot is free: LLC first, then waiting connections */
+        link_flush_llc(&lgr->link);
+        while (lgr->tx_wait && roce_link_send_slots_free(lgr->link.rl) > 0 && lgr->link.llc_n == 0) {
+                SmcrConn *c = lgr->tx_wait;
+
+                LIST_REMOVE(tx_wait, lgr->tx_wait, c);
+                c->in_tx_wait = false;
+                conn_tx(c, true);
+                if (c->in_tx_wait)
+                        break;
+                conn_maybe_free(c);
+        }
+}
+
+static void link_failed(void *userdata, enum ibv_wc_status status) {
+        SmcrLgr *lgr = userdata;
+        char why[96];
+
+        snprintf(why, sizeof(why), "link failed (%s)", ibv_wc_status_str(status));
+        lgr_fail(lgr, why);
+}
+
+static const struct roce_link_ops link_ops = {
+        .recv = link_recv,
+        .send_done = link_send_done,
+        .failed = link_failed,
+};
+
+static int lgr_new(SmcrManager *sm, SmcrHs *hs, SmcrLgr **ret) {
+        SmcrLgr *lgr = calloc(1, sizeof(*lgr));
+        int r;
+
+        if (!lgr)
+                return -ENOMEM;
+        lgr->sm = sm;
+        sm->next_lgr_id += 256; /* as Linux: ids step by 256, link numbers below */
+        lgr->id = sm->next_lgr_id;
+        lgr->server = hs->server;
+        lgr->version = hs->version;
+        memcpy(lgr->peer_id, hs->peer_id, 8);
+        memcpy(lgr->peer_gid, hs->peer_gid, 16);
+        lgr->dev = hs->dev;
+        lgr->gid_index = hs->gid_index;
+        memcpy(lgr->gid, hs->gid, 16);
+        memcpy(lgr->mac, hs->mac, 6);
+        lgr->max_conns = hs->max_conns ? hs->max_conns : 255;
+        r = roce_link_new(hs->dev, hs->gid_index, inline_want(sm), &link_ops, lgr, &lgr->link.rl);
+        if (r < 0) {
+                free(lgr);
+                return r;
+        }
+        lgr->link.lgr = lgr;
+        lgr->link.mtu = roce_dev_mtu(hs->dev);
+        lgr->link.last_rx_usec = now_usec(sm);
+        if (sd_event_add_time(sm->m->event, &lgr->idle_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_idle_timer, lgr) < 0 ||
+            sd_event_add_time(sm->m->event, &lgr->test_timer, CLOCK_MONOTONIC, now_usec(sm) + 1000000ULL, 0,
+                              on_test_timer, lgr) < 0) {
+                lgr->idle_timer = sd_event_source_disable_unref(lgr->idle_timer);
+                lgr->link.rl = roce_link_free(lgr->link.rl);
+                free(lgr);
+                return -ENOMEM;
+        }
+        (void) sd_event_source_set_enabled(lgr->idle_timer, SD_EVENT_OFF);
+        LIST_PREPEND(lgrs, sm->lgrs, lgr);
+        sm->cnt.lgrs++;
+        sm->cnt.lgrs_total++;
+        *ret = lgr;
+        return 0;
+}
+
+/* A link group to reuse for @hs (3.3), or NULL. */
+static SmcrLgr *lgr_find(SmcrManager *sm, SmcrHs *hs) {
+        SmcrLgr *lgr;
+
+        LIST_FOREACH(lgrs, lgr, sm->lgrs) {
+                if (lgr->failed || lgr->server != hs->server || !lgr->link.active || lgr->dev != hs->dev ||
+                    memcmp(lgr->peer_id, hs->peer_id, 8) != 0)
+                        continue;
+                if (hs->server) {
+                        if (memcmp(lgr->peer_gid, hs->peer_gid, 16) != 0 || lgr->n_conns >= lgr->max_conns ||
+                            lgr->version != hs->version)
+                                continue;
+                } else if (lgr->link.peer_qpn != hs->accept.qpn || memcmp(lgr->peer_gid, hs->accept.gid, 16) != 0)
+                        continue;
+                return lgr;
+        }
+        return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* handshakes */
+
+static void hs_free(SmcrHs *hs) {
+        SmcrManager *sm = hs->sm;
+
+        LIST_REMOVE(hss, sm->hss, hs);
+        if (hs->lgr && hs->lgr->rkey_active == hs) {
+                hs->lgr->rkey_active = NULL;
+                flow_disarm(hs->lgr);
+        }
+        if (hs->lgr && hs->state == HS_WAIT_RKEY) {
+                SmcrHs *i;
+                LIST_FOREACH(rkey_wait, i, hs->lgr->rkey_wait)
+                        if (i == hs) {
+                                LIST_REMOVE(rkey_wait, hs->lgr->rkey_wait, hs);
+                                break;
+                        }
+        }
+        if (hs->lgr && hs->lgr->confirm_link_wait == hs)
+                hs->lgr->confirm_link_wait = NULL;
+        hs->io = sd_event_source_disable_unref(hs->io);
+        hs->timer = sd_event_source_disable_unref(hs->timer);
+        if (hs->fd >= 0)
+                close(hs->fd);
+        free(hs);
+}
+
+static int hs_send(SmcrHs *hs, const uint8_t *buf, size_t len) {
+        ssize_t n = send(hs->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+        if (n < 0)
+                return -errno;
+        return (size_t) n == len ? 0 : -EIO;
+}
+
+static void hs_send_decline(SmcrHs *hs, uint32_t reason) {
+        SmcrManager *sm = hs->sm;
+        struct smc_clc_decline d = {
+                .version = hs->version ? hs->version : 2,
+                .out_of_sync = reason == SMC_CLC_DECL_SYNCERR,
+                .diag = reason,
+                .os_type = SMCR_OS_LINUX,
+        };
+        uint8_t buf[64];
+        ssize_t n;
+
+        memcpy(d.peer_id, sm->peer_id, 8);
+        n = smc_clc_decline_encode(&d, buf, sizeof(buf));
+        if (n > 0 && hs_send(hs, buf, (size_t) n) == 0)
+                sm->cnt.decline_sent++;
+}
+
+static void hs_reply_tcp(SmcrHs *hs, uint32_t reason) {
+        union smc_ctl_msg msg;
+
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, hs->seq);
+        (void) smc_ctl_set_version(&msg, hs->client->version);
+        msg.conn.mode = SMC_CTL_MODE_TCP;
+        msg.conn.fallback_reason = reason;
+        (void) client_send(hs->client, &msg, NULL, 0);
+}
+
+/* The handshake failed: DECLINE (if @send_decline and the TCP connection is fine),
+ * free what was built, answer the client: TCP fallback with @reason when @error is
+ * 0, else ERROR @error. */
+static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
+        SmcrManager *sm = hs->sm;
+        Manager *m = sm->m;
+        SmcrLgr *lgr = hs->lgr;
+
+        if (send_decline && error == 0)
+                hs_send_decline(hs, reason);
+        if (hs->conn) {
+                SmcrConn *c = hs->conn;
+                hs->conn = NULL;
+                conn_free(c);
+        }
+        hs->lgr = NULL;
+        if (lgr && hs->first_contact && lgr->n_conns == 0 && !lgr->failed)
+                lgr_fail(lgr, "first contact failed");
+        if (hs->client) {
+                if (error == 0) {
+                        if (!hs->server)
+                                smcd_stats_count_fallback(&m->stats, reason);
+                        hs_reply_tcp(hs, reason);
+                        sm->cnt.handshakes_declined++;
+                } else {
+                        (void) client_send_error(hs->client, hs->seq, -error, reason, "SMC-R handshake failed: %s",
+                                                 strerror(-error));
+                        sm->cnt.handshakes_failed++;
+                }
+        }
+        log_debug("SMC-R %s handshake: %s %s (0x%08x).", hs->server ? "server" : "client",
+                  error ? "failed:" : "fallback:", error ? strerror(-error) : smc_clc_decl_name(reason), reason);
+        hs_free(hs);
+}
+
+static int on_hs_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrHs *hs = userdata;
+
+        (void) s;
+        (void) usec;
+        switch (hs->state) {
+        case HS_WAIT_CONFIRM_LINK:
+        case HS_WAIT_CONFIRM_LINK_RESP:
+                hs_fail(hs, 0, SMC_CLC_DECL_TIMEOUT_CL, true);
+                break;
+        default:
+                /* no CLC message in time: the TCP connection is not usable for SMC */
+                hs_fail(hs, -ETIMEDOUT, SMC_CLC_DECL_TIMEOUT_CL, false);
+        }
+        return 0;
+}
+
+static void hs_arm(SmcrHs *hs, enum hs_state st, uint64_t usec) {
+        hs->state = st;
+        (void) sd_event_source_set_time(hs->timer, now_usec(hs->sm) + usec);
+        (void) sd_event_source_set_enabled(hs->timer, SD_EVENT_ONESHOT);
+}
+
+static uint32_t new_token(SmcrManager *sm) {
+        for (;;) {
+                uint32_t t;
+                if (getrandom(&t, sizeof(t), 0) != sizeof(t))
+                        t = (uint32_t) random();
+                if (t && !u64map_get(sm->tokens, t))
+                        return t;
+        }
+}
+
+/* The connection's buffers, MRs and token (not yet active). Returns 0 or the
+ * decline reason. */
+static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
+        SmcrManager *sm = hs->sm;
+        Manager *m = sm->m;
+        uid_t uid = hs->client->uid;
+        unsigned rclass = smc_dmb_class(hs->rcvbuf ? hs->rcvbuf : m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE);
+        unsigned sclass = smc_dmb_class(hs->sndbuf ? hs->sndbuf : m->config.sndbuf ? m->config.sndbuf : SMC_DMB_DEFAULT_SIZE);
+        uint32_t reason;
+        SmcrConn *c;
+        int r;
+
+        reason = uid_check(m, uid, 1, smc_dmb_class_size(rclass));
+        if (reason)
+                return reason;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return SMC_CLC_DECL_MEM;
+        c->sm = sm;
+        c->xs = c->ya = -1;
+        r = smc_pool_acquire_fit(m->pool, uid, uid, rclass, rclass, &c->rmb);
+        if (r >= 0)
+                r = smc_pool_acquire_fit(m->pool, uid, uid, sclass, sclass, &c->sndbuf);
+        if (r < 0) {
+                conn_free(c);
+                return SMC_CLC_DECL_MEM;
+        }
+        rmb_hdr(c)->type = SMC_DMB_EYECATCHER;
+        snd_hdr(c)->type = SMC_DMB_EYECATCHER;
+        if (roce_mr_reg(lgr->dev, (uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN, c->rmb->size, true, &c->rmb_mr) < 0 ||
+            roce_mr_reg(lgr->dev, (uint8_t *) c->sndbuf->base + SMC_DMB_HDR_LEN, c->sndbuf->size, false, &c->snd_mr) < 0) {
+                conn_free(c);
+                return SMC_CLC_DECL_ERR_REGBUF;
+        }
+        c->token = new_token(sm);
+        if (u64map_put(sm->tokens, c->token, c) < 0) {
+                c->token = 0;
+                conn_free(c);
+                return SMC_CLC_DECL_MEM;
+        }
+        c->lgr = lgr;
+        LIST_PREPEND(conns, lgr->conns, c);
+        lgr->n_conns++;
+        (void) sd_event_source_set_enabled(lgr->idle_timer, SD_EVENT_OFF);
+        hs->conn = c;
+        return 0;
+}
+
+static void conn_set_peer(SmcrConn *c, const struct smc_clc_accept_r *a) {
+        c->peer_token = a->rmbe_alert_token;
+        c->peer_rkey = a->rkey;
+        c->peer_rmb_addr = a->rmb_addr;
+        c->peer_rmb_size = (uint32_t) smc_size_uncompress(a->rmbe_size);
+}
+
+static void fill_accept(SmcrHs *hs, struct smc_clc_accept_r *a, uint8_t type) {
+        SmcrManager *sm = hs->sm;
+        SmcrLgr *lgr = hs->lgr;
+        SmcrConn *c = hs->conn;
+
+        memset(a, 0, sizeof(*a));
+        a->type = type;
+        a->version = hs->version;
+        a->first_contact = hs->first_contact;
+        memcpy(a->peer_id, sm->peer_id, 8);
+        memcpy(a->gid, lgr->gid, 16);
+        memcpy(a->mac, lgr->mac, 6);
+        a->qpn = roce_link_qpn(lgr->link.rl);
+        a->rkey = c->rmb_mr->rkey;
+        a->rmbe_idx = 1;
+        a->rmbe_alert_token = c->token;
+        a->rmbe_size = smc_size_compress(c->rmb->size, 15);
+        a->qp_mtu = lgr->link.mtu;
+        a->rmb_addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
+        a->psn = roce_link_psn(lgr->link.rl);
+        if (hs->version >= 2) {
+                memcpy(a->eid, sm->ueid, SMC_EID_LEN);
+                if (hs->first_contact) {
+                        a->fce.v2_direct = true;
+                        a->fce.os_type = SMCR_OS_LINUX;
+                        a->fce.release = hs->release;
+                        memcpy(a->fce.hostname, sm->hostname, SMC_HOSTNAME_LEN);
+                        a->fce.max_conns = hs->release >= 1 ? (uint8_t) lgr->max_conns : 0;
+                        a->fce.max_links = hs->release >= 1 ? 1 : 0;
+                        if (type == SMC_CLC_CONFIRM) {
+                                a->n_gids = 1;
+                                memcpy(a->gids[0], lgr->gid, 16);
+                        }
+                }
+        }
+}
+
+static int hs_send_accept(SmcrHs *hs, uint8_t type) {
+        struct smc_clc_accept_r a;
+        uint8_t buf[SMC_CLC_MAX_LEN];
+        ssize_t n;
+
+        fill_accept(hs, &a, type);
+        n = smc_clc_accept_r_encode(&a, buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        return hs_send(hs, buf, (size_t) n);
+}
+
+/* Success: the client's fds, the Endpoint, CONNECT_REPLY mode SMCR. */
+static void hs_done(SmcrHs *hs) {
+        SmcrManager *sm = hs->sm;
+        Manager *m = sm->m;
+        SmcrConn *c = hs->conn;
+        Client *cl = hs->client;
+        int a[2] = { -1, -1 }, s[2] = { -1, -1 }, one = 1, fds[SMC_CTL_MAX_FDS], r;
+        union smc_ctl_msg msg;
+        size_t nfds = 0;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0) {
+                if (a[0] >= 0)
+                        close(a[0]), close(a[1]);
+                hs_fail(hs, -errno, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        /* a small send buffer keeps a plug small (dmb.h): X_a (client plugs), X_s (we do) */
+        (void) setsockopt(a[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        (void) setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        (void) fcntl(a[1], F_SETFL, O_NONBLOCK);
+        (void) fcntl(s[0], F_SETFL, O_NONBLOCK);
+        c->ya = a[1];
+        c->xs = s[0];
+        r = sd_event_add_io(m->event, &c->xs_src, c->xs, EPOLLIN | EPOLLRDHUP, on_xs, c);
+        if (r < 0) {
+                close(a[0]);
+                close(s[1]);
+                hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        c->ep.id = manager_new_endpoint_id(m);
+        if (u64map_put(m->endpoints, c->ep.id, &c->ep) < 0) {
+                close(a[0]);
+                close(s[1]);
+                hs_fail(hs, -ENOMEM, SMC_CLC_DECL_MEM, false);
+                return;
+        }
+        c->ep.smcr = c;
+        c->ep.uid = cl->uid;
+        c->ep.local = hs->local;
+        c->ep.peer = hs->peer;
+        c->ep.role_server = hs->server;
+        c->ep.owner = cl;
+        c->client = cl;
+        LIST_PREPEND(by_client, cl->endpoints, &c->ep);
+        uid_account(m, cl->uid, 1, c->rmb->size);
+        if (hs->server) {
+                m->stats.conns_server++;
+                m->stats.conns_server_current++;
+        } else {
+                m->stats.conns_client++;
+                m->stats.conns_client_current++;
+        }
+        m->stats.conns_current++;
+        c->active = true;
+        hs->conn = NULL;
+
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, hs->seq);
+        msg.conn.conn_id = c->ep.id;
+        msg.conn.mode = SMC_CTL_MODE_SMCR;
+        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
+        msg.conn.params.autocork_size = m->config.autocork_size;
+        msg.conn.local = hs->local;
+        msg.conn.peer = hs->peer;
+        fds[nfds++] = a[0]; /* X_a */
+        fds[nfds++] = s[1]; /* Y_s */
+        msg.conn.rx = (struct smc_ctl_buf) { .id = c->rmb->id, .size = c->rmb->size, .flags = SMC_CTL_BUF_FD };
+        fds[nfds++] = c->rmb->memfd;
+        msg.conn.tx = (struct smc_ctl_buf) { .id = c->sndbuf->id, .size = c->sndbuf->size, .flags = SMC_CTL_BUF_FD };
+        fds[nfds++] = c->sndbuf->memfd;
+        r = client_send(cl, &msg, fds, nfds);
+        close(a[0]);
+        close(s[1]);
+        sm->cnt.handshakes_ok++;
+        {
+                char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN];
+                log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB.",
+                          hs->version, hs->server ? "server" : "client", smcd_addr_to_string(&hs->local, x),
+                          smcd_addr_to_string(&hs->peer, y), c->lgr->id, hs->first_contact ? " (first contact)" : "",
+                          c->token, c->rmb->size >> 10, c->peer_rmb_size >> 10);
+        }
+        hs_free(hs);
+        manager_status_changed(m);
+        if (r < 0)
+                return; /* the client is gone: its endpoints are closed with it */
+        /* data or a close that arrived before we were active */
+        if (c->rx_prod)
+                conn_ring_client(c);
+        conn_apply_peer_flags(c);
+        conn_tx(c, false);
+}
+
+/* An LLC step the handshake waited for is done (smcr.c lgr_on_llc / flows). */
+static void hs_conn_ready(SmcrHs *hs) {
+        int r;
+
+        switch (hs->state) {
+        case HS_WAIT_RKEY:
+                if (hs->server) {
+                        r = hs_send_accept(hs, SMC_CLC_ACCEPT);
+                        if (r < 0) {
+                                hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                                return;
+                        }
+                        hs_arm(hs, HS_WAIT_CONFIRM, SMCR_CLC_TIMEOUT_USEC);
+                        return;
+                }
+                r = hs_send_accept(hs, SMC_CLC_CONFIRM);
+                if (r < 0) {
+                        hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                hs_done(hs);
+                return;
+        case HS_WAIT_CONFIRM_LINK:
+        case HS_WAIT_CONFIRM_LINK_RESP:
+                hs_done(hs);
+                return;
+        default:
+                return;
+        }
+}
+
+/* Subsequent contact: register the new RMB with the peer (CONFIRM RKEY), then go on. */
+static void hs_queue_rkey(SmcrHs *hs) {
+        SmcrLgr *lgr = hs->lgr;
+
+        hs_arm(hs, HS_WAIT_RKEY, 20 * 1000000ULL); /* flow start wait (5.10) */
+        LIST_PREPEND(rkey_wait, lgr->rkey_wait, hs);
+        lgr_flow_next(lgr);
+}
+
+static void hs_client_start(SmcrHs *hs) {
+        SmcrManager *sm = hs->sm;
+        struct smc_clc_proposal p = {};
+        uint8_t buf[SMC_CLC_MAX_LEN];
+        ssize_t n;
+        int plen, r;
+
+        hs->version = 2;
+        hs->dev = NULL;
+        if (is_v4(&hs->local, hs->local4))
+                hs->dev = dev_for_ipv4(sm, hs->local4, hs->gid, &hs->gid_index, hs->mac);
+        if (!hs->dev) {
+                /* nothing to propose: DECLINE instead of a proposal (3.5) */
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
+                return;
+        }
+        p.typev1 = SMC_TYPE_R;
+        p.typev2 = SMC_TYPE_R;
+        memcpy(p.peer_id, sm->peer_id, 8);
+        memcpy(p.gid, hs->gid, 16);
+        memcpy(p.mac, hs->mac, 6);
+        p.has_smcd_area = true;
+        plen = local_prefixlen(sm->m, hs->local4);
+        prefix_of(hs->local4, plen < 0 ? 32 : plen, p.ipv4_prefix);
+        p.ipv4_prefix_len = (uint8_t) (plen < 0 ? 32 : plen);
+        p.n_ueids = 1;
+        memcpy(p.ueids[0], sm->ueid, SMC_EID_LEN);
+        p.release = SMCR_RELEASE;
+        memcpy(p.roce_v2_gid, hs->gid, 16);
+        p.max_conns = (uint8_t) (sm->m->config.max_conns_per_lgr ? sm->m->config.max_conns_per_lgr : 255);
+        p.max_links = 1;
+        n = smc_clc_proposal_encode(&p, buf, sizeof(buf));
+        if (n < 0) {
+                hs_fail(hs, (int) n, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        r = hs_send(hs, buf, (size_t) n);
+        if (r < 0) {
+                hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        hs_arm(hs, HS_WAIT_ACCEPT, SMCR_CLC_TIMEOUT_USEC);
+}
+
+static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
+        SmcrManager *sm = hs->sm;
+        struct smc_clc_accept_r *a = &hs->accept;
+        uint32_t reason;
+        int r;
+
+        r = smc_clc_accept_r_decode(buf, len, a);
+        if (r == -EPROTO) {
+                hs_fail(hs, 0, SMC_CLC_DECL_MODEUNSUPP, true);
+                return;
+        }
+        if (r < 0 || a->type != SMC_CLC_ACCEPT) {
+                hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        hs->version = a->version;
+        hs->first_contact = a->first_contact;
+        memcpy(hs->peer_id, a->peer_id, 8);
+        memcpy(hs->peer_gid, a->gid, 16);
+        hs->release = 0;
+        hs->max_conns = 255;
+        if (a->version >= 2) {
+                if (memcmp(a->eid, sm->ueid, SMC_EID_LEN) != 0) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
+                        return;
+                }
+                if (a->first_contact) {
+                        if (a->fce.release > SMCR_RELEASE) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_RELEASEERR, true);
+                                return;
+                        }
+                        hs->release = a->fce.release;
+                        if (hs->release >= 1) {
+                                if (a->fce.max_conns < 16) {
+                                        hs_fail(hs, 0, SMC_CLC_DECL_MAXCONNERR, true);
+                                        return;
+                                }
+                                if (a->fce.max_links < 1 || a->fce.max_links > 2) {
+                                        hs_fail(hs, 0, SMC_CLC_DECL_MAXLINKERR, true);
+                                        return;
+                                }
+                                hs->max_conns = a->fce.max_conns;
+                        }
+                }
+        }
+        if (a->first_contact) {
+                uint8_t mtu;
+
+                r = lgr_new(sm, hs, &hs->lgr);
+                if (r < 0) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
+                        return;
+                }
+                reason = conn_new(hs, hs->lgr);
+                if (reason) {
+                        hs_fail(hs, 0, reason, true);
+                        return;
+                }
+                conn_set_peer(hs->conn, a);
+                mtu = a->qp_mtu < hs->lgr->link.mtu ? a->qp_mtu : hs->lgr->link.mtu;
+                hs->lgr->link.mtu = mtu;
+                hs->lgr->link.peer_qpn = a->qpn;
+                r = roce_link_rtr(hs->lgr->link.rl, a->qpn, a->psn, a->gid, mtu);
+                if (r < 0) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
+                        return;
+                }
+                r = hs_send_accept(hs, SMC_CLC_CONFIRM);
+                if (r < 0) {
+                        hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                hs->lgr->confirm_link_wait = hs;
+                hs_arm(hs, HS_WAIT_CONFIRM_LINK, SMCR_CONFIRM_LINK_USEC);
+                return;
+        }
+        hs->lgr = lgr_find(sm, hs);
+        if (!hs->lgr) {
+                hs_fail(hs, 0, SMC_CLC_DECL_SYNCERR, true);
+                return;
+        }
+        reason = conn_new(hs, hs->lgr);
+        if (reason) {
+                hs_fail(hs, 0, reason, true);
+                return;
+        }
+        conn_set_peer(hs->conn, a);
+        hs_queue_rkey(hs);
+}
+
+static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
+        SmcrManager *sm = hs->sm;
+        struct smc_clc_proposal p;
+        bool r_v1, r_v2, have_ueid = false, v4;
+        uint32_t reason;
+        int r, plen;
+
+        r = smc_clc_proposal_decode(buf, len, &p);
+        if (r < 0) {
+                hs_fail(hs, r == -EPROTO ? 0 : -EPROTO, SMC_CLC_DECL_VERSMISMAT, r == -EPROTO);
+                return;
+        }
+        memcpy(hs->peer_id, p.peer_id, 8);
+        r_v1 = p.typev1 == SMC_TYPE_R || p.typev1 == SMC_TYPE_B;
+        r_v2 = p.version >= 2 && (p.typev2 == SMC_TYPE_R || p.typev2 == SMC_TYPE_B);
+        for (unsigned i = 0; r_v2 && i < p.n_ueids; i++)
+                if (!memcmp(p.ueids[i], sm->ueid, SMC_EID_LEN))
+                        have_ueid = true;
+        v4 = is_v4(&hs->local, hs->local4);
+        hs->dev = v4 ? dev_for_ipv4(sm, hs->local4, hs->gid, &hs->gid_index, hs->mac) : NULL;
+        if (!r_v1 && !r_v2) {
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
+                return;
+        }
+        if (!hs->dev) {
+                hs->version = p.version >= 2 ? 2 : 1;
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
+                return;
+        }
+        if (r_v2 && have_ueid) {
+                hs->version = 2;
+                memcpy(hs->peer_gid, p.roce_v2_gid, 16);
+                hs->release = p.release < SMCR_RELEASE ? p.release : SMCR_RELEASE;
+                hs->max_conns = 255;
+                if (hs->release >= 1) {
+                        unsigned own = sm->m->config.max_conns_per_lgr ? sm->m->config.max_conns_per_lgr : 255;
+                        hs->max_conns = (uint8_t) (p.max_conns < own ? p.max_conns : own);
+                        if (hs->max_conns < 16) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_MAXCONNERR, true);
+                                return;
+                        }
+                        if (p.max_links < 1) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_MAXLINKERR, true);
+                                return;
+                        }
+                }
+        } else if (r_v1) {
+                uint8_t mine[4];
+
+                hs->version = 1;
+                plen = local_prefixlen(sm->m, hs->local4);
+                prefix_of(hs->local4, plen < 0 ? 32 : plen, mine);
+                if (plen < 0 || p.ipv4_prefix_len != plen || memcmp(p.ipv4_prefix, mine, 4) != 0) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_DIFFPREFIX, true);
+                        return;
+                }
+                memcpy(hs->peer_gid, p.gid, 16);
+                hs->max_conns = 255;
+        } else {
+                hs->version = 2;
+                hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
+                return;
+        }
+        hs->lgr = lgr_find(sm, hs);
+        if (hs->lgr) {
+                hs->first_contact = false;
+                reason = conn_new(hs, hs->lgr);
+                if (reason) {
+                        hs_fail(hs, 0, reason, true);
+                        return;
+                }
+                hs_queue_rkey(hs);
+                return;
+        }
+        hs->first_contact = true;
+        r = lgr_new(sm, hs, &hs->lgr);
+        if (r < 0) {
+                hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
+                return;
+        }
+        hs->lgr->link.link_num = 1;
+        reason = conn_new(hs, hs->lgr);
+        if (reason) {
+                hs_fail(hs, 0, reason, true);
+                return;
+        }
+        r = hs_send_accept(hs, SMC_CLC_ACCEPT);
+        if (r < 0) {
+                hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        hs_arm(hs, HS_WAIT_CONFIRM, SMCR_CLC_TIMEOUT_USEC);
+}
+
+static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
+        SmcrManager *sm = hs->sm;
+        SmcrLgr *lgr = hs->lgr;
+        struct smc_clc_accept_r a;
+        struct smc_llc_msg m;
+        int r;
+
+        r = smc_clc_accept_r_decode(buf, len, &a);
+        if (r < 0 || a.type != SMC_CLC_CONFIRM || a.version != hs->version || a.first_contact != hs->first_contact) {
+                hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        if (a.version >= 2) {
+                if (memcmp(a.eid, sm->ueid, SMC_EID_LEN) != 0) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
+                        return;
+                }
+                if (a.first_contact && a.fce.release != hs->release) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_RELEASEERR, true);
+                        return;
+                }
+                if (a.first_contact && hs->release >= 1 && a.fce.max_conns != hs->max_conns) {
+                        hs_fail(hs, 0, SMC_CLC_DECL_MAXCONNERR, true);
+                        return;
+                }
+        }
+        conn_set_peer(hs->conn, &a);
+        if (!hs->first_contact) {
+                hs_done(hs);
+                return;
+        }
+        lgr->link.mtu = a.qp_mtu < lgr->link.mtu ? a.qp_mtu : lgr->link.mtu;
+        lgr->link.peer_qpn = a.qpn;
+        if (roce_link_rtr(lgr->link.rl, a.qpn, a.psn, a.gid, lgr->link.mtu) < 0 || roce_link_rts(lgr->link.rl) < 0) {
+                hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
+                return;
+        }
+        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_NO_RMBE_EYEC);
+        memcpy(m.confirm_link.mac, lgr->mac, 6);
+        memcpy(m.confirm_link.gid, lgr->gid, 16);
+        m.confirm_link.qpn = roce_link_qpn(lgr->link.rl);
+        m.confirm_link.link_num = lgr->link.link_num;
+        m.confirm_link.link_uid = lgr->id + lgr->link.link_num;
+        m.confirm_link.max_links = 1;
+        m.confirm_link.max_conns = hs->release >= 1 ? (uint8_t) lgr->max_conns : 0;
+        lgr->confirm_link_wait = hs;
+        llc_send(&lgr->link, &m);
+        hs_arm(hs, HS_WAIT_CONFIRM_LINK_RESP, SMCR_LLC_RESP_USEC);
+}
+
+/* One CLC message of @len bytes is complete in hs->buf (hs->have is 0 again). */
+static void hs_on_clc(SmcrHs *hs, const struct smc_clc_hdr *h, size_t len) {
+        SmcrManager *sm = hs->sm;
+
+        if (h->type == SMC_CLC_DECLINE) {
+                struct smc_clc_decline d;
+
+                if (smc_clc_decline_decode(hs->buf, len, &d) < 0) {
+                        hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                sm->cnt.decline_rcvd++;
+                if (d.out_of_sync && hs->lgr)
+                        lgr_fail(hs->lgr, "peer declined with out-of-sync");
+                else
+                        hs_fail(hs, 0, d.diag ? d.diag : SMC_CLC_DECL_PEERDECL, false);
+                return;
+        }
+        switch (hs->state) {
+        case HS_WAIT_PROPOSAL:
+                if (h->type == SMC_CLC_PROPOSAL) {
+                        hs_server_on_proposal(hs, hs->buf, len);
+                        return;
+                }
+                break;
+        case HS_WAIT_ACCEPT:
+                if (h->type == SMC_CLC_ACCEPT) {
+                        hs_client_on_accept(hs, hs->buf, len);
+                        return;
+                }
+                break;
+        case HS_WAIT_CONFIRM:
+                if (h->type == SMC_CLC_CONFIRM) {
+                        hs_server_on_confirm(hs, hs->buf, len);
+                        return;
+                }
+                break;
+        default:
+                break;
+        }
+        hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+}
+
+static int on_hs_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        SmcrHs *hs = userdata;
+        struct smc_clc_hdr h;
+
+        (void) s;
+        (void) revents;
+        for (;;) {
+                size_t want = SMC_CLC_HDR_LEN;
+                ssize_t n;
+
+                if (hs->have >= SMC_CLC_HDR_LEN) {
+                        int r = smc_clc_decode_hdr(hs->buf, hs->have, &h);
+                        if (r < 0) {
+                                hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+                                return 0;
+                        }
+                        want = h.length;
+                }
+                if (hs->have == want && want > SMC_CLC_HDR_LEN) {
+                        hs->have = 0;
+                        hs_on_clc(hs, &h, want); /* may free hs */
+                        return 0;
+                }
+                /* never read past the message: what follows is application data */
+                n = recv(fd, hs->buf + hs->have, want - hs->have, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        hs_fail(hs, -errno, SMC_CLC_DECL_INTERR, false);
+                        return 0;
+                }
+                if (n == 0) {
+                        hs_fail(hs, -ECONNRESET, SMC_CLC_DECL_INTERR, false);
+                        return 0;
+                }
+                hs->have += (size_t) n;
+                if (hs->have == SMC_CLC_HDR_LEN)
+                        continue; /* decode the header, read the body */
+        }
+}
+
+static int hs_new(SmcrManager *sm, Client *cl, uint32_t seq, int fd, bool server, SmcrHs **ret) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        SmcrHs *hs = calloc(1, sizeof(*hs));
+        int r;
+
+        if (!hs)
+                return -ENOMEM;
+        hs->sm = sm;
+        hs->client = cl;
+        hs->seq = seq;
+        hs->fd = fd;
+        hs->server = server;
+        LIST_PREPEND(hss, sm->hss, hs);
+        if (getsockname(fd, (struct sockaddr *) &ss, &sl) < 0 ||
+            smc_ctl_addr_from_sockaddr(&hs->local, (struct sockaddr *) &ss, sl) < 0) {
+                hs->fd = -1;
+                hs_free(hs);
+                return -ENOTCONN;
+        }
+        sl = sizeof(ss);
+        if (getpeername(fd, (struct sockaddr *) &ss, &sl) < 0 ||
+            smc_ctl_addr_from_sockaddr(&hs->peer, (struct sockaddr *) &ss, sl) < 0) {
+                hs->fd = -1;
+                hs_free(hs);
+                return -ENOTCONN;
+        }
+        r = sd_event_add_io(sm->m->event, &hs->io, fd, EPOLLIN | EPOLLRDHUP, on_hs_io, hs);
+        if (r >= 0)
+                r = sd_event_add_time(sm->m->event, &hs->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_hs_timeout, hs);
+        if (r < 0) {
+                hs->fd = -1;
+                hs_free(hs);
+                return r;
+        }
+        *ret = hs;
+        return 0;
+}
+
+int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
+        Manager *m = c->manager;
+        SmcrManager *sm = m->smcr;
+        bool server = req->role == SMC_CTL_ROLE_SERVER;
+        SmcrHs *hs;
+        int type = 0, r;
+        socklen_t tl = sizeof(type);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM) {
+                close(fd);
+                return client_send_error(c, req->hdr.seq, EINVAL, 0, "SMCR: not a TCP socket");
+        }
+        if (!sm || smcr_why_unavailable(sm)) {
+                union smc_ctl_msg msg;
+
+                close(fd);
+                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                (void) smc_ctl_set_version(&msg, c->version);
+                msg.conn.mode = SMC_CTL_MODE_TCP;
+                msg.conn.fallback_reason = SMC_CLC_DECL_NOSMCRDEV;
+                return client_send(c, &msg, NULL, 0);
+        }
+#if SMCD_HAVE_TCPOPT
+        r = tcpopt_peer_has(sm->tcpopt, fd);
+#else
+        r = 0;
+#endif
+        if (r <= 0) {
+                /* the peer is not SMC-capable (or we cannot tell): not a CLC byte */
+                union smc_ctl_msg msg;
+
+                close(fd);
+                if (!server)
+                        smcd_stats_count_fallback(&m->stats, SMC_CLC_DECL_PEERNOSMC);
+                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                (void) smc_ctl_set_version(&msg, c->version);
+                msg.conn.mode = SMC_CTL_MODE_TCP;
+                msg.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
+                return client_send(c, &msg, NULL, 0);
+        }
+        r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);
+        if (r < 0) {
+                close(fd);
+                return client_send_error(c, req->hdr.seq, -r, SMC_CLC_DECL_INTERR, "SMCR: %s", strerror(-r));
+        }
+        hs->sndbuf = req->sndbuf;
+        hs->rcvbuf = req->rcvbuf;
+        if (server)
+                hs_arm(hs, HS_WAIT_PROPOSAL, SMCR_CLC_TIMEOUT_USEC);
+        else
+                hs_client_start(hs); /* may end it at once */
+        return 0;
+}
+
+void smcr_client_gone(Client *c) {
+        SmcrManager *sm = c->manager->smcr;
+        SmcrHs *hs, *n;
+
+        if (!sm)
+                return;
+        LIST_FOREACH_SAFE(hss, hs, n, sm->hss)
+                if (hs->client == c) {
+                        hs->client = NULL;
+                        hs_fail(hs, -ECONNABORTED, SMC_CLC_DECL_INTERR, false);
+                }
+}
+
+int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd) {
+        (void) src;
+        if (!sm || smcr_why_unavailable(sm))
+                return SMC_CLC_DECL_NOSMCRDEV;
+#if SMCD_HAVE_TCPOPT
+        if (tcpopt_mark(sm->tcpopt, fd) < 0)
+                return SMC_CLC_DECL_INTERR;
+        return 0;
+#else
+        (void) fd;
+        return SMC_CLC_DECL_NOSMCRDEV;
+#endif
+}
+
+bool smcr_mark_listener(SmcrManager *sm, int fd) {
+        if (!sm || smcr_why_unavailable(sm))
+                return false;
+#if SMCD_HAVE_TCPOPT
+        return tcpopt_mark(sm->tcpopt, fd) >= 0;
+#else
+        (void) fd;
+        return false;
+#endif
+}
+
+const char *smcr_why_unavailable(const SmcrManager *sm) {
+        return sm->why;
+}
+
+static int open_devices(SmcrManager *sm, char **devices) {
+        const IbPort *ports;
+        size_t n = sm->m->ibdevs ? ibdevs_get_ports(sm->m->ibdevs, &ports) : 0;
+
+        for (size_t i = 0; i < n && sm->n_devs < SMCR_MAX_DEVS; i++) {
+                bool want = !devices || !devices[0];
+                RoceDev *d;
+                int r;
+
+                if (strcmp(ports[i].link_layer, "Ethernet") != 0)
+                        continue;
+                for (char **p = devices; p && *p; p++) {
+                        char name[IBDEV_NAME_MAX + 8];
+                        snprintf(name, sizeof(name), "%s:%u", ports[i].device, ports[i].port);
+                        if (!strcmp(*p, ports[i].device) || !strcmp(*p, name))
+                                want = true;
+                }
+                if (!want)
+                        continue;
+                r = roce_dev_open(sm->m->event, ports[i].device, ports[i].port, &d);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot open RoCE device %s port %u: %m", ports[i].device, ports[i].port);
+                        continue;
+                }
+                if (sm->n_devs == 0)
+                        snprintf(sm->first_netdev, sizeof(sm->first_netdev), "%s", ports[i].netdev);
+                snprintf(sm->netdevs[sm->n_devs], IF_NAMESIZE, "%s", ports[i].netdev);
+                sm->devs[sm->n_devs++] = d;
+                log_info("SMC-R: using RoCE device %s port %u (%s).", ports[i].device, ports[i].port, ports[i].netdev);
+        }
+        return 0;
+}
+
+/* A netdev went down or away: the links of its RoCE port are lost (rxe never reports a
+ * dead path through completions: its retry count 7 is infinite). With one link per
+ * group there is nothing to fail over to: the groups end, their connections abort. */
+static void on_link_change(NetlinkMonitor *nl, const NetlinkLink *l, NetlinkLinkChange change, void *userdata) {
+        SmcrManager *sm = userdata;
+        SmcrLgr *lgr, *n;
+
+        (void) nl;
+        if (change != NETLINK_LINK_DOWN && change != NETLINK_LINK_GONE)
+                return;
+        for (unsigned i = 0; i < sm->n_devs; i++) {
+                if (strcmp(sm->netdevs[i], l->name) != 0)
+                        continue;
+                LIST_FOREACH_SAFE(lgrs, lgr, n, sm->lgrs)
+                        if (lgr->dev == sm->devs[i] && !lgr->failed)
+                                lgr_fail(lgr, "its netdev went down");
+        }
+}
+
+int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
+        SmcrManager *sm = calloc(1, sizeof(*sm));
+        uint8_t rnd[2] = {};
+        int r;
+
+        if (!sm)
+                return -ENOMEM;
+        sm->m = m;
+        sm->tokens = u64map_new();
+        if (!sm->tokens) {
+                free(sm);
+                return -ENOMEM;
+        }
+        memset(sm->ueid, ' ', SMC_EID_LEN);
+        memcpy(sm->ueid, SMCR_UEID, strlen(SMCR_UEID));
+        memset(sm->hostname, ' ', SMC_HOSTNAME_LEN);
+        {
+                char h[256] = "";
+                (void) gethostname(h, sizeof(h) - 1);
+                memcpy(sm->hostname, h, strnlen(h, SMC_HOSTNAME_LEN));
+        }
+        (void) getrandom(rnd, sizeof(rnd), 0);
+        (void) getrandom(&sm->next_lgr_id, sizeof(sm->next_lgr_id), 0);
+        sm->next_lgr_id &= ~0xffu;
+        sm->peer_id[0] = rnd[0];
+        sm->peer_id[1] = rnd[1];
+        open_devices(sm, devices);
+        if (sm->n_devs && m->netlink)
+                (void) netlink_add_link_hook(m->netlink, on_link_change, sm, &sm->link_hook);
+        if (sm->n_devs == 0) {
+                sm->why = "no usable RoCE device";
+        } else {
+                /* the peer ID's MAC: of the first device's netdev (2.3 advice) */
+                const NetlinkLink *links;
+                size_t nl = m->netlink ? netlink_get_links(m->netlink, &links) : 0;
+
+                for (size_t i = 0; i < nl; i++)
+                        if (!strcmp(links[i].name, sm->first_netdev) && links[i].mac_len == 6)
+                                memcpy(sm->peer_id + 2, links[i].mac, 6);
+#if SMCD_HAVE_TCPOPT
+                r = tcpopt_new(tcpopt_default_cgroup(), &sm->tcpopt);
+                if (r < 0) {
+                        log_warning_errno(r, "SMC-R unavailable: cannot load the SMC TCP option program: %m");
+                        sm->why = "the SMC TCP option program cannot be loaded";
+                }
+#else
+                sm->why = "smcd was built without the SMC TCP option program (libbpf, clang)";
+#endif
+        }
+        (void) r;
+        if (sm->why)
+                log_info("SMC-R unavailable: %s.", sm->why);
+        *ret = sm;
+        return 0;
+}
+
+SmcrManager *smcr_free(SmcrManager *sm) {
+        SmcrLgr *lgr, *ln;
+        SmcrHs *hs, *hn;
+
+        if (!sm)
+                return NULL;
+        if (sm->n_devs)
+                log_info("SMC-R totals: link groups %" PRIu64 ", handshakes ok=%" PRIu64 " declined=%" PRIu64
+                         " failed=%" PRIu64 ", cdc_sends=%" PRIu64 " cdc_inline=%" PRIu64 " llc_sends=%" PRIu64
+                         " rdma_writes=%" PRIu64 ", bytes tx=%" PRIu64 " rx=%" PRIu64 ", links_failed=%" PRIu64 ".",
+                         sm->cnt.lgrs_total, sm->cnt.handshakes_ok, sm->cnt.handshakes_declined,
+                         sm->cnt.handshakes_failed, sm->cnt.cdc_sends, sm->cnt.cdc_inline, sm->cnt.llc_sends,
+                         sm->cnt.rdma_writes, sm->cnt.bytes_tx, sm->cnt.bytes_rx, sm->cnt.links_failed);
+        LIST_FOREACH_SAFE(hss, hs, hn, sm->hss) {
+                hs->client = NULL;
+                hs_fail(hs, -ECONNABORTED, SMC_CLC_DECL_INTERR, false);
+        }
+        LIST_FOREACH_SAFE(lgrs, lgr, ln, sm->lgrs) {
+                SmcrConn *c, *cn;
+
+                LIST_FOREACH_SAFE(conns, c, cn, lgr->conns)
+                        conn_detach(c);
+                lgr_free(lgr);
+        }
+        sm->link_hook = netlink_hook_free(sm->link_hook);
+        for (unsigned i = 0; i < sm->n_devs; i++)
+                sm->devs[i] = roce_dev_close(sm->devs[i]);
+#if SMCD_HAVE_TCPOPT
+        sm->tcpopt = tcpopt_free(sm->tcpopt);
+#endif
+        u64map_free(sm->tokens);
+        free(sm);
+        return NULL;
+}
+
+void smcr_get_counters(const SmcrManager *sm, SmcrCounters *ret) {
+        *ret = sm->cnt;
+}
+
+void smcr_conn_free_at_exit(SmcrConn *c) {
+        conn_abort_local(c);
+        if (c->lgr && !c->lgr->failed) {
+                c->local_flags |= SMC_CDC_CONN_ABORT;
+                conn_tx(c, true);
+        }
+        conn_free(c);
+}
+
+void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret) {
+        const SmcrConn *c = e->smcr;
+        uint8_t p = c->peer_flags, l = c->sent_flags | c->local_flags;
+
+        memset(ret, 0, sizeof(*ret));
+        if (p & SMC_CDC_CONN_ABORT)
+                ret->state = "aborted-by-peer";
+        else if (p & SMC_CDC_CONN_CLOSED)
+                ret->state = "closed-by-peer";
+        else if ((p & SMC_CDC_CONN_DONE_WRITING) && (l & SMC_CDC_CONN_DONE_WRITING))
+                ret->state = "both-done-writing";
+        else if (p & SMC_CDC_CONN_DONE_WRITING)
+                ret->state = "peer-done-writing";
+        else if (l & SMC_CDC_CONN_DONE_WRITING)
+                ret->state = "done-writing";
+        else if (!c->lgr)
+                ret->state = "link-lost";
+        else
+                ret->state = "open";
+        ret->sndbuf = c->sndbuf ? c->sndbuf->size : 0;
+        ret->rmb = c->rmb ? c->rmb->size : 0;
+        ret->peer_rmb = c->peer_rmb_size;
+        ret->bytes_tx = c->tx_bytes;
+        ret->bytes_rx = c->rx_bytes;
+        ret->lgr_id = c->lgr ? c->lgr->id : 0;
+        ret->device = c->lgr ? roce_dev_name(c->lgr->dev) : NULL;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * SMC-R in smcd: connections to peers on other hosts over RoCE (../shared/smc-wire-spec.md).
+ *
+ * smcd owns the RoCE devices (roce.h), the link groups and their links (one RC QP
+ * each), and the RMBs and send buffers of every SMC-R connection (memfds from the
+ * pool, registered as MRs and mapped into the client exactly as an SMC-D DMB is).
+ * For the client the connection looks like SMC-D with smcd as its peer (dmb.h):
+ *
+ *   client A: X_a (app fd), Y_s, RMB (rx ring: the remote peer RDMA-writes into its
+ *             data area), send buffer (tx ring: A writes, smcd RDMA-writes from it)
+ *   smcd:     Y_a (rings A when a CDC moved the RMB's producer cursor; drains A's
+ *             plug bytes when send-buffer space is freed), X_s (A's doorbell for new
+ *             send-buffer data; smcd plugs it to learn when A consumed RMB data)
+ *
+ * So smcd *is* on the SMC-R data path: a doorbell from A makes it post the RDMA
+ * WRITEs and the CDC for the new bytes; a received CDC makes it publish the peer's
+ * producer cursor into A's RMB header and the peer's consumer cursor into the send
+ * buffer's consumer cursor (when the CDC send completes), and send consumer-cursor
+ * updates by the RFC 7609 rule (wire spec 4.4).
+ *
+ * The handshake runs in smcd on a dup of the application's TCP socket (SMCR control
+ * message): the SMC TCP option (tcpopt.h) must have been exchanged, then CLC
+ * Proposal / Accept / Confirm / Decline (SMC-R v2 when both sides have the UEID,
+ * else v1 with the IP-prefix check), first contact with LLC CONFIRM LINK or link-group
+ * reuse with LLC CONFIRM RKEY. Only bytes of CLC messages are ever read from the
+ * socket (header peeked, then exactly the announced length).
+ *
+ * Single-threaded: the event loop's thread.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctl-proto.h"
+
+typedef struct Manager Manager;
+typedef struct Client Client;
+typedef struct Endpoint Endpoint;
+typedef struct SmcrManager SmcrManager;
+typedef struct SmcrConn SmcrConn;
+
+/* Open the RoCE devices (all active RoCE ports, or only @devices, a NULL-terminated
+ * list of "name" or "name:port") and the SMC TCP option program. A host without RDMA
+ * devices or without BPF is not an error: SMC-R is then unavailable (*ret is still
+ * set; smcr_why_unavailable() says why). Returns 0 or -ENOMEM. */
+int smcr_new(Manager *m, char **devices, SmcrManager **ret);
+/* Abort every SMC-R connection, free link groups, devices, the TCP option program.
+ * NULL ok. Returns NULL. */
+SmcrManager *smcr_free(SmcrManager *sm);
+/* NULL if SMC-R can be used, else a static text why not. */
+const char *smcr_why_unavailable(const SmcrManager *sm);
+
+/* CONNECT (v3) to a destination on another host with the client's TCP socket @fd
+ * (borrowed): if SMC-R is possible from @src, mark @fd for the SMC TCP option and
+ * return 0; else return the SMC_CLC_DECL_* reason (> 0) for a TCP fallback. */
+int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd);
+/* LISTEN: mark the listening socket @fd (borrowed). Returns true if marked. */
+bool smcr_mark_listener(SmcrManager *sm, int fd);
+
+/* The SMCR request of client @c with the connected TCP socket @fd (taken): runs the
+ * handshake asynchronously and answers with CONNECT_REPLY (mode SMCR or TCP) or
+ * ERROR. Returns 0, or a negative errno if the client must be disconnected. */
+int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd);
+
+/* The client closed endpoint @e (CLOSE; @aborted with SMC_CTL_CLOSE_ABORT) or died
+ * (@died). Called by endpoint_close() for SMC-R endpoints. */
+void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died);
+/* smcd exits: abort the SMC-R connection @c (its client sees ECONNRESET; the peer
+ * gets an abort CDC if the link still works) and free it. */
+void smcr_conn_free_at_exit(SmcrConn *c);
+
+/* What `smcctl connections` shows of an SMC-R endpoint. */
+typedef struct SmcrEndpointInfo {
+        const char *state;      /* "open", "peer-done-writing", "closed-by-peer", ... */
+        uint32_t sndbuf, rmb;   /* ring bytes */
+        uint32_t peer_rmb;
+        uint64_t bytes_tx, bytes_rx;
+        uint32_t lgr_id;        /* 0 once the link group is gone */
+        const char *device;     /* RoCE device, NULL once the link group is gone */
+} SmcrEndpointInfo;
+void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret);
+
+/* Client @c goes away: cancel its handshakes in progress (answering nobody). */
+void smcr_client_gone(Client *c);
+
+/* Counters for smcctl / stats (all since start). */
+typedef struct SmcrCounters {
+        uint64_t lgrs;           /* link groups now */
+        uint64_t lgrs_total;
+        uint64_t links_failed;
+        uint64_t cdc_sends;      /* CDC messages posted */
+        uint64_t cdc_inline;     /* ... of them with IBV_SEND_INLINE */
+        uint64_t llc_sends;
+        uint64_t rdma_writes;
+        uint64_t bytes_tx, bytes_rx;
+        uint64_t handshakes_ok, handshakes_declined, handshakes_failed;
+        uint64_t decline_sent, decline_rcvd;
+} SmcrCounters;
+void smcr_get_counters(const SmcrManager *sm, SmcrCounters *ret);

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * smcr-xfer: a checked transfer over the client library, both directions, for the
+ * SMC-R tests (tests/vm/smcr-checks.sh). Each connection: the client sends a 16-byte
+ * header {size, seed} (little endian) and @size bytes of a xorshift stream seeded with
+ * seed; the server checks every byte and answers with @size bytes of the stream of
+ * seed ^ 0x5a5a, which the client checks. Both print one line per connection:
+ *   "ok <role> size=N mode=SMCR|SMCD|TCP reason=0x..."  or  "FAIL <role> ...".
+ *
+ *   smcr-xfer server ADDR PORT COUNT              accept COUNT connections (threads)
+ *   smcr-xfer client ADDR PORT SIZE[,SIZE...] [PARALLEL]
+ *        one connection per size; PARALLEL connections at a time (threads)
+ *   smcr-xfer hold ADDR PORT SIZE                 connect, send SIZE bytes slowly
+ *        (1 KiB per 10 ms) and never finish: for kill -9 / link-down tests
+ * Exit status 0 when every connection was ok and (env SMCR_XFER_MODE=SMCR) in that mode.
+ */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "smcproto.h"
+
+static const char *want_mode;
+static atomic_int failures;
+
+struct rng {
+        uint64_t s;
+};
+
+static uint64_t rng_next(struct rng *r) {
+        uint64_t x = r->s;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return r->s = x;
+}
+
+static void rng_fill(struct rng *r, uint8_t *buf, size_t n) {
+        while (n >= 8) {
+                uint64_t v = rng_next(r);
+                memcpy(buf, &v, 8);
+                buf += 8;
+                n -= 8;
+        }
+        if (n) {
+                uint64_t v = rng_next(r);
+                memcpy(buf, &v, n);
+        }
+}
+
+static int send_all(int fd, const void *buf, size_t n) {
+        const uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = smc_send(fd, p, n, MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t n) {
+        uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = smc_recv(fd, p, n, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EPIPE;
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+/* stream @size bytes of seed's sequence (send) or check them (recv), in chunks */
+static int stream(int fd, uint64_t size, uint64_t seed, bool sending, uint64_t *bad_at) {
+        static const size_t CH = 256 * 1024;
+        uint8_t *a = malloc(CH), *b = malloc(CH);
+        struct rng r = { seed ? seed : 1 };
+        uint64_t done = 0;
+        int ret = 0;
+
+        if (!a || !b) {
+                free(a);
+                free(b);
+                return -ENOMEM;
+        }
+        while (done < size) {
+                size_t n = size - done < CH ? (size_t) (size - done) : CH;
+
+                rng_fill(&r, a, n);
+                if (sending)
+                        ret = send_all(fd, a, n);
+                else {
+                        ret = recv_all(fd, b, n);
+                        if (ret == 0 && memcmp(a, b, n) != 0) {
+                                for (size_t i = 0; i < n; i++)
+                                        if (a[i] != b[i]) {
+                                                *bad_at = done + i;
+                                                break;
+                                        }
+                                ret = -EBADMSG;
+                        }
+                }
+                if (ret < 0)
+                        break;
+                done += n;
+        }
+        free(a);
+        free(b);
+        return ret;
+}
+
+static const char *mode_name(int fd, unsigned *reason) {
+        int mode = -1, rsn = 0;
+        socklen_t l = sizeof(mode);
+
+        (void) smc_getsockopt(fd, SOL_SMC, SMC_PROTO_MODE, &mode, &l);
+        l = sizeof(rsn);
+        (void) smc_getsockopt(fd, SOL_SMC, SMC_PROTO_FALLBACK_REASON, &rsn, &l);
+        *reason = (unsigned) rsn;
+        return mode == SMC_PROTO_MODE_SMCR ? "SMCR" : mode == SMC_PROTO_MODE_SMCD ? "SMCD"
+                                                    : mode == SMC_PROTO_MODE_TCP  ? "TCP"
+                                                                                  : "NONE";
+}
+
+static void report(const char *role, uint64_t size, int fd, int err, uint64_t bad_at) {
+        unsigned reason = 0;
+        const char *mode = fd >= 0 ? mode_name(fd, &reason) : "NONE";
+        bool ok = err == 0 && (!want_mode || !strcmp(want_mode, mode));
+
+        if (!ok)
+                atomic_fetch_add(&failures, 1);
+        printf("%s %s size=%llu mode=%s reason=0x%08x%s%s", ok ? "ok" : "FAIL", role, (unsigned long long) size,
+               mode, reason, err ? " error=" : "", err ? strerror(-err) : "");
+        if (err == -EBADMSG)
+                printf(" first-bad-byte=%llu", (unsigned long long) bad_at);
+        printf("\n");
+        fflush(stdout);
+}
+
+static void *serve(void *arg) {
+        int fd = (int) (intptr_t) arg, r;
+        uint8_t hdr[16];
+        uint64_t size = 0, seed = 0, bad = 0;
+
+        r = recv_all(fd, hdr, sizeof(hdr));
+        if (r == 0) {
+                memcpy(&size, hdr, 8);
+                memcpy(&seed, hdr + 8, 8);
+                r = stream(fd, size, seed, false, &bad);
+        }
+        if (r == 0)
+                r = stream(fd, size, seed ^ 0x5a5a, true, &bad);
+        report("server", size, fd, r, bad);
+        smc_close(fd);
+        return NULL;
+}
+
+static int make_addr(const char *a, const char *p, struct sockaddr_in *sin) {
+        memset(sin, 0, sizeof(*sin));
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t) atoi(p));
+        return inet_pton(AF_INET, a, &sin->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+struct job {
+        struct sockaddr_in sin;
+        uint64_t size, seed;
+        bool hold;
+};
+
+static void *client(void *arg) {
+        struct job *j = arg;
+        uint8_t hdr[16];
+        uint64_t bad = 0;
+        int fd, r;
+
+        fd = smc_socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) {
+                report("client", j->size, -1, -errno, 0);
+                return NULL;
+        }
+        r = smc_connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
+        if (r == 0 && j->hold) {
+                unsigned reason;
+                uint8_t buf[1024] = {};
+
+                printf("connected mode=%s\n", mode_name(fd, &reason));
+                fflush(stdout);
+                for (;;) {
+                        if (send_all(fd, buf, sizeof(buf)) < 0)
+                                break;
+                        usleep(10000);
+                }
+                report("client", j->size, fd, -EPIPE, 0);
+                return NULL;
+        }
+        if (r == 0) {
+                memcpy(hdr, &j->size, 8);
+                memcpy(hdr + 8, &j->seed, 8);
+                r = send_all(fd, hdr, sizeof(hdr));
+        }
+        if (r == 0)
+                r = stream(fd, j->size, j->seed, true, &bad);
+        if (r == 0)
+                r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
+        report("client", j->size, fd, r, bad);
+        smc_close(fd);
+        return NULL;
+}
+
+int main(int argc, char **argv) {
+        struct sockaddr_in sin;
+
+        want_mode = getenv("SMCR_XFER_MODE");
+        if (argc < 5 || make_addr(argv[2], argv[3], &sin) < 0) {
+                fprintf(stderr, "usage: smcr-xfer server|client|hold ADDR PORT COUNT|SIZES [PARALLEL]\n");
+                return 2;
+        }
+        if (!strcmp(argv[1], "server")) {
+                int l = smc_socket(AF_INET, SOCK_STREAM, 0), one = 1, n = atoi(argv[4]);
+                pthread_t *t = calloc((size_t) n, sizeof(*t));
+
+                (void) smc_setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (l < 0 || smc_bind(l, (struct sockaddr *) &sin, sizeof(sin)) < 0 || smc_listen(l, 512) < 0) {
+                        perror("listen");
+                        return 1;
+                }
+                printf("listening\n");
+                fflush(stdout);
+                for (int i = 0; i < n; i++) {
+                        int fd = smc_accept(l, NULL, NULL);
+                        if (fd < 0) {
+                                perror("accept");
+                                atomic_fetch_add(&failures, 1);
+                                i--;
+                                if (errno == ECONNABORTED)
+                                        continue;
+                                break;
+                        }
+                        pthread_create(&t[i], NULL, serve, (void *) (intptr_t) fd);
+                }
+                for (int i = 0; i < n; i++)
+                        if (t[i])
+                                pthread_join(t[i], NULL);
+                smc_close(l);
+                free(t);
+        } else if (!strcmp(argv[1], "client") || !strcmp(argv[1], "hold")) {
+                int par = argc > 5 ? atoi(argv[5]) : 1, n = 0;
+                struct job jobs[1024];
+                pthread_t t[1024];
+                char *list = strdup(argv[4]), *save = NULL;
+
+                for (char *s = strtok_r(list, ",", &save); s && n < 1024; s = strtok_r(NULL, ",", &save)) {
+                        char *mul = strchr(s, 'x'); /* "300x4096": 300 connections of 4096 bytes */
+                        int times = 1;
+                        if (mul) {
+                                times = atoi(s);
+                                s = mul + 1;
+                        }
+                        for (int k = 0; k < times && n < 1024; k++, n++)
+                                jobs[n] = (struct job) { .sin = sin, .size = strtoull(s, NULL, 0),
+                                                         .seed = 0x9e3779b97f4a7c15ULL * (uint64_t) (n + 1),
+                                                         .hold = !strcmp(argv[1], "hold") };
+                }
+                free(list);
+                if (par < 1)
+                        par = 1;
+                for (int i = 0; i < n; i += par) {
+                        int m = n - i < par ? n - i : par;
+                        for (int k = 0; k < m; k++)
+                                pthread_create(&t[k], NULL, client, &jobs[i + k]);
+                        for (int k = 0; k < m; k++)
+                                pthread_join(t[k], NULL);
+                }
+        } else
+                return 2;
+        return atomic_load(&failures) ? 1 : 0;
+}

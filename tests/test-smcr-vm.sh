@@ -1,0 +1,216 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# SMC-R for real, in a throw-away qemu VM (tests/vm/run-vm, TCG): two smcd instances as
+# two hosts, smcd A on rxe0 (10.77.0.1, smc0a) and smcd B on rxe1 (10.77.0.2, smc0b),
+# the two ends of one veth pair (tests/vm/rxe-pair-setup.sh). Through the client library
+# (tests/smcr-xfer.c): checked transfers both directions, 1 B .. 64 MiB, many
+# connections in parallel (more than one link group), inline on and off (the inline CDC
+# counter moves only with on), a plain TCP server reached without SMC (no CLC byte),
+# a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
+# Args: SMCD SMCR_XFER RUN_VM [SMCCTL]. Skips (77) without qemu / kernel / rdma tools.
+# TAP-ish output; exit 0 if all passed.
+set -u
+
+if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
+        smcd=$1 xfer=$2 runvm=$3
+        [ -x "$runvm" ] || { echo "SKIP: $runvm missing"; exit 77; }
+        for p in rdma ip; do
+                command -v $p >/dev/null || { echo "SKIP: $p not installed (scripts/install-vm-deps.sh)"; exit 77; }
+        done
+        "$runvm" --check || exit 77
+        exec "$runvm" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
+                --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
+                --env SMCR_TESTS="${SMCR_TESTS:-all}" \
+                "$0" "$(realpath "$smcd")" "$(realpath "$xfer")"
+fi
+
+smcd=$1 xfer=$2
+failed=0 passed=0
+ok() { echo "ok - $*"; passed=$((passed + 1)); }
+nok() { echo "not ok - $*"; failed=$((failed + 1)); }
+now() { read -r up _ </proc/uptime; echo "$up"; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+want() { [ "$SMCR_TESTS" = all ] || [[ ",$SMCR_TESTS," == *",$1,"* ]]; }
+tmp=$(mktemp -d /tmp/smcr-vm.XXXXXX)
+pids=()
+cleanup() {
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+        sleep 0.2
+        for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+}
+trap cleanup EXIT
+
+echo "# kernel $(uname -r)"
+t0=$(now)
+vars=$(sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; exit 1; }
+eval "$vars"
+ok "rxe pair: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP) in $(since "$t0")"
+
+# the SMC TCP option program attaches to the cgroup v2 root
+if ! grep -q " cgroup2 " /proc/mounts; then
+        mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || { nok "mount cgroup2"; exit 1; }
+fi
+
+start_smcd() { # NAME DEV [extra options]
+        local name=$1 dev=$2
+        shift 2
+        mkdir -p "$tmp/$name"
+        "$smcd" -v --no-bus --runtime-dir "$tmp/$name" --state-file "$tmp/$name/tunables.json" \
+                --roce-dev "$dev" "$@" >"$tmp/$name.log" 2>&1 &
+        pids+=($!)
+        eval "pid_$name=$!"
+        for _ in $(seq 300); do [ -S "$tmp/$name/smcd.sock" ] && return 0; sleep 0.1; done
+        return 1
+}
+stop_smcd() { # NAME
+        local p
+        eval "p=\$pid_$1"
+        kill "$p" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        wait "$p" 2>/dev/null
+}
+A() { SMCD_RUNTIME_DIR=$tmp/a "$@"; }
+B() { SMCD_RUNTIME_DIR=$tmp/b "$@"; }
+stat_of() { # NAME KEY: a counter of the SMC-R section of stats.json
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("smcr",{}).get(sys.argv[2],0))' \
+                "$tmp/$1/stats.json" "$2" 2>/dev/null || echo 0
+}
+
+port=5000
+run_xfer() { # LABEL SIZES PARALLEL [COUNT]: server on B, client on A; both must pass in SMC-R
+        local label=$1 sizes=$2 par=$3 count=$4 t
+        port=$((port + 1))
+        t=$(now)
+        B env SMCR_XFER_MODE=SMCR "$xfer" server "$RXE_B_IP" $port "$count" >"$tmp/srv.$port" 2>&1 &
+        local sp=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/srv.$port" && break; sleep 0.1; done
+        if A env SMCR_XFER_MODE=SMCR timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
+           timeout 120 tail --pid=$sp -f /dev/null && wait $sp; then
+                ok "$label: $(grep -c '^ok client' "$tmp/cli.$port") client + $(grep -c '^ok server' "$tmp/srv.$port") server checks in SMC-R, $(since "$t")"
+        else
+                nok "$label"
+                grep -v '^ok' "$tmp/cli.$port" | head -5
+                grep -v '^ok' "$tmp/srv.$port" | head -5
+                kill $sp 2>/dev/null
+                tail -20 "$tmp/a.log"
+                tail -20 "$tmp/b.log"
+        fi
+}
+
+start_smcd a "$RXE_A_DEV" || { nok "smcd A did not start"; cat "$tmp/a.log"; exit 1; }
+start_smcd b "$RXE_B_DEV" || { nok "smcd B did not start"; cat "$tmp/b.log"; exit 1; }
+ok "two smcd instances (A on $RXE_A_DEV, B on $RXE_B_DEV)"
+if grep -q "SMC-R unavailable" "$tmp/a.log" "$tmp/b.log"; then
+        nok "SMC-R unavailable: $(grep -h 'SMC-R unavailable' "$tmp/a.log" "$tmp/b.log" | head -2)"
+        exit 1
+fi
+
+if want sizes; then
+        run_xfer "sizes 1 B .. 64 MiB, both directions, checksums" \
+                1,2,3,100,4095,4096,4097,65535,65536,65537,1000000,16777216,67108864 1 13
+fi
+if want parallel; then
+        run_xfer "300 connections at once (two link groups)" 300x4096 300 300
+        lg=$(grep -c "link group .* (first contact)" "$tmp/a.log")
+        [ "$lg" -ge 2 ] && ok "client side made $lg link groups (max 255 connections each)" ||
+                nok "link groups on A: $lg (want >= 2)"
+fi
+if want plain; then
+        # a plain TCP server (not through the library): the client must fall back with
+        # PEERNOSMC and the server must see nothing but the application's bytes
+        port=$((port + 1))
+        python3 - "$RXE_B_IP" $port >"$tmp/plain.out" 2>&1 <<'PY' &
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+data = b""
+while len(data) < 16 + 1000:
+    b = c.recv(65536)
+    if not b: break
+    data += b
+size = int.from_bytes(data[:8], "little")
+print("first16", data[:16].hex(), "len", len(data), "size", size, flush=True)
+c.close()
+PY
+        pp=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/plain.out" && break; sleep 0.1; done
+        A "$xfer" client "$RXE_B_IP" $port 1000 >"$tmp/plaincli.out" 2>&1
+        wait $pp
+        if grep -q "size 1000" "$tmp/plain.out" && grep -q "len 1016" "$tmp/plain.out" &&
+           grep -q "mode=TCP reason=0x03010000" "$tmp/plaincli.out"; then
+                ok "plain TCP peer: client fell back (PEERNOSMC), server got exactly the 1016 application bytes"
+        else
+                nok "plain TCP peer: $(cat "$tmp/plain.out") / $(cat "$tmp/plaincli.out")"
+        fi
+fi
+if want kill; then
+        # SIGKILL of a client mid-transfer: the server side ends (reset or EOF), smcd
+        # frees the connection, the next transfer works
+        port=$((port + 1))
+        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/ksrv.out" 2>&1 &
+        ks=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/ksrv.out" && break; sleep 0.1; done
+        A "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/kcli.out" 2>&1 &
+        kc=$!
+        for _ in $(seq 200); do grep -q connected "$tmp/kcli.out" && break; sleep 0.1; done
+        sleep 1
+        kill -9 $kc
+        if timeout 60 tail --pid=$ks -f /dev/null; then
+                grep -q "mode=SMCR" "$tmp/kcli.out" && grep -q "FAIL server" "$tmp/ksrv.out" &&
+                        ok "client SIGKILLed mid-transfer: server saw the end ($(grep -o 'error=.*' "$tmp/ksrv.out"))" ||
+                        nok "kill: $(cat "$tmp/kcli.out" "$tmp/ksrv.out")"
+        else
+                nok "server hangs after its peer was SIGKILLed"
+                kill $ks
+        fi
+        run_xfer "after the kill, a new transfer" 1048576 1 1
+fi
+if want inline; then
+        # inline=on: the CDC inline counter moves; inline=off: it does not
+        stop_smcd a
+        stop_smcd b
+        for mode in on off; do
+                start_smcd a "$RXE_A_DEV" --inline $mode && start_smcd b "$RXE_B_DEV" --inline $mode ||
+                        { nok "restart with inline=$mode"; continue; }
+                run_xfer "inline=$mode transfer" 1,65536,1048576 1 3
+                stop_smcd a
+                stop_smcd b
+                n=$(python3 -c 'import re,sys; print(sum(int(x) for x in re.findall(r"cdc_inline=(\d+)", open(sys.argv[1]).read())))' "$tmp/a.log")
+                s=$(python3 -c 'import re,sys; print(sum(int(x) for x in re.findall(r"cdc_sends=(\d+)", open(sys.argv[1]).read())))' "$tmp/a.log")
+                if [ "$mode" = on ] && [ "$n" -gt 0 ] && [ "$n" -eq "$s" ]; then
+                        ok "inline=on: $n of $s CDC sends inline"
+                elif [ "$mode" = off ] && [ "$n" -eq 0 ] && [ "$s" -gt 0 ]; then
+                        ok "inline=off: 0 of $s CDC sends inline"
+                else
+                        nok "inline=$mode: $n of $s CDC sends inline"
+                fi
+        done
+        start_smcd a "$RXE_A_DEV"
+        start_smcd b "$RXE_B_DEV"
+fi
+if want linkdown; then
+        port=$((port + 1))
+        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/lsrv.out" 2>&1 &
+        ls=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/lsrv.out" && break; sleep 0.1; done
+        A "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/lcli.out" 2>&1 &
+        lc=$!
+        for _ in $(seq 200); do grep -q connected "$tmp/lcli.out" && break; sleep 0.1; done
+        sleep 1
+        ip link set "$RXE_A_NETDEV" down
+        if timeout 120 tail --pid=$lc -f /dev/null && timeout 60 tail --pid=$ls -f /dev/null; then
+                ok "netdev down mid-transfer: both ends ended ($(grep -o 'error=.*' "$tmp/lcli.out" | head -1) / $(grep -o 'error=.*' "$tmp/lsrv.out" | head -1))"
+        else
+                nok "netdev down: an end hangs"
+                kill $lc $ls 2>/dev/null
+        fi
+        ip link set "$RXE_A_NETDEV" up
+fi
+
+stop_smcd a
+stop_smcd b
+echo "# total $(since "$t0")"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
