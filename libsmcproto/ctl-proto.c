@@ -248,8 +248,9 @@ static int decode_body(const union smc_ctl_msg *m) {
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_LISTEN_REPLY:
-                if (!m->listen_reply.listener_id || (m->listen_reply.flags & ~SMC_CTL_LISTEN_SMCR) ||
-                    m->listen_reply.reserved)
+                if (!m->listen_reply.listener_id ||
+                    (m->hdr.version >= 3 &&
+                     ((m->listen_reply.flags & ~SMC_CTL_LISTEN_SMCR) || m->listen_reply.reserved)))
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_SMCR:

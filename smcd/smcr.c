@@ -106,7 +106,6 @@ struct SmcrConn {
         uint16_t tx_seq;
         uint64_t fifo[SMCR_CDC_INFLIGHT]; /* sndbuf cursor of each CDC in flight */
         unsigned fifo_head, fifo_n;
-        uint32_t owed;           /* doorbell bytes owed from xs */
         bool xs_eof;
         bool in_tx_wait;
         LIST_FIELDS(SmcrConn, tx_wait);
@@ -517,6 +516,9 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                         lgr_fail(lgr, "CDC send failed");
                         return;
                 }
+                if (getenv("SMCR_TRACE"))
+                        log_debug("T %llu tx cdc seq %u n %u space %u pending %u cons %u flags %x", (unsigned long long) now_usec(c->sm),
+                                  cdc.seqno, n, space, pending, cdc.cons_count, flags);
                 c->rx_cons_sent = cons;
                 c->fifo[(c->fifo_head + c->fifo_n) % SMCR_CDC_INFLIGHT] = c->snd_sent;
                 c->fifo_n++;
@@ -529,6 +531,8 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
 
 /* a CDC of @c completed: its bytes are in the peer's RMB; free send-buffer space */
 static void conn_cdc_done(SmcrConn *c, enum ibv_wc_status status) {
+        if (getenv("SMCR_TRACE"))
+                log_debug("T %llu cdc done %d", (unsigned long long) now_usec(c->sm), status);
         if (c->fifo_n == 0)
                 return;
         if (status == IBV_WC_SUCCESS) {
@@ -545,6 +549,8 @@ static int on_xs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         SmcrConn *c = userdata;
         char buf[64];
 
+        if (getenv("SMCR_TRACE"))
+                log_debug("T %llu xs events %x", (unsigned long long) now_usec(c->sm), revents);
         (void) s;
         if (revents & EPOLLOUT) {
                 c->plugged = false;
@@ -552,29 +558,35 @@ static int on_xs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 conn_rx_check(c);
         }
         if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-                if (atomic_exchange(&snd_hdr(c)->bell, SMC_DMB_BELL_NONE) == SMC_DMB_BELL_SET)
-                        c->owed++;
-                for (;;) {
-                        ssize_t n = recv(fd, buf, c->owed ? (c->owed < sizeof(buf) ? c->owed : sizeof(buf)) : sizeof(buf),
-                                         MSG_DONTWAIT);
-                        if (n > 0) {
-                                c->owed = (uint32_t) n >= c->owed ? 0 : c->owed - (uint32_t) n;
-                                continue;
-                        }
-                        if (n == 0) {
-                                /* the client shut down or closed its Y_s (or died) */
-                                uint32_t f = atomic_load_explicit(&snd_hdr(c)->conn_flags, memory_order_acquire);
+                /* the reader's side of the doorbell (dmb.h): read every byte there is,
+                 * then take the bell, then look at prod (conn_tx). A writer that
+                 * publishes after our exchange finds the bell NONE and rings again; a
+                 * byte written after our read only makes a spurious wakeup. (Reading
+                 * just the bytes "owed" by bells we took would lose a wakeup here: a
+                 * byte read for a bell taken later leaves that bell SET with no byte
+                 * coming, and the writer never rings again.) */
+                bool eof = false;
 
-                                c->xs_eof = true;
-                                xs_update_events(c);
-                                if (f & SMC_DMB_CONN_ABORT)
-                                        c->local_flags |= SMC_CDC_CONN_ABORT;
-                                else if (f & SMC_DMB_CONN_CLOSED)
-                                        c->local_flags |= SMC_CDC_CONN_CLOSED;
-                                else if (f & SMC_DMB_CONN_DONE_WRITING)
-                                        c->local_flags |= SMC_CDC_CONN_DONE_WRITING;
-                        }
+                for (;;) {
+                        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+                        if (n > 0)
+                                continue;
+                        eof = n == 0;
                         break;
+                }
+                (void) atomic_exchange(&snd_hdr(c)->bell, SMC_DMB_BELL_NONE);
+                if (eof) {
+                        /* the client shut down or closed its Y_s (or died) */
+                        uint32_t f = atomic_load_explicit(&snd_hdr(c)->conn_flags, memory_order_acquire);
+
+                        c->xs_eof = true;
+                        xs_update_events(c);
+                        if (f & SMC_DMB_CONN_ABORT)
+                                c->local_flags |= SMC_CDC_CONN_ABORT;
+                        else if (f & SMC_DMB_CONN_CLOSED)
+                                c->local_flags |= SMC_CDC_CONN_CLOSED;
+                        else if (f & SMC_DMB_CONN_DONE_WRITING)
+                                c->local_flags |= SMC_CDC_CONN_DONE_WRITING;
                 }
                 conn_tx(c, false);
                 conn_rx_check(c);
@@ -610,6 +622,9 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         uint64_t prod = cdc_cursor(cdc->prod_wrap, cdc->prod_count), cons = cdc_cursor(cdc->cons_wrap, cdc->cons_count);
         uint32_t n;
 
+        if (getenv("SMCR_TRACE"))
+                log_debug("T %llu rx cdc seq %u prod %u cons %u flags %x/%x", (unsigned long long) now_usec(c->sm), cdc->seqno,
+                          cdc->prod_count, cdc->cons_count, cdc->prod_flags, cdc->conn_flags);
         if (c->rx_seq_valid && (int16_t) (cdc->seqno - c->rx_seq) <= 0)
                 return; /* old or duplicate (4.1) */
         c->rx_seq = cdc->seqno;
@@ -1978,6 +1993,8 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 union smc_ctl_msg msg;
 
                 close(fd);
+                if (!server)
+                        smcd_stats_count_fallback(&m->stats, SMC_CLC_DECL_NOSMCRDEV);
                 smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
                 (void) smc_ctl_set_version(&msg, c->version);
                 msg.conn.mode = SMC_CTL_MODE_TCP;

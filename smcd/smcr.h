@@ -53,9 +53,10 @@ SmcrManager *smcr_free(SmcrManager *sm);
 /* NULL if SMC-R can be used, else a static text why not. */
 const char *smcr_why_unavailable(const SmcrManager *sm);
 
-/* CONNECT (v3) to a destination on another host with the client's TCP socket @fd
- * (borrowed): if SMC-R is possible from @src, mark @fd for the SMC TCP option and
- * return 0; else return the SMC_CLC_DECL_* reason (> 0) for a TCP fallback. */
+/* CONNECT (v3) to a destination without a local SMC listener, with the client's TCP
+ * socket @fd (borrowed): if SMC-R is possible, mark @fd for the SMC TCP option and
+ * return 0; else a reason (> 0): the caller then falls back with PEERNOSMC (no SMC
+ * listener here, and SMC-R cannot be tried). */
 int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd);
 /* LISTEN: mark the listening socket @fd (borrowed). Returns true if marked. */
 bool smcr_mark_listener(SmcrManager *sm, int fd);

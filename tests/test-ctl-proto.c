@@ -130,8 +130,12 @@ static void test_good(void) {
 static void expect_bad(const char *what, const void *buf, size_t len, const int *fds, size_t nfds,
                        enum smc_ctl_dir dir, int want) {
         union smc_ctl_msg r;
-        int out[SMC_CTL_MAX_FDS];
-        int n = roundtrip_raw(buf, len, fds, nfds, dir, &r, out);
+        int out[SMC_CTL_MAX_FDS], n;
+
+        /* garbage past the datagram: a message of an older (shorter) version must
+         * decode whatever the receive buffer held before */
+        memset(&r, 0xa5, sizeof(r));
+        n = roundtrip_raw(buf, len, fds, nfds, dir, &r, out);
         CHECK(n == want, "%s: got %d (%s), want %d", what, n, n < 0 ? strerror(-n) : "ok", want);
         if (n > 0)
                 for (int i = 0; i < n; i++)
@@ -261,7 +265,7 @@ static void test_bad(void) {
 }
 
 /* Version 1 and 2 layouts (ctl-proto.h, Versions): sizes, re-stamping, decoding of
- * each, the v2 fields and their malformed values. */
+ * each, the v2 fields and their malformed values. (Version 3: test_v3().) */
 static void test_versions(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
@@ -272,17 +276,20 @@ static void test_versions(void) {
                 abort();
         int three[3] = { pfd[0], pfd[1], pfd[0] }, one[1] = { pfd[0] };
 
-        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 2, "versions %d..%d", SMC_CTL_VERSION_MIN,
+        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 3, "versions %d..%d", SMC_CTL_VERSION_MIN,
               SMC_CTL_VERSION);
         CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 1) == 48 && smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == 56,
               "LISTEN sizes");
         CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT_REPLY, 1) == 112 && smc_ctl_msg_size_v(SMC_CTL_NEW_CONN, 1) == 112 &&
               smc_ctl_msg_size_v(SMC_CTL_CONNECT_REPLY, 2) == 120 && smc_ctl_msg_size_v(SMC_CTL_NEW_CONN, 2) == 120,
               "conn sizes");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == smc_ctl_msg_size(SMC_CTL_LISTEN), "newest = default");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT, 1) == smc_ctl_msg_size_v(SMC_CTL_CONNECT, 2), "CONNECT same");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 3) == 0 &&
-              smc_ctl_msg_size_v(0, 1) == 0, "bad version / type -> 0");
+        for (uint16_t t = SMC_CTL_HELLO; t < _SMC_CTL_TYPE_MAX; t++)
+                CHECK(smc_ctl_msg_size_v(t, SMC_CTL_VERSION) == smc_ctl_msg_size(t), "type %u: newest = default", t);
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT, 1) == 72 && smc_ctl_msg_size_v(SMC_CTL_CONNECT, 2) == 72 &&
+              smc_ctl_msg_size_v(SMC_CTL_CONNECT, 3) == 72, "CONNECT same in every version");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 4) == 0 &&
+              smc_ctl_msg_size_v(SMC_CTL_HELLO, 0xffff) == 0 && smc_ctl_msg_size_v(0, 1) == 0 &&
+              smc_ctl_msg_size_v(_SMC_CTL_TYPE_MAX, 3) == 0, "bad version / type -> 0");
 
         /* init_v, set_version: len follows, dropped fields are zeroed, bad input leaves m */
         CHECK(smc_ctl_init_v(&m, SMC_CTL_LISTEN, 5, 1) == 0 && m.hdr.version == 1 && m.hdr.len == 48, "init_v 1");
@@ -290,8 +297,11 @@ static void test_versions(void) {
         make_conn(&m, SMC_CTL_NEW_CONN);
         m.conn.params.busy_poll_us = 77;
         m.conn.params.autocork_size = 4096;
+        CHECK(m.hdr.version == 3 && smc_ctl_set_version(&m, 2) == 0 && m.hdr.len == 120 &&
+              m.conn.params.busy_poll_us == 77, "init builds version 3; set_version 2 keeps the params");
         c = m;
-        CHECK(smc_ctl_set_version(&c, 3) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 3 unchanged");
+        CHECK(smc_ctl_set_version(&c, 4) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 4 unchanged");
+        CHECK(smc_ctl_set_version(&c, 0) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 0 unchanged");
         CHECK(smc_ctl_set_version(&c, 1) == 0 && c.hdr.version == 1 && c.hdr.len == 112 &&
               c.conn.params.busy_poll_us == 0 && c.conn.params.autocork_size == 0 && c.conn.conn_id == 42,
               "set_version 1: shorter, params zeroed");
@@ -321,13 +331,14 @@ static void test_versions(void) {
                 close(fds[i]);
 
         /* v2 LISTEN carries sndbuf / rcvbuf; v1 LISTEN has them zero */
-        smc_ctl_init(&m, SMC_CTL_LISTEN, 6);
+        CHECK(smc_ctl_init_v(&m, SMC_CTL_LISTEN, 6, 2) == 0, "init_v LISTEN 2");
         set_addr4(&m.listen.addr, "127.0.0.1", 80);
         m.listen.sndbuf = 300000;
         m.listen.rcvbuf = 20000;
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v2 listen");
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
-        CHECK(n == 1 && r.listen.sndbuf == 300000 && r.listen.rcvbuf == 20000, "v2 listen: %d", n);
+        CHECK(n == 1 && r.hdr.version == 2 && r.listen.sndbuf == 300000 && r.listen.rcvbuf == 20000, "v2 listen: %d",
+              n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         c = m;
@@ -342,13 +353,14 @@ static void test_versions(void) {
         /* malformed: a length of the other version, params out of range, params in a
          * fallback reply */
         make_conn(&m, SMC_CTL_CONNECT_REPLY);
+        CHECK(smc_ctl_set_version(&m, 2) == 0, "v2 conn reply");
         c = m;
         c.hdr.version = 1; /* v2 length with version 1 */
         expect_bad("v1 with v2 length", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
         c = m;
         c.hdr.len = 112; /* v1 length with version 2 */
         expect_bad("v2 with v1 length", &c, 112, three, 3, SMC_CTL_TO_CLIENT, -EBADMSG);
-        smc_ctl_init(&c, SMC_CTL_LISTEN, 7);
+        smc_ctl_init_v(&c, SMC_CTL_LISTEN, 7, 2);
         set_addr4(&c.listen.addr, "127.0.0.1", 80);
         c.hdr.len = 48;
         expect_bad("v2 LISTEN with v1 length", &c, 48, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
@@ -362,7 +374,7 @@ static void test_versions(void) {
         c.conn.params.busy_poll_us = SMC_CTL_BUSY_POLL_MAX_US;
         c.conn.params.autocork_size = SMC_CTL_AUTOCORK_MAX;
         expect_bad("params at the limits", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, 3);
-        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 8);
+        smc_ctl_init_v(&c, SMC_CTL_CONNECT_REPLY, 8, 2);
         c.conn.mode = SMC_CTL_MODE_TCP;
         c.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
         c.conn.params.busy_poll_us = 1;
@@ -486,6 +498,276 @@ static void test_fallback(void) {
         CHECK(fds_after == fds_before, "fds open after the FALLBACK checks: %d, before %d", fds_after, fds_before);
 }
 
+/* Version 3 (SMC-R, ctl-proto.h): CONNECT carries the client's TCP socket, the SMCR
+ * request, the CONNECT_REPLY modes SMCR_PENDING and SMCR, LISTEN_REPLY's flags. */
+static void make_smcr(union smc_ctl_msg *m, uint32_t role) {
+        smc_ctl_init(m, SMC_CTL_SMCR, 12);
+        m->smcr.role = role;
+        m->smcr.sndbuf = 65536;
+        m->smcr.rcvbuf = 131072;
+}
+
+static void test_v3(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
+
+        for (int fd = 0; fd < 256; fd++)
+                fds_before += fd_open(fd);
+        if (pipe(pfd) < 0)
+                abort();
+        int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] }, three[3] = { pfd[0], pfd[1], pfd[0] },
+            four[4] = { pfd[0], pfd[1], pfd[0], pfd[1] };
+
+        /* sizes of the v3 messages, and of the others in v3 */
+        CHECK(smc_ctl_msg_size(SMC_CTL_SMCR) == 32 && smc_ctl_msg_size_v(SMC_CTL_SMCR, 3) == 32 &&
+              smc_ctl_msg_size_v(SMC_CTL_SMCR, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_SMCR, 1) == 0,
+              "SMCR sizes: v3 32, not in v1, v2");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 1) == 24 && smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 2) == 24 &&
+              smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 3) == 32 && smc_ctl_msg_size(SMC_CTL_LISTEN_REPLY) == 32,
+              "LISTEN_REPLY sizes: v1, v2 24, v3 32");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT_REPLY, 3) == 120 && smc_ctl_msg_size_v(SMC_CTL_NEW_CONN, 3) == 120 &&
+              smc_ctl_msg_size_v(SMC_CTL_LISTEN, 3) == 56 && smc_ctl_msg_size_v(SMC_CTL_FALLBACK, 3) == 72,
+              "v3 sizes of the v2 messages unchanged");
+        CHECK(smc_ctl_init_v(&c, SMC_CTL_SMCR, 1, 2) == -EINVAL, "no SMCR in version 2");
+        make_smcr(&m, SMC_CTL_ROLE_CLIENT);
+        CHECK(m.hdr.version == 3 && m.hdr.len == 32, "SMCR built in version 3");
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "SMCR: set_version 2 refused");
+
+        /* the number of fds: CONNECT by version, SMCR, the v3 modes */
+        for (uint16_t v = 1; v <= 3; v++) {
+                CHECK(smc_ctl_init_v(&c, SMC_CTL_CONNECT, 1, v) == 0 && smc_ctl_msg_nfds(&c) == (v >= 3 ? 1 : 0),
+                      "CONNECT v%u: %d fds", v, smc_ctl_msg_nfds(&c));
+                CHECK(smc_ctl_init_v(&c, SMC_CTL_LISTEN_REPLY, 1, v) == 0 && smc_ctl_msg_nfds(&c) == 1,
+                      "LISTEN_REPLY v%u: 1 fd", v);
+        }
+        CHECK(smc_ctl_msg_nfds(&m) == 1, "SMCR: 1 fd");
+        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 1);
+        c.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+        CHECK(smc_ctl_msg_nfds(&c) == 0, "SMCR_PENDING: no fds");
+        make_conn(&c, SMC_CTL_CONNECT_REPLY);
+        c.conn.mode = SMC_CTL_MODE_SMCR;
+        CHECK(smc_ctl_msg_nfds(&c) == 3, "SMCR mode, rx memfd: 3 fds (%d)", smc_ctl_msg_nfds(&c));
+        c.conn.tx.flags = SMC_CTL_BUF_FD;
+        CHECK(smc_ctl_msg_nfds(&c) == 4, "SMCR mode, both memfds: 4 fds");
+        c.conn.mode = 4;
+        CHECK(smc_ctl_msg_nfds(&c) == -EINVAL, "mode 4: -EINVAL");
+
+        /* CONNECT: exactly 1 fd in v3, none in v1, v2 */
+        smc_ctl_init(&m, SMC_CTL_CONNECT, 13);
+        set_addr4(&m.connect.dst, "192.0.2.7", 443);
+        set_addr4(&m.connect.src, "192.0.2.1", 0);
+        m.connect.sndbuf = 32768;
+        CHECK(m.hdr.version == 3 && m.hdr.len == 72, "CONNECT built in version 3");
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v3 connect");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.version == 3 && r.connect.dst.port == 443 && r.connect.sndbuf == 32768 &&
+              r.connect.rcvbuf == 0 && fd_open(fds[0]), "v3 CONNECT with its TCP socket: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        expect_bad("v3 CONNECT without an fd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("v3 CONNECT with 2 fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADF);
+        c = m;
+        c.connect.dst.port = 0; /* the body is checked before the fds */
+        expect_bad("v3 CONNECT to port 0", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        for (uint16_t v = 1; v <= 2; v++) {
+                c = m;
+                CHECK(smc_ctl_set_version(&c, v) == 0 && c.hdr.len == 72, "CONNECT v%u", v);
+                expect_bad("v1/v2 CONNECT with an fd", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
+                expect_bad("v1/v2 CONNECT without fds", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        }
+
+        /* SMCR: role, reserved, fds, version, direction, length */
+        make_smcr(&m, SMC_CTL_ROLE_CLIENT);
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send SMCR");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_SMCR && r.hdr.seq == 12 && r.smcr.role == SMC_CTL_ROLE_CLIENT &&
+              r.smcr.sndbuf == 65536 && r.smcr.rcvbuf == 131072 && fd_open(fds[0]), "SMCR client: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        make_smcr(&c, SMC_CTL_ROLE_SERVER);
+        c.smcr.sndbuf = c.smcr.rcvbuf = 0;
+        expect_bad("SMCR server, default buffers", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, 1);
+        c = m;
+        c.smcr.role = 2;
+        expect_bad("SMCR role 2", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.smcr.role = UINT32_MAX;
+        expect_bad("SMCR role -1", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.smcr.reserved = 1;
+        expect_bad("SMCR reserved", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("SMCR without an fd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("SMCR with 2 fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADF);
+        c = m;
+        c.hdr.version = 2;
+        expect_bad("SMCR of version 2", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        c.hdr.version = 1;
+        expect_bad("SMCR of version 1", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        c.hdr.version = 4;
+        expect_bad("SMCR of version 4", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        expect_bad("SMCR to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        expect_bad("SMCR short", &m, m.hdr.len - 4, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.len += 8;
+        expect_bad("SMCR long", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+
+        /* CONNECT_REPLY mode SMCR_PENDING: nothing but the mode, no fds, v3 only,
+         * CONNECT_REPLY only */
+        smc_ctl_init(&m, SMC_CTL_CONNECT_REPLY, 14);
+        m.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send SMCR_PENDING");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.seq == 14 && r.conn.mode == SMC_CTL_MODE_SMCR_PENDING, "SMCR_PENDING: %d", n);
+        expect_bad("SMCR_PENDING with an fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
+        c = m;
+        c.conn.conn_id = 5;
+        expect_bad("SMCR_PENDING with a conn id", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
+        expect_bad("SMCR_PENDING with a reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx = (struct smc_ctl_buf) { .id = 1, .size = 65536, .flags = 0 };
+        expect_bad("SMCR_PENDING with an rx buffer", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.tx.size = 16384;
+        expect_bad("SMCR_PENDING with a tx size", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.tx.flags = SMC_CTL_BUF_FD;
+        expect_bad("SMCR_PENDING with a tx memfd flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        set_addr4(&c.conn.local, "127.0.0.1", 80);
+        expect_bad("SMCR_PENDING with a local address", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.peer.port = 80;
+        expect_bad("SMCR_PENDING with a peer port", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.busy_poll_us = 1;
+        expect_bad("SMCR_PENDING with busy_poll", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.autocork_size = 4096;
+        expect_bad("SMCR_PENDING with autocork", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 2) == 0 && c.conn.mode == SMC_CTL_MODE_SMCR_PENDING, "v2 SMCR_PENDING built");
+        expect_bad("SMCR_PENDING in version 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        CHECK(smc_ctl_set_version(&c, 1) == 0, "v1 SMCR_PENDING built");
+        expect_bad("SMCR_PENDING in version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        smc_ctl_init(&c, SMC_CTL_NEW_CONN, 15);
+        c.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+        expect_bad("SMCR_PENDING as NEW_CONN", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad("SMCR_PENDING to smcd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+
+        /* CONNECT_REPLY mode SMCR: body and fds as SMC-D, CONNECT_REPLY only, v3 only */
+        make_conn(&m, SMC_CTL_CONNECT_REPLY);
+        m.conn.mode = SMC_CTL_MODE_SMCR;
+        m.conn.rx.flags = m.conn.tx.flags = SMC_CTL_BUF_FD;
+        m.conn.params.busy_poll_us = 50;
+        CHECK(smc_ctl_send(sp[0], &m, four, 4, 0) == 0, "send SMCR mode");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 4 && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_SMCR && r.conn.conn_id == 42 &&
+              r.conn.params.busy_poll_us == 50, "SMCR mode with both memfds: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        expect_bad("SMCR mode, 3 fds for 4", &m, m.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADF);
+        c = m;
+        c.conn.tx.flags = 0;
+        expect_bad("SMCR mode, rx memfd only", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, 3);
+        c.conn.rx.flags = 0;
+        expect_bad("SMCR mode, no memfds", &c, c.hdr.len, two, 2, SMC_CTL_TO_CLIENT, 2);
+        expect_bad("SMCR mode, no memfds but 3 fds", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, -EBADF);
+        c = m;
+        c.conn.conn_id = 0;
+        expect_bad("SMCR mode, conn id 0", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
+        expect_bad("SMCR mode with a reason", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx.size = 65535;
+        expect_bad("SMCR mode, bad rx size", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.tx.id = c.conn.rx.id;
+        expect_bad("SMCR mode, same buffer twice", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.autocork_size = SMC_CTL_AUTOCORK_MAX + 1;
+        expect_bad("SMCR mode, autocork too big", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.peer.family = AF_UNIX;
+        expect_bad("SMCR mode, bad peer family", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.type = SMC_CTL_NEW_CONN;
+        expect_bad("SMCR mode as NEW_CONN", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 2) == 0, "v2 SMCR mode built");
+        expect_bad("SMCR mode in version 2", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        CHECK(smc_ctl_set_version(&c, 1) == 0, "v1 SMCR mode built");
+        expect_bad("SMCR mode in version 1", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        /* SMC-D and TCP modes are unchanged in v3 */
+        make_conn(&c, SMC_CTL_NEW_CONN);
+        expect_bad("v3 NEW_CONN SMC-D", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, 3);
+        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 16);
+        c.conn.fallback_reason = SMC_CLC_DECL_NOSMCRDEV;
+        expect_bad("v3 TCP fallback", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
+        c.conn.params.busy_poll_us = 1;
+        expect_bad("v3 TCP fallback with params", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+
+        /* LISTEN_REPLY: flags (SMC_CTL_LISTEN_SMCR only) and reserved in v3 */
+        smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 17);
+        m.listen_reply.listener_id = 9;
+        m.listen_reply.flags = SMC_CTL_LISTEN_SMCR;
+        CHECK(m.hdr.len == 32, "v3 LISTEN_REPLY is 32 bytes");
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v3 LISTEN_REPLY");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 1 && r.listen_reply.listener_id == 9 && r.listen_reply.flags == SMC_CTL_LISTEN_SMCR,
+              "v3 LISTEN_REPLY with SMC_CTL_LISTEN_SMCR: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        c = m;
+        c.listen_reply.flags = 0;
+        expect_bad("v3 LISTEN_REPLY without flags", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, 1);
+        c.listen_reply.flags = 0x2;
+        expect_bad("v3 LISTEN_REPLY unknown flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c.listen_reply.flags = SMC_CTL_LISTEN_SMCR | 0x80000000u;
+        expect_bad("v3 LISTEN_REPLY unknown high flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.listen_reply.reserved = 1;
+        expect_bad("v3 LISTEN_REPLY reserved", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.listen_reply.listener_id = 0;
+        expect_bad("v3 LISTEN_REPLY id 0", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad("v3 LISTEN_REPLY without its fd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADF);
+        c = m;
+        c.hdr.len = 24; /* v2 length with version 3 */
+        expect_bad("v3 LISTEN_REPLY with the v2 length", &c, 24, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.version = 2; /* v3 length with version 2 */
+        expect_bad("v2 LISTEN_REPLY with the v3 length", &c, 32, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        /* set_version: 24 bytes in v1 / v2, the flags left out (zeroed); back to 32 */
+        c = m;
+        c.listen_reply.reserved = 7;
+        CHECK(smc_ctl_set_version(&c, 2) == 0 && c.hdr.version == 2 && c.hdr.len == 24 && c.listen_reply.flags == 0 &&
+              c.listen_reply.reserved == 0 && c.listen_reply.listener_id == 9, "LISTEN_REPLY set_version 2: 24 bytes");
+        memset(&r, 0xa5, sizeof(r));
+        CHECK(smc_ctl_send(sp[0], &c, one, 1, 0) == 0, "send v2 LISTEN_REPLY");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.version == 2 && r.hdr.len == 24 && r.listen_reply.listener_id == 9 &&
+              r.listen_reply.flags == 0 && r.listen_reply.reserved == 0, "v2 LISTEN_REPLY: %d, flags read 0", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        CHECK(smc_ctl_set_version(&c, 1) == 0 && c.hdr.len == 24, "LISTEN_REPLY set_version 1: 24 bytes");
+        expect_bad("v1 LISTEN_REPLY", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, 1);
+        c.listen_reply.flags = SMC_CTL_LISTEN_SMCR; /* stale bytes past a v1 message */
+        CHECK(smc_ctl_set_version(&c, 3) == 0 && c.hdr.version == 3 && c.hdr.len == 32 && c.listen_reply.flags == 0 &&
+              c.listen_reply.listener_id == 9, "LISTEN_REPLY set_version 1 -> 3: 32 bytes, flags zero");
+        CHECK(smc_ctl_init_v(&c, SMC_CTL_LISTEN_REPLY, 1, 2) == 0 && c.hdr.len == 24, "init_v LISTEN_REPLY 2: 24");
+
+        close(pfd[0]);
+        close(pfd[1]);
+        for (int fd = 0; fd < 256; fd++)
+                fds_after += fd_open(fd);
+        CHECK(fds_after == fds_before, "fds open after the v3 checks: %d, before %d", fds_after, fds_before);
+}
+
 static void test_addr(void) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
         struct smc_ctl_addr a;
@@ -516,6 +798,7 @@ int main(void) {
         test_bad();
         test_versions();
         test_fallback();
+        test_v3();
         test_addr();
         /* EOF */
         close(sp[0]);

@@ -6,8 +6,10 @@ Usage: test-smcd-raw.py PATH/TO/smcd
 
 Starts smcd in a temporary runtime directory, speaks the protocol of
 libsmcproto/ctl-proto.h with hand-packed messages (no client library), and checks:
-HELLO, LISTEN (with a real listening TCP socket), CONNECT (fds, buffer ids, shared
-memory, doorbells), CLOSE, buffer reuse without fds, zeroed reused buffers, client
+HELLO and the negotiation of protocol versions 1..3, LISTEN (with a real listening
+TCP socket), CONNECT (fds, buffer ids, shared memory, doorbells; in version 3 with the
+client's TCP socket), the SMCR request (version 3) on TCP connections without SMC,
+CLOSE, buffer reuse without fds, zeroed reused buffers, client
 death (as TCP: orderly close if the dead one had read everything, abort if data was
 left unread; buffers back), fallbacks (no listener, backlog full, limits),
 wildcard listeners, malformed messages (each answered with ERROR, smcd keeps
@@ -33,10 +35,14 @@ import tempfile
 import time
 
 MAGIC = 0x64434D53
-VERSION = 1
+VERSION_MIN, VERSION_MAX = 1, 3  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
+VERSION_UNSUPPORTED = VERSION_MAX + 1
+VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before HELLO
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
- NEW_CONN, CLOSE, OK, ERROR) = range(1, 12)
-MODE_TCP, MODE_SMCD = 0, 1
+ NEW_CONN, CLOSE, OK, ERROR, FALLBACK, SMCR) = range(1, 14)
+MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
+ROLE_CLIENT, ROLE_SERVER = 0, 1
+LISTEN_SMCR = 1
 BUF_FD = 1
 CLOSE_ABORT = 1
 DMB_HDR_LEN = 4096
@@ -44,6 +50,7 @@ EYECATCHER = 0xFE
 CONN_DONE_WRITING, CONN_CLOSED, CONN_ABORT = 0x80, 0x40, 0x20
 
 DECL_PEERNOSMC = 0x03010000
+DECL_NOSMCRDEV = 0x03030002
 DECL_PEERDECL = 0x05000000
 DECL_MAXCONNERR = 0x0303000A
 DECL_MAX_DMB = 0x030D0000
@@ -53,6 +60,11 @@ ADDR = struct.Struct("<HHI16s")
 BUF = struct.Struct("<QII")
 SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
          CONNECT: 72, CONNECT_REPLY: 112, NEW_CONN: 112, CLOSE: 32, OK: 16, ERROR: 120}
+# message sizes by protocol version (ctl-proto.h, Versions)
+SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
+SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
+SIZES_V[3] = dict(SIZES_V[2])
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 32})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -75,7 +87,14 @@ def check(cond, what):
 
 
 def hdr(mtype, seq, length=None, version=VERSION, magic=MAGIC):
-    return HDR.pack(magic, version, mtype, SIZES.get(mtype, 16) if length is None else length, seq)
+    sizes = SIZES_V.get(version, SIZES_V[VERSION_MAX])
+    return HDR.pack(magic, version, mtype, sizes.get(mtype, 16) if length is None else length, seq)
+
+
+def listen_body(host, port, backlog, version, sndbuf=0, rcvbuf=0):
+    """LISTEN's body: (v2) sndbuf, rcvbuf."""
+    v2 = struct.pack("<II", sndbuf, rcvbuf) if version >= 2 else b""
+    return addr(host, port) + struct.pack("<II", backlog, 0) + v2
 
 
 def addr(host, port):
@@ -93,8 +112,13 @@ def unpack_addr(b):
     return (fam, None, port)
 
 
-def recv_msg(sock, timeout=5.0):
-    """One datagram: (type, seq, body bytes, fds)."""
+def msg_version(data):
+    return HDR.unpack_from(data)[1]
+
+
+def recv_msg(sock, timeout=5.0, version=None):
+    """One datagram: (type, seq, body bytes, fds). Its length must be that of its type
+    in its version, and its version @version if given."""
     sock.settimeout(timeout)
     fds = array.array("i")
     data, anc, flags, _ = sock.recvmsg(512, socket.CMSG_SPACE(16 * fds.itemsize))
@@ -103,8 +127,10 @@ def recv_msg(sock, timeout=5.0):
             fds.frombytes(cdata[:len(cdata) - (len(cdata) % fds.itemsize)])
     if not data:
         raise EOFError("smcd closed the connection")
-    magic, version, mtype, length, seq = HDR.unpack_from(data)
-    assert magic == MAGIC and version == VERSION and length == len(data), (magic, version, length, len(data))
+    magic, ver, mtype, length, seq = HDR.unpack_from(data)
+    assert magic == MAGIC and length == len(data) and ver in SIZES_V and length == SIZES_V[ver].get(mtype), \
+        (magic, ver, mtype, length, len(data))
+    assert version is None or ver == version, f"message type {mtype} of version {ver}, expected {version}"
     return mtype, seq, data, list(fds)
 
 
@@ -126,54 +152,100 @@ def parse_conn(data):
     tx = BUF.unpack_from(data, 48)
     local = unpack_addr(data[64:88])
     peer = unpack_addr(data[88:112])
-    return dict(id=conn_id, mode=mode, reason=reason, rx=rx, tx=tx, local=local, peer=peer)
+    params = struct.unpack_from("<II", data, 112) if len(data) >= 120 else None  # (v2) busy_poll, autocork
+    return dict(id=conn_id, mode=mode, reason=reason, rx=rx, tx=tx, local=local, peer=peer, params=params,
+                version=msg_version(data), len=len(data))
 
+
+def tcp_for(dst):
+    """A fresh TCP socket, not connected: what a version-3 CONNECT carries."""
+    return socket.socket(socket.AF_INET6 if ":" in dst[0] else socket.AF_INET, socket.SOCK_STREAM)
+
+
+def no_smc_ok(info, version):
+    """A CONNECT to a destination without a local SMC listener: TCP with PEERNOSMC;
+    in version 3 (smcd got the TCP socket) NOSMCRDEV when smcd has no RoCE device, or
+    SMCR_PENDING when it has one (connect over TCP, then SMCR)."""
+    if info["mode"] == MODE_TCP:
+        return info["reason"] == DECL_PEERNOSMC or (version >= 3 and info["reason"] == DECL_NOSMCRDEV)
+    return version >= 3 and info["mode"] == MODE_SMCR_PENDING
 
 class Client:
+    """A control connection speaking protocol version @version (HELLO offers
+    VERSION_MIN..@version): its requests are built, and smcd's replies checked, in
+    that version."""
     seq = 100
 
-    def __init__(self, path, do_hello=True):
+    def __init__(self, path, do_hello=True, version=VERSION):
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.s.connect(path)
         self.id = None
+        self.version = VERSION_MIN  # smcd's messages before HELLO
+        self.listen_flags = None
         if do_hello:
-            t, seq, data, fds = self.request(hdr(HELLO, self.next()) + struct.pack("<IIII", 1, 1, 0, 0))
-            assert t == HELLO_REPLY, t
-            self.id = struct.unpack_from("<IIQ", data, 16)[2]
+            t, data = self.hello(VERSION_MIN, version)
+            assert t == HELLO_REPLY and self.version == version, (t, self.version, version)
 
     def next(self):
         Client.seq += 1
         return Client.seq
 
+    def hello(self, lo, hi, seq=None):
+        """HELLO (sent as the oldest version) offering @lo..@hi: (type, reply). A
+        HELLO_REPLY sets the version and the id."""
+        send(self.s, hdr(HELLO, seq or self.next(), version=VERSION_MIN) + struct.pack("<IIII", lo, hi, 0, 0))
+        t, rseq, data, fds = recv_msg(self.s)
+        assert not fds
+        if t == HELLO_REPLY:
+            ver, _, self.id = struct.unpack_from("<IIQ", data, 16)
+            assert ver == msg_version(data), (ver, msg_version(data))
+            self.version = ver
+        else:
+            assert msg_version(data) == VERSION_MIN
+        return t, data
+
+    def hdr(self, mtype, seq, **kw):
+        return hdr(mtype, seq, version=self.version, **kw)
+
     def request(self, data, fds=()):
         send(self.s, data, fds)
-        return recv_msg(self.s)
+        return recv_msg(self.s, version=self.version)
 
-    def listen(self, tcp, backlog=16):
+    def listen(self, tcp, backlog=16, sndbuf=0, rcvbuf=0):
         host, port = tcp.getsockname()[:2]
         seq = self.next()
-        t, rseq, data, fds = self.request(hdr(LISTEN, seq) + addr(host, port) + struct.pack("<II", backlog, 0),
-                                          [tcp.fileno()])
+        t, rseq, data, fds = self.request(self.hdr(LISTEN, seq) + listen_body(host, port, backlog, self.version,
+                                                                           sndbuf, rcvbuf), [tcp.fileno()])
         if t != LISTEN_REPLY:
             return None, None, parse_error(data) if t == ERROR else t
         lid = struct.unpack_from("<Q", data, 16)[0]
+        # (v3) flags, reserved
+        self.listen_flags = struct.unpack_from("<II", data, 24) if self.version >= 3 else None
         assert rseq == seq and len(fds) == 1
         return lid, socket.socket(fileno=fds[0]), None
 
-    def connect(self, dst, src=("127.0.0.1", 40000), rcvbuf=0):
+    def connect(self, dst, src=("127.0.0.1", 40000), rcvbuf=0, sndbuf=0, fds=None):
+        """CONNECT; in version 3 with a fresh unconnected TCP socket (unless @fds says
+        what to send), closed again after the reply."""
         seq = self.next()
-        body = addr(*dst) + (addr(*src) if src else bytes(ADDR.size)) + struct.pack("<II", 0, rcvbuf)
-        t, rseq, data, fds = self.request(hdr(CONNECT, seq) + body)
-        assert t == CONNECT_REPLY and rseq == seq, (t, rseq, seq)
-        return parse_conn(data), fds
+        body = addr(*dst) + (addr(*src) if src else bytes(ADDR.size)) + struct.pack("<II", sndbuf, rcvbuf)
+        own = tcp_for(dst) if fds is None and self.version >= 3 else None
+        try:
+            t, rseq, data, rfds = self.request(self.hdr(CONNECT, seq) + body,
+                                               [own.fileno()] if own else (fds or ()))
+        finally:
+            if own:
+                own.close()
+        assert t == CONNECT_REPLY and rseq == seq, (t, rseq, seq, parse_error(data) if t == ERROR else None)
+        return parse_conn(data), rfds
 
     def close_conn(self, conn_id, flags=0):
-        send(self.s, hdr(CLOSE, self.next()) + struct.pack("<QII", conn_id, flags, 0))
+        send(self.s, self.hdr(CLOSE, self.next()) + struct.pack("<QII", conn_id, flags, 0))
 
     def expect_error(self, data, fds=(), what=""):
         seq = HDR.unpack_from(data)[4] if len(data) >= 16 else None
         send(self.s, data, fds)
-        t, rseq, rdata, rfds = recv_msg(self.s)
+        t, rseq, rdata, rfds = recv_msg(self.s, version=self.version)
         if t != ERROR:
             return None
         err, detail, msg = parse_error(rdata)
@@ -287,17 +359,22 @@ def main():
         print("usage: test-smcd-raw.py PATH/TO/smcd", file=sys.stderr)
         return 2
     binary = os.path.abspath(sys.argv[1])
-    rundir = tempfile.mkdtemp(prefix="smcd-raw-")
-    tmpdirs.append(rundir)
-    d = Smcd(binary, rundir)
-    try:
-        run_main_checks(d, binary)
-    finally:
-        rc = d.stop()
-    check(rc == 0, f"smcd exits 0 on SIGTERM (got {rc})")
-    check(not os.path.exists(d.sock), "smcd removed its socket at exit")
-    with open(d.stats_path) as f:
-        check(json.load(f)["smcd"]["clients"] == 0, "stats.json written at exit")
+    # the same checks with clients of every protocol version, each against a fresh smcd
+    for version in range(VERSION_MIN, VERSION_MAX + 1):
+        print(f"---- main checks, protocol version {version}")
+        rundir = tempfile.mkdtemp(prefix=f"smcd-raw-v{version}-")
+        tmpdirs.append(rundir)
+        d = Smcd(binary, rundir)
+        try:
+            run_main_checks(d, binary, version)
+        finally:
+            rc = d.stop()
+        check(rc == 0, f"smcd exits 0 on SIGTERM (got {rc})")
+        check(not os.path.exists(d.sock), "smcd removed its socket at exit")
+        with open(d.stats_path) as f:
+            check(json.load(f)["smcd"]["clients"] == 0, "stats.json written at exit")
+    print("---- versions")
+    run_version_checks(binary)
 
     run_limit_checks(binary)
     run_shared_checks(binary)
@@ -320,12 +397,15 @@ def main():
     return 1 if failures else 0
 
 
-def run_main_checks(d, binary):
+def run_main_checks(d, binary, version):
+    """SMC-D set-up, data, close, death, fallbacks, listeners, malformed messages, with
+    clients of protocol @version (in version 3 each CONNECT carries a fresh TCP socket)."""
     maps_a, maps_b = {}, {}  # buffer id -> mmap, per "process"
 
-    a = Client(d.sock)
-    b = Client(d.sock)
-    check(a.id and b.id and a.id != b.id, f"HELLO gives client ids ({a.id}, {b.id})")
+    a = Client(d.sock, version=version)
+    b = Client(d.sock, version=version)
+    check(a.id and b.id and a.id != b.id and a.version == b.version == version,
+          f"HELLO offering {VERSION_MIN}..{version} gives version {a.version} and client ids ({a.id}, {b.id})")
 
     tcp = tcp_listener()
     port = tcp.getsockname()[1]
@@ -333,10 +413,15 @@ def run_main_checks(d, binary):
     check(lid, f"LISTEN 127.0.0.1:{port} -> listener {lid} {err or ''}")
 
     info, fds = b.connect(("127.0.0.1", port))
-    check(info["mode"] == MODE_SMCD and len(fds) == 4, f"CONNECT gives SMC-D with 4 fds ({info['mode']}, {len(fds)})")
-    t, _, data, sfds = recv_msg(chan)
+    check(info["mode"] == MODE_SMCD and len(fds) == 4,
+          f"CONNECT{' with its TCP socket' if version >= 3 else ''} gives SMC-D with 4 fds ({info['mode']}, {len(fds)})")
+    t, _, data, sfds = recv_msg(chan, version=version)
     srv = parse_conn(data)
     check(t == NEW_CONN and srv["mode"] == MODE_SMCD and len(sfds) == 4, "NEW_CONN on the accept channel with 4 fds")
+    want_len = SIZES_V[version][CONNECT_REPLY]
+    check(info["version"] == srv["version"] == version and info["len"] == srv["len"] == want_len and
+          (version < 2 or info["params"] is not None),
+          f"CONNECT_REPLY and NEW_CONN of version {version}, {want_len} bytes (params {info['params']}, {srv['params']})")
     check(info["rx"][0] == srv["tx"][0] and info["tx"][0] == srv["rx"][0] and info["rx"][0] != info["tx"][0],
           "buffer ids cross over (client rx = server tx)")
     check(info["rx"][1] == 65536 and srv["rx"][1] == 65536, f"default DMB 64 KiB ({info['rx'][1]}, {srv['rx'][1]})")
@@ -420,7 +505,7 @@ def run_main_checks(d, binary):
           f"({s['smcd']['conns_closed']}/{s['smcd']['conns_aborted']})")
 
     # client death with data unread (TCP: RST): the server wrote, b2 never read
-    b2 = Client(d.sock)
+    b2 = Client(d.sock, version=version)
     info, fds = b2.connect(("127.0.0.1", port))
     t, _, data, sfds = recv_msg(chan)
     srv = parse_conn(data)
@@ -440,14 +525,21 @@ def run_main_checks(d, binary):
     check(s["pool"]["in_use"] == 0 and s["smcd"]["conns_aborted"] == 1 and s["smcd"]["conns_current"] == 0,
           f"death with data unread: buffers back (in_use {s['pool']['in_use']}), conns_aborted {s['smcd']['conns_aborted']}")
 
-    # fallbacks
-    b = Client(d.sock)
+    # fallbacks (no local SMC listener: see no_smc_ok)
+    nosmc = []  # the TCP fallbacks of CONNECTs without a listener, for the stats
+
+    def no_listener(info, what):
+        check(no_smc_ok(info, version), f"{what}: mode {info['mode']}, reason {info['reason']:#x}")
+        if info["mode"] == MODE_TCP:
+            nosmc.append(info["reason"])
+
+    b = Client(d.sock, version=version)
     free_port = tcp_listener().getsockname()[1]
     info, fds = b.connect(("127.0.0.1", free_port))
-    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC and not fds,
-          f"no listener: TCP fallback PEERNOSMC ({info['reason']:#x})")
+    check(not fds, f"no listener: no fds ({len(fds)})")
+    no_listener(info, "no listener: TCP fallback PEERNOSMC")
     info, fds = b.connect(("192.0.2.1", port))
-    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "other host's address: PEERNOSMC")
+    no_listener(info, "other host's address: PEERNOSMC")
 
     # backlog: 1 -> 2 queued (Linux: full when more than backlog are queued)
     tcp2 = tcp_listener()
@@ -470,10 +562,10 @@ def run_main_checks(d, binary):
 
     # UNLISTEN
     seq = a.next()
-    t, rseq, _, _ = a.request(hdr(UNLISTEN, seq) + struct.pack("<Q", lid2))
+    t, rseq, _, _ = a.request(a.hdr(UNLISTEN, seq) + struct.pack("<Q", lid2))
     check(t == OK and rseq == seq, "UNLISTEN -> OK")
     info, fds = b.connect(("127.0.0.1", port2))
-    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "after UNLISTEN: PEERNOSMC")
+    no_listener(info, "after UNLISTEN: PEERNOSMC")
     chan2.close()
 
     # wildcard listeners
@@ -505,7 +597,7 @@ def run_main_checks(d, binary):
         tcp7 = tcp_listener("::", v6only=True)
         lid7, chan7, _ = a.listen(tcp7)
         info, fds = b.connect(("127.0.0.1", tcp7.getsockname()[1]))
-        check(info["mode"] == MODE_TCP, "v6only [::] listener does not serve IPv4")
+        no_listener(info, "v6only [::] listener does not serve IPv4")
     except OSError as e:
         print(f"skip IPv6 checks: {e}")
 
@@ -544,70 +636,81 @@ def run_main_checks(d, binary):
     chan4.close()
     time.sleep(0.1)
     info, fds = b.connect(("127.0.0.1", tcp4.getsockname()[1]))
-    check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC, "closing the accept channel removes the listener")
+    no_listener(info, "closing the accept channel removes the listener")
 
     # ---- malformed messages ----
     hs0 = d.stats()["smcd"]["handshake_errors"]
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    csock = tcp_for(("127.0.0.1", port))  # what a version-3 CONNECT carries
+    cfds = [csock.fileno()] if version >= 3 else []
+    conn_body = addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8)
     c = Client(d.sock, do_hello=False)
-    r = c.expect_error(hdr(CONNECT, 7) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
-    check(r and r[0] == -errno.EPROTO, f"CONNECT before HELLO -> ERROR EPROTO {r}")
-    # smcd speaks versions 1..2 (ctl-proto.h); this script speaks 1
-    r = c.expect_error(hdr(HELLO, 8, version=3) + struct.pack("<IIII", 3, 3, 0, 0))
-    check(r and r[0] == -errno.EPROTONOSUPPORT, f"HELLO of version 3 -> ERROR EPROTONOSUPPORT {r}")
-    r = c.expect_error(hdr(HELLO, 9) + struct.pack("<IIII", 3, 4, 0, 0))
-    check(r and r[0] == -errno.EPROTONOSUPPORT, f"HELLO offering only versions 3..4 -> EPROTONOSUPPORT {r}")
-    t, _, _, _ = c.request(hdr(HELLO, 10) + struct.pack("<IIII", 1, 1, 0, 0))
-    check(t == HELLO_REPLY, "HELLO after errors still works")
+    r = c.expect_error(hdr(CONNECT, 7, version=version) + conn_body, cfds)
+    check(r and r[0] == -errno.EPROTO, f"CONNECT (version {version}) before HELLO -> ERROR EPROTO {r}")
+    # smcd speaks versions VERSION_MIN..VERSION_MAX (ctl-proto.h)
+    r = c.expect_error(hdr(HELLO, 8, version=VERSION_UNSUPPORTED) + struct.pack("<IIII", 1, VERSION_UNSUPPORTED, 0, 0))
+    check(r and r[0] == -errno.EPROTONOSUPPORT, f"HELLO of version {VERSION_UNSUPPORTED} -> ERROR EPROTONOSUPPORT {r}")
+    r = c.expect_error(hdr(HELLO, 9) + struct.pack("<IIII", VERSION_UNSUPPORTED, VERSION_UNSUPPORTED + 1, 0, 0))
+    check(r and r[0] == -errno.EPROTONOSUPPORT,
+          f"HELLO offering only versions {VERSION_UNSUPPORTED}..{VERSION_UNSUPPORTED + 1} -> EPROTONOSUPPORT {r}")
+    t, _ = c.hello(VERSION_MIN, version, seq=10)
+    check(t == HELLO_REPLY and c.version == version, f"HELLO after errors still works (version {c.version})")
     r = c.expect_error(hdr(HELLO, 11) + struct.pack("<IIII", 1, 1, 0, 0))
     check(r and r[0] == -errno.EALREADY, f"second HELLO -> ERROR {r}")
-    r = c.expect_error(hdr(CONNECT, 12, version=2) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
-    check(r and r[0] == -errno.EPROTONOSUPPORT, f"version 2 message on a version-1 connection -> ERROR EPROTONOSUPPORT {r}")
-    r = c.expect_error(hdr(CONNECT, 13)[:8])
+    other = 2 if version == 1 else 1
+    r = c.expect_error(hdr(CONNECT, 12, version=other) + conn_body)
+    check(r and r[0] == -errno.EPROTONOSUPPORT,
+          f"version {other} message on a version-{version} connection -> ERROR EPROTONOSUPPORT {r}")
+    r = c.expect_error(c.hdr(CONNECT, 13)[:8])
     check(r and r[0] == -errno.EBADMSG, f"short message (8 bytes) -> ERROR EBADMSG {r}")
-    r = c.expect_error(hdr(CONNECT, 14, length=300) + bytes(284))
+    r = c.expect_error(c.hdr(CONNECT, 14, length=300) + bytes(284))
     check(r and r[0] == -errno.EBADMSG, f"oversized message (300 bytes) -> ERROR EBADMSG {r}")
-    r = c.expect_error(hdr(99, 15, length=16))
+    r = c.expect_error(c.hdr(99, 15, length=16))
     check(r and r[0] == -errno.EOPNOTSUPP, f"unknown type -> ERROR EOPNOTSUPP {r}")
-    r = c.expect_error(hdr(HELLO_REPLY, 16) + bytes(16))
+    r = c.expect_error(c.hdr(HELLO_REPLY, 16) + bytes(16))
     check(r and r[0] == -errno.EOPNOTSUPP, f"reply type sent to smcd -> ERROR EOPNOTSUPP {r}")
-    r = c.expect_error(hdr(CONNECT, 17, magic=0x12345678) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8))
+    r = c.expect_error(c.hdr(CONNECT, 17, magic=0x12345678) + conn_body, cfds)
     check(r and r[0] == -errno.EBADMSG, f"bad magic -> ERROR EBADMSG {r}")
-    r = c.expect_error(hdr(CONNECT, 18, length=SIZES[CONNECT] + 4) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(12))
+    r = c.expect_error(c.hdr(CONNECT, 18, length=SIZES[CONNECT] + 4) + conn_body + bytes(4), cfds)
     check(r and r[0] == -errno.EBADMSG, f"wrong length -> ERROR EBADMSG {r}")
-    devnull = os.open("/dev/null", os.O_RDONLY)
-    r = c.expect_error(hdr(CONNECT, 19) + addr("127.0.0.1", port) + addr("127.0.0.1", 1) + bytes(8), [devnull])
-    check(r and r[0] == -errno.EBADF, f"CONNECT with an fd -> ERROR EBADF {r}")
-    r = c.expect_error(hdr(LISTEN, 20) + addr("127.0.0.1", port) + struct.pack("<II", 1, 0))
+    if version >= 3:
+        r = c.expect_error(c.hdr(CONNECT, 19) + conn_body)
+        check(r and r[0] == -errno.EBADF, f"version-3 CONNECT without its TCP socket -> ERROR EBADF {r}")
+    else:
+        r = c.expect_error(c.hdr(CONNECT, 19) + conn_body, [devnull])
+        check(r and r[0] == -errno.EBADF, f"CONNECT with an fd -> ERROR EBADF {r}")
+    r = c.expect_error(c.hdr(LISTEN, 20) + listen_body("127.0.0.1", port, 1, version))
     check(r and r[0] == -errno.EBADF, f"LISTEN without fd -> ERROR EBADF {r}")
-    r = c.expect_error(hdr(LISTEN, 21) + addr("127.0.0.1", port) + struct.pack("<II", 1, 0), [devnull])
+    r = c.expect_error(c.hdr(LISTEN, 21) + listen_body("127.0.0.1", port, 1, version), [devnull])
     check(r and r[0] == -errno.ENOTSOCK, f"LISTEN with /dev/null -> ERROR ENOTSOCK {r}")
     plain = socket.socket()
     plain.bind(("127.0.0.1", 0))
-    r = c.expect_error(hdr(LISTEN, 22) + addr("127.0.0.1", plain.getsockname()[1]) + struct.pack("<II", 1, 0),
+    r = c.expect_error(c.hdr(LISTEN, 22) + listen_body("127.0.0.1", plain.getsockname()[1], 1, version),
                        [plain.fileno()])
     check(r and r[0] == -errno.EINVAL, f"LISTEN with a non-listening socket -> ERROR EINVAL {r}")
-    r = c.expect_error(hdr(LISTEN, 23) + addr("127.0.0.1", port + 1 if port < 65535 else 1) + struct.pack("<II", 1, 0),
+    r = c.expect_error(c.hdr(LISTEN, 23) + listen_body("127.0.0.1", port + 1 if port < 65535 else 1, 1, version),
                        [tcp.fileno()])
     check(r and r[0] == -errno.EADDRNOTAVAIL, f"LISTEN claiming another port -> ERROR EADDRNOTAVAIL {r}")
-    r = c.expect_error(hdr(CLOSE, 24) + struct.pack("<QII", 0x1234567890, 0, 0))
+    r = c.expect_error(c.hdr(CLOSE, 24) + struct.pack("<QII", 0x1234567890, 0, 0))
     check(r and r[0] == -errno.ENOENT, f"CLOSE of an unknown id -> ERROR ENOENT {r}")
-    r = c.expect_error(hdr(CLOSE, 25) + struct.pack("<QII", 0, 0, 0))
+    r = c.expect_error(c.hdr(CLOSE, 25) + struct.pack("<QII", 0, 0, 0))
     check(r and r[0] == -errno.EBADMSG, f"CLOSE of id 0 -> ERROR EBADMSG {r}")
-    r = c.expect_error(hdr(UNLISTEN, 26) + struct.pack("<Q", lid))
+    r = c.expect_error(c.hdr(UNLISTEN, 26) + struct.pack("<Q", lid))
     check(r and r[0] == -errno.ENOENT, f"UNLISTEN of another client's listener -> ERROR ENOENT {r}")
     # another client's endpoint, same uid: allowed (a forked child closes what it
     # accepted from an inherited accept channel); the owner's CLOSE then is unknown
     info, fds = b.connect(("127.0.0.1", port))
     t, _, data, sfds = recv_msg(chan)
     c.close_conn(info["id"])
-    r = c.expect_error(hdr(UNLISTEN, 27) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
+    r = c.expect_error(c.hdr(UNLISTEN, 27) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
     check(r and r[0] == -errno.ENOENT, f"CLOSE of a same-uid client's connection: no ERROR, next reply is the UNLISTEN's {r}")
-    r = b.expect_error(hdr(CLOSE, 29) + struct.pack("<QII", info["id"], 0, 0))
+    r = b.expect_error(b.hdr(CLOSE, 29) + struct.pack("<QII", info["id"], 0, 0))
     check(r and r[0] == -errno.ENOENT, f"... it is closed: the owner's own CLOSE -> ERROR ENOENT {r}")
     a.close_conn(parse_conn(data)["id"])
     for fd in fds + sfds:
         os.close(fd)
     os.close(devnull)
+    csock.close()
     # still serving: the malformed client and the others
     info, fds = c.connect(("127.0.0.1", port))
     check(info["mode"] == MODE_SMCD, "after malformed messages the same client still gets SMC-D")
@@ -616,31 +719,32 @@ def run_main_checks(d, binary):
     a.close_conn(parse_conn(data)["id"])
     for fd in fds + sfds:
         os.close(fd)
-    r = c.expect_error(hdr(CLOSE, 28) + struct.pack("<QII", info["id"], 0, 0))
+    r = c.expect_error(c.hdr(CLOSE, 28) + struct.pack("<QII", info["id"], 0, 0))
     check(r and r[0] == -errno.ENOENT, f"CLOSE of an already closed id -> ERROR ENOENT {r}")
     s = d.stats()
     check(s["smcd"]["handshake_errors"] - hs0 == 17, f"handshake_errors counted ({s['smcd']['handshake_errors'] - hs0})")
     check(s["smcd"]["close_unknown"] == 3,
           f"CLOSE of unknown / closed ids counted in close_unknown, not handshake_errors ({s['smcd']['close_unknown']})")
     fb = s["smcd"]["fallback"]
-    check(fb.get("SMC_CLC_DECL_PEERNOSMC", 0) >= 4 and fb.get("SMC_CLC_DECL_PEERDECL", 0) == 1,
-          f"fallbacks by reason {fb}")
+    check(fb.get("SMC_CLC_DECL_PEERNOSMC", 0) + fb.get("SMC_CLC_DECL_NOSMCRDEV", 0) >= len(nosmc) and
+          (version >= 3 or len(nosmc) >= 4) and fb.get("SMC_CLC_DECL_PEERDECL", 0) == 1,
+          f"fallbacks by reason {fb} (no-listener fallbacks seen: {len(nosmc)})")
 
     # a client that never reads its replies is disconnected, smcd does not block
-    hog = Client(d.sock)
+    hog = Client(d.sock, version=version)
     hog.s.setblocking(False)
     sent, gone = 0, False
     deadline = time.time() + 10
     while not gone and time.time() < deadline:
         try:
-            hog.s.send(hdr(CLOSE, 1) + struct.pack("<QII", 1, 0, 0))
+            hog.s.send(hog.hdr(CLOSE, 1) + struct.pack("<QII", 1, 0, 0))
             sent += 1
         except BlockingIOError:
             time.sleep(0.001)
         except (BrokenPipeError, ConnectionResetError):
             gone = True
     check(gone, f"a client that floods requests and never reads replies is disconnected ({sent} requests)")
-    c2 = Client(d.sock)
+    c2 = Client(d.sock, version=version)
     check(c2.id is not None, "smcd still serves others")
     p2 = subprocess.run([binary, "--runtime-dir", d.rundir], capture_output=True, text=True, timeout=10)
     check(p2.returncode == 1 and "Another smcd" in p2.stderr, "a second smcd does not steal a live socket")
@@ -656,6 +760,202 @@ def run_main_checks(d, binary):
           s["smcd"]["conns_current"] == 0,
           f"all clients gone: 0 listeners, 0 buffers in use ({s['smcd']['listeners']}, {s['pool']['in_use']}, "
           f"{s['smcd']['conns_current']})")
+
+
+def smcr_msg(c, seq, role, reserved=0, sndbuf=0, rcvbuf=0, version=None):
+    """SMCR (v3): role, reserved, sndbuf, rcvbuf."""
+    return hdr(SMCR, seq, version=version or c.version) + struct.pack("<IIII", role, reserved, sndbuf, rcvbuf)
+
+
+def tcp_pair():
+    """A plain TCP connection on 127.0.0.1 that no smcd knows: (client, server)."""
+    lsn = tcp_listener()
+    cl = socket.create_connection(lsn.getsockname())
+    sv, _ = lsn.accept()
+    lsn.close()
+    return cl, sv
+
+
+def nothing_to_read(sock, wait=0.2):
+    sock.settimeout(wait)
+    try:
+        sock.recv(64, socket.MSG_PEEK)  # data, or b"" at EOF
+    except (BlockingIOError, TimeoutError, socket.timeout):
+        return True
+    return False
+
+
+def nfds_ok(info, fds):
+    """X, Y, then a memfd for each buffer with BUF_FD (ctl-proto.h)."""
+    return len(fds) == 2 + bool(info["rx"][2] & BUF_FD) + bool(info["tx"][2] & BUF_FD)
+
+
+def run_version_checks(binary):
+    """HELLO's negotiation of versions 1..3, what is new in each version (LISTEN with
+    buffer sizes and a 24-byte LISTEN_REPLY in v2, CONNECT with its TCP socket and a
+    32-byte LISTEN_REPLY in v3), clients of different versions connecting to each other,
+    and the SMCR request (v3) on TCP connections whose peer sent no SMC option."""
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-versions-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir)
+    try:
+        _run_version_checks(d)
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"version checks: smcd exits 0 ({rc})")
+
+
+def _run_version_checks(d):
+    devnull = os.open("/dev/null", os.O_RDONLY)
+
+    # HELLO: the highest version both speak, in the body and in hdr.version
+    for lo, hi, want in ((1, 1, 1), (1, 2, 2), (1, 3, 3), (2, 3, 3), (3, 3, 3), (2, 9, 3), (1, 0xFFFFFFFF, 3),
+                         (VERSION_UNSUPPORTED, VERSION_UNSUPPORTED, None), (VERSION_UNSUPPORTED, 9, None),
+                         (0, 0, None)):
+        c = Client(d.sock, do_hello=False)
+        t, data = c.hello(lo, hi)
+        if want:
+            check(t == HELLO_REPLY and c.version == want and msg_version(data) == want,
+                  f"HELLO {lo}..{hi} -> HELLO_REPLY version {c.version if t == HELLO_REPLY else t}")
+        else:
+            err = parse_error(data) if t == ERROR else t
+            check(t == ERROR and err[0] == -errno.EPROTONOSUPPORT and msg_version(data) == VERSION_MIN,
+                  f"HELLO {lo}..{hi} -> ERROR EPROTONOSUPPORT of version {VERSION_MIN} ({err})")
+        c.s.close()
+
+    c1 = Client(d.sock, version=1)
+    c2 = Client(d.sock, version=2)
+    c3 = Client(d.sock, version=3)
+
+    # LISTEN_REPLY: 24 bytes in v1 and v2, 32 in v3 with flags (SMC_CTL_LISTEN_SMCR
+    # when smcd has a RoCE device and marked the listening socket) and reserved 0
+    chans, lids, ports, tcps = {}, {}, {}, {}
+    for c in (c1, c2, c3):
+        tcp = tcp_listener()
+        seq = c.next()
+        send(c.s, c.hdr(LISTEN, seq) + listen_body("127.0.0.1", tcp.getsockname()[1], 8, c.version,
+                                                   131072 if c.version >= 2 else 0, 0), [tcp.fileno()])
+        t, rseq, data, fds = recv_msg(c.s, version=c.version)
+        want = SIZES_V[c.version][LISTEN_REPLY]
+        check(t == LISTEN_REPLY and rseq == seq and len(data) == want and len(fds) == 1,
+              f"v{c.version} LISTEN -> LISTEN_REPLY of {len(data)} bytes (want {want}), {len(fds)} fd")
+        if c.version >= 3:
+            flags, reserved = struct.unpack_from("<II", data, 24)
+            why = "SMC_CTL_LISTEN_SMCR: smcd has a RoCE device" if flags else "no SMC-R: this host has no RoCE device"
+            check(flags in (0, LISTEN_SMCR) and reserved == 0, f"v3 LISTEN_REPLY flags {flags:#x} ({why}), reserved {reserved}")
+        lids[c.version] = struct.unpack_from("<Q", data, 16)[0]
+        chans[c.version] = socket.socket(fileno=fds[0])
+        ports[c.version] = tcp.getsockname()[1]
+        tcps[c.version] = tcp  # keep the listening socket open
+
+    # every client version connects to every listener version: CONNECT_REPLY in the
+    # connecting client's version, NEW_CONN in the listener's (v3: with its TCP socket)
+    for c in (c1, c2, c3):
+        for lv in (1, 2, 3):
+            info, fds = c.connect(("127.0.0.1", ports[lv]))
+            t, _, data, sfds = recv_msg(chans[lv], version=lv)
+            srv = parse_conn(data)
+            ok = (info["mode"] == MODE_SMCD and info["version"] == c.version and
+                  info["len"] == SIZES_V[c.version][CONNECT_REPLY] and nfds_ok(info, fds) and
+                  t == NEW_CONN and srv["mode"] == MODE_SMCD and srv["len"] == SIZES_V[lv][NEW_CONN] and
+                  nfds_ok(srv, sfds) and srv["tx"][0] == info["rx"][0] and
+                  (c.version < 2 or info["params"] is not None) and (lv < 2 or srv["params"] is not None))
+            check(ok, f"v{c.version} CONNECT to a v{lv} listener: SMC-D, CONNECT_REPLY v{info['version']} "
+                      f"{info['len']} bytes, NEW_CONN v{srv['version']} {srv['len']} bytes")
+            c.close_conn(info["id"])
+            [x for x in (c1, c2, c3) if x.version == lv][0].close_conn(srv["id"])
+            for fd in fds + sfds:
+                os.close(fd)
+
+    # v3 CONNECT: exactly its one TCP socket
+    port = ports[3]
+    body = addr("127.0.0.1", port) + addr("127.0.0.1", 0) + bytes(8)
+    r = c3.expect_error(c3.hdr(CONNECT, c3.next()) + body)
+    check(r and r[0] == -errno.EBADF, f"v3 CONNECT without its TCP socket -> ERROR EBADF {r}")
+    t1, t2 = socket.socket(), socket.socket()
+    r = c3.expect_error(c3.hdr(CONNECT, c3.next()) + body, [t1.fileno(), t2.fileno()])
+    check(r and r[0] == -errno.EBADF, f"v3 CONNECT with two sockets -> ERROR EBADF {r}")
+    # v1 / v2 CONNECT: no fd
+    r = c2.expect_error(c2.hdr(CONNECT, c2.next()) + body, [t1.fileno()])
+    check(r and r[0] == -errno.EBADF, f"v2 CONNECT with a TCP socket -> ERROR EBADF {r}")
+    t1.close()
+    t2.close()
+    # a v3 CONNECT with its socket to a local port without an SMC listener
+    free = tcp_listener()
+    info, fds = c3.connect(free.getsockname())
+    name = {DECL_PEERNOSMC: "PEERNOSMC", DECL_NOSMCRDEV: "NOSMCRDEV"}.get(info["reason"], "?")
+    check(no_smc_ok(info, 3) and not fds,
+          f"v3 CONNECT to a port without an SMC listener: mode {info['mode']} reason {info['reason']:#x} ({name}), "
+          f"params {info['params']}")
+    free.close()
+
+    # SMCR on a v1 / v2 connection: a type those versions do not have
+    cl, sv = tcp_pair()
+    r = c2.expect_error(smcr_msg(c2, c2.next(), ROLE_CLIENT, version=2), [cl.fileno()])
+    check(r and r[0] == -errno.EOPNOTSUPP, f"SMCR of version 2 -> ERROR EOPNOTSUPP {r}")
+    r = c1.expect_error(smcr_msg(c1, c1.next(), ROLE_CLIENT, version=1), [cl.fileno()])
+    check(r and r[0] == -errno.EOPNOTSUPP, f"SMCR of version 1 -> ERROR EOPNOTSUPP {r}")
+    r = c2.expect_error(smcr_msg(c2, c2.next(), ROLE_CLIENT, version=3), [cl.fileno()])
+    check(r and r[0] == -errno.EPROTONOSUPPORT, f"version-3 SMCR on a version-2 connection -> ERROR EPROTONOSUPPORT {r}")
+    # malformed SMCR
+    for what, msg, fds, want in (
+            ("role 2", smcr_msg(c3, c3.next(), 2), [cl.fileno()], errno.EBADMSG),
+            ("reserved 1", smcr_msg(c3, c3.next(), ROLE_CLIENT, reserved=1), [cl.fileno()], errno.EBADMSG),
+            ("without its socket", smcr_msg(c3, c3.next(), ROLE_CLIENT), [], errno.EBADF),
+            ("with two sockets", smcr_msg(c3, c3.next(), ROLE_CLIENT), [cl.fileno(), sv.fileno()], errno.EBADF),
+            ("short", smcr_msg(c3, c3.next(), ROLE_CLIENT)[:28], [cl.fileno()], errno.EBADMSG),
+            ("with /dev/null", smcr_msg(c3, c3.next(), ROLE_CLIENT), [devnull], errno.EINVAL)):
+        r = c3.expect_error(msg, fds)
+        check(r and r[0] == -want, f"SMCR {what} -> ERROR {errno.errorcode[want]} {r}")
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    r = c3.expect_error(smcr_msg(c3, c3.next(), ROLE_CLIENT), [u.fileno()])
+    check(r and r[0] == -errno.EINVAL, f"SMCR with a UDP socket -> ERROR EINVAL {r}")
+    u.close()
+    check(nothing_to_read(sv) and nothing_to_read(cl), "... no byte reached either end of the TCP connection")
+
+    # SMCR on a connection whose peer sent no SMC TCP option, as the client and as the
+    # server: CONNECT_REPLY mode TCP, PEERNOSMC (or NOSMCRDEV: smcd has no RoCE device),
+    # no fds, not a byte written; smcd closed its copy of the socket
+    for role, mine, peer in ((ROLE_CLIENT, cl, sv), (ROLE_SERVER, sv, cl)):
+        name = "client" if role == ROLE_CLIENT else "server"
+        seq = c3.next()
+        t, rseq, data, fds = c3.request(smcr_msg(c3, seq, role, sndbuf=65536, rcvbuf=65536), [mine.fileno()])
+        info = parse_conn(data) if t == CONNECT_REPLY else None
+        why = {DECL_PEERNOSMC: "PEERNOSMC", DECL_NOSMCRDEV: "NOSMCRDEV (this host has no RoCE device)"}
+        check(info and rseq == seq and info["mode"] == MODE_TCP and info["reason"] in why and not fds and
+              info["id"] == 0 and info["params"] == (0, 0) and info["version"] == 3,
+              f"SMCR ({name}) without the peer's SMC option -> CONNECT_REPLY TCP "
+              f"{why.get(info['reason'], hex(info['reason'])) if info else parse_error(data) if t == ERROR else t}")
+        check(nothing_to_read(peer), f"SMCR ({name}): no CLC byte reached the peer")
+        mine.sendall(b"ping")
+        peer.settimeout(2)
+        check(peer.recv(4) == b"ping", f"SMCR ({name}): the TCP connection still carries data")
+    cl.close()
+    sv.settimeout(2)
+    try:
+        eof = sv.recv(1) == b""
+    except OSError:
+        eof = False
+    check(eof, "SMCR: smcd kept no copy of the socket (closing it ends the TCP connection)")
+    sv.close()
+
+    # still serving after all that
+    info, fds = c3.connect(("127.0.0.1", port))
+    t, _, data, sfds = recv_msg(chans[3], version=3)
+    check(info["mode"] == MODE_SMCD and t == NEW_CONN, "after the version checks: SMC-D as before")
+    c3.close_conn(info["id"])
+    c3.close_conn(parse_conn(data)["id"])
+    for fd in fds + sfds:
+        os.close(fd)
+    os.close(devnull)
+    for c in (c1, c2, c3):
+        c.s.close()
+    for v in chans:
+        tcps[v].close()
+        chans[v].close()
+    s = d.stats(lambda s: s["smcd"]["clients"] == 0 and s["pool"]["in_use"] == 0)
+    check(s["smcd"]["clients"] == 0 and s["smcd"]["conns_current"] == 0 and s["pool"]["in_use"] == 0,
+          f"version checks: nothing left ({s['smcd']['clients']}, {s['smcd']['conns_current']}, {s['pool']['in_use']})")
 
 
 def run_limit_checks(binary):

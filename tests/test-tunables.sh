@@ -345,12 +345,14 @@ open(sys.argv[1] + "/ready", "w").close()
 c, _ = srv.accept(); seen = []
 while True:
     data, anc, _, _ = c.recvmsg(256, socket.CMSG_SPACE(16 * 4))
+    nfd = 0
     for lvl, typ, d in anc:
         fds = array.array("i"); fds.frombytes(d[:len(d) - len(d) % 4])
+        nfd += len(fds)
         for fd in fds: os.close(fd)
     if not data: break
     magic, ver, mtype, ln, seq = HDR.unpack_from(data)
-    seen.append("%d/v%d/%d" % (mtype, ver, len(data)))
+    seen.append("%d/v%d/%d/%dfd" % (mtype, ver, len(data), nfd))
     if mtype == 1:    # HELLO -> HELLO_REPLY, version 1
         seen[-1] += "/%d..%d" % struct.unpack_from("<II", data, 16)
         c.send(HDR.pack(MAGIC, 1, 2, 32, seq) + struct.pack("<IIQ", 1, 0, 7))
@@ -373,9 +375,11 @@ PY
 )
 wait "$fpid"
 seen=$(cat "$tmp/fake.out")
-# HELLO sent as version 1 offering 1..2; LISTEN (48 bytes) and CONNECT (72) in version 1;
-# the reply's reason (not NOSMCDDEV: the handshake worked) reaches the socket
-[ "$out" = "2 0x03010000" ] && [ "$seen" = "1/v1/32/1..2 3/v1/48 6/v1/72" ] \
+# HELLO sent as version 1 offering 1..3 (SMC_CTL_VERSION); LISTEN (48 bytes, its fd) and
+# CONNECT (72) in version 1, the CONNECT without the TCP socket that version 3 adds (the
+# library trims the fds to the negotiated version); the reply's reason (not NOSMCDDEV:
+# the handshake worked) reaches the socket
+[ "$out" = "2 0x03010000" ] && [ "$seen" = "1/v1/32/0fd/1..3 3/v1/48/1fd 6/v1/72/0fd" ] \
         && ok "with a version-1 smcd: requests in version 1 ($seen), fallback reason $out" \
         || nok "version-1 smcd: client '$out', smcd saw '$seen'"
 
