@@ -38,6 +38,10 @@
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
 
+/* SMCD_SMCR_TRACE=1 in smcd's environment: a debug line (-v) per CDC sent / received,
+ * doorbell and completion, with CLOCK_MONOTONIC microseconds (for stall hunting) */
+static bool smcr_trace;
+
 typedef struct SmcrLgr SmcrLgr;
 typedef struct SmcrHs SmcrHs;
 
@@ -184,7 +188,6 @@ struct SmcrManager {
         U64Map *tokens;          /* our alert token -> SmcrConn */
         LIST_HEAD(SmcrLgr, lgrs);
         LIST_HEAD(SmcrHs, hss);
-        SmcrCounters cnt;
 };
 
 static void lgr_fail(SmcrLgr *lgr, const char *why);
@@ -269,11 +272,11 @@ static int link_post(SmcrLink *l, const uint8_t *msg, uint32_t len, uint64_t wr_
         r = roce_link_send(l->rl, msg, len, wr_id, inline_allowed(sm, l->rl), &inl);
         if (r == 0) {
                 if (wr_id & WR_ID_CDC) {
-                        sm->cnt.cdc_sends++;
+                        sm->m->stats.smcr.cdc_sends++;
                         if (inl)
-                                sm->cnt.cdc_inline++;
+                                sm->m->stats.smcr.inline_sends++;
                 } else
-                        sm->cnt.llc_sends++;
+                        sm->m->stats.smcr.llc_sends++;
                 if (inlined)
                         *inlined = inl;
         }
@@ -486,7 +489,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                                         lgr_fail(lgr, "RDMA WRITE failed");
                                         return;
                                 }
-                                c->sm->cnt.rdma_writes++;
+                                c->sm->m->stats.smcr.rdma_writes++;
                                 left -= piece;
                                 src = (src + piece) % S;
                                 dst = (dst + piece) % R;
@@ -495,7 +498,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                 c->snd_sent = smc_curs_add(c->snd_sent, n, S);
                 c->peer_prod = smc_curs_add(c->peer_prod, n, R);
                 c->tx_bytes += n;
-                c->sm->cnt.bytes_tx += n;
+                c->sm->m->stats.smcr.bytes_tx += n;
                 cons = atomic_load_explicit(&rmb_hdr(c)->cons, memory_order_acquire);
                 cdc.seqno = ++c->tx_seq;
                 cdc.token = c->peer_token;
@@ -516,7 +519,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                         lgr_fail(lgr, "CDC send failed");
                         return;
                 }
-                if (getenv("SMCR_TRACE"))
+                if (smcr_trace)
                         log_debug("T %llu tx cdc seq %u n %u space %u pending %u cons %u flags %x", (unsigned long long) now_usec(c->sm),
                                   cdc.seqno, n, space, pending, cdc.cons_count, flags);
                 c->rx_cons_sent = cons;
@@ -531,7 +534,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
 
 /* a CDC of @c completed: its bytes are in the peer's RMB; free send-buffer space */
 static void conn_cdc_done(SmcrConn *c, enum ibv_wc_status status) {
-        if (getenv("SMCR_TRACE"))
+        if (smcr_trace)
                 log_debug("T %llu cdc done %d", (unsigned long long) now_usec(c->sm), status);
         if (c->fifo_n == 0)
                 return;
@@ -549,7 +552,7 @@ static int on_xs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         SmcrConn *c = userdata;
         char buf[64];
 
-        if (getenv("SMCR_TRACE"))
+        if (smcr_trace)
                 log_debug("T %llu xs events %x", (unsigned long long) now_usec(c->sm), revents);
         (void) s;
         if (revents & EPOLLOUT) {
@@ -622,7 +625,7 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         uint64_t prod = cdc_cursor(cdc->prod_wrap, cdc->prod_count), cons = cdc_cursor(cdc->cons_wrap, cdc->cons_count);
         uint32_t n;
 
-        if (getenv("SMCR_TRACE"))
+        if (smcr_trace)
                 log_debug("T %llu rx cdc seq %u prod %u cons %u flags %x/%x", (unsigned long long) now_usec(c->sm), cdc->seqno,
                           cdc->prod_count, cdc->cons_count, cdc->prod_flags, cdc->conn_flags);
         if (c->rx_seq_valid && (int16_t) (cdc->seqno - c->rx_seq) <= 0)
@@ -640,7 +643,7 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         if (n > 0) {
                 c->rx_prod = prod;
                 c->rx_bytes += n;
-                c->sm->cnt.bytes_rx += n;
+                c->sm->m->stats.smcr.bytes_rx += n;
                 atomic_store_explicit(&rmb_hdr(c)->prod_bytes, c->rx_bytes, memory_order_relaxed);
                 atomic_store_explicit(&rmb_hdr(c)->prod, prod, memory_order_release);
         }
@@ -702,6 +705,16 @@ static void conn_free(SmcrConn *c) {
         SmcrManager *sm = c->sm;
         Manager *m = sm->m;
 
+        if (c->active && c->sndbuf && c->rmb) {
+                /* what the client counted in the headers (dmb.h "Counters") */
+                struct smc_dmb_hdr *t = snd_hdr(c), *r = rmb_hdr(c);
+
+                m->stats.smcr.msgs_tx += atomic_load_explicit(&t->prod_msgs, memory_order_relaxed);
+                m->stats.smcr.cork_flushes += atomic_load_explicit(&t->prod_cork_flushes, memory_order_relaxed);
+                m->stats.smcr.sendfile_calls += atomic_load_explicit(&t->prod_sendfile_calls, memory_order_relaxed);
+                m->stats.smcr.sendfile_bytes += atomic_load_explicit(&t->prod_sendfile_bytes, memory_order_relaxed);
+                m->stats.smcr.msgs_rx += atomic_load_explicit(&r->cons_msgs, memory_order_relaxed);
+        }
         conn_detach(c);
         c->xs_src = sd_event_source_disable_unref(c->xs_src);
         if (c->xs >= 0)
@@ -734,10 +747,10 @@ static void conn_maybe_free(SmcrConn *c) {
                 lgr_flow_next(c->lgr);
         }
         if (c->peer_flags & SMC_CDC_CONN_ABORT || c->ep.aborted)
-                m->stats.conns_aborted++;
+                m->stats.smcr.conns_aborted++;
         else
-                m->stats.conns_closed++;
-        m->stats.conns_current--;
+                m->stats.smcr.conns_closed++;
+        m->stats.smcr.conns_current--;
         log_debug("SMC-R connection %08x freed (%" PRIu64 " bytes out, %" PRIu64 " in).", c->token, c->tx_bytes,
                   c->rx_bytes);
         conn_free(c);
@@ -757,9 +770,9 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         }
         uid_account(m, e->uid, -1, -(int64_t) c->rmb->size);
         if (e->role_server)
-                m->stats.conns_server_current--;
+                m->stats.smcr.conns_server_current--;
         else
-                m->stats.conns_client_current--;
+                m->stats.smcr.conns_client_current--;
         c->closed = true;
         if (died) {
                 uint32_t f = atomic_load(&snd_hdr(c)->conn_flags);
@@ -795,7 +808,7 @@ static void lgr_free(SmcrLgr *lgr) {
         lgr->idle_timer = sd_event_source_disable_unref(lgr->idle_timer);
         lgr->test_timer = sd_event_source_disable_unref(lgr->test_timer);
         lgr->link.rl = roce_link_free(lgr->link.rl);
-        sm->cnt.lgrs--;
+        sm->m->stats.smcr.lgrs--;
         log_debug("SMC-R link group %08x freed.", lgr->id);
         free(lgr);
 }
@@ -818,7 +831,7 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         if (lgr->failed)
                 return;
         lgr->failed = true;
-        sm->cnt.links_failed++;
+        sm->m->stats.smcr.links_failed++;
         log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id,
                     roce_dev_name(lgr->dev), why, lgr->n_conns);
         if (lgr->link.rl)
@@ -1183,8 +1196,8 @@ static int lgr_new(SmcrManager *sm, SmcrHs *hs, SmcrLgr **ret) {
         }
         (void) sd_event_source_set_enabled(lgr->idle_timer, SD_EVENT_OFF);
         LIST_PREPEND(lgrs, sm->lgrs, lgr);
-        sm->cnt.lgrs++;
-        sm->cnt.lgrs_total++;
+        sm->m->stats.smcr.lgrs++;
+        sm->m->stats.smcr.lgrs_total++;
         *ret = lgr;
         return 0;
 }
@@ -1258,7 +1271,7 @@ static void hs_send_decline(SmcrHs *hs, uint32_t reason) {
         memcpy(d.peer_id, sm->peer_id, 8);
         n = smc_clc_decline_encode(&d, buf, sizeof(buf));
         if (n > 0 && hs_send(hs, buf, (size_t) n) == 0)
-                sm->cnt.decline_sent++;
+                sm->m->stats.smcr.decline_sent++;
 }
 
 static void hs_reply_tcp(SmcrHs *hs, uint32_t reason) {
@@ -1294,11 +1307,11 @@ static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
                         if (!hs->server)
                                 smcd_stats_count_fallback(&m->stats, reason);
                         hs_reply_tcp(hs, reason);
-                        sm->cnt.handshakes_declined++;
+                        sm->m->stats.smcr.handshakes_declined++;
                 } else {
                         (void) client_send_error(hs->client, hs->seq, -error, reason, "SMC-R handshake failed: %s",
                                                  strerror(-error));
-                        sm->cnt.handshakes_failed++;
+                        sm->m->stats.smcr.handshakes_failed++;
                 }
         }
         log_debug("SMC-R %s handshake: %s %s (0x%08x).", hs->server ? "server" : "client",
@@ -1491,13 +1504,13 @@ static void hs_done(SmcrHs *hs) {
         LIST_PREPEND(by_client, cl->endpoints, &c->ep);
         uid_account(m, cl->uid, 1, c->rmb->size);
         if (hs->server) {
-                m->stats.conns_server++;
-                m->stats.conns_server_current++;
+                m->stats.smcr.conns_server++;
+                m->stats.smcr.conns_server_current++;
         } else {
-                m->stats.conns_client++;
-                m->stats.conns_client_current++;
+                m->stats.smcr.conns_client++;
+                m->stats.smcr.conns_client_current++;
         }
-        m->stats.conns_current++;
+        m->stats.smcr.conns_current++;
         c->active = true;
         hs->conn = NULL;
 
@@ -1517,7 +1530,7 @@ static void hs_done(SmcrHs *hs) {
         r = client_send(cl, &msg, fds, nfds);
         close(a[0]);
         close(s[1]);
-        sm->cnt.handshakes_ok++;
+        sm->m->stats.smcr.handshakes_ok++;
         {
                 char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN];
                 log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB.",
@@ -1865,7 +1878,7 @@ static void hs_on_clc(SmcrHs *hs, const struct smc_clc_hdr *h, size_t len) {
                         hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
                         return;
                 }
-                sm->cnt.decline_rcvd++;
+                sm->m->stats.smcr.decline_rcvd++;
                 if (d.out_of_sync && hs->lgr)
                         lgr_fail(hs->lgr, "peer declined with out-of-sync");
                 else
@@ -2135,6 +2148,7 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         if (!sm)
                 return -ENOMEM;
         sm->m = m;
+        smcr_trace = getenv("SMCD_SMCR_TRACE") != NULL;
         sm->tokens = u64map_new();
         if (!sm->tokens) {
                 free(sm);
@@ -2191,11 +2205,11 @@ SmcrManager *smcr_free(SmcrManager *sm) {
                 return NULL;
         if (sm->n_devs)
                 log_info("SMC-R totals: link groups %" PRIu64 ", handshakes ok=%" PRIu64 " declined=%" PRIu64
-                         " failed=%" PRIu64 ", cdc_sends=%" PRIu64 " cdc_inline=%" PRIu64 " llc_sends=%" PRIu64
+                         " failed=%" PRIu64 ", cdc_sends=%" PRIu64 " inline_sends=%" PRIu64 " llc_sends=%" PRIu64
                          " rdma_writes=%" PRIu64 ", bytes tx=%" PRIu64 " rx=%" PRIu64 ", links_failed=%" PRIu64 ".",
-                         sm->cnt.lgrs_total, sm->cnt.handshakes_ok, sm->cnt.handshakes_declined,
-                         sm->cnt.handshakes_failed, sm->cnt.cdc_sends, sm->cnt.cdc_inline, sm->cnt.llc_sends,
-                         sm->cnt.rdma_writes, sm->cnt.bytes_tx, sm->cnt.bytes_rx, sm->cnt.links_failed);
+                         sm->m->stats.smcr.lgrs_total, sm->m->stats.smcr.handshakes_ok, sm->m->stats.smcr.handshakes_declined,
+                         sm->m->stats.smcr.handshakes_failed, sm->m->stats.smcr.cdc_sends, sm->m->stats.smcr.inline_sends, sm->m->stats.smcr.llc_sends,
+                         sm->m->stats.smcr.rdma_writes, sm->m->stats.smcr.bytes_tx, sm->m->stats.smcr.bytes_rx, sm->m->stats.smcr.links_failed);
         LIST_FOREACH_SAFE(hss, hs, hn, sm->hss) {
                 hs->client = NULL;
                 hs_fail(hs, -ECONNABORTED, SMC_CLC_DECL_INTERR, false);
@@ -2218,9 +2232,6 @@ SmcrManager *smcr_free(SmcrManager *sm) {
         return NULL;
 }
 
-void smcr_get_counters(const SmcrManager *sm, SmcrCounters *ret) {
-        *ret = sm->cnt;
-}
 
 void smcr_conn_free_at_exit(SmcrConn *c) {
         conn_abort_local(c);

@@ -86,18 +86,3 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret);
 
 /* Client @c goes away: cancel its handshakes in progress (answering nobody). */
 void smcr_client_gone(Client *c);
-
-/* Counters for smcctl / stats (all since start). */
-typedef struct SmcrCounters {
-        uint64_t lgrs;           /* link groups now */
-        uint64_t lgrs_total;
-        uint64_t links_failed;
-        uint64_t cdc_sends;      /* CDC messages posted */
-        uint64_t cdc_inline;     /* ... of them with IBV_SEND_INLINE */
-        uint64_t llc_sends;
-        uint64_t rdma_writes;
-        uint64_t bytes_tx, bytes_rx;
-        uint64_t handshakes_ok, handshakes_declined, handshakes_failed;
-        uint64_t decline_sent, decline_rcvd;
-} SmcrCounters;
-void smcr_get_counters(const SmcrManager *sm, SmcrCounters *ret);

@@ -95,6 +95,12 @@ void smcd_stats_reset(struct smcd_stats *s) {
                 .listeners = s->listeners,
                 .seq = s->seq,
                 .reset_usec = realtime_usec(),
+                .smcr = {
+                        .conns_client_current = s->smcr.conns_client_current,
+                        .conns_server_current = s->smcr.conns_server_current,
+                        .conns_current = s->smcr.conns_current,
+                        .lgrs = s->smcr.lgrs,
+                },
         };
 
         *s = keep;
@@ -221,7 +227,37 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         add_u64(d, "listeners_total", s->listeners_total);
         json_object_object_add(root, "smcd", d);
 
-        add_mode_conns(r, NULL);
+        {
+                const struct smcd_smcr_stats *x = &s->smcr;
+
+                add_u64(r, "conns_client", x->conns_client);
+                add_u64(r, "conns_server", x->conns_server);
+                add_u64(r, "conns_client_current", x->conns_client_current);
+                add_u64(r, "conns_server_current", x->conns_server_current);
+                add_u64(r, "conns_current", x->conns_current);
+                add_u64(r, "conns_closed", x->conns_closed);
+                add_u64(r, "conns_aborted", x->conns_aborted);
+                add_u64(r, "handshake_errors", x->handshakes_failed);
+                add_u64(r, "bytes_tx", x->bytes_tx);
+                add_u64(r, "bytes_rx", x->bytes_rx);
+                add_u64(r, "msgs_tx", x->msgs_tx);
+                add_u64(r, "msgs_rx", x->msgs_rx);
+                add_u64(r, "cork_flushes", x->cork_flushes);
+                add_u64(r, "sendfile_calls", x->sendfile_calls);
+                add_u64(r, "sendfile_bytes", x->sendfile_bytes);
+                add_u64(r, "inline_sends", x->inline_sends);
+                add_u64(r, "cdc_sends", x->cdc_sends);
+                add_u64(r, "llc_sends", x->llc_sends);
+                add_u64(r, "rdma_writes", x->rdma_writes);
+                add_u64(r, "link_groups", x->lgrs);
+                add_u64(r, "link_groups_total", x->lgrs_total);
+                add_u64(r, "links_failed", x->links_failed);
+                add_u64(r, "handshakes_ok", x->handshakes_ok);
+                add_u64(r, "handshakes_declined", x->handshakes_declined);
+                add_u64(r, "handshakes_failed", x->handshakes_failed);
+                add_u64(r, "decline_sent", x->decline_sent);
+                add_u64(r, "decline_rcvd", x->decline_rcvd);
+        }
         json_object_object_add(root, "smcr", r);
         json_object_object_add(root, "fallback", fallback_to_json(s));
 

@@ -45,8 +45,18 @@
  *   messages and flushes lag the live figures of `smcctl connections`; a reset
  *   takes the open connections' counters as their new zero.
  *
- *   "smcr": the same connection keys as "smcd" from "conns_client" to "inline_sends"
- *           (not the fallback, client and listener keys): all 0 until SMC-R exists.
+ *   "smcr": SMC-R connections (smcr.h), with the keys of "smcd" from "conns_client" to
+ *           "inline_sends" (bytes and inline sends counted live by smcd, which is on
+ *           the SMC-R data path; messages, cork flushes and sendfile from the buffer
+ *           headers when a connection ends), and:
+ *     "cdc_sends"            CDC messages posted (inline_sends of them with IBV_SEND_INLINE,
+ *                            the "inline" tunable, seed 002)
+ *     "llc_sends", "rdma_writes"  LLC messages posted, RDMA WRITE work requests posted
+ *     "link_groups", "link_groups_total", "links_failed"  now (gauge) / created / lost
+ *     "handshakes_ok", "handshakes_declined", "handshakes_failed"  SMCR requests ended
+ *                            with SMC-R / a TCP fallback (DECLINE sent or received, or
+ *                            no SMC peer) / an error (connection broken, timeout)
+ *     "decline_sent", "decline_rcvd"  CLC DECLINE messages
  *
  *   "fallback": TCP fallbacks that smcd decided (a CONNECT answered with TCP):
  *     "client"     CONNECTs answered with TCP
@@ -112,6 +122,22 @@ struct smcd_dmb_counters {
         uint64_t prod_bytes, prod_msgs, cons_msgs, cork_flushes, sendfile_calls, sendfile_bytes, inline_sends;
 };
 
+/* SMC-R (smcr.h): its connections and link groups, the "smcr" section. */
+struct smcd_smcr_stats {
+        uint64_t conns_client, conns_server;                 /* set up, per side (total) */
+        uint64_t conns_client_current, conns_server_current; /* endpoints not yet closed */
+        uint64_t conns_current;                              /* connections not yet freed */
+        uint64_t conns_closed, conns_aborted;                /* freed, orderly / aborted */
+        uint64_t bytes_tx, bytes_rx;          /* bytes RDMA-written to peers / received */
+        uint64_t msgs_tx, msgs_rx, cork_flushes, sendfile_calls, sendfile_bytes; /* from the
+                                               * buffer headers (dmb.h), of ended connections */
+        uint64_t cdc_sends, inline_sends;     /* CDC messages posted; of them inline */
+        uint64_t llc_sends, rdma_writes;
+        uint64_t lgrs, lgrs_total, links_failed; /* link groups now (gauge) / ever; links lost */
+        uint64_t handshakes_ok, handshakes_declined, handshakes_failed;
+        uint64_t decline_sent, decline_rcvd;
+};
+
 struct smcd_stats {
         /* SMC-D connections set up, counted once per side: "client" is the connecting
          * endpoint, "server" the accepted one. A local connection counts one each. */
@@ -158,6 +184,8 @@ struct smcd_stats {
 
         uint64_t seq; /* number of stats.json writes */
         uint64_t reset_usec; /* CLOCK_REALTIME of the last reset, 0 = never */
+
+        struct smcd_smcr_stats smcr;
 };
 
 /* Count one fallback (a CONNECT answered with TCP) with reason @code. */

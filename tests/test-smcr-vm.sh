@@ -177,7 +177,7 @@ if want inline; then
                 run_xfer "inline=$mode transfer" 1,65536,1048576 1 3
                 stop_smcd a
                 stop_smcd b
-                n=$(python3 -c 'import re,sys; print(sum(int(x) for x in re.findall(r"cdc_inline=(\d+)", open(sys.argv[1]).read())))' "$tmp/a.log")
+                n=$(python3 -c 'import re,sys; print(sum(int(x) for x in re.findall(r"inline_sends=(\d+)", open(sys.argv[1]).read())))' "$tmp/a.log")
                 s=$(python3 -c 'import re,sys; print(sum(int(x) for x in re.findall(r"cdc_sends=(\d+)", open(sys.argv[1]).read())))' "$tmp/a.log")
                 if [ "$mode" = on ] && [ "$n" -gt 0 ] && [ "$n" -eq "$s" ]; then
                         ok "inline=on: $n of $s CDC sends inline"

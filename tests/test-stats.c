@@ -165,8 +165,22 @@ static void test_json_layout(void) {
                 snprintf(k, sizeof(k), "smcr.%s", mode_keys[i]);
                 CHECK(u64(root, k) == 0, "%s not 0", k);
         }
-        CHECK(json_object_object_length(get(root, "smcr")) == sizeof(mode_keys) / sizeof(mode_keys[0]),
-              "smcr has exactly the connection keys");
+        {
+                static const char *const smcr_keys[] = { "cdc_sends", "llc_sends", "rdma_writes", "link_groups",
+                                                         "link_groups_total", "links_failed", "handshakes_ok",
+                                                         "handshakes_declined", "handshakes_failed", "decline_sent",
+                                                         "decline_rcvd" };
+
+                for (size_t i = 0; i < sizeof(smcr_keys) / sizeof(smcr_keys[0]); i++) {
+                        char k[64];
+
+                        snprintf(k, sizeof(k), "smcr.%s", smcr_keys[i]);
+                        CHECK(u64(root, k) == 0, "%s not 0", k);
+                }
+                CHECK(json_object_object_length(get(root, "smcr")) ==
+                              sizeof(mode_keys) / sizeof(mode_keys[0]) + sizeof(smcr_keys) / sizeof(smcr_keys[0]),
+                      "smcr has exactly the connection keys and the SMC-R ones");
+        }
         CHECK(u64(root, "seq") == 9 && u64(root, "time_usec") > 0 && u64(root, "reset_usec") == 0, "seq / times");
         CHECK(json_object_array_length(get(root, "pool.in_use_by_class")) == SMC_DMB_NCLASSES &&
               json_object_array_length(get(root, "pool.free_count_by_class")) == SMC_DMB_NCLASSES, "class arrays");
