@@ -25,6 +25,24 @@ static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
 static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 
+/* Concurrent requests (an SMCR handshake takes network round trips, and other threads
+ * must not wait for it): the lock is held to send, not to wait. One waiter at a time
+ * reads the socket (ctl_reading) with the lock dropped; a reply for another request is
+ * parked here for its owner, and ctl_cond wakes the waiters after every read. */
+#define CTL_PARKED 32
+static pthread_cond_t ctl_cond = PTHREAD_COND_INITIALIZER;
+static bool ctl_reading;     /* a thread is in recvmsg on ctl_fd without the lock */
+static int ctl_zombie = -1;  /* ctl_fd dropped while being read: the reader closes it */
+static unsigned ctl_conn_gen; /* bumped by every drop: a reply read from an older
+                               * connection belongs to nobody */
+static struct parked {
+        bool used;
+        uint32_t seq;
+        int n;
+        int fds[SMC_CTL_MAX_FDS];
+        union smc_ctl_msg msg;
+} ctl_parked[CTL_PARKED];
+
 static uint64_t now_ms(void) {
         struct timespec ts;
 
@@ -38,10 +56,24 @@ static void close_fds(int *fds, int n) {
 }
 
 static void drop_locked(void) {
-        if (ctl_fd >= 0)
-                sys_close(ctl_fd);
+        if (ctl_fd >= 0) {
+                if (ctl_reading) {
+                        /* another thread is in recvmsg on it: wake it, let it close the
+                         * descriptor (its number must not be reused under it) */
+                        (void) sys_shutdown(ctl_fd, SHUT_RDWR);
+                        ctl_zombie = ctl_fd;
+                } else
+                        sys_close(ctl_fd);
+        }
         ctl_fd = -1;
         ctl_version = 0;
+        ctl_conn_gen++;
+        for (int i = 0; i < CTL_PARKED; i++)
+                if (ctl_parked[i].used) {
+                        close_fds(ctl_parked[i].fds, ctl_parked[i].n);
+                        ctl_parked[i].used = false;
+                }
+        pthread_cond_broadcast(&ctl_cond);
 }
 
 static uint32_t next_seq_locked(void) {
@@ -50,20 +82,59 @@ static uint32_t next_seq_locked(void) {
         return ctl_seq;
 }
 
-/* Wait for the message with @seq. Returns nfds or -errno; breaks the connection on
- * EOF or a message that does not decode. */
+/* Wait for the message with @seq (ctl_lock held; dropped while reading). Returns
+ * nfds or -errno; breaks the connection on EOF or a message that does not decode. */
 static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, unsigned timeout_ms) {
         uint64_t deadline = now_ms() + timeout_ms;
+        unsigned gen = ctl_conn_gen;
 
         for (;;) {
-                int r;
+                int r, fd;
 
+                for (int i = 0; i < CTL_PARKED; i++)
+                        if (ctl_parked[i].used && ctl_parked[i].seq == seq) {
+                                *reply = ctl_parked[i].msg;
+                                memcpy(fds, ctl_parked[i].fds, sizeof(int) * (size_t) ctl_parked[i].n);
+                                ctl_parked[i].used = false;
+                                return ctl_parked[i].n;
+                        }
+                if (ctl_fd < 0 || gen != ctl_conn_gen)
+                        return -ENOTCONN; /* dropped by another thread: our reply is lost */
                 if (now_ms() >= deadline)
                         return -ETIMEDOUT;
+                if (ctl_reading) {
+                        struct timespec ts;
+                        uint64_t until = deadline;
+
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        until = until - now_ms(); /* ms from now */
+                        ts.tv_sec += (time_t) (until / 1000);
+                        ts.tv_nsec += (long) (until % 1000) * 1000000L;
+                        if (ts.tv_nsec >= 1000000000L) {
+                                ts.tv_sec++;
+                                ts.tv_nsec -= 1000000000L;
+                        }
+                        (void) pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+                        continue;
+                }
                 /* blocking, bounded by SO_RCVTIMEO (set at connect): one syscall.
                  * (Polling for the reply instead was measured slower: on 2 CPUs the
                  * spinning client takes the CPU smcd needs to answer.) */
-                r = smc_ctl_recv(ctl_fd, reply, fds, SMC_CTL_TO_CLIENT, 0);
+                ctl_reading = true;
+                fd = ctl_fd;
+                pthread_mutex_unlock(&ctl_lock);
+                r = smc_ctl_recv(fd, reply, fds, SMC_CTL_TO_CLIENT, 0);
+                pthread_mutex_lock(&ctl_lock);
+                ctl_reading = false;
+                pthread_cond_broadcast(&ctl_cond);
+                if (ctl_zombie == fd) {
+                        /* dropped while we read: ours to close */
+                        if (r > 0)
+                                close_fds(fds, r);
+                        sys_close(fd);
+                        ctl_zombie = -1;
+                        return -ENOTCONN;
+                }
                 if (r == -EAGAIN || r == -EINTR)
                         continue;
                 if (r >= 0 && ctl_version && reply->hdr.version != ctl_version) {
@@ -76,11 +147,24 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                         drop_locked();
                         return -ENOTCONN;
                 }
-                if (reply->hdr.seq != seq) {
-                        close_fds(fds, r);
-                        continue;
+                if (reply->hdr.seq == seq)
+                        return r;
+                /* another thread's reply: park it for its owner (a reply nobody waits
+                 * for any more, e.g. after a timeout, is dropped when the slots run out) */
+                {
+                        int slot = -1;
+
+                        for (int i = 0; i < CTL_PARKED && slot < 0; i++)
+                                if (!ctl_parked[i].used)
+                                        slot = i;
+                        if (slot < 0) {
+                                slot = (int) (reply->hdr.seq % CTL_PARKED);
+                                close_fds(ctl_parked[slot].fds, ctl_parked[slot].n);
+                        }
+                        ctl_parked[slot] = (struct parked) { .used = true, .seq = reply->hdr.seq, .n = r };
+                        ctl_parked[slot].msg = *reply;
+                        memcpy(ctl_parked[slot].fds, fds, sizeof(int) * (size_t) r);
                 }
-                return r;
         }
 }
 
@@ -246,6 +330,19 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
         fork_gen++;
+        /* no other thread exists here: nobody reads, nobody waits for the parked
+         * replies (the descriptors are the parent's copies: ours to close) */
+        ctl_reading = false;
+        for (int i = 0; i < CTL_PARKED; i++)
+                if (ctl_parked[i].used) {
+                        close_fds(ctl_parked[i].fds, ctl_parked[i].n);
+                        ctl_parked[i].used = false;
+                }
+        if (ctl_zombie >= 0) {
+                sys_close(ctl_zombie);
+                ctl_zombie = -1;
+        }
+        pthread_cond_init(&ctl_cond, NULL);
         pthread_mutex_unlock(&ctl_lock);
 }
 

@@ -10,6 +10,8 @@ PKGS=(
         libsystemd-dev libjson-c-dev
         # netlink monitor; RoCE discovery (optional at build time) and its providers
         libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers
+        # SMC TCP option: BPF sock_ops program (optional at build time)
+        clang llvm libbpf-dev bpftool
         # netlink test: ip, unshare (util-linux)
         iproute2
         # tests and benchmarks

@@ -58,6 +58,12 @@ static const char *const smcd_rows[] = {
         "close_unknown",
 };
 
+/* the SMC-R section's own keys (the connection keys are in the MODE table) */
+static const char *const smcr_rows[] = {
+        "cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed",
+        "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd",
+};
+
 static const char *const pool_rows[] = {
         "buf_clear", "alloc", "reuse", "free", "clear", "bytes_cleared", "clear_ns", "downgrade", "in_use",
         "bytes_in_use", "free_count", "pending_clear", "bytes_total",
@@ -246,6 +252,10 @@ static int print_stats_text(const Args *a, json_object *root) {
         if (r == EXIT_SUCCESS) {
                 putchar('\n');
                 r = print_keys(a, "SMCD", obj(root, "smcd"), smcd_rows, sizeof(smcd_rows) / sizeof(smcd_rows[0]));
+        }
+        if (r == EXIT_SUCCESS && obj(obj(root, "smcr"), "cdc_sends")) {
+                putchar('\n');
+                r = print_keys(a, "SMCR", obj(root, "smcr"), smcr_rows, sizeof(smcr_rows) / sizeof(smcr_rows[0]));
         }
         if (r == EXIT_SUCCESS && pool) {
                 putchar('\n');

@@ -23,25 +23,95 @@
  *       } ],
  *       "connections": 3                    SMC-R connections on the group
  *     }
- *   Until SMC-R lands nothing creates a link group; the schema above is what SMC-R's
- *   LinkGroups rows must fill (extend it by adding keys, never by renaming).
+ *   Added keys: "version" (CLC version of the first contact, 1 or 2), "max_conns",
+ *   and per link "max_inline" (bytes of inline data its QP got: seed 002). smcd keeps
+ *   one link per group (max_links 1), so "type" is "single"; "vlan" is 0 and
+ *   "pnet_id" "" (no VLAN or PNET id support yet). "peer" is the IPv4 address of the
+ *   peer's RoCE v2 GID.
  */
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "bus-util.h"
+#include "ibdev.h"
+#include "smcr.h"
 
 #define LINKGROUPS_PATH SMCD_BUS_PATH "/linkgroups"
 #define LINKGROUPS_INTERFACE "org.smcd.smcd1.LinkGroups"
 
+static json_object *lgr_to_json(const SmcrLgrInfo *i) {
+        json_object *o = json_object_new_object(), *links = json_object_new_array(), *l = json_object_new_object();
+        char id[9], peer[16], sysid[17], lg[IBDEV_GID_STRLEN], pg[IBDEV_GID_STRLEN];
+
+        if (!o || !links || !l) {
+                json_object_put(o);
+                json_object_put(links);
+                json_object_put(l);
+                return NULL;
+        }
+        snprintf(id, sizeof(id), "%08x", i->id);
+        snprintf(peer, sizeof(peer), "%u.%u.%u.%u", i->peer_gid[12], i->peer_gid[13], i->peer_gid[14], i->peer_gid[15]);
+        for (int k = 0; k < 8; k++)
+                snprintf(sysid + 2 * k, 3, "%02x", i->peer_id[k]);
+        if (json_add_str(l, "state", i->link_state) < 0 || json_add_u64(l, "id", i->link_num) < 0 ||
+            json_add_str(l, "local_device", i->device) < 0 || json_add_u64(l, "local_port", i->port) < 0 ||
+            json_add_str(l, "netdev", i->netdev) < 0 ||
+            json_add_str(l, "local_gid", ibdev_gid_to_string(i->local_gid, lg)) < 0 ||
+            json_add_str(l, "peer_gid", ibdev_gid_to_string(i->peer_gid, pg)) < 0 ||
+            json_add_u64(l, "local_qp", i->local_qp) < 0 || json_add_u64(l, "peer_qp", i->peer_qp) < 0 ||
+            json_add_u64(l, "connections", i->conns) < 0 || json_add_u64(l, "max_inline", i->max_inline) < 0 ||
+            json_object_array_add(links, l) < 0) {
+                json_object_put(l);
+                json_object_put(links);
+                json_object_put(o);
+                return NULL;
+        }
+        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", i->server ? "server" : "client") < 0 ||
+            json_add_str(o, "peer", peer) < 0 || json_add_str(o, "peer_system_id", sysid) < 0 ||
+            json_add_u64(o, "vlan", 0) < 0 || json_add_str(o, "pnet_id", "") < 0 ||
+            json_add_str(o, "local_device", i->device) < 0 || json_add_u64(o, "local_port", i->port) < 0 ||
+            json_add_str(o, "peer_gid", pg) < 0 || json_add_str(o, "type", "single") < 0 ||
+            json_add_u64(o, "version", i->version) < 0 || json_add_u64(o, "max_conns", i->max_conns) < 0 ||
+            json_object_object_add(o, "links", links) < 0 || json_add_u64(o, "connections", i->conns) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
 static int method_list(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        /* no SMC-R yet: no link groups */
-        return bus_reply_json(msg, json_object_new_array());
+        Manager *m = userdata;
+        size_t n = smcr_get_lgrs(m->smcr, NULL, 0), got;
+        SmcrLgrInfo *v = n ? calloc(n, sizeof(*v)) : NULL;
+        json_object *a = json_object_new_array();
+
+        if (!a || (n && !v)) {
+                free(v);
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        got = smcr_get_lgrs(m->smcr, v, n);
+        for (size_t i = 0; i < got && i < n; i++) {
+                json_object *o = lgr_to_json(&v[i]);
+
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(a);
+                        free(v);
+                        return -ENOMEM;
+                }
+        }
+        free(v);
+        return bus_reply_json(msg, a);
 }
 
 static int property_get_count(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "u", (uint32_t) 0);
+        Manager *m = userdata;
+
+        return sd_bus_message_append(reply, "u", (uint32_t) smcr_get_lgrs(m->smcr, NULL, 0));
 }
 
 static const sd_bus_vtable linkgroups_vtable[] = {

@@ -564,6 +564,21 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
 
 /* ---- control socket ---- */
 
+/* The runtime directory (socket, stats.json): created if missing, must be a directory. */
+static int setup_runtime_dir(Manager *m) {
+        struct stat st;
+        int r;
+
+        r = mkdir_p(m->config.runtime_dir, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create runtime directory %s: %m", m->config.runtime_dir);
+        if (stat(m->config.runtime_dir, &st) < 0)
+                return log_error_errno(errno, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
+        if (!S_ISDIR(st.st_mode))
+                return log_error_errno(ENOTDIR, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
+        return 0;
+}
+
 static int setup_socket(Manager *m) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int n, fd, r;
@@ -584,17 +599,6 @@ static int setup_socket(Manager *m) {
                         close(SD_LISTEN_FDS_START + i);
         }
 
-        r = mkdir_p(m->config.runtime_dir, 0755);
-        if (r < 0)
-                return log_error_errno(r, "Cannot create runtime directory %s: %m", m->config.runtime_dir);
-        {
-                struct stat st;
-
-                if (stat(m->config.runtime_dir, &st) < 0)
-                        return log_error_errno(errno, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
-                if (!S_ISDIR(st.st_mode))
-                        return log_error_errno(ENOTDIR, "Cannot use runtime directory %s: %m", m->config.runtime_dir);
-        }
         if (strlen(m->socket_path) >= sizeof(sa.sun_path))
                 return log_error_errno(ENAMETOOLONG, "Socket path too long: %s", m->socket_path);
         strcpy(sa.sun_path, m->socket_path);
@@ -816,15 +820,11 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
 int manager_start(Manager *m) {
         int r;
 
-        r = setup_socket(m);
-        if (r < 0)
-                return r;
-        r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
-        if (r < 0)
-                return log_error_errno(r, "Failed to watch the control socket: %m");
-        r = manager_write_stats(m);
-        if (r < 0)
-                return r;
+        if (sd_listen_fds(false) <= 0) {
+                r = setup_runtime_dir(m);
+                if (r < 0)
+                        return r;
+        }
         /* local addresses and links, live (netlink.h); without netlink the CONNECT
          * decision falls back to getifaddrs() (addr.h) and devices shows no netdevs */
         r = netlink_new(m->event, &m->netlink);
@@ -834,9 +834,21 @@ int manager_start(Manager *m) {
         r = ibdevs_new(m->event, m->netlink, &m->ibdevs);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up RoCE device discovery: %m");
+        /* SMC-R before the control socket exists: a listener that a client registers
+         * as soon as the socket appears must already see the SMC TCP option program
+         * (tcpopt.h: a socket listening before it was attached cannot be marked) */
         r = smcr_new(m, m->config.roce_devs, &m->smcr);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up SMC-R: %m");
+        r = setup_socket(m);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the control socket: %m");
+        r = manager_write_stats(m);
+        if (r < 0)
+                return r;
         if (!m->config.no_bus)
                 (void) manager_bus_connect(m); /* optional: logged, smcd runs without it */
         /* the socket is ours, so no other smcd writes the state files now: drop the

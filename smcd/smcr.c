@@ -2269,3 +2269,43 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret) {
         ret->lgr_id = c->lgr ? c->lgr->id : 0;
         ret->device = c->lgr ? roce_dev_name(c->lgr->dev) : NULL;
 }
+
+size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
+        const SmcrLgr *lgr;
+        size_t n = 0;
+
+        if (!sm)
+                return 0;
+        LIST_FOREACH(lgrs, lgr, sm->lgrs) {
+                SmcrLgrInfo *i;
+
+                if (lgr->failed)
+                        continue;
+                if (n >= max) {
+                        n++;
+                        continue;
+                }
+                i = &ret[n++];
+                memset(i, 0, sizeof(*i));
+                i->id = lgr->id;
+                i->server = lgr->server;
+                i->version = lgr->version;
+                memcpy(i->peer_id, lgr->peer_id, 8);
+                i->device = roce_dev_name(lgr->dev);
+                i->port = roce_dev_port(lgr->dev);
+                i->netdev = "";
+                for (unsigned k = 0; k < sm->n_devs; k++)
+                        if (sm->devs[k] == lgr->dev)
+                                i->netdev = sm->netdevs[k];
+                memcpy(i->local_gid, lgr->gid, 16);
+                memcpy(i->peer_gid, lgr->peer_gid, 16);
+                i->local_qp = lgr->link.rl ? roce_link_qpn(lgr->link.rl) : 0;
+                i->peer_qp = lgr->link.peer_qpn;
+                i->link_num = lgr->link.link_num;
+                i->link_state = lgr->link.active ? "active" : "activating";
+                i->conns = lgr->n_conns;
+                i->max_conns = lgr->max_conns;
+                i->max_inline = lgr->link.rl ? roce_link_max_inline(lgr->link.rl) : 0;
+        }
+        return n;
+}

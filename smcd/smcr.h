@@ -86,3 +86,24 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret);
 
 /* Client @c goes away: cancel its handshakes in progress (answering nobody). */
 void smcr_client_gone(Client *c);
+
+/* One link group as `smcctl linkgroups` shows it (linkgroups-bus.c has the schema). */
+typedef struct SmcrLgrInfo {
+        uint32_t id;
+        bool server;              /* role: created by the server side of a first contact */
+        uint8_t version;          /* CLC version of the first contact: 1 or 2 */
+        uint8_t peer_id[8];       /* the peer's SMC peer id (system id) */
+        const char *device;       /* local RoCE device (valid until the loop runs again) */
+        uint8_t port;
+        const char *netdev;       /* its netdev */
+        uint8_t local_gid[16], peer_gid[16];
+        uint32_t local_qp, peer_qp;
+        uint8_t link_num;
+        const char *link_state;   /* "active", "activating", "inactive" */
+        unsigned conns;
+        unsigned max_conns;
+        uint32_t max_inline;      /* bytes of inline data the link's QP got */
+} SmcrLgrInfo;
+
+/* Fill up to @max entries of @ret with the live link groups; returns how many exist. */
+size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max);

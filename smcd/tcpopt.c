@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The SMC TCP option through a BPF sock_ops program: the loader (see tcpopt.h). */
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "bpf/smc-tcpopt-abi.h"
+#include "smc-tcpopt.skel.h"
+#include "tcpopt.h"
+
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+
+struct TcpOpt {
+        struct smc_tcpopt_bpf *skel;
+        struct bpf_link *link;
+        int cgroup_fd;
+        int marks_fd;   /* smc_marks: sk storage, keyed by a socket fd */
+        int listen_fd;  /* smc_listen: marked listeners */
+        int flagged_fd; /* smc_flagged: listeners whose header-option callbacks are on */
+};
+
+static int libbpf_print(enum libbpf_print_level level, const char *format, va_list args) {
+        static int debug = -1;
+
+        if (debug < 0)
+                debug = getenv("SMCD_TCPOPT_DEBUG") != NULL;
+        if (!debug)
+                return 0;
+        return vfprintf(stderr, format, args);
+}
+
+static pthread_once_t libbpf_once = PTHREAD_ONCE_INIT;
+
+static void libbpf_setup(void) {
+        (void) libbpf_set_print(libbpf_print);
+}
+
+/* Does the kernel have what the program needs? 0, -ENOTSUP, or -EPERM etc. */
+static int tcpopt_probe(void) {
+        static const enum bpf_func_id helpers[] = {
+                BPF_FUNC_load_hdr_opt, BPF_FUNC_store_hdr_opt, BPF_FUNC_reserve_hdr_opt,
+                BPF_FUNC_sk_storage_get, BPF_FUNC_sock_ops_cb_flags_set,
+                BPF_FUNC_for_each_map_elem,
+        };
+        int r;
+
+        r = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SOCK_OPS, NULL);
+        if (r == 0 || r == -ENOSYS || r == -EOPNOTSUPP)
+                return -ENOTSUP;
+        if (r < 0)
+                return r;
+        r = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_SK_STORAGE, NULL);
+        if (r == 0)
+                return -ENOTSUP;
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++) {
+                r = libbpf_probe_bpf_helper(BPF_PROG_TYPE_SOCK_OPS, helpers[i], NULL);
+                if (r == 0)
+                        return -ENOTSUP;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+TcpOpt *tcpopt_free(TcpOpt *t) {
+        if (!t)
+                return NULL;
+        if (t->link)
+                (void) bpf_link__destroy(t->link);
+        if (t->skel)
+                smc_tcpopt_bpf__destroy(t->skel);
+        if (t->cgroup_fd >= 0)
+                (void) close(t->cgroup_fd);
+        free(t);
+        return NULL;
+}
+
+int tcpopt_new(const char *cgroup_path, TcpOpt **ret) {
+        struct statfs sfs;
+        TcpOpt *t;
+        int r;
+
+        if (!cgroup_path || !ret)
+                return -EINVAL;
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->cgroup_fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (t->cgroup_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if (fstatfs(t->cgroup_fd, &sfs) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if (sfs.f_type != CGROUP2_SUPER_MAGIC) {
+                r = -EINVAL;
+                goto fail;
+        }
+
+        (void) pthread_once(&libbpf_once, libbpf_setup);
+        t->skel = smc_tcpopt_bpf__open();
+        if (!t->skel) {
+                r = errno > 0 ? -errno : -ENOMEM;
+                goto fail;
+        }
+        r = smc_tcpopt_bpf__load(t->skel);
+        if (r < 0) {
+                /* -EPERM: not privileged (the probes cannot tell that case apart: they
+                 * fail the same way). Otherwise ask whether the kernel has it at all. */
+                if (r != -EPERM && tcpopt_probe() == -ENOTSUP)
+                        r = -ENOTSUP;
+                goto fail;
+        }
+        t->marks_fd = bpf_map__fd(t->skel->maps.smc_marks);
+        t->listen_fd = bpf_map__fd(t->skel->maps.smc_listen);
+        t->flagged_fd = bpf_map__fd(t->skel->maps.smc_flagged);
+
+        /* a cgroup BPF link: multi-attach (as BPF_F_ALLOW_MULTI), detached when the link
+         * is destroyed or its last fd closed (also when smcd dies) */
+        t->link = bpf_program__attach_cgroup(t->skel->progs.smc_tcpopt, t->cgroup_fd);
+        if (!t->link) {
+                r = errno > 0 ? -errno : -EINVAL;
+                goto fail;
+        }
+        *ret = t;
+        return 0;
+
+fail:
+        tcpopt_free(t);
+        return r;
+}
+
+/* An IPv4 / IPv6 TCP stream socket? Its TCP state (TCP_INFO takes the socket lock,
+ * so it also waits out a packet being processed for it right now) in *@ret_state. */
+static int tcp_socket_state(int fd, int *ret_state) {
+        struct tcp_info ti;
+        socklen_t len;
+        int v;
+
+        if (fd < 0)
+                return -EBADF;
+        len = sizeof(v);
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0)
+                return -errno; /* EBADF, ENOTSOCK */
+        if (v != AF_INET && v != AF_INET6)
+                return -EPROTONOSUPPORT;
+        len = sizeof(v);
+        if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) < 0)
+                return -errno;
+        if (v != IPPROTO_TCP)
+                return -EPROTONOSUPPORT;
+        len = sizeof(ti);
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+                return -errno;
+        *ret_state = ti.tcpi_state;
+        return 0;
+}
+
+/* The smc_listen / smc_flagged key of a listener, as the program builds it, and its
+ * socket cookie. */
+static int listener_key(int fd, struct smc_tcpopt_lkey *k, uint64_t *ret_cookie) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        uint64_t cookie;
+
+        memset(k, 0, sizeof(*k));
+        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
+                return -errno;
+        if (ss.ss_family == AF_INET) {
+                const struct sockaddr_in *sin = (const struct sockaddr_in *) &ss;
+
+                k->port = ntohs(sin->sin_port);
+                if (sin->sin_addr.s_addr == htonl(INADDR_ANY))
+                        k->wild = 4;
+                else {
+                        k->addr[2] = htonl(0xffff);
+                        k->addr[3] = sin->sin_addr.s_addr;
+                }
+        } else if (ss.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *) &ss;
+
+                k->port = ntohs(sin6->sin6_port);
+                memcpy(k->addr, &sin6->sin6_addr, sizeof(k->addr));
+                if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
+                        k->wild = 6;
+        } else
+                return -EPROTONOSUPPORT;
+        len = sizeof(cookie);
+        if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) < 0)
+                return -errno;
+        *ret_cookie = cookie;
+        return 0;
+}
+
+int tcpopt_mark(TcpOpt *t, int fd) {
+        struct smc_tcpopt_sk mark = { .flags = SMC_TCPOPT_F_MARKED }, cur;
+        struct smc_tcpopt_lval fv, lv = {};
+        struct smc_tcpopt_lkey k;
+        uint64_t cookie;
+        int r, state;
+
+        if (!t)
+                return -EINVAL;
+        r = tcp_socket_state(fd, &state);
+        if (r < 0)
+                return r;
+        /* keep the record of callback flags the program turned on (a connect() that
+         * failed before it was established leaves them on, to be turned off later) */
+        if (bpf_map_lookup_elem(t->marks_fd, &fd, &cur) == 0)
+                mark.cb_added = cur.cb_added;
+        if (state == TCP_CLOSE)
+                return bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0 ? -errno : 0;
+        if (state != TCP_LISTEN)
+                return -EISCONN;
+
+        /* already listening: it works if the program saw it start listening (and so
+         * turned on its header-option callbacks) */
+        r = listener_key(fd, &k, &cookie);
+        if (r < 0)
+                return r;
+        if (bpf_map_lookup_elem(t->flagged_fd, &k, &fv) < 0 || fv.cookie != cookie)
+                return -EBUSY;
+        if (bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0)
+                return -errno;
+        lv.cookie = cookie;
+        if (bpf_map_update_elem(t->listen_fd, &k, &lv, BPF_ANY) < 0) {
+                r = errno == ENOSPC ? -E2BIG : -errno;
+                mark.flags = 0; /* a listener not in smc_listen never echoes */
+                (void) bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY);
+                return r;
+        }
+        return 0;
+}
+
+int tcpopt_unmark(TcpOpt *t, int fd) {
+        struct smc_tcpopt_sk cur, none = {};
+        struct smc_tcpopt_lval lv;
+        struct smc_tcpopt_lkey k;
+        uint64_t cookie;
+        int r, state;
+
+        if (!t)
+                return -EINVAL;
+        r = tcp_socket_state(fd, &state);
+        if (r < 0)
+                return r;
+        if (state == TCP_LISTEN && listener_key(fd, &k, &cookie) == 0 &&
+            bpf_map_lookup_elem(t->listen_fd, &k, &lv) == 0 && lv.cookie == cookie)
+                (void) bpf_map_delete_elem(t->listen_fd, &k);
+        if (bpf_map_lookup_elem(t->marks_fd, &fd, &cur) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!(cur.flags & SMC_TCPOPT_F_MARKED))
+                return 0;
+        /* keep the entry (flags 0): children cloned from it still report their echo */
+        none.flags = cur.flags & ~SMC_TCPOPT_F_MARKED;
+        none.cb_added = cur.cb_added;
+        return bpf_map_update_elem(t->marks_fd, &fd, &none, BPF_ANY) < 0 ? -errno : 0;
+}
+
+int tcpopt_peer_has(TcpOpt *t, int fd) {
+        struct smc_tcpopt_sk st;
+        int r, state;
+
+        if (!t)
+                return -EINVAL;
+        r = tcp_socket_state(fd, &state);
+        if (r < 0)
+                return r;
+        if (state == TCP_SYN_SENT || state == TCP_SYN_RECV) {
+                /* an accepted socket is in SYN_RECV only while its final ACK waits in
+                 * the socket's backlog (the socket was locked by us): the lock taken
+                 * by TCP_INFO released it, so look once more */
+                r = tcp_socket_state(fd, &state);
+                if (r < 0)
+                        return r;
+                if (state == TCP_SYN_SENT || state == TCP_SYN_RECV)
+                        return -EAGAIN;
+        }
+        if (bpf_map_lookup_elem(t->marks_fd, &fd, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (st.flags & SMC_TCPOPT_F_DONE)
+                return !!(st.flags & SMC_TCPOPT_F_PEER);
+        if (!(st.flags & SMC_TCPOPT_F_MARKED))
+                return 0; /* unmarked again */
+        if (state == TCP_LISTEN)
+                return -EINVAL;
+        if (state == TCP_CLOSE)
+                return -ENOTCONN;
+        return 0; /* marked after its handshake: no option was sent */
+}
+
+/* Undo the octal escapes (\040 etc.) of a /proc/self/mountinfo field, in place. */
+static void unoctal(char *s) {
+        char *w = s;
+
+        for (char *p = s; *p; p++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        *w++ = (char) (((p[1] - '0') << 6) | ((p[2] - '0') << 3) | (p[3] - '0'));
+                        p += 3;
+                } else
+                        *w++ = *p;
+        }
+        *w = 0;
+}
+
+static char default_cgroup[4096];
+static pthread_once_t default_cgroup_once = PTHREAD_ONCE_INIT;
+
+static void default_cgroup_find(void) {
+        char *line = NULL, *fields[10], *sep, *save, *p;
+        size_t n = 0;
+        bool found = false;
+        FILE *f;
+
+        f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return;
+        /* "36 35 0:30 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw":
+         * the mount whose file system type (after " - ") is cgroup2; prefer one that
+         * shows the hierarchy's root ("/") */
+        while (getline(&line, &n, f) > 0) {
+                int i = 0;
+
+                sep = strstr(line, " - ");
+                if (!sep)
+                        continue;
+                *sep = 0;
+                for (p = strtok_r(line, " ", &save); p && i < 10; p = strtok_r(NULL, " ", &save))
+                        fields[i++] = p;
+                if (i < 5)
+                        continue;
+                p = strtok_r(sep + 3, " \n", &save);
+                if (!p || strcmp(p, "cgroup2") != 0)
+                        continue;
+                if (found && strcmp(fields[3], "/") != 0)
+                        continue;
+                unoctal(fields[4]);
+                if (strlen(fields[4]) >= sizeof(default_cgroup))
+                        continue;
+                strcpy(default_cgroup, fields[4]);
+                found = true;
+                if (strcmp(fields[3], "/") == 0)
+                        break;
+        }
+        free(line);
+        fclose(f);
+}
+
+const char *tcpopt_default_cgroup(void) {
+        (void) pthread_once(&default_cgroup_once, default_cgroup_find);
+        return default_cgroup[0] ? default_cgroup : NULL;
+}

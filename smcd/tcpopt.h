@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The SMC capability signal on TCP (RFC 7609; Linux net/smc): the experimental option
+ * kind 254, length 6, ExID 0xE2D4C3D9 in SYN and SYN-ACK. A client offers SMC by
+ * putting it into its SYN; a server agrees by echoing it in the SYN-ACK, only if the
+ * SYN had it. Only when both happened may CLC bytes flow on the connection; otherwise
+ * both sides use plain TCP (Linux's reason PEERNOSMC).
+ *
+ * smcd cannot write TCP options itself, so a TcpOpt loads a BPF sock_ops program
+ * (smcd/bpf/smc-tcpopt.bpf.c, compiled by clang at build time and embedded in smcd)
+ * and attaches it to a cgroup v2 directory. The program acts only on the sockets this
+ * TcpOpt marked:
+ *   - a marked socket that connects sends the option in its SYN (and SYN
+ *     retransmissions) and records whether the SYN-ACK carried it;
+ *   - a marked listener echoes it in the SYN-ACK to each SYN that carried it, unless
+ *     the SYN-ACK is a syncookie one (nothing of the request survives it, so it never
+ *     advertises then); each accepted socket records whether its SYN-ACK had the echo.
+ * tcpopt_peer_has() then answers, per TCP connection, whether SMC may be spoken.
+ *
+ * On the wire the option is the 8 bytes FE 06 E2 D4 C3 D9 01 01 at the end of the
+ * option list: BPF can only append options after the kernel's own and the kernel pads
+ * the reserved space with NOPs after them (Linux's own SMC code emits 01 01 FE 06 E2 D4
+ * C3 D9). Both forms are the same option list to every TCP parser (Linux included).
+ *
+ * Scope and limits:
+ *   - Only sockets created by processes in the cgroup (or its descendants) are seen;
+ *     attach to the cgroup2 root (tcpopt_default_cgroup()) to see all. Accepted sockets
+ *     belong to their listener's cgroup.
+ *   - Linux >= 5.10 (BPF TCP header options), with BPF, cgroup BPF and BPF sk storage;
+ *     loading needs root or CAP_BPF + CAP_NET_ADMIN.
+ *   - The attachment is a BPF link (multi-attach semantics, as BPF_F_ALLOW_MULTI):
+ *     other programs and other smcd instances on the same or parent cgroups keep
+ *     running; each TcpOpt has its own maps and acts only on the sockets it marked.
+ *     The link goes away with the TcpOpt or with the process.
+ *   - A listener gets the header-option callbacks when it starts listening (every
+ *     listener in the cgroup does, while a TcpOpt is attached, so that it can be
+ *     marked later). A socket that was already listening before any TcpOpt was
+ *     attached cannot be marked (-EBUSY): the kernel offers no way to enable the
+ *     callbacks afterwards (Linux 6.1).
+ *   - SYN-ACK space: the echo needs 8 bytes of the 40; it is left out (and the
+ *     connection is plain TCP on both sides) when TCP-MD5/AO and the usual options
+ *     leave less. Likewise the SYN.
+ *   - SO_REUSEPORT groups: mark all sockets of a group or none (the SYN-ACK side finds
+ *     the listener by its bound address and port only).
+ *
+ * All functions return negative errno on failure; nothing here logs or is thread-safe
+ * with respect to the same TcpOpt (smcd calls it from its event loop). Set
+ * SMCD_TCPOPT_DEBUG=1 in the environment to get libbpf's messages (verifier log on a
+ * failed load) on stderr.
+ */
+
+#include <errno.h>
+#include <stddef.h>
+
+#ifndef SMCD_HAVE_TCPOPT
+#define SMCD_HAVE_TCPOPT 0
+#endif
+
+typedef struct TcpOpt TcpOpt;
+
+#if SMCD_HAVE_TCPOPT
+
+/* Load the program and attach it to the cgroup v2 directory @cgroup_path (e.g.
+ * tcpopt_default_cgroup()). On success *@ret owns the TcpOpt (free with
+ * tcpopt_free()). Errors: -EINVAL (NULL argument, or @cgroup_path is not a cgroup v2
+ * directory), -ENOENT / -ENOTDIR / -EACCES (opening it), -ENOTSUP (the kernel lacks
+ * BPF sock_ops header options or sk storage, or BPF at all), -EPERM (not privileged),
+ * -ENOMEM, other -errno from loading or attaching. */
+int tcpopt_new(const char *cgroup_path, TcpOpt **ret);
+
+/* Detach and unload; the marks of this TcpOpt are gone with its maps (marked sockets
+ * then behave as unmarked; connections in the middle of a handshake may have sent the
+ * option already). NULL is fine. Returns NULL. */
+TcpOpt *tcpopt_free(TcpOpt *t);
+
+/* Mark the TCP socket @fd (borrowed; any descriptor of the socket, e.g. one received
+ * over SCM_RIGHTS) for SMC:
+ *   - a socket that has not connected yet (fresh or bound): call it before connect();
+ *     its SYN then carries the option;
+ *   - a listener (before or after listen()): its SYN-ACKs echo the option to SYNs that
+ *     carried it, for the connections whose SYN arrives after this call.
+ * Idempotent. Errors: -EBADF, -ENOTSOCK, -EPROTONOSUPPORT (not an IPv4/IPv6 TCP
+ * socket), -EISCONN (connecting, connected or closing: too late for the SYN), -EBUSY
+ * (listening since before any TcpOpt was attached: see above), -E2BIG (too many
+ * marked listeners: 4096), -EINVAL (NULL @t). */
+int tcpopt_mark(TcpOpt *t, int fd);
+
+/* Undo tcpopt_mark(): no new SYN / SYN-ACK of @fd carries the option. Connections
+ * whose SYN-ACK already carried the echo still report it (tcpopt_peer_has() tells the
+ * truth of the wire). Not marked: 0. Errors as tcpopt_mark() (no -EISCONN/-EBUSY). */
+int tcpopt_unmark(TcpOpt *t, int fd);
+
+/* Did the handshake of the connected TCP socket @fd exchange the option both ways?
+ * For a socket that connect()ed: its SYN carried it (marked before connect()) and
+ * the SYN-ACK carried it. For an accepted socket: its listener was marked, the SYN
+ * carried it and our SYN-ACK echoed it. Returns 1 (speak CLC), 0 (plain TCP; also for
+ * a socket this TcpOpt never marked, or marked after its handshake), or -EAGAIN (the
+ * handshake has not completed: a non-blocking connect() in progress), -ENOTCONN (a
+ * marked socket that never connected, or whose connect failed), -EINVAL (a listener,
+ * or NULL @t), -EBADF, -ENOTSOCK, -EPROTONOSUPPORT. */
+int tcpopt_peer_has(TcpOpt *t, int fd);
+
+/* The mount point of the cgroup v2 hierarchy, from /proc/self/mountinfo (on a hybrid
+ * host /sys/fs/cgroup/unified, with systemd's unified layout /sys/fs/cgroup), or NULL
+ * if none is mounted. Static storage, computed on first use. */
+const char *tcpopt_default_cgroup(void);
+
+#else /* !SMCD_HAVE_TCPOPT: built without libbpf / clang / bpftool */
+
+static inline int tcpopt_new(const char *cgroup_path, TcpOpt **ret) {
+        (void) cgroup_path;
+        (void) ret;
+        return -ENOTSUP;
+}
+static inline TcpOpt *tcpopt_free(TcpOpt *t) {
+        (void) t;
+        return NULL;
+}
+static inline int tcpopt_mark(TcpOpt *t, int fd) {
+        (void) t;
+        (void) fd;
+        return -ENOTSUP;
+}
+static inline int tcpopt_unmark(TcpOpt *t, int fd) {
+        (void) t;
+        (void) fd;
+        return -ENOTSUP;
+}
+static inline int tcpopt_peer_has(TcpOpt *t, int fd) {
+        (void) t;
+        (void) fd;
+        return -ENOTSUP;
+}
+static inline const char *tcpopt_default_cgroup(void) {
+        return NULL;
+}
+
+#endif
