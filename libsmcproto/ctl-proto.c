@@ -21,7 +21,7 @@ _Static_assert(offsetof(struct smc_ctl_conn, params) == 112 && sizeof(struct smc
 _Static_assert(sizeof(struct smc_ctl_fallback) == 72, "FALLBACK layout (v2 only)");
 _Static_assert(offsetof(struct smc_ctl_listen_reply, flags) == 24 && sizeof(struct smc_ctl_listen_reply) == 32,
                "LISTEN_REPLY layout (v1, v2: 24 bytes, v3: 32)");
-_Static_assert(sizeof(struct smc_ctl_smcr) == 32, "SMCR layout (v3 only)");
+_Static_assert(sizeof(struct smc_ctl_smcr) == 40, "SMCR layout (v3 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -117,7 +117,9 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
                 return m->hdr.version >= 3 ? 1 : 0;
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN:
-                if (m->conn.mode == SMC_CTL_MODE_TCP || m->conn.mode == SMC_CTL_MODE_SMCR_PENDING)
+                if (m->conn.mode == SMC_CTL_MODE_TCP)
+                        return m->hdr.type == SMC_CTL_NEW_CONN ? 1 : 0; /* v3: the TCP socket */
+                if (m->conn.mode == SMC_CTL_MODE_SMCR_PENDING)
                         return 0;
                 if (m->conn.mode != SMC_CTL_MODE_SMCD && m->conn.mode != SMC_CTL_MODE_SMCR)
                         return -EINVAL;
@@ -215,7 +217,16 @@ static int decode_body(const union smc_ctl_msg *m) {
                 if (m->conn.mode == SMC_CTL_MODE_TCP) {
                         if (v2 && memcmp(&m->conn.params, &no_params, sizeof(no_params)) != 0)
                                 return -EBADMSG;
-                        return m->hdr.type == SMC_CTL_CONNECT_REPLY ? 0 : -EBADMSG;
+                        if (m->hdr.type == SMC_CTL_CONNECT_REPLY)
+                                return 0;
+                        /* v3 NEW_CONN of an SMC-R handshake that fell back: the reason,
+                         * the addresses, no id, no buffers */
+                        if (m->hdr.version < 3 || m->conn.conn_id || !m->conn.fallback_reason ||
+                            m->conn.rx.id || m->conn.rx.size || m->conn.rx.flags || m->conn.tx.id ||
+                            m->conn.tx.size || m->conn.tx.flags || !addr_ok(&m->conn.local, false) ||
+                            !addr_ok(&m->conn.peer, false))
+                                return -EBADMSG;
+                        return 0;
                 }
                 if (m->conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
                         struct smc_ctl_conn body = m->conn;
@@ -228,8 +239,7 @@ static int decode_body(const union smc_ctl_msg *m) {
                                 return -EBADMSG;
                         return 0;
                 }
-                if (m->conn.mode == SMC_CTL_MODE_SMCR &&
-                    (m->hdr.version < 3 || m->hdr.type != SMC_CTL_CONNECT_REPLY))
+                if (m->conn.mode == SMC_CTL_MODE_SMCR && m->hdr.version < 3)
                         return -EBADMSG;
                 if ((m->conn.mode != SMC_CTL_MODE_SMCD && m->conn.mode != SMC_CTL_MODE_SMCR) || !m->conn.conn_id ||
                     m->conn.fallback_reason)
@@ -254,7 +264,8 @@ static int decode_body(const union smc_ctl_msg *m) {
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_SMCR:
-                if ((m->smcr.role != SMC_CTL_ROLE_CLIENT && m->smcr.role != SMC_CTL_ROLE_SERVER) || m->smcr.reserved)
+                if ((m->smcr.role != SMC_CTL_ROLE_CLIENT && m->smcr.role != SMC_CTL_ROLE_SERVER) || m->smcr.reserved ||
+                    (m->smcr.role == SMC_CTL_ROLE_SERVER) != (m->smcr.listener_id != 0))
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_FALLBACK:

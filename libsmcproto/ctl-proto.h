@@ -78,22 +78,36 @@
  *                      - mode SMC_CTL_MODE_TCP: fallback reason (SMC_CLC_DECL_*),
  *                        no fds, (v2) params all zero. The client then connects
  *                        over plain TCP.
- *   SMCR         C->D  (v3) role (SMC_CTL_ROLE_*), sndbuf, rcvbuf (bytes, 0 = default);
- *                      1 fd: the connected TCP socket (client: after its connect
- *                      completed; server: as accepted from an SMC_CTL_LISTEN_SMCR
- *                      listener). smcd runs the CLC handshake on it (wire spec 2-3):
- *                      only if the peer sent the SMC TCP option, else at once mode
- *                      TCP with SMC_CLC_DECL_PEERNOSMC and no byte written. Reply
- *                      CONNECT_REPLY mode SMC_CTL_MODE_SMCR: fds X, Y, rx memfd (the
- *                      RMB the peer RDMA-writes into), tx memfd (the send buffer
- *                      smcd RDMA-writes from), always both memfds; or mode TCP with
- *                      the SMC_CLC_DECL_* reason (the socket is then positioned
- *                      after the CLC bytes, at the first application byte); or ERROR
- *                      (-ECONNRESET, -ETIMEDOUT ...: the TCP connection is unusable).
- *                      The client keeps the TCP socket (idle) and closes it with the
- *                      connection.
+ *   SMCR         C->D  (v3) role (SMC_CTL_ROLE_*), listener id (role server: the
+ *                      SMC_CTL_LISTEN_SMCR listener it was accepted from; client: 0),
+ *                      sndbuf, rcvbuf (bytes, 0 = default); 1 fd: the connected TCP
+ *                      socket. smcd runs the CLC handshake on it (wire spec 2-3) only
+ *                      if the peer sent the SMC TCP option; else it answers at once
+ *                      CONNECT_REPLY mode TCP with SMC_CLC_DECL_PEERNOSMC, no byte
+ *                      written, and the client uses its socket as plain TCP.
+ *                      - role client: the reply comes when the handshake ended:
+ *                        CONNECT_REPLY mode SMC_CTL_MODE_SMCR: fds X, Y, rx memfd (the
+ *                        RMB the peer RDMA-writes into), tx memfd (the send buffer
+ *                        smcd RDMA-writes from), always both memfds; or mode TCP with
+ *                        the SMC_CLC_DECL_* reason (the socket is then positioned
+ *                        after the CLC bytes, at the first application byte); or
+ *                        ERROR (-ECONNRESET, -ETIMEDOUT ...: the connection is
+ *                        unusable). The client keeps the TCP socket (idle) and closes
+ *                        it with the connection.
+ *                      - role server: the reply comes at once, CONNECT_REPLY mode
+ *                        SMC_CTL_MODE_SMCR_PENDING: smcd keeps (a duplicate of) the
+ *                        socket and runs the handshake while the client goes on
+ *                        accepting; the client closes its descriptor. The result
+ *                        arrives on the listener's accept channel as NEW_CONN: mode
+ *                        SMCR (as SMC-D; smcd holds the idle TCP socket for the
+ *                        connection's lifetime), or mode TCP with the reason and 1 fd,
+ *                        the TCP socket itself (after a DECLINE: at the first
+ *                        application byte). A handshake that broke the TCP
+ *                        connection delivers nothing (as a connection reset before
+ *                        accept()).
  *   NEW_CONN     D->L  sent on a listener's accept channel for each SMC connection
- *                      queued to it; body and fds as CONNECT_REPLY (peer = the
+ *                      queued to it (and, v3, for a TCP connection an SMC-R handshake
+ *                      ended in a fallback: mode TCP, 1 fd); body and fds as CONNECT_REPLY (peer = the
  *                      connecting client's address, local = the listener's view).
  *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
  *                      success (fire and forget); ERROR on a bad id.
@@ -290,6 +304,7 @@ struct smc_ctl_smcr {
         uint32_t reserved;
         uint32_t sndbuf; /* bytes, 0 = default */
         uint32_t rcvbuf; /* bytes, 0 = default */
+        uint64_t listener_id; /* role server: the listener; role client: 0 */
 };
 
 struct smc_ctl_ok {

@@ -792,6 +792,34 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
 
 /* Take one SMC-D connection from the listener's channel. Returns the new fd, or
  * -EAGAIN (none queued), -EPROTO (a bad message was dropped: try again), -errno. */
+/* NEW_CONN mode TCP (v3): an SMC-R handshake on @fd fell back; @fd is a plain TCP
+ * connection now, at its first application byte. Returns it as accept() would. */
+static int accept_chan_tcp(struct smc_sock *l, const union smc_ctl_msg *m, int fd, struct sockaddr *addr,
+                           socklen_t *len, int flags) {
+        struct sockaddr_storage ss;
+        socklen_t sl = 0;
+        struct smc_sock *s;
+
+        /* arrived O_CLOEXEC and blocking (smcd never changes its file flags) */
+        if (!(flags & SOCK_CLOEXEC))
+                (void) set_cloexec(fd, false);
+        if (flags & SOCK_NONBLOCK)
+                (void) set_nonblock(fd, true);
+        if (addr && len && addr_for_family(&m->conn.peer, l->family, &ss, &sl) == 0)
+                (void) copy_addr_out(&ss, sl, addr, len);
+        if ((unsigned) fd >= FD_MAX)
+                return fd;
+        s = sock_alloc(fd, l->family, SOCK_TCP, flags & SOCK_NONBLOCK);
+        if (!s || sock_insert(s) < 0) {
+                if (s)
+                        sock_release(s);
+                sys_close(fd);
+                return -ENOMEM;
+        }
+        s->fallback_reason = m->conn.fallback_reason;
+        return fd;
+}
+
 static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len, int flags) {
         union smc_ctl_msg m;
         int fds[SMC_CTL_MAX_FDS];
@@ -818,7 +846,10 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         if (n < 0)
                 return -EPROTO;
-        if (m.hdr.type != SMC_CTL_NEW_CONN || m.conn.mode != SMC_CTL_MODE_SMCD || n < 2) {
+        if (m.hdr.type == SMC_CTL_NEW_CONN && m.conn.mode == SMC_CTL_MODE_TCP && n == 1)
+                return accept_chan_tcp(l, &m, fds[0], addr, len, flags);
+        if (m.hdr.type != SMC_CTL_NEW_CONN || (m.conn.mode != SMC_CTL_MODE_SMCD && m.conn.mode != SMC_CTL_MODE_SMCR) ||
+            n < 2) {
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
                 return -EPROTO;
@@ -854,6 +885,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 goto abort;
         }
         ep_tune(&s->ep, &m);
+        s->smcr = m.conn.mode == SMC_CTL_MODE_SMCR;
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
         if (r < 0) {
@@ -874,84 +906,32 @@ abort:
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
-/* A TCP connection @fd (taken) accepted from an SMC-R listener @l: smcd runs the
- * server side of the CLC handshake (SMCR role server) if the peer sent the SMC TCP
- * option. Returns the new SMC-R socket's X, -ENOPROTOOPT when @fd is to be used as
- * plain TCP (not closed), or -errno (@fd closed: -ECONNABORTED when the handshake
- * broke the connection). */
-static int accept_smcr(struct smc_sock *l, int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+/* A TCP connection @fd accepted from an SMC-R listener @l: hand it to smcd for the
+ * server side of the SMC-R handshake (SMCR, role server). smcd answers at once:
+ * PENDING (it runs the handshake and delivers the result on the accept channel, as
+ * NEW_CONN: accept_chan()), or TCP (the peer did not ask for SMC). Returns -EAGAIN
+ * (@fd closed: smcd has it now), or -ENOPROTOOPT (@fd is a plain TCP connection, not
+ * closed). */
+static int accept_smcr(struct smc_sock *l, int fd) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
-        struct smc_sock *s;
-        void *rx, *tx;
-        int n, r, x;
+        int n;
 
         smc_ctl_init(&m, SMC_CTL_SMCR, 0);
         m.smcr.role = SMC_CTL_ROLE_SERVER;
+        m.smcr.listener_id = l->listener_id;
         m.smcr.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
         m.smcr.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
-        n = smc_ctl_client_call_timeout(&m, &fd, 1, &reply, fds, SMC_SMCR_TIMEOUT_MS);
+        n = smc_ctl_client_call(&m, &fd, 1, &reply, fds);
         if (n < 0)
-                return -ENOPROTOOPT; /* smcd is gone: as TCP (what it would have done) */
-        if (reply.hdr.type == SMC_CTL_ERROR) {
+                return -ENOPROTOOPT; /* smcd is gone: as TCP (what it would have said) */
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        if (reply.hdr.type == SMC_CTL_CONNECT_REPLY && reply.conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
                 sys_close(fd);
-                return -ECONNABORTED;
+                return -EAGAIN;
         }
-        if (reply.hdr.type != SMC_CTL_CONNECT_REPLY || reply.conn.mode == SMC_CTL_MODE_TCP) {
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                return -ENOPROTOOPT;
-        }
-        if (reply.conn.mode != SMC_CTL_MODE_SMCR || n < 2) {
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                sys_close(fd);
-                return -ECONNABORTED;
-        }
-        x = fds[0];
-        r = conn_map(&reply.conn, fds, n, &rx, &tx); /* closes the memfds */
-        if (r < 0 || (unsigned) x >= FD_MAX)
-                goto abort;
-        if (!(flags & SOCK_CLOEXEC) && set_cloexec(x, false) < 0)
-                goto abort;
-        if ((flags & SOCK_NONBLOCK) && set_nonblock(x, true) < 0)
-                goto abort;
-        (void) set_cloexec(fd, true);
-        s = sock_alloc(x, l->family, SOCK_NEW, flags & SOCK_NONBLOCK);
-        if (!s)
-                goto abort;
-        s->conn_id = reply.conn.conn_id;
-        s->hidden = fd; /* the TCP connection, idle while SMC-R carries the data */
-        s->smcr = true;
-        if (addr_for_family(&reply.conn.local, s->family, &s->local, &s->local_len) < 0 ||
-            addr_for_family(&reply.conn.peer, s->family, &s->peer, &s->peer_len) < 0 ||
-            smc_ring_init(&s->ep, rx, reply.conn.rx.size, tx, reply.conn.tx.size, x, fds[1]) < 0) {
-                s->hidden = -1;
-                sock_release(s);
-                goto abort;
-        }
-        ep_tune(&s->ep, &reply);
-        sock_set_state(s, SOCK_SMCD);
-        r = sock_insert(s);
-        if (r < 0) {
-                (void) smc_ring_close(&s->ep);
-                s->hidden = -1;
-                sock_release(s);
-                sys_close(x);
-                sys_close(fd);
-                ctl_close_conn(reply.conn.conn_id, true);
-                return r;
-        }
-        if (addr && len)
-                (void) copy_addr_out(&s->peer, s->peer_len, addr, len);
-        return x;
-
-abort:
-        sys_close(fds[0]);
-        sys_close(fds[1]);
-        sys_close(fd);
-        ctl_close_conn(reply.conn.conn_id, true);
-        return -ECONNABORTED;
+        return -ENOPROTOOPT;
 }
 
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
@@ -971,11 +951,11 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         if (fd < 0)
                 return -errno;
         if (notice && l->listen_smcr) {
-                int r = accept_smcr(l, fd, addr, len, flags);
+                int r = accept_smcr(l, fd);
 
                 if (r != -ENOPROTOOPT)
-                        return r; /* the SMC-R connection's X, or an error */
-                /* TCP: the peer did not ask for SMC, or declined; smcd counted it */
+                        return r; /* -EAGAIN: smcd runs the handshake, NEW_CONN follows */
+                /* TCP: the peer did not ask for SMC */
         }
         if (notice) {
                 if (!addr)

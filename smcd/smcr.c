@@ -101,6 +101,7 @@ struct SmcrConn {
         uint32_t peer_rkey;
         uint32_t peer_rmb_size;
         int xs, ya;              /* smcd's fds (smcr.h) */
+        int tcp;                 /* role server: the idle TCP connection, or -1 */
         sd_event_source *xs_src;
         bool active;             /* handshake done */
         /* tx: send buffer -> peer RMB */
@@ -152,6 +153,8 @@ struct SmcrHs {
         uint8_t buf[SMC_CLC_MAX_LEN];
         size_t have;
         uint32_t sndbuf, rcvbuf;
+        uint64_t listener_id;    /* role server: the result goes to its accept channel */
+        uid_t uid;               /* whose connection (the listener's owner / the client) */
         struct smc_ctl_addr local, peer;
         uint8_t local4[4];
         uint8_t version;
@@ -341,8 +344,8 @@ static void conn_ring_client(SmcrConn *c) {
                 return;
         if (atomic_exchange(&rmb_hdr(c)->bell, SMC_DMB_BELL_SET) == SMC_DMB_BELL_NONE) {
                 char b = 0;
-                if (send(c->ya, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
-                        log_debug("SMC-R connection %08x: doorbell: %m", c->token);
+                if (send(c->ya, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN && errno != EPIPE)
+                        log_debug_errno(errno, "SMC-R connection %08x: doorbell: %m", c->token);
         }
 }
 
@@ -721,7 +724,9 @@ static void conn_free(SmcrConn *c) {
                 close(c->xs);
         if (c->ya >= 0)
                 close(c->ya);
-        c->xs = c->ya = -1;
+        if (c->tcp >= 0)
+                close(c->tcp);
+        c->xs = c->ya = c->tcp = -1;
         if (c->token)
                 u64map_remove(sm->tokens, c->token);
         if (c->rmb)
@@ -1284,6 +1289,26 @@ static void hs_reply_tcp(SmcrHs *hs, uint32_t reason) {
         (void) client_send(hs->client, &msg, NULL, 0);
 }
 
+/* Role server, fallback: hand the TCP connection to the listener's accept channel. */
+static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
+        Manager *m = hs->sm->m;
+        Listener *l = manager_get_listener(m, hs->listener_id);
+        union smc_ctl_msg msg;
+        int r;
+
+        if (!l || l->channel < 0 || l->owner->version < 3)
+                return; /* gone: the connection is closed with our descriptor */
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
+        msg.conn.mode = SMC_CTL_MODE_TCP;
+        msg.conn.fallback_reason = reason;
+        msg.conn.local = hs->local;
+        msg.conn.peer = hs->peer;
+        (void) smc_ctl_set_version(&msg, l->owner->version);
+        r = smc_ctl_send(l->channel, &msg, &hs->fd, 1, MSG_DONTWAIT);
+        if (r < 0)
+                log_debug_errno(r, "NEW_CONN (TCP) to listener %" PRIu64 " failed: %m", l->id);
+}
+
 /* The handshake failed: DECLINE (if @send_decline and the TCP connection is fine),
  * free what was built, answer the client: TCP fallback with @reason when @error is
  * 0, else ERROR @error. */
@@ -1302,10 +1327,18 @@ static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
         hs->lgr = NULL;
         if (lgr && hs->first_contact && lgr->n_conns == 0 && !lgr->failed)
                 lgr_fail(lgr, "first contact failed");
-        if (hs->client) {
+        if (hs->server) {
+                /* the client was answered PENDING: a fallback goes to the listener as
+                 * a TCP connection (NEW_CONN mode TCP with the socket); a broken
+                 * connection goes nowhere */
                 if (error == 0) {
-                        if (!hs->server)
-                                smcd_stats_count_fallback(&m->stats, reason);
+                        sm->m->stats.smcr.handshakes_declined++;
+                        hs_newconn_tcp(hs, reason);
+                } else
+                        sm->m->stats.smcr.handshakes_failed++;
+        } else if (hs->client) {
+                if (error == 0) {
+                        smcd_stats_count_fallback(&m->stats, reason);
                         hs_reply_tcp(hs, reason);
                         sm->m->stats.smcr.handshakes_declined++;
                 } else {
@@ -1357,7 +1390,7 @@ static uint32_t new_token(SmcrManager *sm) {
 static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         SmcrManager *sm = hs->sm;
         Manager *m = sm->m;
-        uid_t uid = hs->client->uid;
+        uid_t uid = hs->uid;
         unsigned rclass = smc_dmb_class(hs->rcvbuf ? hs->rcvbuf : m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE);
         unsigned sclass = smc_dmb_class(hs->sndbuf ? hs->sndbuf : m->config.sndbuf ? m->config.sndbuf : SMC_DMB_DEFAULT_SIZE);
         uint32_t reason;
@@ -1371,7 +1404,7 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         if (!c)
                 return SMC_CLC_DECL_MEM;
         c->sm = sm;
-        c->xs = c->ya = -1;
+        c->xs = c->ya = c->tcp = -1;
         r = smc_pool_acquire_fit(m->pool, uid, uid, rclass, rclass, &c->rmb);
         if (r >= 0)
                 r = smc_pool_acquire_fit(m->pool, uid, uid, sclass, sclass, &c->sndbuf);
@@ -1461,10 +1494,20 @@ static void hs_done(SmcrHs *hs) {
         SmcrManager *sm = hs->sm;
         Manager *m = sm->m;
         SmcrConn *c = hs->conn;
-        Client *cl = hs->client;
+        Listener *l = hs->server ? manager_get_listener(m, hs->listener_id) : NULL;
+        Client *cl = hs->server ? (l ? l->owner : NULL) : hs->client;
         int a[2] = { -1, -1 }, s[2] = { -1, -1 }, one = 1, fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
         size_t nfds = 0;
+        bool hs_server_was;
+
+        if (!cl || (hs->server && (l->channel < 0 || listener_queue_full(l)))) {
+                /* nobody to hand it to (the listener went away or its queue is full):
+                 * as a TCP connection reset before accept() */
+                hs->client = NULL;
+                hs_fail(hs, -ECONNABORTED, SMC_CLC_DECL_PEERDECL, false);
+                return;
+        }
 
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) < 0 ||
             socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0) {
@@ -1495,14 +1538,14 @@ static void hs_done(SmcrHs *hs) {
                 return;
         }
         c->ep.smcr = c;
-        c->ep.uid = cl->uid;
+        c->ep.uid = hs->uid;
         c->ep.local = hs->local;
         c->ep.peer = hs->peer;
         c->ep.role_server = hs->server;
         c->ep.owner = cl;
         c->client = cl;
         LIST_PREPEND(by_client, cl->endpoints, &c->ep);
-        uid_account(m, cl->uid, 1, c->rmb->size);
+        uid_account(m, hs->uid, 1, c->rmb->size);
         if (hs->server) {
                 m->stats.smcr.conns_server++;
                 m->stats.smcr.conns_server_current++;
@@ -1514,7 +1557,7 @@ static void hs_done(SmcrHs *hs) {
         c->active = true;
         hs->conn = NULL;
 
-        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, hs->seq);
+        smc_ctl_init(&msg, hs->server ? SMC_CTL_NEW_CONN : SMC_CTL_CONNECT_REPLY, hs->seq);
         msg.conn.conn_id = c->ep.id;
         msg.conn.mode = SMC_CTL_MODE_SMCR;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;
@@ -1527,10 +1570,21 @@ static void hs_done(SmcrHs *hs) {
         fds[nfds++] = c->rmb->memfd;
         msg.conn.tx = (struct smc_ctl_buf) { .id = c->sndbuf->id, .size = c->sndbuf->size, .flags = SMC_CTL_BUF_FD };
         fds[nfds++] = c->sndbuf->memfd;
-        r = client_send(cl, &msg, fds, nfds);
+        if (hs->server) {
+                /* smcd keeps the idle TCP connection (its descriptor) while the
+                 * connection lives: closed with it */
+                c->tcp = hs->fd;
+                hs->fd = -1;
+                (void) smc_ctl_set_version(&msg, cl->version);
+                r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
+                if (r >= 0)
+                        l->n_conns++;
+        } else
+                r = client_send(cl, &msg, fds, nfds);
         close(a[0]);
         close(s[1]);
         sm->m->stats.smcr.handshakes_ok++;
+        hs_server_was = hs->server;
         {
                 char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN];
                 log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB.",
@@ -1540,6 +1594,11 @@ static void hs_done(SmcrHs *hs) {
         }
         hs_free(hs);
         manager_status_changed(m);
+        if (r < 0 && hs_server_was) {
+                /* the NEW_CONN did not go out (channel full or gone): abort it */
+                endpoint_close(m, &c->ep, true, false);
+                return;
+        }
         if (r < 0)
                 return; /* the client is gone: its endpoints are closed with it */
         /* data or a close that arrived before we were active */
@@ -2032,6 +2091,15 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 msg.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
                 return client_send(c, &msg, NULL, 0);
         }
+        if (server) {
+                Listener *l = manager_get_listener(m, req->listener_id);
+
+                if (!l || l->owner->uid != c->uid || !l->smcr) {
+                        close(fd);
+                        return client_send_error(c, req->hdr.seq, ENOENT, 0, "SMCR: no SMC-R listener %" PRIu64
+                                                 " of this uid", req->listener_id);
+                }
+        }
         r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);
         if (r < 0) {
                 close(fd);
@@ -2039,10 +2107,21 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         }
         hs->sndbuf = req->sndbuf;
         hs->rcvbuf = req->rcvbuf;
-        if (server)
+        hs->uid = c->uid;
+        hs->listener_id = req->listener_id;
+        if (server) {
+                /* answered now; the result goes to the listener's accept channel, so the
+                 * client accepts on while handshakes run (ctl-proto.h, SMCR) */
+                union smc_ctl_msg msg;
+
+                hs->client = NULL;
+                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                msg.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+                r = client_send(c, &msg, NULL, 0);
                 hs_arm(hs, HS_WAIT_PROPOSAL, SMCR_CLC_TIMEOUT_USEC);
-        else
-                hs_client_start(hs); /* may end it at once */
+                return r;
+        }
+        hs_client_start(hs); /* may end it at once */
         return 0;
 }
 
