@@ -354,6 +354,9 @@ static void conn_ring_client(SmcrConn *c) {
 static void conn_unplug_client(SmcrConn *c) {
         char scratch[4096];
 
+        if (smcr_trace)
+                log_debug("T %llu unplug check ww %u", (unsigned long long) now_usec(c->sm),
+                          atomic_load(&snd_hdr(c)->writer_waiting));
         if (atomic_exchange(&snd_hdr(c)->writer_waiting, 0) == 0 || c->ya < 0)
                 return;
         while (recv(c->ya, scratch, sizeof(scratch), MSG_DONTWAIT) > 0)
@@ -403,6 +406,10 @@ static void conn_rx_check(SmcrConn *c) {
 
         if (!c->active || (c->peer_flags & (SMC_CDC_CONN_ABORT | SMC_CDC_CONN_CLOSED)))
                 return;
+        if (smcr_trace)
+                log_debug("T %llu rx check cons %u sent %u prod %u confirm %u unacked %u want %d plugged %d",
+                          (unsigned long long) now_usec(c->sm), smc_curs_count(cons), smc_curs_count(c->rx_cons_sent),
+                          smc_curs_count(c->rx_prod), to_confirm, unacked, want, c->plugged);
         if (to_confirm > 0 && (c->cons_upd_req || (to_confirm > limit && want))) {
                 c->cons_upd_req = false;
                 conn_tx(c, true);
@@ -412,9 +419,13 @@ static void conn_rx_check(SmcrConn *c) {
                 /* learn when the client consumes: plug X_s (the reader drains it) */
                 char junk[4096] = {};
 
-                atomic_store(&rmb_hdr(c)->writer_waiting, 1);
+                /* P1 plug, then P2 writer_waiting, then P3 look at cons again (dmb.h
+                 * "Plug"): in the other order the reader could drain a half-made plug
+                 * (it saw writer_waiting) and we would fill X_s again behind it, with
+                 * nobody left to drain it: no EPOLLOUT ever, a stalled connection */
                 while (send(c->xs, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
                         ;
+                atomic_store(&rmb_hdr(c)->writer_waiting, 1);
                 c->plugged = true;
                 xs_update_events(c);
                 /* it may have consumed meanwhile */
@@ -740,7 +751,9 @@ static void conn_free(SmcrConn *c) {
 static void conn_maybe_free(SmcrConn *c) {
         SmcrManager *sm = c->sm;
         Manager *m = sm->m;
-        bool peer_done = c->peer_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT);
+        /* after our abort the peer owes us nothing (as after a TCP RST) */
+        bool peer_done = (c->peer_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)) ||
+                         (c->sent_flags & SMC_CDC_CONN_ABORT);
         bool we_done = (c->sent_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)) ||
                        (c->local_flags & SMC_CDC_CONN_ABORT) || !c->lgr || c->lgr->failed;
 

@@ -7,12 +7,14 @@
 # connections in parallel (more than one link group), inline on and off (the inline CDC
 # counter moves only with on), a plain TCP server reached without SMC (no CLC byte),
 # a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
-# Args: SMCD SMCR_XFER RUN_VM [SMCCTL]. Skips (77) without qemu / kernel / rdma tools.
+# Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
+# Args: SMCD SMCR_XFER RUN_VM [LIBSMCRUN SMCRUN]. Skips (77) without qemu / kernel / rdma
+# tools. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,inline,linkdown picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
 if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
-        smcd=$1 xfer=$2 runvm=$3
+        smcd=$1 xfer=$2 runvm=$3 lib=${4:-} run=${5:-}
         [ -x "$runvm" ] || { echo "SKIP: $runvm missing"; exit 77; }
         for p in rdma ip; do
                 command -v $p >/dev/null || { echo "SKIP: $p not installed (scripts/install-vm-deps.sh)"; exit 77; }
@@ -21,10 +23,10 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         exec "$runvm" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
                 --env SMCR_TESTS="${SMCR_TESTS:-all}" \
-                "$0" "$(realpath "$smcd")" "$(realpath "$xfer")"
+                "$0" "$(realpath "$smcd")" "$(realpath "$xfer")" "${lib:+$(realpath "$lib")}" "${run:+$(realpath "$run")}"
 fi
 
-smcd=$1 xfer=$2
+smcd=$1 xfer=$2 smcrun_lib=${3:-} smcrun_sh=${4:-}
 failed=0 passed=0
 ok() { echo "ok - $*"; passed=$((passed + 1)); }
 nok() { echo "not ok - $*"; failed=$((failed + 1)); }
@@ -166,6 +168,38 @@ if want kill; then
                 kill $ks
         fi
         run_xfer "after the kill, a new transfer" 1048576 1 1
+fi
+if want sockperf; then
+        if [ -z "$smcrun_sh" ] || ! command -v sockperf >/dev/null; then
+                echo "ok - sockperf under smcrun # SKIP (no sockperf or smcrun)"
+        else
+                port=$((port + 1))
+                before=$(stat_of a conns_client)
+                B env SMCRUN_LIB="$smcrun_lib" sh "$smcrun_sh" sockperf sr --tcp -i "$RXE_B_IP" -p $port \
+                        >"$tmp/sp-srv.out" 2>&1 &
+                spp=$!
+                pids+=($spp)
+                for _ in $(seq 100); do grep -q "listen on" "$tmp/sp-srv.out" && break; sleep 0.1; done
+                if A env SMCRUN_LIB="$smcrun_lib" timeout 120 sh "$smcrun_sh" sockperf pp --tcp -i "$RXE_B_IP" \
+                        -p $port -t 5 --mps=100000 >"$tmp/sp-pp.out" 2>&1 &&
+                   A env SMCRUN_LIB="$smcrun_lib" timeout 120 sh "$smcrun_sh" sockperf tp --tcp -i "$RXE_B_IP" \
+                        -p $port -t 5 -m 65000 >"$tmp/sp-tp.out" 2>&1; then
+                        kill -USR1 "$pid_a" 2>/dev/null; sleep 1
+                        after=$(stat_of a conns_client)
+                        lat=$(sed -n 's/.*Summary: Latency is *\([0-9.]*\).*/\1/p' "$tmp/sp-pp.out" | head -1)
+                        bw=$(sed -n 's/.*Summary: BandWidth is *\([0-9.]*\).*/\1/p' "$tmp/sp-tp.out" | head -1)
+                        if [ -n "$lat" ] && [ -n "$bw" ] && [ "$after" -ge $((before + 2)) ]; then
+                                ok "sockperf under smcrun over SMC-R: pp latency $lat usec, tp $bw MBps (smcr.conns_client $before -> $after)"
+                        else
+                                nok "sockperf under smcrun: latency '$lat' bw '$bw', smcr.conns_client $before -> $after"
+                                tail -5 "$tmp/sp-pp.out" "$tmp/sp-tp.out"
+                        fi
+                else
+                        nok "sockperf under smcrun failed"
+                        tail -5 "$tmp/sp-pp.out" "$tmp/sp-tp.out" "$tmp/sp-srv.out"
+                fi
+                kill $spp 2>/dev/null
+        fi
 fi
 if want inline; then
         # inline=on: the CDC inline counter moves; inline=off: it does not
