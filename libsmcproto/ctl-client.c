@@ -267,6 +267,15 @@ out:
         return r;
 }
 
+uint16_t smc_ctl_client_version(void) {
+        uint16_t v;
+
+        pthread_mutex_lock(&ctl_lock);
+        v = ctl_fd >= 0 ? ctl_version : 0;
+        pthread_mutex_unlock(&ctl_lock);
+        return v;
+}
+
 int smc_ctl_client_send(union smc_ctl_msg *req) {
         int r;
 

@@ -41,6 +41,9 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
 int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                                 int *ret_fds, unsigned timeout_ms);
 
+/* The protocol version of the established control connection, 0 if there is none. */
+uint16_t smc_ctl_client_version(void);
+
 /* Send @req (seq assigned here) without waiting for a reply (CLOSE). Returns 0,
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);

@@ -176,6 +176,7 @@ struct smc_sock {
 #define FD_TOP 1024u
 #define FD_MAX (FD_CHUNK * FD_TOP)
 #define SMC_SMCR_TIMEOUT_MS 60000u /* the SMCR handshake: CLC + LLC round trips (slow VMs) */
+#define SMC_CONNECT_TIMEOUT_MS 10000u /* CONNECT: smcd answers at once, unless very busy */
 #define SOCK_FREE_DELAY 64
 
 struct fd_chunk {
@@ -534,11 +535,15 @@ static void chan_drain(int chan) {
                         return;
                 if (n < 0)
                         continue; /* undecodable: dropped, fds closed */
-                if (m.hdr.type != SMC_CTL_NEW_CONN || m.conn.mode != SMC_CTL_MODE_SMCD) {
+                if (m.hdr.type != SMC_CTL_NEW_CONN ||
+                    (m.conn.mode != SMC_CTL_MODE_SMCD && m.conn.mode != SMC_CTL_MODE_SMCR)) {
+                        /* (a TCP connection of an SMC-R fallback: closed, as a queued
+                         * TCP connection of a closed listener is reset) */
                         for (int i = 0; i < n; i++)
                                 sys_close(fds[i]);
                         continue;
                 }
+                /* SMC-D or SMC-R: reset it, so that the peer learns at once */
                 (void) conn_map(&m.conn, fds, n, &rx, &tx);
                 sys_close(fds[0]);
                 sys_close(fds[1]);
@@ -1132,7 +1137,16 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         m.connect.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.connect.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         /* v3: T goes along, for SMC-R (smcd marks it for the SMC TCP option) */
-        n = smc_ctl_client_call(&m, &s->fd, 1, &reply, fds);
+        n = smc_ctl_client_call_timeout(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS);
+        if (n == -ETIMEDOUT && smc_ctl_client_version() >= 3) {
+                /* smcd is alive but slow: it may have marked T for SMC-R already, and a
+                 * plain TCP connect would then offer SMC and send no CLC. Go on as SMC-R:
+                 * smcd decides from what the handshake really carried. */
+                memset(&reply, 0, sizeof(reply));
+                reply.hdr.type = SMC_CTL_CONNECT_REPLY;
+                reply.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+                n = 0;
+        }
         if (n < 0) {
                 *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV : SMC_CLC_DECL_INTERR;
                 return 0;

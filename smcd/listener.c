@@ -123,7 +123,8 @@ static void channel_set_sndbuf(Manager *m, int fd, uint32_t queue_max) {
                 (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
 }
 
-int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
+/* LISTEN with the client's listening socket @fd (borrowed). */
+static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         Manager *m = c->manager;
         union smc_ctl_msg msg;
         char err[SMC_CTL_ERRMSG_LEN], abuf[SMCD_ADDR_STRLEN];
@@ -133,17 +134,10 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         Listener *l;
 
         l = calloc(1, sizeof(*l));
-        if (!l) {
-                close(fd);
+        if (!l)
                 return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
-        }
         l->channel = -1;
         r = check_tcp_listener(fd, &req->addr, l, err, sizeof(err));
-        /* SMC-R: the listening socket echoes the SMC TCP option (smcr.h); the children
-         * inherit the mark */
-        if (r >= 0 && c->version >= 3)
-                l->smcr = smcr_mark_listener(m->smcr, fd);
-        close(fd);
         if (r < 0) {
                 free(l);
                 c->manager->stats.handshake_errors++;
@@ -210,6 +204,11 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         m->stats.listeners_total++;
         manager_status_changed(m);
 
+        /* SMC-R: only now, with the listener registered, does its socket echo the SMC
+         * TCP option (smcr.h): a peer that got the echo sends CLC, which only an SMC
+         * listener may receive. The accepted children inherit the mark. */
+        if (c->version >= 3)
+                l->smcr = smcr_mark_listener(m->smcr, fd);
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
         if (l->smcr)
@@ -228,6 +227,13 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                           smcd_addr_to_string(&l->addr, abuf), l->v6only ? " (v6only)" : "", backlog,
                           smc_dmb_class_size(l->dmb_class) >> 10);
         return 0;
+}
+
+int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
+        int r = handle_listen(c, req, fd);
+
+        close(fd); /* the mark, if any, stays with the socket */
+        return r;
 }
 
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req) {

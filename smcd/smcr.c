@@ -25,7 +25,9 @@
 #endif
 
 #define SMCR_MAX_DEVS 8
-#define SMCR_CLC_TIMEOUT_USEC (6 * 1000000ULL)       /* per expected CLC message (2.1) */
+/* per expected CLC message: Linux waits 6 s (spec 2.1); smcd waits longer, because the
+ * peer may answer a burst of connections one LLC CONFIRM RKEY flow at a time (5.10) */
+#define SMCR_CLC_TIMEOUT_USEC (30 * 1000000ULL)
 #define SMCR_CONFIRM_LINK_USEC (4 * 1000000ULL)      /* client waits for CONFIRM LINK (3.2) */
 #define SMCR_LLC_RESP_USEC (5 * 1000000ULL)          /* LLC responses (5.10: 2 s; TCG is slow) */
 #define SMCR_LGR_IDLE_USEC (600 * 1000000ULL)        /* unused link groups kept (3.6) */
@@ -86,6 +88,7 @@ struct SmcrLgr {
         sd_event_source *idle_timer;    /* freed when unused this long */
         sd_event_source *test_timer;    /* TEST LINK (test_link_time) */
         SmcrHs *confirm_link_wait;      /* first contact: the handshake waiting for it */
+        LIST_HEAD(SmcrHs, fc_wait);     /* server handshakes waiting for its link (HS_WAIT_LGR) */
 };
 
 struct SmcrConn {
@@ -102,6 +105,10 @@ struct SmcrConn {
         uint32_t peer_rmb_size;
         int xs, ya;              /* smcd's fds (smcr.h) */
         int tcp;                 /* role server: the idle TCP connection, or -1 */
+        uid_t uid;
+        bool accounted;          /* counted in its uid's endpoints and buffer bytes (from
+                                  * conn_new on, so that concurrent handshakes of one uid
+                                  * cannot pass its limits together) */
         sd_event_source *xs_src;
         bool active;             /* handshake done */
         /* tx: send buffer -> peer RMB */
@@ -134,12 +141,16 @@ struct SmcrConn {
 };
 
 enum hs_state {
+        HS_WAIT_OPTION,            /* server: the accepted socket's handshake is still
+                                    * finishing in the kernel (tcpopt_peer_has -EAGAIN) */
         HS_WAIT_PROPOSAL,
         HS_WAIT_ACCEPT,
         HS_WAIT_CONFIRM,
         HS_WAIT_CONFIRM_LINK,      /* client: LLC CONFIRM LINK request */
         HS_WAIT_CONFIRM_LINK_RESP, /* server: LLC CONFIRM LINK response */
         HS_WAIT_RKEY,              /* CONFIRM RKEY flow queued or out */
+        HS_WAIT_LGR,               /* server: a first contact with the same peer is under
+                                    * way: reuse its group once its link is up */
 };
 
 struct SmcrHs {
@@ -154,6 +165,7 @@ struct SmcrHs {
         size_t have;
         uint32_t sndbuf, rcvbuf;
         uint64_t listener_id;    /* role server: the result goes to its accept channel */
+        uint64_t option_deadline; /* HS_WAIT_OPTION: give up (as no option) after this */
         uid_t uid;               /* whose connection (the listener's owner / the client) */
         struct smc_ctl_addr local, peer;
         uint8_t local4[4];
@@ -171,6 +183,8 @@ struct SmcrHs {
         struct smc_clc_accept_r accept; /* client: the Accept received */
         LIST_FIELDS(SmcrHs, rkey_wait);
         LIST_FIELDS(SmcrHs, hss);
+        SmcrLgr *fc_wait_lgr;           /* HS_WAIT_LGR: the group it waits for */
+        LIST_FIELDS(SmcrHs, fc_wait);
 };
 
 struct SmcrManager {
@@ -197,6 +211,9 @@ static void lgr_fail(SmcrLgr *lgr, const char *why);
 static void conn_tx(SmcrConn *c, bool force_cdc);
 static void conn_maybe_free(SmcrConn *c);
 static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline);
+static void hs_server_continue(SmcrHs *hs);
+static void lgr_release_waiters(SmcrLgr *lgr);
+static void hs_arm(SmcrHs *hs, enum hs_state st, uint64_t usec);
 static void hs_conn_ready(SmcrHs *hs);
 static void lgr_flow_next(SmcrLgr *lgr);
 
@@ -719,6 +736,10 @@ static void conn_free(SmcrConn *c) {
         SmcrManager *sm = c->sm;
         Manager *m = sm->m;
 
+        if (c->accounted && c->rmb) {
+                uid_account(m, c->uid, -1, -(int64_t) c->rmb->size);
+                c->accounted = false;
+        }
         if (c->active && c->sndbuf && c->rmb) {
                 /* what the client counted in the headers (dmb.h "Counters") */
                 struct smc_dmb_hdr *t = snd_hdr(c), *r = rmb_hdr(c);
@@ -786,7 +807,10 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 LIST_REMOVE(by_client, e->owner->endpoints, e);
                 e->owner = NULL;
         }
-        uid_account(m, e->uid, -1, -(int64_t) c->rmb->size);
+        if (c->accounted) {
+                uid_account(m, c->uid, -1, -(int64_t) c->rmb->size);
+                c->accounted = false;
+        }
         if (e->role_server)
                 m->stats.smcr.conns_server_current--;
         else
@@ -849,7 +873,6 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         if (lgr->failed)
                 return;
         lgr->failed = true;
-        sm->m->stats.smcr.links_failed++;
         log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id,
                     roce_dev_name(lgr->dev), why, lgr->n_conns);
         if (lgr->link.rl)
@@ -857,6 +880,7 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         LIST_FOREACH_SAFE(hss, hs, hn, sm->hss)
                 if (hs->lgr == lgr)
                         hs_fail(hs, -ECONNRESET, SMC_CLC_DECL_NOACTLINK, false);
+        lgr_release_waiters(lgr); /* they make their own first contact */
         LIST_FOREACH_SAFE(conns, c, cn, lgr->conns) {
                 conn_abort_local(c);
                 c->local_flags |= SMC_CDC_CONN_ABORT;
@@ -870,6 +894,19 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         }
 }
 
+/* The handshakes that waited for @lgr's first contact decide again: reuse it (its
+ * link is up) or make their own (it failed). Deferred-safe: each is taken off the
+ * list before it continues. */
+static void lgr_release_waiters(SmcrLgr *lgr) {
+        while (lgr->fc_wait) {
+                SmcrHs *hs = lgr->fc_wait;
+
+                LIST_REMOVE(fc_wait, lgr->fc_wait, hs);
+                hs->fc_wait_lgr = NULL;
+                hs_server_continue(hs);
+        }
+}
+
 /* ---- local LLC flows: CONFIRM RKEY for a handshake, DELETE RKEY (5.6, 5.7, 5.10) ---- */
 
 static int on_flow_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -877,6 +914,7 @@ static int on_flow_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) s;
         (void) usec;
+        lgr->sm->m->stats.smcr.links_failed++;
         lgr_fail(lgr, "no LLC response in time");
         return 0;
 }
@@ -948,6 +986,7 @@ static int on_test_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         }
         if (lgr->link.test_pending) {
+                sm->m->stats.smcr.links_failed++;
                 lgr_fail(lgr, "no TEST LINK response");
                 return 0;
         }
@@ -1020,6 +1059,7 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                         l->active = true;
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
+                        lgr_release_waiters(lgr);
                 }
                 return;
         case SMC_LLC_CONFIRM_RKEY:
@@ -1169,6 +1209,7 @@ static void link_failed(void *userdata, enum ibv_wc_status status) {
         char why[96];
 
         snprintf(why, sizeof(why), "link failed (%s)", ibv_wc_status_str(status));
+        lgr->sm->m->stats.smcr.links_failed++;
         lgr_fail(lgr, why);
 }
 
@@ -1260,6 +1301,10 @@ static void hs_free(SmcrHs *hs) {
         }
         if (hs->lgr && hs->lgr->confirm_link_wait == hs)
                 hs->lgr->confirm_link_wait = NULL;
+        if (hs->fc_wait_lgr) {
+                LIST_REMOVE(fc_wait, hs->fc_wait_lgr->fc_wait, hs);
+                hs->fc_wait_lgr = NULL;
+        }
         hs->io = sd_event_source_disable_unref(hs->io);
         hs->timer = sd_event_source_disable_unref(hs->timer);
         if (hs->fd >= 0)
@@ -1371,8 +1416,31 @@ static int on_hs_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s;
         (void) usec;
         switch (hs->state) {
+        case HS_WAIT_OPTION: {
+                /* an accept() can dequeue the child before the kernel ran the
+                 * PASSIVE_ESTABLISHED callback on it: look again shortly */
+                int r = -EAGAIN;
+#if SMCD_HAVE_TCPOPT
+                r = tcpopt_peer_has(hs->sm->tcpopt, hs->fd);
+#endif
+                if (r == -EAGAIN && now_usec(hs->sm) < hs->option_deadline) {
+                        hs_arm(hs, HS_WAIT_OPTION, 2000);
+                        break;
+                }
+                if (r == 1) {
+                        hs_arm(hs, HS_WAIT_PROPOSAL, SMCR_CLC_TIMEOUT_USEC);
+                        break;
+                }
+                /* no option (or never settled): the application gets it as TCP */
+                hs_fail(hs, 0, SMC_CLC_DECL_PEERNOSMC, false);
+                break;
+        }
         case HS_WAIT_CONFIRM_LINK:
         case HS_WAIT_CONFIRM_LINK_RESP:
+                hs_fail(hs, 0, SMC_CLC_DECL_TIMEOUT_CL, true);
+                break;
+        case HS_WAIT_LGR:
+                /* that first contact takes too long: decline (the peer falls back) */
                 hs_fail(hs, 0, SMC_CLC_DECL_TIMEOUT_CL, true);
                 break;
         default:
@@ -1384,6 +1452,10 @@ static int on_hs_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static void hs_arm(SmcrHs *hs, enum hs_state st, uint64_t usec) {
         hs->state = st;
+        /* while the kernel has not settled whether we echoed the SMC option, CLC
+         * bytes stay in the socket (read once the answer is yes) */
+        if (hs->io)
+                (void) sd_event_source_set_enabled(hs->io, st == HS_WAIT_OPTION ? SD_EVENT_OFF : SD_EVENT_ON);
         (void) sd_event_source_set_time(hs->timer, now_usec(hs->sm) + usec);
         (void) sd_event_source_set_enabled(hs->timer, SD_EVENT_ONESHOT);
 }
@@ -1438,6 +1510,9 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
                 conn_free(c);
                 return SMC_CLC_DECL_MEM;
         }
+        c->uid = uid;
+        c->accounted = true;
+        uid_account(m, uid, 1, c->rmb->size);
         c->lgr = lgr;
         LIST_PREPEND(conns, lgr->conns, c);
         lgr->n_conns++;
@@ -1558,7 +1633,6 @@ static void hs_done(SmcrHs *hs) {
         c->ep.owner = cl;
         c->client = cl;
         LIST_PREPEND(by_client, cl->endpoints, &c->ep);
-        uid_account(m, hs->uid, 1, c->rmb->size);
         if (hs->server) {
                 m->stats.smcr.conns_server++;
                 m->stats.smcr.conns_server_current++;
@@ -1656,7 +1730,8 @@ static void hs_conn_ready(SmcrHs *hs) {
 static void hs_queue_rkey(SmcrHs *hs) {
         SmcrLgr *lgr = hs->lgr;
 
-        hs_arm(hs, HS_WAIT_RKEY, 20 * 1000000ULL); /* flow start wait (5.10) */
+        hs_arm(hs, HS_WAIT_RKEY, 60 * 1000000ULL); /* flow start wait (5.10: 20 s; a burst
+                                                    * of 255 queues longer under TCG) */
         LIST_PREPEND(rkey_wait, lgr->rkey_wait, hs);
         lgr_flow_next(lgr);
 }
@@ -1799,7 +1874,6 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrManager *sm = hs->sm;
         struct smc_clc_proposal p;
         bool r_v1, r_v2, have_ueid = false, v4;
-        uint32_t reason;
         int r, plen;
 
         r = smc_clc_proposal_decode(buf, len, &p);
@@ -1858,7 +1932,40 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
                 return;
         }
+        hs_server_continue(hs);
+}
+
+/* A link group whose first contact with the same peer is still under way (its link
+ * not yet confirmed), that @hs may wait for instead of making another one: as Linux's
+ * smc_server_lgr_pending, first contacts to one peer are made one at a time, so that
+ * concurrent connections share a group instead of each making its own. */
+static SmcrLgr *lgr_find_activating(SmcrManager *sm, SmcrHs *hs) {
+        SmcrLgr *lgr;
+
+        LIST_FOREACH(lgrs, lgr, sm->lgrs)
+                if (!lgr->failed && lgr->server == hs->server && !lgr->link.active && lgr->dev == hs->dev &&
+                    lgr->version == hs->version && !memcmp(lgr->peer_id, hs->peer_id, 8) &&
+                    !memcmp(lgr->peer_gid, hs->peer_gid, 16))
+                        return lgr;
+        return NULL;
+}
+
+/* The server's choice after a good proposal: reuse a link group, wait for one being
+ * made, or make one (first contact). Also called again for the handshakes that waited
+ * when that group's link came up or the group failed. */
+static void hs_server_continue(SmcrHs *hs) {
+        SmcrManager *sm = hs->sm;
+        SmcrLgr *wait;
+        uint32_t reason;
+        int r;
+
         hs->lgr = lgr_find(sm, hs);
+        if (!hs->lgr && (wait = lgr_find_activating(sm, hs))) {
+                hs->fc_wait_lgr = wait;
+                LIST_PREPEND(fc_wait, wait->fc_wait, hs);
+                hs_arm(hs, HS_WAIT_LGR, SMCR_CLC_TIMEOUT_USEC);
+                return;
+        }
         if (hs->lgr) {
                 hs->first_contact = false;
                 reason = conn_new(hs, hs->lgr);
@@ -1979,6 +2086,8 @@ static void hs_on_clc(SmcrHs *hs, const struct smc_clc_hdr *h, size_t len) {
         default:
                 break;
         }
+        log_debug("SMC-R %s handshake: CLC message type %u in state %d: protocol error.",
+                  hs->server ? "server" : "client", h->type, (int) hs->state);
         hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
 }
 
@@ -1995,6 +2104,10 @@ static int on_hs_io(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 if (hs->have >= SMC_CLC_HDR_LEN) {
                         int r = smc_clc_decode_hdr(hs->buf, hs->have, &h);
                         if (r < 0) {
+                                log_debug("SMC-R %s handshake: bad CLC header %02x%02x%02x%02x %02x%02x%02x%02x (state %d): %s",
+                                          hs->server ? "server" : "client", hs->buf[0], hs->buf[1], hs->buf[2],
+                                          hs->buf[3], hs->buf[4], hs->buf[5], hs->buf[6], hs->buf[7], (int) hs->state,
+                                          strerror(-r));
                                 hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
                                 return 0;
                         }
@@ -2004,6 +2117,24 @@ static int on_hs_io(sd_event_source *s, int fd, uint32_t revents, void *userdata
                         hs->have = 0;
                         hs_on_clc(hs, &h, want); /* may free hs */
                         return 0;
+                }
+                if (hs->have == 0) {
+                        /* peek the header first (spec 2.1): a server whose peer signalled
+                         * SMC but sends application data instead (its side fell back,
+                         * e.g. its smcd did not answer in time) hands the connection to
+                         * the application untouched, as TCP */
+                        uint8_t peek[SMC_CLC_HDR_LEN];
+                        struct smc_clc_hdr ph;
+
+                        n = recv(fd, peek, sizeof(peek), MSG_DONTWAIT | MSG_PEEK);
+                        if (n == (ssize_t) sizeof(peek) && smc_clc_decode_hdr(peek, sizeof(peek), &ph) < 0 &&
+                            hs->server && hs->state == HS_WAIT_PROPOSAL) {
+                                log_debug("SMC-R server handshake: the peer sent no CLC proposal but data "
+                                          "(%02x%02x%02x%02x...): the connection is plain TCP.",
+                                          peek[0], peek[1], peek[2], peek[3]);
+                                hs_fail(hs, 0, SMC_CLC_DECL_PEERNOSMC, false);
+                                return 0;
+                        }
                 }
                 /* never read past the message: what follows is application data */
                 n = recv(fd, hs->buf + hs->have, want - hs->have, MSG_DONTWAIT);
@@ -2067,7 +2198,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         SmcrManager *sm = m->smcr;
         bool server = req->role == SMC_CTL_ROLE_SERVER;
         SmcrHs *hs;
-        int type = 0, r;
+        int type = 0, r, opt;
         socklen_t tl = sizeof(type);
 
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM) {
@@ -2091,7 +2222,11 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
 #else
         r = 0;
 #endif
-        if (r <= 0) {
+        if (r == -EAGAIN && !server) {
+                /* a connected client socket has finished its handshake: cannot be */
+                r = 0;
+        }
+        if (r <= 0 && r != -EAGAIN) {
                 /* the peer is not SMC-capable (or we cannot tell): not a CLC byte */
                 union smc_ctl_msg msg;
 
@@ -2113,6 +2248,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                                                  " of this uid", req->listener_id);
                 }
         }
+        opt = r; /* 1, or -EAGAIN (server: not settled yet) */
         r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);
         if (r < 0) {
                 close(fd);
@@ -2127,11 +2263,18 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                  * client accepts on while handshakes run (ctl-proto.h, SMCR) */
                 union smc_ctl_msg msg;
 
+                bool settled = opt != -EAGAIN;
+
                 hs->client = NULL;
                 smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
                 msg.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
                 r = client_send(c, &msg, NULL, 0);
-                hs_arm(hs, HS_WAIT_PROPOSAL, SMCR_CLC_TIMEOUT_USEC);
+                if (settled)
+                        hs_arm(hs, HS_WAIT_PROPOSAL, SMCR_CLC_TIMEOUT_USEC);
+                else {
+                        hs->option_deadline = now_usec(sm) + 3000000ULL;
+                        hs_arm(hs, HS_WAIT_OPTION, 2000);
+                }
                 return r;
         }
         hs_client_start(hs); /* may end it at once */
@@ -2227,8 +2370,10 @@ static void on_link_change(NetlinkMonitor *nl, const NetlinkLink *l, NetlinkLink
                 if (strcmp(sm->netdevs[i], l->name) != 0)
                         continue;
                 LIST_FOREACH_SAFE(lgrs, lgr, n, sm->lgrs)
-                        if (lgr->dev == sm->devs[i] && !lgr->failed)
+                        if (lgr->dev == sm->devs[i] && !lgr->failed) {
+                                sm->m->stats.smcr.links_failed++;
                                 lgr_fail(lgr, "its netdev went down");
+                        }
         }
 }
 
@@ -2339,7 +2484,9 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret) {
         uint8_t p = c->peer_flags, l = c->sent_flags | c->local_flags;
 
         memset(ret, 0, sizeof(*ret));
-        if (p & SMC_CDC_CONN_ABORT)
+        if (!c->lgr && c->active)
+                ret->state = "link-lost"; /* its link group ended under it */
+        else if (p & SMC_CDC_CONN_ABORT)
                 ret->state = "aborted-by-peer";
         else if (p & SMC_CDC_CONN_CLOSED)
                 ret->state = "closed-by-peer";
@@ -2349,8 +2496,6 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret) {
                 ret->state = "peer-done-writing";
         else if (l & SMC_CDC_CONN_DONE_WRITING)
                 ret->state = "done-writing";
-        else if (!c->lgr)
-                ret->state = "link-lost";
         else
                 ret->state = "open";
         ret->sndbuf = c->sndbuf ? c->sndbuf->size : 0;

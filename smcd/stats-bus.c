@@ -11,8 +11,8 @@
  *   numbers of Get (stats.h says what each counts):
  *     SmcdClientConnections t   smcd.conns_client
  *     SmcdServerConnections t   smcd.conns_server
- *     SmcrClientConnections t   smcr.conns_client (0 until SMC-R exists)
- *     SmcrServerConnections t   smcr.conns_server (0 until SMC-R exists)
+ *     SmcrClientConnections t   smcr.conns_client
+ *     SmcrServerConnections t   smcr.conns_server
  *     ConnectionsCurrent t      smcd.conns_current + smcr.conns_current
  *     FallbackTotal t           fallback.client (= smcd.fallback_total)
  *     FallbackServer t          fallback.server
@@ -100,7 +100,11 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
         if (m->pool)
                 smc_pool_get_stats(m->pool, &ps);
         if (strcmp(property, "ConnectionsCurrent") == 0)
-                v = m->stats.conns_current; /* + SMC-R's, once it exists */
+                v = m->stats.conns_current + m->stats.smcr.conns_current;
+        else if (strcmp(property, "SmcrClientConnections") == 0)
+                v = m->stats.smcr.conns_client;
+        else if (strcmp(property, "SmcrServerConnections") == 0)
+                v = m->stats.smcr.conns_server;
         else if (strcmp(property, "PoolBuffersInUse") == 0) {
                 for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++)
                         v += ps.in_use[c];
@@ -111,7 +115,6 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 v = ps.downgrade;
         else if (strcmp(property, "ConnectCount") == 0)
                 v = smc_hist_count(&m->stats.connect);
-        /* SmcrClientConnections, SmcrServerConnections: 0 until SMC-R exists */
         return sd_bus_message_append(reply, "t", v);
 }
 

@@ -31,6 +31,10 @@
 
 static const char *want_mode;
 static atomic_int failures;
+/* SMCR_XFER_TOGETHER=1: the connections of one batch all connect before any transfers,
+ * so that they are open at the same time (300 at once: more than one link group) */
+static bool together;
+static pthread_barrier_t batch_barrier;
 
 struct rng {
         uint64_t s;
@@ -201,6 +205,8 @@ static void *client(void *arg) {
                 return NULL;
         }
         r = smc_connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
+        if (together)
+                pthread_barrier_wait(&batch_barrier);
         if (r == 0 && j->hold) {
                 /* a real header and the real stream, 1 KiB per 10 ms, never finishing in
                  * time: the server is in the middle of checking when we are killed */
@@ -292,12 +298,17 @@ int main(int argc, char **argv) {
                 free(list);
                 if (par < 1)
                         par = 1;
+                together = getenv("SMCR_XFER_TOGETHER") && *getenv("SMCR_XFER_TOGETHER");
                 for (int i = 0; i < n; i += par) {
                         int m = n - i < par ? n - i : par;
+                        if (together)
+                                pthread_barrier_init(&batch_barrier, NULL, (unsigned) m);
                         for (int k = 0; k < m; k++)
                                 pthread_create(&t[k], NULL, client, &jobs[i + k]);
                         for (int k = 0; k < m; k++)
                                 pthread_join(t[k], NULL);
+                        if (together)
+                                pthread_barrier_destroy(&batch_barrier);
                 }
         } else
                 return 2;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +506,18 @@ static void make_smcr(union smc_ctl_msg *m, uint32_t role) {
         m->smcr.role = role;
         m->smcr.sndbuf = 65536;
         m->smcr.rcvbuf = 131072;
+        /* role server names the SMC-R listener it accepted from; role client 0 */
+        m->smcr.listener_id = role == SMC_CTL_ROLE_SERVER ? 9 : 0;
+}
+
+/* NEW_CONN mode TCP (v3): an SMC-R handshake of role server that fell back; 1 fd
+ * (the TCP socket), the reason, the addresses, nothing else. */
+static void make_newconn_tcp(union smc_ctl_msg *m) {
+        smc_ctl_init(m, SMC_CTL_NEW_CONN, 0);
+        m->conn.mode = SMC_CTL_MODE_TCP;
+        m->conn.fallback_reason = SMC_CLC_DECL_PEERDECL;
+        set_addr4(&m->conn.local, "192.0.2.1", 80);
+        set_addr4(&m->conn.peer, "192.0.2.7", 40000);
 }
 
 static void test_v3(void) {
@@ -519,9 +532,10 @@ static void test_v3(void) {
             four[4] = { pfd[0], pfd[1], pfd[0], pfd[1] };
 
         /* sizes of the v3 messages, and of the others in v3 */
-        CHECK(smc_ctl_msg_size(SMC_CTL_SMCR) == 32 && smc_ctl_msg_size_v(SMC_CTL_SMCR, 3) == 32 &&
+        CHECK(smc_ctl_msg_size(SMC_CTL_SMCR) == 40 && smc_ctl_msg_size_v(SMC_CTL_SMCR, 3) == 40 &&
               smc_ctl_msg_size_v(SMC_CTL_SMCR, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_SMCR, 1) == 0,
-              "SMCR sizes: v3 32, not in v1, v2");
+              "SMCR sizes: v3 40, not in v1, v2");
+        CHECK(offsetof(struct smc_ctl_smcr, listener_id) == 32, "SMCR listener_id at byte 32");
         CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 1) == 24 && smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 2) == 24 &&
               smc_ctl_msg_size_v(SMC_CTL_LISTEN_REPLY, 3) == 32 && smc_ctl_msg_size(SMC_CTL_LISTEN_REPLY) == 32,
               "LISTEN_REPLY sizes: v1, v2 24, v3 32");
@@ -530,7 +544,7 @@ static void test_v3(void) {
               "v3 sizes of the v2 messages unchanged");
         CHECK(smc_ctl_init_v(&c, SMC_CTL_SMCR, 1, 2) == -EINVAL, "no SMCR in version 2");
         make_smcr(&m, SMC_CTL_ROLE_CLIENT);
-        CHECK(m.hdr.version == 3 && m.hdr.len == 32, "SMCR built in version 3");
+        CHECK(m.hdr.version == 3 && m.hdr.len == 40 && m.smcr.listener_id == 0, "SMCR built in version 3");
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "SMCR: set_version 2 refused");
 
@@ -545,6 +559,14 @@ static void test_v3(void) {
         smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 1);
         c.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
         CHECK(smc_ctl_msg_nfds(&c) == 0, "SMCR_PENDING: no fds");
+        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 1);
+        c.conn.mode = SMC_CTL_MODE_TCP;
+        CHECK(smc_ctl_msg_nfds(&c) == 0, "CONNECT_REPLY mode TCP: no fds");
+        make_newconn_tcp(&c);
+        CHECK(smc_ctl_msg_nfds(&c) == 1, "NEW_CONN mode TCP: 1 fd (the TCP socket)");
+        make_conn(&c, SMC_CTL_NEW_CONN);
+        c.conn.mode = SMC_CTL_MODE_SMCR;
+        CHECK(smc_ctl_msg_nfds(&c) == 3, "NEW_CONN mode SMCR, rx memfd: 3 fds (%d)", smc_ctl_msg_nfds(&c));
         make_conn(&c, SMC_CTL_CONNECT_REPLY);
         c.conn.mode = SMC_CTL_MODE_SMCR;
         CHECK(smc_ctl_msg_nfds(&c) == 3, "SMCR mode, rx memfd: 3 fds (%d)", smc_ctl_msg_nfds(&c));
@@ -578,18 +600,48 @@ static void test_v3(void) {
                 expect_bad("v1/v2 CONNECT without fds", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
         }
 
-        /* SMCR: role, reserved, fds, version, direction, length */
+        /* SMCR: role and listener id, reserved, fds, version, direction, length */
         make_smcr(&m, SMC_CTL_ROLE_CLIENT);
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send SMCR");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.type == SMC_CTL_SMCR && r.hdr.seq == 12 && r.smcr.role == SMC_CTL_ROLE_CLIENT &&
-              r.smcr.sndbuf == 65536 && r.smcr.rcvbuf == 131072 && fd_open(fds[0]), "SMCR client: %d", n);
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_SMCR && r.hdr.seq == 12 && r.hdr.len == 40 &&
+              r.smcr.role == SMC_CTL_ROLE_CLIENT && r.smcr.sndbuf == 65536 && r.smcr.rcvbuf == 131072 &&
+              r.smcr.listener_id == 0 && fd_open(fds[0]), "SMCR client: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        make_smcr(&c, SMC_CTL_ROLE_SERVER);
+        c.smcr.listener_id = 0x8000000000000001ull; /* any id but 0: smcd looks it up */
+        CHECK(smc_ctl_send(sp[0], &c, one, 1, 0) == 0, "send SMCR server");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.smcr.role == SMC_CTL_ROLE_SERVER && r.smcr.listener_id == 0x8000000000000001ull &&
+              fd_open(fds[0]), "SMCR server with its listener id: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         make_smcr(&c, SMC_CTL_ROLE_SERVER);
         c.smcr.sndbuf = c.smcr.rcvbuf = 0;
         expect_bad("SMCR server, default buffers", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, 1);
+        c.smcr.listener_id = UINT64_MAX;
+        expect_bad("SMCR server, listener id 2^64-1", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, 1);
+        c.smcr.listener_id = 0;
+        expect_bad("SMCR server without a listener id", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.smcr.listener_id = 9;
+        expect_bad("SMCR client with a listener id", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.smcr.listener_id = 1ull << 63;
+        expect_bad("SMCR client with a high listener id", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.smcr.role = 2;
+        c.smcr.listener_id = 9;
+        expect_bad("SMCR role 2 with a listener id", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        make_smcr(&c, SMC_CTL_ROLE_SERVER);
+        c.smcr.reserved = 1;
+        expect_bad("SMCR server, reserved", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        make_smcr(&c, SMC_CTL_ROLE_SERVER);
+        expect_bad("SMCR server without an fd", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADF);
+        c.hdr.len = 32; /* the old 32-byte layout, without the listener id */
+        expect_bad("SMCR server, 32 bytes", &c, 32, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.smcr.role = 2;
         expect_bad("SMCR role 2", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
@@ -610,16 +662,32 @@ static void test_v3(void) {
         expect_bad("SMCR to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
         expect_bad("SMCR short", &m, m.hdr.len - 4, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
+        c.hdr.len = 32; /* the 32-byte layout before listener_id: header and datagram agree */
+        expect_bad("SMCR of 32 bytes", &c, 32, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
         c.hdr.len += 8;
         expect_bad("SMCR long", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
 
         /* CONNECT_REPLY mode SMCR_PENDING: nothing but the mode, no fds, v3 only,
-         * CONNECT_REPLY only */
+         * CONNECT_REPLY only. It answers a CONNECT (connect over TCP, then SMCR) and,
+         * the same message with the same checks, a role-server SMCR at once (the
+         * result comes later as NEW_CONN on the listener's accept channel). */
         smc_ctl_init(&m, SMC_CTL_CONNECT_REPLY, 14);
         m.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
         CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send SMCR_PENDING");
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
         CHECK(n == 0 && r.hdr.seq == 14 && r.conn.mode == SMC_CTL_MODE_SMCR_PENDING, "SMCR_PENDING: %d", n);
+        make_smcr(&c, SMC_CTL_ROLE_SERVER);
+        smc_ctl_init(&r, SMC_CTL_CONNECT_REPLY, c.hdr.seq); /* what smcd answers that SMCR */
+        r.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+        c = r;
+        memset(&r, 0xa5, sizeof(r));
+        CHECK(smc_ctl_send(sp[0], &c, NULL, 0, 0) == 0, "send SMCR_PENDING to a server SMCR");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.seq == 12 && r.hdr.len == 120 && r.conn.mode == SMC_CTL_MODE_SMCR_PENDING &&
+              r.conn.conn_id == 0 && r.conn.fallback_reason == 0, "SMCR_PENDING answering a server SMCR: %d", n);
+        c.conn.local.family = AF_INET; /* the listener's address is not in it: NEW_CONN brings it */
+        expect_bad("server SMCR_PENDING with a local family", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
         expect_bad("SMCR_PENDING with an fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
         c = m;
         c.conn.conn_id = 5;
@@ -694,9 +762,48 @@ static void test_v3(void) {
         c = m;
         c.conn.peer.family = AF_UNIX;
         expect_bad("SMCR mode, bad peer family", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        /* NEW_CONN mode SMCR (v3): a role-server SMC-R handshake that succeeded; body
+         * and fds as SMC-D, the same checks */
         c = m;
         c.hdr.type = SMC_CTL_NEW_CONN;
-        expect_bad("SMCR mode as NEW_CONN", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c.hdr.seq = 0;
+        CHECK(smc_ctl_send(sp[0], &c, four, 4, 0) == 0, "send NEW_CONN SMCR");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 4 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_SMCR &&
+              r.conn.conn_id == 42 && r.conn.peer.port == 40000 && r.conn.params.busy_poll_us == 50 &&
+              fd_open(fds[0]) && fd_open(fds[3]), "NEW_CONN mode SMCR with both memfds: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        union smc_ctl_msg nc = c;
+        c.conn.tx.flags = 0;
+        expect_bad("NEW_CONN SMCR, rx memfd only", &c, c.hdr.len, three, 3, SMC_CTL_TO_CLIENT, 3);
+        expect_bad("NEW_CONN SMCR, 4 fds for 3", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADF);
+        expect_bad("NEW_CONN SMCR, 1 fd", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
+        c = nc;
+        c.conn.conn_id = 0;
+        expect_bad("NEW_CONN SMCR, conn id 0", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = nc;
+        c.conn.fallback_reason = SMC_CLC_DECL_PEERDECL;
+        expect_bad("NEW_CONN SMCR with a reason", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = nc;
+        c.conn.tx.size = 3u << 14;
+        expect_bad("NEW_CONN SMCR, bad tx size", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = nc;
+        c.conn.rx.id = 0;
+        expect_bad("NEW_CONN SMCR, rx id 0", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = nc;
+        c.conn.params.busy_poll_us = SMC_CTL_BUSY_POLL_MAX_US + 1;
+        expect_bad("NEW_CONN SMCR, busy_poll too big", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = nc;
+        c.conn.local.family = AF_UNSPEC;
+        expect_bad("NEW_CONN SMCR, no local family", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad("NEW_CONN SMCR to smcd", &nc, nc.hdr.len, four, 4, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        c = nc;
+        CHECK(smc_ctl_set_version(&c, 2) == 0, "v2 NEW_CONN SMCR built");
+        expect_bad("NEW_CONN SMCR in version 2", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
+        CHECK(smc_ctl_set_version(&c, 1) == 0, "v1 NEW_CONN SMCR built");
+        expect_bad("NEW_CONN SMCR in version 1", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == 0, "v2 SMCR mode built");
         expect_bad("SMCR mode in version 2", &c, c.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADMSG);
@@ -710,6 +817,106 @@ static void test_v3(void) {
         expect_bad("v3 TCP fallback", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
         c.conn.params.busy_poll_us = 1;
         expect_bad("v3 TCP fallback with params", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        smc_ctl_init(&c, SMC_CTL_CONNECT_REPLY, 16);
+        c.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
+        expect_bad("v3 CONNECT_REPLY TCP with an fd", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
+
+        /* NEW_CONN mode TCP (v3 only): a role-server SMC-R handshake fell back; 1 fd,
+         * the TCP socket; reason != 0, conn id 0, no buffers, valid addresses, no
+         * params */
+        make_newconn_tcp(&m);
+        CHECK(m.hdr.version == 3 && m.hdr.len == 120, "NEW_CONN TCP built in version 3");
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send NEW_CONN TCP");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_TCP &&
+              r.conn.fallback_reason == SMC_CLC_DECL_PEERDECL && r.conn.conn_id == 0 && r.conn.local.port == 80 &&
+              r.conn.peer.port == 40000 && r.conn.rx.id == 0 && r.conn.params.busy_poll_us == 0 && fd_open(fds[0]),
+              "NEW_CONN TCP with its socket: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        {
+                struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443), .sin6_scope_id = 3 };
+                s6.sin6_addr = in6addr_loopback;
+                c = m;
+                CHECK(smc_ctl_addr_from_sockaddr(&c.conn.local, (struct sockaddr *) &s6, sizeof(s6)) == 0 &&
+                      smc_ctl_addr_from_sockaddr(&c.conn.peer, (struct sockaddr *) &s6, sizeof(s6)) == 0, "v6");
+                expect_bad("NEW_CONN TCP, IPv6", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, 1);
+        }
+        c = m;
+        c.conn.fallback_reason = SMC_CLC_DECL_NOSMCRDEV;
+        expect_bad("NEW_CONN TCP, another reason", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, 1);
+        /* the fd count */
+        expect_bad("NEW_CONN TCP without its socket", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADF);
+        expect_bad("NEW_CONN TCP with 2 fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_CLIENT, -EBADF);
+        expect_bad("NEW_CONN TCP with 4 fds", &m, m.hdr.len, four, 4, SMC_CTL_TO_CLIENT, -EBADF);
+        /* every field that must be empty, the reason, the addresses, the params */
+        c = m;
+        c.conn.fallback_reason = 0;
+        expect_bad("NEW_CONN TCP without a reason", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.conn_id = 42;
+        expect_bad("NEW_CONN TCP with a conn id", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx.id = 1;
+        expect_bad("NEW_CONN TCP with an rx id", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx.size = 65536;
+        expect_bad("NEW_CONN TCP with an rx size", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx.flags = SMC_CTL_BUF_FD;
+        expect_bad("NEW_CONN TCP with an rx memfd flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad("NEW_CONN TCP with an rx memfd flag and 2 fds", &c, c.hdr.len, two, 2, SMC_CTL_TO_CLIENT,
+                   -EBADMSG);
+        c = m;
+        c.conn.tx.id = 2;
+        expect_bad("NEW_CONN TCP with a tx id", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.tx.size = 16384;
+        expect_bad("NEW_CONN TCP with a tx size", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.tx.flags = 0x10;
+        expect_bad("NEW_CONN TCP with tx flags", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.rx = (struct smc_ctl_buf) { .id = 1, .size = 65536, .flags = SMC_CTL_BUF_FD };
+        c.conn.tx = (struct smc_ctl_buf) { .id = 2, .size = 16384, .flags = SMC_CTL_BUF_FD };
+        expect_bad("NEW_CONN TCP with both buffers", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.busy_poll_us = 1;
+        expect_bad("NEW_CONN TCP with busy_poll", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.params.autocork_size = 4096;
+        expect_bad("NEW_CONN TCP with autocork", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.local.family = AF_UNSPEC;
+        expect_bad("NEW_CONN TCP without a local address", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        memset(&c.conn.peer, 0, sizeof(c.conn.peer));
+        expect_bad("NEW_CONN TCP without a peer address", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.peer.family = AF_UNIX;
+        expect_bad("NEW_CONN TCP, peer family AF_UNIX", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.local.addr[6] = 1; /* garbage after an IPv4 address */
+        expect_bad("NEW_CONN TCP, v4 garbage", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.conn.peer.scope_id = 2; /* no scope on IPv4 */
+        expect_bad("NEW_CONN TCP, v4 scope", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        /* direction, lengths */
+        expect_bad("NEW_CONN TCP to smcd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        expect_bad("NEW_CONN TCP short", &m, m.hdr.len - 8, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.len = 112; /* v1 length with version 3 */
+        expect_bad("NEW_CONN TCP with the v1 length", &c, 112, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        /* not in version 1 or 2: there a NEW_CONN is SMC-D only (with or without the fd) */
+        for (uint16_t v = 1; v <= 2; v++) {
+                c = m;
+                CHECK(smc_ctl_set_version(&c, v) == 0 && c.hdr.version == v, "NEW_CONN TCP v%u built", v);
+                expect_bad("NEW_CONN TCP in version 1/2 with its socket", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT,
+                           -EBADMSG);
+                expect_bad("NEW_CONN TCP in version 1/2 without an fd", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT,
+                           -EBADMSG);
+        }
 
         /* LISTEN_REPLY: flags (SMC_CTL_LISTEN_SMCR only) and reserved in v3 */
         smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 17);

@@ -64,7 +64,7 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
-SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 32})
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -762,9 +762,14 @@ def run_main_checks(d, binary, version):
           f"{s['smcd']['conns_current']})")
 
 
-def smcr_msg(c, seq, role, reserved=0, sndbuf=0, rcvbuf=0, version=None):
-    """SMCR (v3): role, reserved, sndbuf, rcvbuf."""
-    return hdr(SMCR, seq, version=version or c.version) + struct.pack("<IIII", role, reserved, sndbuf, rcvbuf)
+def smcr_msg(c, seq, role, reserved=0, sndbuf=0, rcvbuf=0, version=None, listener_id=None):
+    """SMCR (v3, 40 bytes): role, reserved, sndbuf, rcvbuf, listener_id (role server:
+    the SMC-R listener it accepted from, != 0; role client: 0). @listener_id None:
+    0 for a client, a made-up id for a server (that no listener has)."""
+    if listener_id is None:
+        listener_id = 0 if role == ROLE_CLIENT else 0x5EC0DE0000000001
+    return (hdr(SMCR, seq, version=version or c.version) +
+            struct.pack("<IIIIQ", role, reserved, sndbuf, rcvbuf, listener_id))
 
 
 def tcp_pair():
@@ -898,13 +903,30 @@ def _run_version_checks(d):
     r = c2.expect_error(smcr_msg(c2, c2.next(), ROLE_CLIENT, version=3), [cl.fileno()])
     check(r and r[0] == -errno.EPROTONOSUPPORT, f"version-3 SMCR on a version-2 connection -> ERROR EPROTONOSUPPORT {r}")
     # malformed SMCR
+    def old_layout(seq):
+        """The 32-byte SMCR of before listener_id, its header saying 32."""
+        return HDR.pack(MAGIC, 3, SMCR, 32, seq) + struct.pack("<IIII", ROLE_CLIENT, 0, 0, 0)
+
     for what, msg, fds, want in (
             ("role 2", smcr_msg(c3, c3.next(), 2), [cl.fileno()], errno.EBADMSG),
+            ("role 2 with a listener id", smcr_msg(c3, c3.next(), 2, listener_id=lids[3]), [cl.fileno()],
+             errno.EBADMSG),
             ("reserved 1", smcr_msg(c3, c3.next(), ROLE_CLIENT, reserved=1), [cl.fileno()], errno.EBADMSG),
+            ("(server) reserved 1", smcr_msg(c3, c3.next(), ROLE_SERVER, reserved=1, listener_id=lids[3]),
+             [sv.fileno()], errno.EBADMSG),
+            ("(server) without a listener id", smcr_msg(c3, c3.next(), ROLE_SERVER, listener_id=0), [sv.fileno()],
+             errno.EBADMSG),
+            ("(client) with a listener id", smcr_msg(c3, c3.next(), ROLE_CLIENT, listener_id=lids[3]),
+             [cl.fileno()], errno.EBADMSG),
             ("without its socket", smcr_msg(c3, c3.next(), ROLE_CLIENT), [], errno.EBADF),
+            ("(server) without its socket", smcr_msg(c3, c3.next(), ROLE_SERVER, listener_id=lids[3]), [],
+             errno.EBADF),
             ("with two sockets", smcr_msg(c3, c3.next(), ROLE_CLIENT), [cl.fileno(), sv.fileno()], errno.EBADF),
-            ("short", smcr_msg(c3, c3.next(), ROLE_CLIENT)[:28], [cl.fileno()], errno.EBADMSG),
-            ("with /dev/null", smcr_msg(c3, c3.next(), ROLE_CLIENT), [devnull], errno.EINVAL)):
+            ("short", smcr_msg(c3, c3.next(), ROLE_CLIENT)[:36], [cl.fileno()], errno.EBADMSG),
+            ("of the old 32-byte layout", old_layout(c3.next()), [cl.fileno()], errno.EBADMSG),
+            ("with /dev/null", smcr_msg(c3, c3.next(), ROLE_CLIENT), [devnull], errno.EINVAL),
+            ("(server) with /dev/null", smcr_msg(c3, c3.next(), ROLE_SERVER, listener_id=lids[3]), [devnull],
+             errno.EINVAL)):
         r = c3.expect_error(msg, fds)
         check(r and r[0] == -want, f"SMCR {what} -> ERROR {errno.errorcode[want]} {r}")
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -915,11 +937,20 @@ def _run_version_checks(d):
 
     # SMCR on a connection whose peer sent no SMC TCP option, as the client and as the
     # server: CONNECT_REPLY mode TCP, PEERNOSMC (or NOSMCRDEV: smcd has no RoCE device),
-    # no fds, not a byte written; smcd closed its copy of the socket
-    for role, mine, peer in ((ROLE_CLIENT, cl, sv), (ROLE_SERVER, sv, cl)):
-        name = "client" if role == ROLE_CLIENT else "server"
+    # no fds, not a byte written; smcd closed its copy of the socket. smcd looks at
+    # the peer's option before the server's listener id (smcd/smcr.c client_handle_smcr):
+    # the same answer for c3's own v3 listener, for a listener id nobody has and for
+    # the listener of a v2 client (not SMC-R, not c3's). The ERROR ENOENT of an id that
+    # is not an SMC-R listener of the uid needs a peer that sent the option (RoCE):
+    # not reachable here.
+    for role, mine, peer, lid, lname in ((ROLE_CLIENT, cl, sv, 0, ""),
+                                         (ROLE_SERVER, sv, cl, lids[3], ", c3's listener"),
+                                         (ROLE_SERVER, sv, cl, 0x5EC0DE0000000001, ", no such listener"),
+                                         (ROLE_SERVER, sv, cl, lids[2], ", a v2 client's listener")):
+        name = ("client" if role == ROLE_CLIENT else "server") + lname
         seq = c3.next()
-        t, rseq, data, fds = c3.request(smcr_msg(c3, seq, role, sndbuf=65536, rcvbuf=65536), [mine.fileno()])
+        t, rseq, data, fds = c3.request(smcr_msg(c3, seq, role, sndbuf=65536, rcvbuf=65536, listener_id=lid),
+                                        [mine.fileno()])
         info = parse_conn(data) if t == CONNECT_REPLY else None
         why = {DECL_PEERNOSMC: "PEERNOSMC", DECL_NOSMCRDEV: "NOSMCRDEV (this host has no RoCE device)"}
         check(info and rseq == seq and info["mode"] == MODE_TCP and info["reason"] in why and not fds and

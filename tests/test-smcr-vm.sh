@@ -86,7 +86,7 @@ run_xfer() { # LABEL SIZES PARALLEL [COUNT]: server on B, client on A; both must
         B env SMCR_XFER_MODE=SMCR "$xfer" server "$RXE_B_IP" $port "$count" >"$tmp/srv.$port" 2>&1 &
         local sp=$!
         for _ in $(seq 100); do grep -q listening "$tmp/srv.$port" && break; sleep 0.1; done
-        if A env SMCR_XFER_MODE=SMCR timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
+        if A env SMCR_XFER_MODE=SMCR ${SMCR_XFER_TOGETHER:+SMCR_XFER_TOGETHER=1} timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
            timeout 120 tail --pid=$sp -f /dev/null && wait $sp; then
                 ok "$label: $(grep -c '^ok client' "$tmp/cli.$port") client + $(grep -c '^ok server' "$tmp/srv.$port") server checks in SMC-R, $(since "$t")"
         else
@@ -112,7 +112,7 @@ if want sizes; then
                 1,2,3,100,4095,4096,4097,65535,65536,65537,1000000,16777216,67108864 1 13
 fi
 if want parallel; then
-        run_xfer "300 connections at once (two link groups)" 300x4096 300 300
+        SMCR_XFER_TOGETHER=1 run_xfer "300 connections open at once (two link groups)" 300x4096 300 300
         lg=$(grep -c "link group .* (first contact)" "$tmp/a.log")
         [ "$lg" -ge 2 ] && ok "client side made $lg link groups (max 255 connections each)" ||
                 nok "link groups on A: $lg (want >= 2)"

@@ -4,6 +4,11 @@
 # and smcd installed from the payload (`meson install --destdir`). One line per check
 # ("ok N - ..." / "not ok N - ..."), a summary line, exit 1 if any check failed.
 # Driven by tests/vm/test-systemd-smcd.sh.
+# SMC-R under the unit's sandbox (when the driver passes RXE_PAIR_SETUP, and
+# SMCR_XFER for the transfers): a soft-RoCE pair exists before smcd starts; the journal
+# must show the RoCE device in use and no "SMC-R unavailable" (the TCP option program
+# loaded and attached); SMC-R transfers to a second smcd (not a unit) on the other rxe
+# device, with more memory registered than the default RLIMIT_MEMLOCK allows.
 set -u
 export SYSTEMD_PAGER='' SYSTEMD_COLORS=0 LC_ALL=C.UTF-8
 
@@ -51,6 +56,20 @@ check "systemctl start smcd.socket" systemctl start smcd.socket
 check "D-Bus policy for org.smcd.smcd1 is installed where dbus-daemon reads it" \
         test -n "$(grep -l org.smcd.smcd1 /usr/share/dbus-1/system.d/*.conf /etc/dbus-1/system.d/*.conf 2>/dev/null)"
 
+# --- 0b. SMC-R: a soft-RoCE pair (tests/vm/rxe-pair-setup.sh) before smcd starts ---
+smcr=0
+if [ -z "${RXE_PAIR_SETUP:-}" ]; then
+        info "SKIP SMC-R checks: RXE_PAIR_SETUP is not set"
+elif ! command -v rdma >/dev/null || ! modinfo rdma_rxe >/dev/null 2>&1; then
+        info "SKIP SMC-R checks: no rdma tool or no rdma_rxe module for $(uname -r)"
+elif vars=$(sh "$RXE_PAIR_SETUP" 2>rxe-setup.log); then
+        eval "$vars"
+        smcr=1
+        ok "soft-RoCE pair before smcd starts: $RXE_A_DEV on $RXE_A_NETDEV ($RXE_A_IP), $RXE_B_DEV on $RXE_B_NETDEV ($RXE_B_IP)"
+else
+        notok "soft-RoCE pair: $(tail -1 rxe-setup.log)"
+fi
+
 # --- 1. start: Type=notify, so "active (running)" means smcd sent READY=1 ---
 t0=$SECONDS
 if systemctl start smcd.service && is_active; then
@@ -60,6 +79,32 @@ else
         dump_smcd
 fi
 pid1=$(prop MainPID)
+
+# --- 1b. SMC-R came up inside the sandbox: the verbs device opened, the TCP option
+# program loaded and attached to the cgroup2 root (ProtectControlGroups=yes) ---
+if [ $smcr = 1 ]; then
+        # root in the unit: its effective set is CapabilityBoundingSet= (capsh: libcap2-bin)
+        capeff=$(sed -n 's/^CapEff:[[:space:]]*//p' "/proc/$pid1/status")
+        eff=$(capsh --decode="$capeff" 2>/dev/null | sed 's/.*=//' | tr ',' '\n' | sort | xargs)
+        bnd=$(prop CapabilityBoundingSet | tr ' ' '\n' | sort | xargs)
+        info "$(systemctl show smcd.service -p ProtectControlGroups -p DevicePolicy -p LimitMEMLOCK -p NoNewPrivileges | xargs)"
+        check "smcd's effective capabilities are the unit's CapabilityBoundingSet only ('$eff')" \
+                test -n "$eff" -a "$eff" = "$bnd"
+        # "ready" is logged after SMC-R's set-up: the journal then has all of it
+        wait_for 10 sh -c 'journalctl -b -u smcd.service --no-pager -o cat | grep -q " ready ("'
+        journal=$(journalctl -b -u smcd.service --no-pager -o cat 2>&1)
+        if grep -q "SMC-R: using RoCE device $RXE_A_DEV " <<<"$journal"; then
+                ok "journal: $(grep -m1 "SMC-R: using RoCE device $RXE_A_DEV " <<<"$journal")"
+        else
+                notok "journal: SMC-R: using RoCE device $RXE_A_DEV"
+                dump_smcd
+        fi
+        if grep -q "SMC-R unavailable" <<<"$journal"; then
+                notok "journal: no \"SMC-R unavailable\" (got: $(grep -m1 "SMC-R unavailable" <<<"$journal"))"
+        else
+                ok "journal: no \"SMC-R unavailable\": the SMC TCP option program loaded and attached"
+        fi
+fi
 
 # --- 2. smcctl stats answers over the system bus ---
 if out=$(smcctl stats 2>&1) && grep -q conns_client <<<"$out"; then
@@ -152,6 +197,54 @@ check "smcctl -j stats: SMC-D connection counters grew ($before -> $after)" \
 wait_for 10 test "$(smcctl -j connections --port "$port" | json_get 'len(d)' 2>/dev/null)" = 0
 check "smcctl connections: the connection is gone after close" \
         test "$(smcctl -j connections --port "$port" | json_get 'len(d)' 2>/dev/null)" = 0
+
+# --- 4b. SMC-R through the unit's smcd (host A, rxe0) to a second smcd started here
+# (host B: not a unit, --roce-dev rxe1): queue pairs and memory registration work in the
+# sandbox, and LimitMEMLOCK= lets smcd pin more than the default 8 MiB ---
+smcr_stat() { smcctl -j stats | json_get "d['smcr']['$1']"; }
+if [ $smcr = 1 ] && [ -x "${SMCR_XFER:-}" ]; then
+        mkdir -p "$work/b"
+        smcd -v --no-bus --runtime-dir "$work/b" --state-file "$work/b/tunables.json" \
+                --roce-dev "$RXE_B_DEV" >smcd-b.log 2>&1 &
+        bpid=$!
+        wait_for 30 test -S "$work/b/smcd.sock"
+        ok0=$(smcr_stat handshakes_ok 2>/dev/null || echo -1)
+        rport=7001
+        SMCD_RUNTIME_DIR=$work/b timeout 200 "$SMCR_XFER" server "$RXE_B_IP" $rport 8 >xfer-server.out 2>&1 &
+        xspid=$!
+        wait_for 30 grep -q listening xfer-server.out
+        # one at a time: the first one sets the link group up (first contact)
+        if SMCR_XFER_MODE=SMCR timeout 120 "$SMCR_XFER" client "$RXE_B_IP" $rport 1,65536,4000000 1 >xfer-client.out 2>&1; then
+                ok "SMC-R transfers 1 B, 64 KiB, 4 MB both ways, checked: $(grep -c '^ok client.*mode=SMCR' xfer-client.out) in mode SMCR"
+        else
+                notok "SMC-R transfers: $(grep -v '^ok' xfer-client.out | head -3 | xargs)"
+                tail -5 smcd-b.log | sed 's/^/#   /'
+                dump_smcd
+        fi
+        # five connections held open at once (established one after the other), with a
+        # 1 MiB RMB and send buffer each: 10 MiB registered, more than the default
+        # RLIMIT_MEMLOCK of 8 MiB (there the 4th would fall back: SMC_CLC_DECL_ERR_REGBUF)
+        check "smcctl set rmem=1M sndbuf=1M" smcctl set rmem=1M sndbuf=1M
+        hpids=()
+        for i in 1 2 3 4 5; do
+                "$SMCR_XFER" hold "$RXE_B_IP" $rport 1000000000 >"xfer-hold.$i" 2>&1 &
+                hpids+=($!)
+                wait_for 30 grep -q connected "xfer-hold.$i"
+        done
+        held=$(cat xfer-hold.* | grep -c "connected mode=SMCR")
+        pinned=$(sed -n 's/^VmPin:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$(prop MainPID)/status")
+        check "5 SMC-R connections held open at once ($held in mode SMCR; smcd pins ${pinned:-?} kB, LimitMEMLOCK=$(prop LimitMEMLOCK))" \
+                test "$held" = 5 -a "${pinned:-0}" -gt 8192
+        kill "${hpids[@]}" $xspid 2>/dev/null
+        wait "${hpids[@]}" $xspid 2>/dev/null
+        ok1=$(smcr_stat handshakes_ok 2>/dev/null || echo -1)
+        check "smcctl -j stats: smcr.handshakes_ok grew by 8 ($ok0 -> $ok1)" test "$ok1" -ge $((ok0 + 8))
+        check "smcctl set rmem=64K sndbuf=16K (the defaults again)" smcctl set rmem=64K sndbuf=16K
+        kill $bpid
+        wait $bpid
+elif [ $smcr = 1 ]; then
+        info "SKIP SMC-R transfers: SMCR_XFER (tests/smcr-xfer of the build) is not set"
+fi
 
 # --- 5. the watchdog ---
 wd=$(prop WatchdogUSec)

@@ -5,7 +5,9 @@
 # the payload laid over the root, and run tests/vm/systemd-smcd-checks.sh inside:
 # start (READY=1), smcctl stats, a tunable persisting over a restart, an smcrun
 # connection in `smcctl connections` and in the stats, the watchdog (fed; a SIGSTOPped
-# smcd killed and restarted), a clean stop. One line per check; exit 0 if all passed,
+# smcd killed and restarted), a clean stop; SMC-R inside the unit's sandbox (a soft-RoCE
+# pair set up before smcd starts: RoCE device in use, TCP option program loaded, SMC-R
+# transfers to a second smcd). One line per check; exit 0 if all passed,
 # 77 (skip) when qemu or a kernel is not installed (scripts/install-vm-deps.sh).
 #
 # Usage: tests/vm/test-systemd-smcd.sh [BUILDDIR] [run-vm OPTION...]
@@ -51,7 +53,12 @@ done
 [ $missing -eq 0 ] || exit 1
 echo "# payload ready in $((SECONDS - start)) s"
 
-"$here/run-vm" --systemd --timeout 600 --payload "$payload" "$@" "$here/systemd-smcd-checks.sh"
+# SMC-R: the soft-RoCE set-up script and the transfer tool of the build (the host's
+# root is the VM's root, so host paths work inside)
+smcr_env=(--env "RXE_PAIR_SETUP=$here/rxe-pair-setup.sh")
+xfer=$(realpath "$builddir/tests/smcr-xfer" 2>/dev/null)
+[ -x "$xfer" ] && smcr_env+=(--env "SMCR_XFER=$xfer")
+"$here/run-vm" --systemd --timeout 800 --payload "$payload" "${smcr_env[@]}" "$@" "$here/systemd-smcd-checks.sh"
 rc=$?
 echo "# VM stage: $((SECONDS - start)) s in all, status $rc"
 exit $rc
