@@ -50,7 +50,8 @@
  * printable ASCII without '/', ':' or space, not "." or ".."; ibdev 1..63 bytes, the
  * same characters; port 1..255; pnetid 1..16 letters and digits, stored upper case (as
  * the kernel does), or "" for none. One entry per netdev; an ibdev port belongs to one
- * pnetid at most. Shown and persisted only: nothing uses it until SMC-R exists.
+ * pnetid at most. SMC-R (smcr.c) uses it to pick the RoCE device: a connection whose
+ * local address is on a netdev with an entry uses only that entry's device and port.
  *
  * State files (the corrupt ones — bad JSON, unknown keys, a bad rule or entry,
  * duplicates — are renamed to <path>.corrupt-<unix time>, logged in one line, and

@@ -261,8 +261,39 @@ static void prefix_of(const uint8_t ip[4], int len, uint8_t out[4]) {
 }
 
 /* the device with a RoCE v2 GID for local IPv4 address @ip */
+/* The pnet entry of the netdev that owns local IPv4 address @ip, or NULL. */
+static const PnetEntry *pnet_for_ipv4(SmcrManager *sm, const uint8_t ip[4]) {
+        Manager *m = sm->m;
+        const NetlinkLink *links;
+        size_t n;
+
+        if (!m->netlink || m->pnet.n == 0)
+                return NULL;
+        n = netlink_get_links(m->netlink, &links);
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < links[i].n_addrs; j++) {
+                        const NetlinkAddr *a = &links[i].addrs[j];
+
+                        if (a->family != AF_INET || memcmp(a->addr + 12, ip, 4) != 0)
+                                continue;
+                        for (size_t k = 0; k < m->pnet.n; k++)
+                                if (!strcmp(m->pnet.v[k].netdev, links[i].name))
+                                        return &m->pnet.v[k];
+                        return NULL;
+                }
+        return NULL;
+}
+
+/* The device for a connection from local IPv4 address @ip: one with an ACTIVE port and
+ * a RoCE v2 GID for @ip; if the pnet table has an entry for the netdev that owns @ip,
+ * only its RDMA device and port (as the kernel's smc_pnet table groups a netdev with
+ * its RoCE port). */
 static RoceDev *dev_for_ipv4(SmcrManager *sm, const uint8_t ip[4], uint8_t gid[16], int *gid_index, uint8_t mac[6]) {
+        const PnetEntry *pe = pnet_for_ipv4(sm, ip);
+
         for (unsigned i = 0; i < sm->n_devs; i++) {
+                if (pe && (strcmp(pe->ibdev, roce_dev_name(sm->devs[i])) != 0 || pe->port != roce_dev_port(sm->devs[i])))
+                        continue;
                 if (roce_dev_port_state(sm->devs[i]) != IBV_PORT_ACTIVE)
                         continue;
                 if (roce_dev_gid_for_ipv4(sm->devs[i], ip, gid, gid_index, mac) == 0)

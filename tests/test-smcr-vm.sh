@@ -9,7 +9,7 @@
 # a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
 # Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
 # Args: SMCD SMCR_XFER RUN_VM [LIBSMCRUN SMCRUN]. Skips (77) without qemu / kernel / rdma
-# tools. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,inline,linkdown picks cases.
+# tools. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,linkdown picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -200,6 +200,29 @@ if want sockperf; then
                 fi
                 kill $spp 2>/dev/null
         fi
+fi
+if want pnet; then
+        # a pnet entry that maps A's netdev to the other host's device: A has no usable
+        # device for the connection, declines (NOSMCRDEV), both ends go on over TCP
+        stop_smcd a
+        printf '{"entries": [{"netdev": "%s", "ibdev": "%s", "port": 1, "pnetid": null}]}\n' \
+                "$RXE_A_NETDEV" "$RXE_B_DEV" >"$tmp/a/pnet.json"
+        start_smcd a "$RXE_A_DEV" || nok "restart A with a pnet table"
+        port=$((port + 1))
+        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/pn-srv.out" 2>&1 &
+        pp=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/pn-srv.out" && break; sleep 0.1; done
+        A timeout 120 "$xfer" client "$RXE_B_IP" $port 100000 >"$tmp/pn-cli.out" 2>&1
+        timeout 60 tail --pid=$pp -f /dev/null
+        if grep -q "^ok client size=100000 mode=TCP reason=0x03030002" "$tmp/pn-cli.out" &&
+           grep -q "^ok server size=100000 mode=TCP" "$tmp/pn-srv.out"; then
+                ok "pnet $RXE_A_NETDEV -> $RXE_B_DEV on A: SMC_CLC_DECL_NOSMCRDEV, the data went over TCP intact"
+        else
+                nok "pnet: $(cat "$tmp/pn-cli.out" "$tmp/pn-srv.out")"
+        fi
+        stop_smcd a
+        rm -f "$tmp/a/pnet.json"
+        start_smcd a "$RXE_A_DEV" || nok "restart A without a pnet table"
 fi
 if want inline; then
         # inline=on: the CDC inline counter moves; inline=off: it does not
