@@ -29,7 +29,7 @@ static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
  * must not wait for it): the lock is held to send, not to wait. One waiter at a time
  * reads the socket (ctl_reading) with the lock dropped; a reply for another request is
  * parked here for its owner, and ctl_cond wakes the waiters after every read. */
-#define CTL_PARKED 32
+#define CTL_PARKED 256 /* replies of other threads waiting for their owner */
 static pthread_cond_t ctl_cond = PTHREAD_COND_INITIALIZER;
 static bool ctl_reading;     /* a thread is in recvmsg on ctl_fd without the lock */
 static int ctl_zombie = -1;  /* ctl_fd dropped while being read: the reader closes it */

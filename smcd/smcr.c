@@ -806,8 +806,10 @@ static void conn_maybe_free(SmcrConn *c) {
         /* after our abort the peer owes us nothing (as after a TCP RST) */
         bool peer_done = (c->peer_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)) ||
                          (c->sent_flags & SMC_CDC_CONN_ABORT);
+        /* after the peer's abort we owe it nothing either (conn_tx sends no more) */
         bool we_done = (c->sent_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)) ||
-                       (c->local_flags & SMC_CDC_CONN_ABORT) || !c->lgr || c->lgr->failed;
+                       (c->local_flags & SMC_CDC_CONN_ABORT) || (c->peer_flags & SMC_CDC_CONN_ABORT) ||
+                       !c->lgr || c->lgr->failed;
 
         if (!c->closed || !peer_done || !we_done || (c->fifo_n > 0 && c->lgr && !c->lgr->failed))
                 return;
@@ -1508,7 +1510,13 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         Manager *m = sm->m;
         uid_t uid = hs->uid;
         unsigned rclass = smc_dmb_class(hs->rcvbuf ? hs->rcvbuf : m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE);
-        unsigned sclass = smc_dmb_class(hs->sndbuf ? hs->sndbuf : m->config.sndbuf ? m->config.sndbuf : SMC_DMB_DEFAULT_SIZE);
+        /* the send buffer: what the application asked for (SO_SNDBUF), else the larger
+         * of the sndbuf and rmem tunables. (In SMC-D the writer writes straight into
+         * the peer's RMB, which the sndbuf tunable only enlarges; here it is a real
+         * buffer of its own, and 16 KiB would cut a stream into 16 KiB CDC round
+         * trips: measured 1 MB/s vs 3.4-4.8 with 256 KiB in the TCG VM.) */
+        uint32_t swant = hs->sndbuf ? hs->sndbuf : m->config.sndbuf > m->config.rmem ? m->config.sndbuf : m->config.rmem;
+        unsigned sclass = smc_dmb_class(swant ? swant : SMC_DMB_DEFAULT_SIZE);
         uint32_t reason;
         SmcrConn *c;
         int r;
@@ -2416,7 +2424,7 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         if (!sm)
                 return -ENOMEM;
         sm->m = m;
-        smcr_trace = getenv("SMCD_SMCR_TRACE") != NULL;
+        smcr_trace = getenv("SMCD_SMCR_TRACE") && *getenv("SMCD_SMCR_TRACE");
         sm->tokens = u64map_new();
         if (!sm->tokens) {
                 free(sm);

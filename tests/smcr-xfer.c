@@ -151,14 +151,16 @@ static void report(const char *role, uint64_t size, int fd, int err, uint64_t ba
         unsigned reason = 0;
         const char *mode = fd >= 0 ? mode_name(fd, &reason) : "NONE";
         bool ok = err == 0 && (!want_mode || !strcmp(want_mode, mode));
+        char line[256], extra[64] = "";
 
         if (!ok)
                 atomic_fetch_add(&failures, 1);
-        printf("%s %s size=%llu mode=%s reason=0x%08x%s%s", ok ? "ok" : "FAIL", role, (unsigned long long) size,
-               mode, reason, err ? " error=" : "", err ? strerror(-err) : "");
         if (err == -EBADMSG)
-                printf(" first-bad-byte=%llu", (unsigned long long) bad_at);
-        printf("\n");
+                snprintf(extra, sizeof(extra), " first-bad-byte=%llu", (unsigned long long) bad_at);
+        /* one write per line: the threads' lines never interleave */
+        snprintf(line, sizeof(line), "%s %s size=%llu mode=%s reason=0x%08x%s%s%s\n", ok ? "ok" : "FAIL", role,
+                 (unsigned long long) size, mode, reason, err ? " error=" : "", err ? strerror(-err) : "", extra);
+        fputs(line, stdout);
         fflush(stdout);
 }
 

@@ -9,7 +9,7 @@
 # a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
 # Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
 # Args: SMCD SMCR_XFER RUN_VM [LIBSMCRUN SMCRUN]. Skips (77) without qemu / kernel / rdma
-# tools. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,linkdown picks cases.
+# tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,linkdown picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -20,9 +20,11 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
                 command -v $p >/dev/null || { echo "SKIP: $p not installed (scripts/install-vm-deps.sh)"; exit 77; }
         done
         "$runvm" --check || exit 77
-        exec "$runvm" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
+        keep=()
+        [ -n "${SMCR_VM_KEEP:-}" ] && mkdir -p "$SMCR_VM_KEEP" && keep=(--results "$SMCR_VM_KEEP")
+        exec "$runvm" "${keep[@]}" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
-                --env SMCR_TESTS="${SMCR_TESTS:-all}" \
+                --env SMCR_TESTS="${SMCR_TESTS:-all}" --env SMCD_SMCR_TRACE="${SMCD_SMCR_TRACE:-}" \
                 "$0" "$(realpath "$smcd")" "$(realpath "$xfer")" "${lib:+$(realpath "$lib")}" "${run:+$(realpath "$run")}"
 fi
 
@@ -39,11 +41,16 @@ cleanup() {
         for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
         sleep 0.2
         for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+        # SMCR_VM_KEEP=DIR on the host: the smcd logs and outputs land there
+        [ -d /results ] && [ -w /results ] && cp "$tmp"/*.log "$tmp"/*.out /results/ 2>/dev/null
 }
 trap cleanup EXIT
 
 echo "# kernel $(uname -r)"
 t0=$(now)
+# 300 SMC-R connections in one client process hold 3 descriptors each (the app's
+# socket, the doorbell end, the idle TCP socket), more while they are set up
+ulimit -n 8192
 vars=$(sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; exit 1; }
 eval "$vars"
 ok "rxe pair: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP) in $(since "$t0")"
@@ -83,7 +90,7 @@ run_xfer() { # LABEL SIZES PARALLEL [COUNT]: server on B, client on A; both must
         local label=$1 sizes=$2 par=$3 count=$4 t
         port=$((port + 1))
         t=$(now)
-        B env SMCR_XFER_MODE=SMCR "$xfer" server "$RXE_B_IP" $port "$count" >"$tmp/srv.$port" 2>&1 &
+        SMCD_RUNTIME_DIR=$tmp/b SMCR_XFER_MODE=SMCR "$xfer" server "$RXE_B_IP" $port "$count" >"$tmp/srv.$port" 2>&1 &
         local sp=$!
         for _ in $(seq 100); do grep -q listening "$tmp/srv.$port" && break; sleep 0.1; done
         if A env SMCR_XFER_MODE=SMCR ${SMCR_XFER_TOGETHER:+SMCR_XFER_TOGETHER=1} timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
@@ -151,10 +158,11 @@ if want kill; then
         # SIGKILL of a client mid-transfer: the server side ends (reset or EOF), smcd
         # frees the connection, the next transfer works
         port=$((port + 1))
-        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/ksrv.out" 2>&1 &
+        SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/ksrv.out" 2>&1 &
         ks=$!
         for _ in $(seq 100); do grep -q listening "$tmp/ksrv.out" && break; sleep 0.1; done
-        A "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/kcli.out" 2>&1 &
+        # a simple command (not through the A function): $! is the client itself
+        SMCD_RUNTIME_DIR=$tmp/a "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/kcli.out" 2>&1 &
         kc=$!
         for _ in $(seq 200); do grep -q connected "$tmp/kcli.out" && break; sleep 0.1; done
         sleep 1
@@ -175,7 +183,7 @@ if want sockperf; then
         else
                 port=$((port + 1))
                 before=$(stat_of a conns_client)
-                B env SMCRUN_LIB="$smcrun_lib" sh "$smcrun_sh" sockperf sr --tcp -i "$RXE_B_IP" -p $port \
+                SMCD_RUNTIME_DIR=$tmp/b SMCRUN_LIB="$smcrun_lib" sh "$smcrun_sh" sockperf sr --tcp -i "$RXE_B_IP" -p $port \
                         >"$tmp/sp-srv.out" 2>&1 &
                 spp=$!
                 pids+=($spp)
@@ -209,7 +217,7 @@ if want pnet; then
                 "$RXE_A_NETDEV" "$RXE_B_DEV" >"$tmp/a/pnet.json"
         start_smcd a "$RXE_A_DEV" || nok "restart A with a pnet table"
         port=$((port + 1))
-        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/pn-srv.out" 2>&1 &
+        SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/pn-srv.out" 2>&1 &
         pp=$!
         for _ in $(seq 100); do grep -q listening "$tmp/pn-srv.out" && break; sleep 0.1; done
         A timeout 120 "$xfer" client "$RXE_B_IP" $port 100000 >"$tmp/pn-cli.out" 2>&1
@@ -249,10 +257,10 @@ if want inline; then
 fi
 if want linkdown; then
         port=$((port + 1))
-        B "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/lsrv.out" 2>&1 &
+        SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/lsrv.out" 2>&1 &
         ls=$!
         for _ in $(seq 100); do grep -q listening "$tmp/lsrv.out" && break; sleep 0.1; done
-        A "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/lcli.out" 2>&1 &
+        SMCD_RUNTIME_DIR=$tmp/a "$xfer" hold "$RXE_B_IP" $port 100000000 >"$tmp/lcli.out" 2>&1 &
         lc=$!
         for _ in $(seq 200); do grep -q connected "$tmp/lcli.out" && break; sleep 0.1; done
         sleep 1
