@@ -255,7 +255,9 @@ static void mark_peer_dead(struct smc_ring_ep *ep) {
 
         if (peer_flags(ep) & PEER_GONE_FLAGS)
                 return;
-        unread = atomic_load(&ep->tx_hdr->cons) != atomic_load(&ep->tx_hdr->prod);
+        /* SMC-R: the other end of the pairs is smcd, whose death breaks the
+         * connection whatever was read: an abort, never a clean end of stream */
+        unread = ep->peer_is_daemon || atomic_load(&ep->tx_hdr->cons) != atomic_load(&ep->tx_hdr->prod);
         atomic_fetch_or(&ep->rx_hdr->conn_flags, unread ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED);
 }
 

@@ -54,6 +54,8 @@ struct smc_ring_ep {
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
+        bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
+                               * after smc_ring_init()); its death is an abort */
         uint32_t busy_poll_ns;  /* spin this long before sleeping (0 = never spin) */
         uint32_t autocork_size; /* bytes; flush a corked batch at this size */
         /* statistics, published into the DMB headers (dmb.h, "Counters") */

@@ -891,6 +891,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         ep_tune(&s->ep, &m);
         s->smcr = m.conn.mode == SMC_CTL_MODE_SMCR;
+        s->ep.peer_is_daemon = s->smcr;
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
         if (r < 0) {
@@ -1217,6 +1218,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         }
         ep_tune(&s->ep, &reply);
         s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
+        s->ep.peer_is_daemon = s->smcr;
         sock_set_state(s, SOCK_SMCD);
         return 1;
 

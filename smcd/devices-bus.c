@@ -15,7 +15,7 @@
  *     "roce":    [ one per RDMA device port: { name, port, state (ACTIVE, DOWN, INIT,
  *                  ARMED, ...), link_layer, mtu, guid (node GUID, 16 hex digits), netdev,
  *                  gids ([ { index, gid, type ("RoCE v2", "RoCE v1", "IB"), netdev } ]),
- *                  links (SMC-R links on the port: 0 until SMC-R exists), pnet_id ("" for
+ *                  links (always 0: not counted per port yet), pnet_id ("" for
  *                  now) } ]
  *     "roce_note": "" or why "roce" is empty (no RDMA devices, built without libibverbs)
  *     "netdevs": [ one per link, by ifindex: { name, ifindex, state ("up": IFF_UP and

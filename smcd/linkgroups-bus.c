@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * /org/smcd/smcd1/linkgroups, interface org.smcd.smcd1.LinkGroups (everybody may read it):
- *   property Count u        SMC-R link groups (0 until SMC-R exists)
- *   method   List () -> s   the link groups as a JSON array; empty ("[]") until SMC-R
+ *   property Count u        SMC-R link groups now
+ *   method   List () -> s   the link groups as a JSON array ("[]" without SMC-R;
  *                           exists. The row schema, fixed now so that smcctl and scripts
  *                           can rely on it (keys as in smc-tools' `smcr linkgroup`):
  *     {

@@ -83,7 +83,7 @@ static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, si
         }
         /* the limits, sizes, busy_poll and autocork_size are read at each new client /
          * connection, the handshake bucket at each CONNECT; buf_clear is the pool's
-         * (live); inline and the SMC-R ones are stored only (smcd-tunables(5)) */
+         * (live); inline, max_conns_per_lgr and test_link_time act on SMC-R (smcd-tunables(5)) */
         tunables_copy(&m->config, &next);
         for (size_t i = 0; i < n; i++) {
                 char *shown = NULL;

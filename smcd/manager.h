@@ -94,15 +94,15 @@ typedef struct ManagerConfig {
                                      * (gid_t) -1 = nobody but root (bus-util.h) */
         uint32_t rmem;              /* RMB ring bytes of a CONNECT without SO_RCVBUF (a
                                      * class size, 16K..1M; tunables.h) */
-        enum smcd_inline inline_mode; /* tunable "inline": stored only, for SMC-R */
+        enum smcd_inline inline_mode; /* tunable "inline": SMC-R CDC sends (smcr.c) */
         uint32_t sndbuf;            /* the writer's send buffer when its app set no
                                      * SO_SNDBUF: the peer's RMB is at least this (a
                                      * class size, 16K..1M; tunables.h) */
         uint32_t busy_poll_us;      /* handed to both ends of new connections (v2) */
         uint32_t autocork_size;     /* bytes, handed to both ends of new connections */
         uint64_t max_handshakes_per_uid; /* CONNECTs per second per uid, 0 = unlimited */
-        uint32_t max_conns_per_lgr; /* SMC-R: stored only (16..255) */
-        uint32_t test_link_time;    /* SMC-R: seconds, 0 = off; stored only */
+        uint32_t max_conns_per_lgr; /* SMC-R: connections per new link group (16..255) */
+        uint32_t test_link_time;    /* SMC-R: TEST LINK idle time, seconds, 0 = off */
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
         int state_load_error;       /* -errno: the state file exists but could not be read
                                      * at start; left alone, SetTunable refused */

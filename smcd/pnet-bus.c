@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * /org/smcd/smcd1/pnet, interface org.smcd.smcd1.Pnet (netdev <-> RoCE device
- * grouping, policy.h; shown and persisted only until SMC-R exists):
+ * grouping, policy.h; SMC-R picks its RoCE device by it):
  *   property Count u          entries in the table
  *   method   List () -> s     the entries as a JSON array sorted by netdev (keys:
  *                             netdev, ibdev, port, pnetid; pnet_to_json()). Everybody.

@@ -525,8 +525,11 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                 space = R - smc_curs_diff(R, c->peer_cons, c->peer_prod);
                 n = pending < space ? pending : space;
                 blocked = pending > space;
+                /* close flags once the data is out; a later flag too (CLOSED after a
+                 * DONE_WRITING that went out with shutdown(SHUT_WR)), or neither side
+                 * would ever see the other done */
                 flags = 0;
-                if (n == pending && c->local_flags && !c->sent_flags)
+                if (n == pending && (c->local_flags & ~c->sent_flags))
                         flags = c->local_flags;
                 if (n == 0 && !force_cdc && !flags)
                         return;

@@ -72,7 +72,7 @@ static const Tunable tunables[] = {
           "USEC", "Clients spin this long before sleeping (0..10000, default 50)" },
         { "inline", KIND_ENUM, FIELD(inline_mode), 0, 2, SMCD_INLINE_AUTO, inline_names,
           "auto, on or off",
-          "auto|on|off", "Inline sends (stored; used by SMC-R, default auto)" },
+          "auto|on|off", "SMC-R inline CDC sends (default auto)" },
         { "max_buf_per_uid", KIND_BYTES, FIELD(max_buf_per_uid), 0, UINT64_MAX, 0, NULL,
           "bytes with an optional K/M/G suffix (0 = unlimited)",
           "BYTES", "DMB bytes per uid, K/M/G suffixes (0 = unlimited)" },
@@ -81,7 +81,7 @@ static const Tunable tunables[] = {
           "N", "Control connections per uid (default 256, 0 = unlimited)" },
         { "max_conns_per_lgr", KIND_NUMBER, FIELD(max_conns_per_lgr), 16, 255, 255, NULL,
           "a number 16..255",
-          "N", "Connections per SMC-R link group (16..255, default 255; stored)" },
+          "N", "Connections per SMC-R link group (16..255, default 255)" },
         { "max_conns_per_uid", KIND_NUMBER, FIELD(max_conns_per_uid), 0, UINT64_MAX, 0, NULL,
           "a number (0 = unlimited)",
           "N", "Connection endpoints per uid (0 = unlimited)" },
@@ -96,7 +96,7 @@ static const Tunable tunables[] = {
           "BYTES", "An RMB is at least its writer's SO_SNDBUF or this (16K..1M, default 16K)" },
         { "test_link_time", KIND_NUMBER, FIELD(test_link_time), 0, 3600, 30, NULL,
           "seconds 0..3600 (0 = off)",
-          "SECONDS", "SMC-R link test interval (0 = off, default 30; stored)" },
+          "SECONDS", "SMC-R link test interval (0 = off, default 30)" },
 };
 
 #define N_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))

@@ -19,13 +19,13 @@
  *   busy_poll            microseconds 0..10000 (default 50): handed to both ends of a
  *                        new connection; a blocking send/recv spins this long on the
  *                        ring before it sleeps. The client's SMC_BUSY_POLL_US wins.
- *   inline               auto|on|off      stored and shown only; for SMC-R (not yet)
+ *   inline               auto|on|off      SMC-R CDC sends with IBV_SEND_INLINE (live; on
+ *                        also asks inline space for new link groups)
  *   max_buf_per_uid      bytes, K/M/G suffixes (0 = unlimited); new connections
  *   max_clients_per_uid  N (0 = unlimited, default 256)  control connections per uid;
  *                        new clients
  *   max_conns_per_lgr    16..255 (default 255, the kernel's SMC_RMBS_PER_LGR_MAX):
- *                        SMC-R connections per link group; stored only until SMC-R
- *                        exists, then new link groups
+ *                        SMC-R connections per link group; new link groups
  *   max_conns_per_uid    N (0 = unlimited)  endpoints per uid; new connections
  *   max_handshakes_per_uid  N per second (0 = unlimited): a token bucket per uid
  *                        (UidUsage, burst N) of CONNECTs; over it a CONNECT falls
@@ -42,8 +42,7 @@
  *                        (else sndbuf), as a class size (conn.c; max_buf_per_uid or
  *                        the pool may make it smaller). The default changes nothing.
  *   test_link_time       seconds 0..3600, 0 = off (default 30, the kernel's
- *                        SMC_LLC_TESTLINK_DEFAULT_TIME): SMC-R link tests; stored only
- *                        until SMC-R exists, then new links
+ *                        SMC_LLC_TESTLINK_DEFAULT_TIME): SMC-R link tests (live)
  *
  * Values are shown normalized: numbers in decimal bytes/counts, rmem and sndbuf as
  * the class size. Start-up order: tunables_set_defaults(), then the command line /

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * smcr-xfer: a checked transfer over the client library, both directions, for the
- * SMC-R tests (tests/vm/smcr-checks.sh). Each connection: the client sends a 16-byte
+ * SMC-R tests (tests/test-smcr-vm.sh). Each connection: the client sends a 16-byte
  * header {size, seed} (little endian) and @size bytes of a xorshift stream seeded with
  * seed; the server checks every byte and answers with @size bytes of the stream of
  * seed ^ 0x5a5a, which the client checks. Both print one line per connection:
@@ -13,6 +13,8 @@
  *   smcr-xfer hold ADDR PORT SIZE                 connect, send SIZE bytes slowly
  *        (1 KiB per 10 ms) and never finish: for kill -9 / link-down tests
  * Exit status 0 when every connection was ok and (env SMCR_XFER_MODE=SMCR) in that mode.
+ * SMCR_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending.
+ * SMCR_XFER_TOGETHER=1: the connections of a batch all connect before transferring.
  */
 
 #include <arpa/inet.h>
@@ -236,6 +238,10 @@ static void *client(void *arg) {
         }
         if (r == 0)
                 r = stream(fd, j->size, j->seed, true, &bad);
+        /* SMCR_XFER_SHUTDOWN=1: half-close after sending, as many clients do (the
+         * peer sees EOF after the data, the reply still flows) */
+        if (r == 0 && getenv("SMCR_XFER_SHUTDOWN") && *getenv("SMCR_XFER_SHUTDOWN") && smc_shutdown(fd, SHUT_WR) < 0)
+                r = -errno;
         if (r == 0)
                 r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
         report("client", j->size, fd, r, bad);

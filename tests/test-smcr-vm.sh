@@ -50,7 +50,8 @@ echo "# kernel $(uname -r)"
 t0=$(now)
 # 300 SMC-R connections in one client process hold 3 descriptors each (the app's
 # socket, the doorbell end, the idle TCP socket), more while they are set up
-ulimit -n 8192
+ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+echo "# descriptors per process: $(ulimit -n)"
 vars=$(sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; exit 1; }
 eval "$vars"
 ok "rxe pair: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP) in $(since "$t0")"
@@ -93,7 +94,8 @@ run_xfer() { # LABEL SIZES PARALLEL [COUNT]: server on B, client on A; both must
         SMCD_RUNTIME_DIR=$tmp/b SMCR_XFER_MODE=SMCR "$xfer" server "$RXE_B_IP" $port "$count" >"$tmp/srv.$port" 2>&1 &
         local sp=$!
         for _ in $(seq 100); do grep -q listening "$tmp/srv.$port" && break; sleep 0.1; done
-        if A env SMCR_XFER_MODE=SMCR ${SMCR_XFER_TOGETHER:+SMCR_XFER_TOGETHER=1} timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
+        if A env SMCR_XFER_MODE=SMCR ${SMCR_XFER_TOGETHER:+SMCR_XFER_TOGETHER=1} \
+                ${SMCR_XFER_SHUTDOWN:+SMCR_XFER_SHUTDOWN=1} timeout 600 "$xfer" client "$RXE_B_IP" $port "$sizes" "$par" >"$tmp/cli.$port" 2>&1 &&
            timeout 120 tail --pid=$sp -f /dev/null && wait $sp; then
                 ok "$label: $(grep -c '^ok client' "$tmp/cli.$port") client + $(grep -c '^ok server' "$tmp/srv.$port") server checks in SMC-R, $(since "$t")"
         else
@@ -117,6 +119,16 @@ fi
 if want sizes; then
         run_xfer "sizes 1 B .. 64 MiB, both directions, checksums" \
                 1,2,3,100,4095,4096,4097,65535,65536,65537,1000000,16777216,67108864 1 13
+fi
+if want sizes; then
+        # half-close (shutdown(SHUT_WR)) before the reply, then close: every connection
+        # must still be freed on both sides (DONE_WRITING, then CLOSED)
+        SMCR_XFER_SHUTDOWN=1 run_xfer "half-close then close, 8 connections" 1,100,65536,65537,1000000,1,2,3 1 8
+        sleep 2
+        kill -USR1 "$pid_a" "$pid_b" 2>/dev/null; sleep 1
+        ca=$(stat_of a conns_current) cb=$(stat_of b conns_current)
+        [ "$ca" = 0 ] && [ "$cb" = 0 ] && ok "every SMC-R connection freed on both sides (smcr.conns_current 0 / 0)" ||
+                nok "connections left: A $ca, B $cb (smcr.conns_current)"
 fi
 if want parallel; then
         SMCR_XFER_TOGETHER=1 run_xfer "300 connections open at once (two link groups)" 300x4096 300 300

@@ -53,11 +53,17 @@ done
 [ $missing -eq 0 ] || exit 1
 echo "# payload ready in $((SECONDS - start)) s"
 
-# SMC-R: the soft-RoCE set-up script and the transfer tool of the build (the host's
-# root is the VM's root, so host paths work inside)
-smcr_env=(--env "RXE_PAIR_SETUP=$here/rxe-pair-setup.sh")
-xfer=$(realpath "$builddir/tests/smcr-xfer" 2>/dev/null)
-[ -x "$xfer" ] && smcr_env+=(--env "SMCR_XFER=$xfer")
+# SMC-R: the soft-RoCE set-up script and the transfer tool of the build travel in the
+# payload: systemd's tmpfiles empty /tmp in the VM, and
+# the source tree may live there (a clone in /tmp)
+mkdir -p "$payload/usr/local/libexec/smcd-test"
+cp "$here/rxe-pair-setup.sh" "$payload/usr/local/libexec/smcd-test/"
+smcr_env=(--env "RXE_PAIR_SETUP=/usr/local/libexec/smcd-test/rxe-pair-setup.sh")
+xfer=$builddir/tests/smcr-xfer
+if [ -x "$xfer" ]; then
+        cp "$xfer" "$payload/usr/local/libexec/smcd-test/"
+        smcr_env+=(--env "SMCR_XFER=/usr/local/libexec/smcd-test/smcr-xfer")
+fi
 "$here/run-vm" --systemd --timeout 800 --payload "$payload" "${smcr_env[@]}" "$@" "$here/systemd-smcd-checks.sh"
 rc=$?
 echo "# VM stage: $((SECONDS - start)) s in all, status $rc"
