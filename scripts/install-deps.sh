@@ -8,7 +8,7 @@ PKGS=(
         gcc libc6-dev meson ninja-build pkg-config
         # libraries
         libsystemd-dev libjson-c-dev
-        # netlink monitor; RoCE discovery (optional at build time) and its providers
+        # netlink monitor; RoCE (libibverbs: required, SMC-R) and its providers
         libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers
         # SMC TCP option: BPF sock_ops program (optional at build time)
         clang llvm libbpf-dev bpftool
