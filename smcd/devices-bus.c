@@ -15,7 +15,7 @@
  *     "roce":    [ one per RDMA device port: { name, port, state (ACTIVE, DOWN, INIT,
  *                  ARMED, ...), link_layer, mtu, guid (node GUID, 16 hex digits), netdev,
  *                  gids ([ { index, gid, type ("RoCE v2", "RoCE v1", "IB"), netdev } ]),
- *                  links (always 0: not counted per port yet), pnet_id ("" for
+ *                  links (SMC-R links of live link groups on the port), pnet_id ("" for
  *                  now) } ]
  *     "roce_note": "" or why "roce" is empty (no RDMA devices, built without libibverbs)
  *     "netdevs": [ one per link, by ifindex: { name, ifindex, state ("up": IFF_UP and
@@ -34,6 +34,7 @@
 #include <systemd/sd-id128.h>
 
 #include "bus-util.h"
+#include "smcr.h"
 #include "dmb.h"
 #include "ibdev.h"
 #include "netlink.h"
@@ -154,7 +155,8 @@ static json_object *roce_to_json(Manager *m) {
                     json_add_str(o, "link_layer", ports[i].link_layer) < 0 ||
                     json_add_u64(o, "mtu", ports[i].active_mtu) < 0 || json_add_str(o, "guid", guid) < 0 ||
                     json_add_str(o, "netdev", ports[i].netdev) < 0 || add_obj(o, "gids", gids_to_json(&ports[i])) < 0 ||
-                    json_add_u64(o, "links", 0) < 0 || json_add_str(o, "pnet_id", "") < 0 || array_add(a, o) < 0) {
+                    json_add_u64(o, "links", smcr_links_on(m->smcr, ports[i].device, ports[i].port)) < 0 ||
+                    json_add_str(o, "pnet_id", "") < 0 || array_add(a, o) < 0) {
                         json_object_put(o);
                         json_object_put(a);
                         return NULL;

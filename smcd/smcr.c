@@ -2588,3 +2588,16 @@ size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
         }
         return n;
 }
+
+unsigned smcr_links_on(const SmcrManager *sm, const char *device, uint8_t port) {
+        const SmcrLgr *lgr;
+        unsigned n = 0;
+
+        if (!sm)
+                return 0;
+        LIST_FOREACH(lgrs, lgr, sm->lgrs)
+                if (!lgr->failed && lgr->link.rl && roce_dev_port(lgr->dev) == port &&
+                    !strcmp(roce_dev_name(lgr->dev), device))
+                        n++;
+        return n;
+}

@@ -105,5 +105,8 @@ typedef struct SmcrLgrInfo {
         uint32_t max_inline;      /* bytes of inline data the link's QP got */
 } SmcrLgrInfo;
 
+/* Links (of live link groups) on RDMA device @device port @port. */
+unsigned smcr_links_on(const SmcrManager *sm, const char *device, uint8_t port);
+
 /* Fill up to @max entries of @ret with the live link groups; returns how many exist. */
 size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max);
