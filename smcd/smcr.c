@@ -2235,6 +2235,19 @@ static int hs_new(SmcrManager *sm, Client *cl, uint32_t seq, int fd, bool server
         return 0;
 }
 
+/* SMCR answered at once with TCP (@reason): the client uses its socket as plain TCP.
+ * A client-side fallback counts in the stats as a CONNECT answered with TCP. */
+static int reply_tcp_now(Client *c, const struct smc_ctl_smcr *req, uint32_t reason) {
+        union smc_ctl_msg msg;
+
+        if (req->role != SMC_CTL_ROLE_SERVER)
+                smcd_stats_count_fallback(&c->manager->stats, reason);
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+        msg.conn.mode = SMC_CTL_MODE_TCP;
+        msg.conn.fallback_reason = reason;
+        return client_send(c, &msg, NULL, 0); /* in the client's version */
+}
+
 int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         Manager *m = c->manager;
         SmcrManager *sm = m->smcr;
@@ -2248,16 +2261,8 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 return client_send_error(c, req->hdr.seq, EINVAL, 0, "SMCR: not a TCP socket");
         }
         if (!sm || smcr_why_unavailable(sm)) {
-                union smc_ctl_msg msg;
-
                 close(fd);
-                if (!server)
-                        smcd_stats_count_fallback(&m->stats, SMC_CLC_DECL_NOSMCRDEV);
-                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
-                (void) smc_ctl_set_version(&msg, c->version);
-                msg.conn.mode = SMC_CTL_MODE_TCP;
-                msg.conn.fallback_reason = SMC_CLC_DECL_NOSMCRDEV;
-                return client_send(c, &msg, NULL, 0);
+                return reply_tcp_now(c, req, SMC_CLC_DECL_NOSMCRDEV);
         }
 #if SMCD_HAVE_TCPOPT
         r = tcpopt_peer_has(sm->tcpopt, fd);
@@ -2270,16 +2275,8 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         }
         if (r <= 0 && r != -EAGAIN) {
                 /* the peer is not SMC-capable (or we cannot tell): not a CLC byte */
-                union smc_ctl_msg msg;
-
                 close(fd);
-                if (!server)
-                        smcd_stats_count_fallback(&m->stats, SMC_CLC_DECL_PEERNOSMC);
-                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
-                (void) smc_ctl_set_version(&msg, c->version);
-                msg.conn.mode = SMC_CTL_MODE_TCP;
-                msg.conn.fallback_reason = SMC_CLC_DECL_PEERNOSMC;
-                return client_send(c, &msg, NULL, 0);
+                return reply_tcp_now(c, req, SMC_CLC_DECL_PEERNOSMC);
         }
         if (server) {
                 Listener *l = manager_get_listener(m, req->listener_id);
