@@ -6,6 +6,10 @@
 # (RDMA WRITE bandwidth), ib_send_lat (SEND latency), rping (rdma_cm connection
 # set-up and RDMA READ/WRITE). Checks exit statuses, the peers' GIDs in the outputs, and
 # that the packets crossed the veth and the rxe devices (counters); prints timings.
+# Then two paths (RXE_PAIR_LINKS=2: also rxe2 on smc1a 10.78.0.1 / rxe3 on smc1b
+# 10.78.0.2): ibv_rc_pingpong over each, each path's traffic on its own veth and rxe;
+# `ip link set smc1a down` takes rxe2's port out of ACTIVE while rxe0 <-> rxe1 still
+# works; a one-path set-up after that removes the second path again.
 # Args: RUN_VM [KERNEL] (KERNEL: a run-vm --kernel VERSION or series, e.g. 6.12).
 # Skips (77) without qemu or the kernel (run-vm's 77), or without the RDMA user-space
 # tools (scripts/install-vm-deps.sh installs all of them). TAP-ish output.
@@ -61,13 +65,20 @@ wait_tcp_listen() {
         return 1
 }
 
-# counters: the veth's and the rxe ports' packets
+# counters: the veth's and the rxe ports' packets; snap [A_NETDEV B_NETDEV A_DEV B_DEV]
+# (default: the first path)
 counter() { cat "$1" 2>/dev/null || echo 0; }
 snap() {
-        echo "$(counter /sys/class/net/"$RXE_A_NETDEV"/statistics/tx_packets)" \
-                "$(counter /sys/class/net/"$RXE_B_NETDEV"/statistics/rx_packets)" \
-                "$(counter /sys/class/infiniband/"$RXE_A_DEV"/ports/1/hw_counters/sent_pkts)" \
-                "$(counter /sys/class/infiniband/"$RXE_B_DEV"/ports/1/hw_counters/rcvd_pkts)"
+        echo "$(counter /sys/class/net/"${1:-$RXE_A_NETDEV}"/statistics/tx_packets)" \
+                "$(counter /sys/class/net/"${2:-$RXE_B_NETDEV}"/statistics/rx_packets)" \
+                "$(counter /sys/class/infiniband/"${3:-$RXE_A_DEV}"/ports/1/hw_counters/sent_pkts)" \
+                "$(counter /sys/class/infiniband/"${4:-$RXE_B_DEV}"/ports/1/hw_counters/rcvd_pkts)"
+}
+# port_state DEV: 4 for ACTIVE (sysfs "4: ACTIVE"), 1 for DOWN, ...
+port_state() {
+        local s=
+        read -r s _ <"/sys/class/infiniband/$1/ports/1/state" 2>/dev/null
+        echo "${s%:}"
 }
 
 # server_client NAME SERVER-CMD... -- CLIENT-CMD...: the server in the background (on
@@ -96,6 +107,29 @@ server_client() {
         echo "# $name: client exit $rc, server exit $src"
         sed 's/^/#   client: /' "$tmp/$name.client"
         sed 's/^/#   server: /' "$tmp/$name.server"
+        return 1
+}
+
+# pingpong NAME ITERS A_DEV A_GID_INDEX A_IP B_DEV B_GID_INDEX B_IP: ibv_rc_pingpong
+# (4 KiB, buffers validated) from host A's A_DEV to host B's B_DEV; each side must see
+# the other's IPv4-mapped GID and ITERS iterations. ok/nok line; 0 if ok.
+pingpong() {
+        local name=$1 n=$2 ad=$3 ag=$4 ai=$5 bd=$6 bg_=$7 bi=$8 t el
+        t=$(now)
+        if ! server_client "$name" ibv_rc_pingpong -d "$bd" -g "$bg_" -n "$n" -c -- \
+                ibv_rc_pingpong -d "$ad" -g "$ag" -n "$n" -c "$bi"; then
+                nok "ibv_rc_pingpong $ad -> $bd ($name)"
+                return 1
+        fi
+        el=$(since "$t")
+        if grep -q "remote address: .*GID ::ffff:$bi\$" "$tmp/$name.client" &&
+                grep -q "remote address: .*GID ::ffff:$ai\$" "$tmp/$name.server" &&
+                grep -q "^$n iters in" "$tmp/$name.client" &&
+                grep -q "^$n iters in" "$tmp/$name.server"; then
+                ok "ibv_rc_pingpong $ad -> $bd ($ai -> $bi): $(grep iters "$tmp/$name.client") ($el)"
+                return 0
+        fi
+        nok "ibv_rc_pingpong $ad -> $bd output: $(cat "$tmp/$name.client" "$tmp/$name.server")"
         return 1
 }
 
@@ -191,13 +225,79 @@ else
                 "$(cat "$tmp/rping.client" "$tmp/rping.server" | tail -20)"
 fi
 
-# and once more from scratch: the setup is idempotent
+# 5. two paths (RXE_PAIR_LINKS=2), set up over the first one's state: rxe0 <-> rxe1
+# over 10.77 and rxe2 <-> rxe3 over 10.78, each path's RoCE traffic on its own devices
 t=$(now)
-if vars=$(sh "$RXE_PAIR_SETUP" 2>"$tmp/setup2") && eval "$vars" &&
-        [ "$(rdma link show | grep -c 'state ACTIVE')" -eq 2 ]; then
-        ok "rxe-pair-setup.sh again: both ports ACTIVE ($(since "$t"))"
+if vars=$(RXE_PAIR_LINKS=2 sh "$RXE_PAIR_SETUP" 2>"$tmp/setup-2") && eval "$vars" &&
+        [ "$(echo "$vars" | wc -l)" -eq 3 ] && [ "${RXE_A2_DEV:-}" = rxe2 ] &&
+        [ "${RXE_B2_DEV:-}" = rxe3 ] && [ "$RXE_A2_NETDEV" = smc1a ] &&
+        [ "$RXE_B2_NETDEV" = smc1b ] && [ -n "$RXE_A2_GID_INDEX" ] &&
+        [ -n "$RXE_B2_GID_INDEX" ] && [ "$(rdma link show | grep -c 'state ACTIVE')" -eq 4 ]; then
+        ok "rxe-pair-setup.sh with RXE_PAIR_LINKS=2: 4 ports ACTIVE, $RXE_A2_DEV/$RXE_A2_NETDEV" \
+                "GID index $RXE_A2_GID_INDEX, $RXE_B2_DEV/$RXE_B2_NETDEV GID index" \
+                "$RXE_B2_GID_INDEX ($(since "$t"))"
+        iters=200
+        pingpong pp1 $iters "$RXE_A_DEV" "$RXE_A_GID_INDEX" "$RXE_A_IP" \
+                "$RXE_B_DEV" "$RXE_B_GID_INDEX" "$RXE_B_IP"
+        read -r a_tx0 b_rx0 a_sent0 b_rcvd0 <<<"$(snap "$RXE_A2_NETDEV" "$RXE_B2_NETDEV" \
+                "$RXE_A2_DEV" "$RXE_B2_DEV")"
+        read -r _ _ p1_sent0 p1_rcvd0 <<<"$(snap)"
+        if pingpong pp2 $iters "$RXE_A2_DEV" "$RXE_A2_GID_INDEX" "$RXE_A2_IP" \
+                "$RXE_B2_DEV" "$RXE_B2_GID_INDEX" "$RXE_B2_IP"; then
+                read -r a_tx1 b_rx1 a_sent1 b_rcvd1 <<<"$(snap "$RXE_A2_NETDEV" "$RXE_B2_NETDEV" \
+                        "$RXE_A2_DEV" "$RXE_B2_DEV")"
+                read -r _ _ p1_sent1 p1_rcvd1 <<<"$(snap)"
+                d_tx=$((a_tx1 - a_tx0)) d_rx=$((b_rx1 - b_rx0))
+                d_sent=$((a_sent1 - a_sent0)) d_rcvd=$((b_rcvd1 - b_rcvd0))
+                d1=$((p1_sent1 - p1_sent0 + p1_rcvd1 - p1_rcvd0))
+                if [ $d_tx -ge $((iters * 4)) ] && [ $d_rx -ge $((iters * 4)) ] &&
+                        [ $d_sent -ge $((iters * 4)) ] && [ $d_rcvd -ge $((iters * 4)) ] &&
+                        [ $d1 -eq 0 ]; then
+                        ok "second path's traffic on its own: $RXE_A2_NETDEV tx +$d_tx," \
+                                "$RXE_B2_NETDEV rx +$d_rx packets; $RXE_A2_DEV sent_pkts +$d_sent," \
+                                "$RXE_B2_DEV rcvd_pkts +$d_rcvd; $RXE_A_DEV/$RXE_B_DEV +$d1"
+                else
+                        nok "second path counters: $RXE_A2_NETDEV tx +$d_tx, $RXE_B2_NETDEV rx" \
+                                "+$d_rx, $RXE_A2_DEV sent +$d_sent, $RXE_B2_DEV rcvd +$d_rcvd (want" \
+                                ">= $((iters * 4)) each); $RXE_A_DEV/$RXE_B_DEV +$d1 (want 0)"
+                fi
+        fi
+
+        # 6. the second path fails alone: smc1a down takes rxe2's port out of ACTIVE
+        # (rxe3's follows when the veth peer loses its carrier); rxe0 <-> rxe1 still works
+        t=$(now)
+        ip link set "$RXE_A2_NETDEV" down
+        for ((i = 0; i < 50; i++)); do
+                [ "$(port_state "$RXE_A2_DEV")" != 4 ] && break
+                sleep 0.1
+        done
+        s2=$(port_state "$RXE_A2_DEV") s3=$(port_state "$RXE_B2_DEV")
+        s0=$(port_state "$RXE_A_DEV") s1=$(port_state "$RXE_B_DEV")
+        if [ "$s2" != 4 ] && [ "$s0" = 4 ] && [ "$s1" = 4 ]; then
+                ok "$RXE_A2_NETDEV down: $RXE_A2_DEV port state $s2, $RXE_B2_DEV $s3;" \
+                        "$RXE_A_DEV/$RXE_B_DEV still ACTIVE (4) ($(since "$t"))"
+        else
+                nok "$RXE_A2_NETDEV down: $RXE_A2_DEV port state $s2 (want not 4 = ACTIVE)," \
+                        "$RXE_A_DEV $s0, $RXE_B_DEV $s1 (want 4)"
+        fi
+        pingpong pp1-after $iters "$RXE_A_DEV" "$RXE_A_GID_INDEX" "$RXE_A_IP" \
+                "$RXE_B_DEV" "$RXE_B_GID_INDEX" "$RXE_B_IP"
 else
-        nok "rxe-pair-setup.sh again: $(cat "$tmp/setup2")"
+        nok "rxe-pair-setup.sh with RXE_PAIR_LINKS=2: ${vars:-no output} $(cat "$tmp/setup-2")" \
+                "$(rdma link show 2>&1)"
+fi
+
+# 7. and once more from scratch, with one path: the setup is idempotent and removes the
+# second path of the run before
+t=$(now)
+unset RXE_A2_DEV RXE_B2_DEV
+if vars=$(sh "$RXE_PAIR_SETUP" 2>"$tmp/setup2") && eval "$vars" &&
+        [ "$(echo "$vars" | wc -l)" -eq 2 ] && [ -z "${RXE_A2_DEV:-}" ] &&
+        [ "$(rdma link show | grep -c 'state ACTIVE')" -eq 2 ] && [ ! -e /sys/class/net/smc1a ] &&
+        [ ! -e /sys/class/net/smc1b ] && ! ip rule show | grep -q '^780[1-4]:'; then
+        ok "rxe-pair-setup.sh again: both ports ACTIVE, the second path gone ($(since "$t"))"
+else
+        nok "rxe-pair-setup.sh again: $(cat "$tmp/setup2") $(rdma link show 2>&1)"
 fi
 sh "$RXE_PAIR_SETUP" down 2>/dev/null && ! ip link show "$RXE_A_NETDEV" >/dev/null 2>&1 &&
         [ -z "$(rdma link show)" ] && ip rule show | grep -q "^0:.*lookup local" &&
