@@ -60,7 +60,7 @@ static const char *const smcd_rows[] = {
 
 /* the SMC-R section's own keys (the connection keys are in the MODE table) */
 static const char *const smcr_rows[] = {
-        "cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed",
+        "cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed", "links_added", "failovers",
         "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd",
 };
 

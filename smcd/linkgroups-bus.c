@@ -24,8 +24,9 @@
  *       "connections": 3                    SMC-R connections on the group
  *     }
  *   Added keys: "version" (CLC version of the first contact, 1 or 2), "max_conns",
- *   and per link "max_inline" (bytes of inline data its QP got: seed 002). smcd keeps
- *   one link per group (max_links 1), so "type" is "single"; "vlan" is 0 and
+ *   "max_links" (negotiated), and per link "max_inline" (bytes of inline data its QP
+ *   got: seed 002). A group has one link, or two ("symmetric": on two local devices;
+ *   "asymmetric-local": both on one local device, to two of the peer's); "vlan" is 0 and
  *   "pnet_id" "" (no VLAN or PNET id support yet). "peer" is the IPv4 address of the
  *   peer's RoCE v2 GID.
  */
@@ -42,38 +43,45 @@
 #define LINKGROUPS_INTERFACE "org.smcd.smcd1.LinkGroups"
 
 static json_object *lgr_to_json(const SmcrLgrInfo *i) {
-        json_object *o = json_object_new_object(), *links = json_object_new_array(), *l = json_object_new_object();
-        char id[9], peer[16], sysid[17], lg[IBDEV_GID_STRLEN], pg[IBDEV_GID_STRLEN];
+        json_object *o = json_object_new_object(), *links = json_object_new_array();
+        char id[9], peer[16], sysid[17], pg[IBDEV_GID_STRLEN];
 
-        if (!o || !links || !l) {
+        if (!o || !links) {
                 json_object_put(o);
                 json_object_put(links);
-                json_object_put(l);
                 return NULL;
         }
         snprintf(id, sizeof(id), "%08x", i->id);
         snprintf(peer, sizeof(peer), "%u.%u.%u.%u", i->peer_gid[12], i->peer_gid[13], i->peer_gid[14], i->peer_gid[15]);
         for (int k = 0; k < 8; k++)
                 snprintf(sysid + 2 * k, 3, "%02x", i->peer_id[k]);
-        if (json_add_str(l, "state", i->link_state) < 0 || json_add_u64(l, "id", i->link_num) < 0 ||
-            json_add_str(l, "local_device", i->device) < 0 || json_add_u64(l, "local_port", i->port) < 0 ||
-            json_add_str(l, "netdev", i->netdev) < 0 ||
-            json_add_str(l, "local_gid", ibdev_gid_to_string(i->local_gid, lg)) < 0 ||
-            json_add_str(l, "peer_gid", ibdev_gid_to_string(i->peer_gid, pg)) < 0 ||
-            json_add_u64(l, "local_qp", i->local_qp) < 0 || json_add_u64(l, "peer_qp", i->peer_qp) < 0 ||
-            json_add_u64(l, "connections", i->conns) < 0 || json_add_u64(l, "max_inline", i->max_inline) < 0 ||
-            json_object_array_add(links, l) < 0) {
-                json_object_put(l);
-                json_object_put(links);
-                json_object_put(o);
-                return NULL;
+        for (unsigned k = 0; k < i->n_links; k++) {
+                json_object *l = json_object_new_object();
+                char lg[IBDEV_GID_STRLEN], lpg[IBDEV_GID_STRLEN];
+
+                if (!l || json_add_str(l, "state", i->links[k].state) < 0 || json_add_u64(l, "id", i->links[k].link_num) < 0 ||
+                    json_add_str(l, "local_device", i->links[k].device) < 0 ||
+                    json_add_u64(l, "local_port", i->links[k].port) < 0 ||
+                    json_add_str(l, "netdev", i->links[k].netdev) < 0 ||
+                    json_add_str(l, "local_gid", ibdev_gid_to_string(i->links[k].local_gid, lg)) < 0 ||
+                    json_add_str(l, "peer_gid", ibdev_gid_to_string(i->links[k].peer_gid, lpg)) < 0 ||
+                    json_add_u64(l, "local_qp", i->links[k].local_qp) < 0 ||
+                    json_add_u64(l, "peer_qp", i->links[k].peer_qp) < 0 ||
+                    json_add_u64(l, "connections", i->links[k].conns) < 0 ||
+                    json_add_u64(l, "max_inline", i->links[k].max_inline) < 0 || json_object_array_add(links, l) < 0) {
+                        json_object_put(l);
+                        json_object_put(links);
+                        json_object_put(o);
+                        return NULL;
+                }
         }
         if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", i->server ? "server" : "client") < 0 ||
             json_add_str(o, "peer", peer) < 0 || json_add_str(o, "peer_system_id", sysid) < 0 ||
             json_add_u64(o, "vlan", 0) < 0 || json_add_str(o, "pnet_id", "") < 0 ||
             json_add_str(o, "local_device", i->device) < 0 || json_add_u64(o, "local_port", i->port) < 0 ||
-            json_add_str(o, "peer_gid", pg) < 0 || json_add_str(o, "type", "single") < 0 ||
-            json_add_u64(o, "version", i->version) < 0 || json_add_u64(o, "max_conns", i->max_conns) < 0 ||
+            json_add_str(o, "peer_gid", ibdev_gid_to_string(i->peer_gid, pg)) < 0 ||
+            json_add_str(o, "type", i->type) < 0 || json_add_u64(o, "version", i->version) < 0 ||
+            json_add_u64(o, "max_conns", i->max_conns) < 0 || json_add_u64(o, "max_links", i->max_links) < 0 ||
             json_object_object_add(o, "links", links) < 0 || json_add_u64(o, "connections", i->conns) < 0) {
                 json_object_put(o);
                 return NULL;

@@ -78,6 +78,11 @@ enum smcd_inline {
         SMCD_INLINE_OFF,
 };
 
+enum smcd_cq_poll {
+        SMCD_CQ_POLL_EVENT = 0, /* CQs through the completion channel in the event loop */
+        SMCD_CQ_POLL_THREAD,    /* a polling thread per RoCE device (roce_dev_set_cq_poll) */
+};
+
 typedef struct ManagerConfig {
         char *runtime_dir;         /* socket and stats.json live here */
         uid_t *allow_uids;         /* none and no groups = everybody may connect */
@@ -95,6 +100,7 @@ typedef struct ManagerConfig {
         uint32_t rmem;              /* RMB ring bytes of a CONNECT without SO_RCVBUF (a
                                      * class size, 16K..1M; tunables.h) */
         enum smcd_inline inline_mode; /* tunable "inline": SMC-R CDC sends (smcr.c) */
+        enum smcd_cq_poll cq_poll;  /* tunable "cq_poll": how new links' CQs are served */
         uint32_t sndbuf;            /* the writer's send buffer when its app set no
                                      * SO_SNDBUF: the peer's RMB is at least this (a
                                      * class size, 16K..1M; tunables.h) */
@@ -102,6 +108,7 @@ typedef struct ManagerConfig {
         uint32_t autocork_size;     /* bytes, handed to both ends of new connections */
         uint64_t max_handshakes_per_uid; /* CONNECTs per second per uid, 0 = unlimited */
         uint32_t max_conns_per_lgr; /* SMC-R: connections per new link group (16..255) */
+        uint32_t max_links_per_lgr; /* SMC-R: links per new link group (1..2) */
         uint32_t test_link_time;    /* SMC-R: TEST LINK idle time, seconds, 0 = off */
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
         int state_load_error;       /* -errno: the state file exists but could not be read

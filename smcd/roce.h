@@ -24,8 +24,16 @@
  *    peer that stopped answering never complete with an error there; the owner's
  *    timers (TEST LINK) must notice and call roce_link_set_error().
  *
- * Single-threaded: the sd-event loop's thread. Library-style: returns -errno, never
- * logs (the caller logs), never exits.
+ * Optionally (roce_dev_set_cq_poll()) the CQs of a device's links are polled by one
+ * thread of that device instead of going through the completion channel in the event
+ * loop: the thread spins on them for a while after each completion and sleeps on a
+ * completion channel of its own when idle; it only moves the completions to the event
+ * loop (a lock-free ring and an eventfd), where they are handled by the same code:
+ * every callback and rule below is the same in both modes.
+ *
+ * Single-threaded API: every function is called from the sd-event loop's thread and
+ * every callback runs there. Library-style: returns -errno, never logs (the caller
+ * logs), never exits.
  */
 
 #include <stdbool.h>
@@ -37,7 +45,10 @@
 #define ROCE_RECV_BUF_LEN 8192 /* bytes; >= 44, room for v2 LLC messages */
 #define ROCE_SEND_SLOTS 16
 #define ROCE_SEND_SLOT_LEN 48  /* bytes per slot; messages are <= 44 */
+#define ROCE_SEND_BIG_LEN 8192 /* bytes: the one big slot, for v2 LLC messages (5.1) */
 #define ROCE_WRITES_PER_SEND 4 /* RDMA WRITEs allowed before each SEND (SQ sizing) */
+#define ROCE_CQ_SPIN_USEC 50   /* default spin of the CQ polling thread, microseconds */
+#define ROCE_CQ_SPIN_MAX_USEC 1000000
 
 typedef struct RoceDev RoceDev;
 typedef struct RoceLink RoceLink;
@@ -50,6 +61,17 @@ int roce_dev_open(sd_event *event, const char *name, uint8_t port, RoceDev **ret
  * are freed too (without callbacks). May be called from inside a link callback of this
  * device: no further callback runs, the memory is released when the callback returns. */
 RoceDev *roce_dev_close(RoceDev *d);
+/* How the CQs of links created on @d from now on are served (links that exist keep
+ * theirs): @thread false = through the device's completion channel in the event loop
+ * (the default); true = by the device's polling thread (started with the first such
+ * link, joined when the last one is freed or the device closed), which after its last
+ * completion polls for @spin_usec microseconds (0..ROCE_CQ_SPIN_MAX_USEC; the default
+ * is ROCE_CQ_SPIN_USEC; it burns a CPU meanwhile) before it arms the CQs and sleeps. A
+ * new @spin_usec applies to a running thread at once. Returns 0, -EINVAL (@d NULL or
+ * @spin_usec out of range) or -ENODEV (the device is being closed). */
+int roce_dev_set_cq_poll(RoceDev *d, bool thread, uint32_t spin_usec);
+/* Whether @d's polling thread runs now (tests, diagnostics). */
+bool roce_dev_cq_poll_running(const RoceDev *d);
 const char *roce_dev_name(const RoceDev *d);
 uint8_t roce_dev_port(const RoceDev *d);
 struct ibv_pd *roce_dev_pd(RoceDev *d);
@@ -87,7 +109,8 @@ struct roce_link_ops {
 /* Create a link on @d using GID table entry @gid_index: a CQ, an RC QP moved to INIT,
  * a random 24-bit initial PSN, ROCE_RECV_WRS receives posted. @inline_want: bytes of
  * inline data asked for at creation (0 = none asked); the QP's granted value is
- * roce_link_max_inline(). Returns 0 and *ret, or -errno. */
+ * roce_link_max_inline(). Its CQ is served as roce_dev_set_cq_poll() last said (may
+ * start the device's polling thread). Returns 0 and *ret, or -errno. */
 int roce_link_new(RoceDev *d, int gid_index, uint32_t inline_want, const struct roce_link_ops *ops,
                   void *userdata, RoceLink **ret);
 /* QP INIT -> RTR toward the peer QP @dqpn with initial PSN @dpsn at GID @dgid (RoCE v2),
@@ -108,10 +131,12 @@ uint32_t roce_link_psn(const RoceLink *l);        /* our initial send PSN (24 bi
 uint32_t roce_link_max_inline(const RoceLink *l); /* bytes granted at QP creation */
 unsigned roce_link_send_slots_free(const RoceLink *l);
 
-/* Post a SEND of @len (<= ROCE_SEND_SLOT_LEN) bytes copied into a free slot, SIGNALED |
+/* Post a SEND of @len (<= ROCE_SEND_BIG_LEN) bytes copied into a free slot, SIGNALED |
  * SOLICITED, INLINE if @try_inline and @len <= max_inline (then *inlined = true).
- * Returns 0, -EAGAIN (no free slot, or the send queue is full: retry after a
- * send_done), -ENOTCONN (link failed / not RTS), or the verbs errno. */
+ * A message longer than ROCE_SEND_SLOT_LEN (a v2 LLC message) takes the link's one
+ * big slot, which roce_link_send_slots_free() does not count. Returns 0, -EINVAL (too
+ * long), -EAGAIN (no free slot, or the send queue is full: retry after a send_done),
+ * -ENOTCONN (link failed / not RTS), or the verbs errno. */
 int roce_link_send(RoceLink *l, const void *msg, uint32_t len, uint64_t wr_id, bool try_inline, bool *inlined);
 /* Post an unsignaled RDMA WRITE of the @nsge local pieces (lkeys of MRs of this
  * device) to @raddr/@rkey of the peer. At most ROCE_WRITES_PER_SEND writes may precede

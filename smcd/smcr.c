@@ -38,7 +38,14 @@
 #define SMCR_RELEASE 1                               /* SMC v2.1 */
 #define SMCR_OS_LINUX 2
 
+#define SMCR_MAX_LINKS 2                             /* links per group (Linux: 2 in use) */
+#define SMCR_DEL_RKEYS 256                           /* RMBs waiting for DELETE RKEY (a
+                                                      * whole group's) */
+#define SMCR_RTOKENS 256                             /* peer RMBs known per group (6.2: 255) */
+#define SMCR_ADD_LINK_USEC (5 * 1000000ULL)          /* each step of an ADD LINK flow (5.4) */
+
 #define WR_ID_CDC (UINT64_C(1) << 63)
+#define WR_ID_VALIDATION (UINT64_C(1) << 62)         /* a failover-validation CDC (4.6) */
 
 /* SMCD_SMCR_TRACE=1 in smcd's environment: a debug line (-v) per CDC sent / received,
  * doorbell and completion, with CLOCK_MONOTONIC microseconds (for stall hunting) */
@@ -47,18 +54,52 @@ static bool smcr_trace;
 typedef struct SmcrLgr SmcrLgr;
 typedef struct SmcrHs SmcrHs;
 
+/* One link of a group: a QP on a local RoCE device port to one on the peer. A slot
+ * of lgr->links is in use while rl is set; the link carries traffic once active. */
 typedef struct SmcrLink {
         SmcrLgr *lgr;
         RoceLink *rl;
+        unsigned idx;          /* its slot in lgr->links (the index of MRs and rtokens) */
+        RoceDev *dev;
+        int gid_index;
+        uint8_t gid[16], mac[6];
+        uint8_t peer_gid[16], peer_mac[6];
         uint8_t link_num;
         uint32_t peer_qpn;
         uint8_t mtu;
         bool active;           /* CONFIRM LINK done */
+        unsigned n_conns;      /* connections whose data path uses it */
         uint8_t llc_q[SMCR_LLC_QUEUE][SMC_LLC_LEN];
         unsigned llc_head, llc_n;
+        uint8_t *big;          /* a v2 LLC message longer than 44 bytes waiting for the
+                                * link's big send slot */
+        uint32_t big_len;
         uint64_t last_rx_usec;
+        uint64_t test_sent_usec;
         bool test_pending;
+        bool failing;          /* link_down() is under way (deferred): not used any more */
+        sd_event_source *down_defer;
+        char down_why[96];
 } SmcrLink;
+
+/* What we know of one RMB of the peer, per link (its rkey and address there): from
+ * CLC (first contact / the link of the handshake), CONFIRM RKEY (5.6) and the ADD LINK
+ * rkey exchange (5.3, 5.4); ended by DELETE RKEY (5.7). */
+typedef struct SmcrRtoken {
+        bool used;
+        uint8_t valid;                 /* bit i: rkey[i] / addr[i] are known */
+        uint32_t rkey[SMCR_MAX_LINKS];
+        uint64_t addr[SMCR_MAX_LINKS];
+} SmcrRtoken;
+
+enum add_state {
+        ADD_NONE,
+        ADD_SRV_WAIT_RESP,      /* server: ADD LINK sent, waiting for the response */
+        ADD_SRV_WAIT_CONT,      /* server (v1): ADD LINK CONT sent, waiting for the client's */
+        ADD_SRV_WAIT_CONFIRM,   /* server: CONFIRM LINK sent on the new link */
+        ADD_CLI_WAIT_CONT,      /* client (v1): waiting for the server's ADD LINK CONT */
+        ADD_CLI_WAIT_CONFIRM,   /* client: waiting for CONFIRM LINK on the new link */
+};
 
 struct SmcrLgr {
         SmcrManager *sm;
@@ -66,22 +107,35 @@ struct SmcrLgr {
         bool server;
         uint8_t version;        /* CLC version of the first contact: 1 or 2 */
         uint8_t peer_id[8];
-        uint8_t peer_gid[16];
-        RoceDev *dev;
-        int gid_index;
-        uint8_t gid[16];
-        uint8_t mac[6];
-        SmcrLink link;          /* one link (max_links = 1) */
+        uint8_t peer_gid[16];   /* of the first link (matching for reuse) */
+        RoceDev *dev;           /* the device of the first contact (matching for reuse) */
+        SmcrLink links[SMCR_MAX_LINKS];
+        uint8_t max_links;      /* negotiated (v2.1), else ours */
+        uint8_t next_link_num;  /* server: the link number of the next new link */
         unsigned n_conns;
         unsigned max_conns;
         bool failed;
+        SmcrRtoken rtok[SMCR_RTOKENS];
+        /* the ADD LINK flow (5.3), server-driven: one at a time */
+        enum add_state add_state;
+        SmcrLink *add_new;              /* the link being added */
+        SmcrLink *add_via;              /* the link its messages travel on */
+        struct smc_llc_rkey_entry *add_rk; /* our RMBs' (old, new rkey, address) */
+        unsigned add_rk_n, add_rk_sent; /* entries, sent so far (v1 CONT) */
+        unsigned add_recv_left;         /* v1: rkeys the peer still has to send */
+        bool add_wanted;                /* server: try to add a link when the flows allow */
+        struct smc_llc_msg add_delayed; /* client: an ADD LINK that came during our flow */
+        bool add_delayed_set;
+        sd_event_source *add_timer;
         LIST_HEAD(SmcrConn, conns);
         LIST_HEAD(SmcrConn, tx_wait);   /* connections waiting for a send slot */
         LIST_FIELDS(SmcrLgr, lgrs);
         /* local LLC flows (5.10): one at a time */
         LIST_HEAD(SmcrHs, rkey_wait);   /* handshakes waiting to run CONFIRM RKEY */
         SmcrHs *rkey_active;            /* the one whose CONFIRM RKEY is out */
-        uint32_t del_rkeys[64];         /* rkeys to delete (DELETE RKEY flows) */
+        uint32_t del_rkeys[SMCR_DEL_RKEYS][SMCR_MAX_LINKS]; /* our RMBs to delete (DELETE
+                                                             * RKEY flows), rkey per link */
+        uint8_t del_valid[SMCR_DEL_RKEYS];                  /* bit i: del_rkeys[][i] is set */
         unsigned n_del_rkeys;
         bool del_active;
         sd_event_source *flow_timer;    /* response timeout of the active flow */
@@ -94,14 +148,14 @@ struct SmcrLgr {
 struct SmcrConn {
         SmcrManager *sm;
         SmcrLgr *lgr;
+        SmcrLink *link;          /* the link its WRITEs and CDCs go on */
         Endpoint ep;
         Client *client;
         struct smc_buf *rmb, *sndbuf;
-        struct ibv_mr *rmb_mr, *snd_mr;
+        struct ibv_mr *rmb_mr[SMCR_MAX_LINKS], *snd_mr[SMCR_MAX_LINKS]; /* per link slot */
         uint32_t token;          /* our alert token */
         uint32_t peer_token;
-        uint64_t peer_rmb_addr;
-        uint32_t peer_rkey;
+        int rtok;                /* the peer RMB's entry in lgr->rtok, or -1 */
         uint32_t peer_rmb_size;
         int xs, ya;              /* smcd's fds (smcr.h) */
         int tcp;                 /* role server: the idle TCP connection, or -1 */
@@ -116,8 +170,17 @@ struct SmcrConn {
         uint64_t peer_prod;      /* our producer cursor into the peer's RMB */
         uint64_t peer_cons;      /* the peer's consumer cursor of its RMB */
         uint16_t tx_seq;
-        uint64_t fifo[SMCR_CDC_INFLIGHT]; /* sndbuf cursor of each CDC in flight */
+        struct {
+                uint64_t snd, prod;       /* sndbuf and peer-RMB cursors it carried */
+                uint16_t seq;
+                uint8_t flags;
+        } fifo[SMCR_CDC_INFLIGHT];        /* the CDCs in flight, oldest first */
         unsigned fifo_head, fifo_n;
+        /* the state of the last CDC whose send completed (failover rewinds to it, 4.6) */
+        uint64_t snd_fin, prod_fin;
+        uint16_t seq_fin;
+        uint8_t flags_fin;
+        bool need_validation;     /* moved to another link: a failover-validation CDC is due */
         bool xs_eof;
         bool in_tx_wait;
         LIST_FIELDS(SmcrConn, tx_wait);
@@ -180,6 +243,7 @@ struct SmcrHs {
         uint8_t peer_gid[16];
         uint8_t release;
         uint8_t max_conns;
+        uint8_t max_links;              /* negotiated (v2.1), else ours */
         struct smc_clc_accept_r accept; /* client: the Accept received */
         LIST_FIELDS(SmcrHs, rkey_wait);
         LIST_FIELDS(SmcrHs, hss);
@@ -193,6 +257,7 @@ struct SmcrManager {
         char netdevs[SMCR_MAX_DEVS][IF_NAMESIZE]; /* the netdev of each device's port */
         unsigned n_devs;
         NetlinkHook *link_hook;
+        sd_event_source *readd_timer;   /* after a netdev came up: try ADD LINK again */
 #if SMCD_HAVE_TCPOPT
         TcpOpt *tcpopt;
 #endif
@@ -216,12 +281,25 @@ static void lgr_release_waiters(SmcrLgr *lgr);
 static void hs_arm(SmcrHs *hs, enum hs_state st, uint64_t usec);
 static void hs_conn_ready(SmcrHs *hs);
 static void lgr_flow_next(SmcrLgr *lgr);
+static const struct roce_link_ops link_ops;
+static void conn_unreg(SmcrConn *c, unsigned i);
+static int conn_reg(SmcrConn *c, unsigned i);
 
 /* ------------------------------------------------------------------------- */
 /* helpers */
 
 static uint64_t now_usec(SmcrManager *sm) {
         return manager_now(sm->m);
+}
+
+/* Is cursor @new older than @old? (Linux smc_cdc_cursor_to_host: a wrap number 0
+ * after others counts as newer, the 16-bit wrap wrapped.) */
+static bool curs_goes_back(uint64_t old, uint64_t new) {
+        uint16_t ow = smc_curs_wrap(old), nw = smc_curs_wrap(new);
+
+        if (ow > nw && nw)
+                return true;
+        return ow == nw && smc_curs_count(old) > smc_curs_count(new);
 }
 
 static uint64_t cdc_cursor(uint16_t wrap, uint32_t count) {
@@ -302,6 +380,12 @@ static RoceDev *dev_for_ipv4(SmcrManager *sm, const uint8_t ip[4], uint8_t gid[1
         return NULL;
 }
 
+static uint8_t own_max_links(SmcrManager *sm) {
+        uint32_t v = sm->m->config.max_links_per_lgr;
+
+        return v >= 1 && v <= SMCR_MAX_LINKS ? (uint8_t) v : SMCR_MAX_LINKS;
+}
+
 static bool inline_allowed(SmcrManager *sm, RoceLink *rl) {
         if (sm->m->config.inline_mode == SMCD_INLINE_OFF)
                 return false;
@@ -310,6 +394,103 @@ static bool inline_allowed(SmcrManager *sm, RoceLink *rl) {
 
 static uint32_t inline_want(SmcrManager *sm) {
         return sm->m->config.inline_mode == SMCD_INLINE_ON ? SMCR_INLINE_WANT : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* links of a group */
+
+static unsigned lgr_links_used(const SmcrLgr *lgr) {
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl)
+                        n++;
+        return n;
+}
+
+/* an active link other than @not (NULL: any), the one with the fewest connections */
+static SmcrLink *lgr_pick_link(SmcrLgr *lgr, const SmcrLink *not) {
+        SmcrLink *best = NULL;
+
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                SmcrLink *l = &lgr->links[i];
+
+                if (!l->rl || !l->active || l == not)
+                        continue;
+                if (!best || l->n_conns < best->n_conns)
+                        best = l;
+        }
+        return best;
+}
+
+/* the link LLC flows of the group use: the first active one */
+static SmcrLink *lgr_llc_link(SmcrLgr *lgr) {
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl && lgr->links[i].active)
+                        return &lgr->links[i];
+        return NULL;
+}
+
+static SmcrLink *lgr_link_by_num(SmcrLgr *lgr, uint8_t num) {
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl && lgr->links[i].link_num == num)
+                        return &lgr->links[i];
+        return NULL;
+}
+
+static const char *link_netdev(const SmcrManager *sm, const RoceDev *d) {
+        for (unsigned k = 0; k < sm->n_devs; k++)
+                if (sm->devs[k] == d)
+                        return sm->netdevs[k];
+        return "";
+}
+
+/* An opened device other than those in @not[0..n_not), with an ACTIVE port and an
+ * IPv4 address on its netdev that has a RoCE v2 GID: its GID, index, MAC. With @near
+ * (the peer's IPv4 address of the new link) one whose address shares the prefix is
+ * preferred. NULL if there is none. */
+static RoceDev *alt_dev(SmcrManager *sm, RoceDev *const *not, unsigned n_not, const uint8_t *near, uint8_t gid[16],
+                        int *gid_index, uint8_t mac[6]) {
+        Manager *m = sm->m;
+        const NetlinkLink *links;
+        size_t nl = m->netlink ? netlink_get_links(m->netlink, &links) : 0;
+        RoceDev *found = NULL;
+
+        for (unsigned i = 0; i < sm->n_devs; i++) {
+                RoceDev *d = sm->devs[i];
+                bool skip = false;
+
+                for (unsigned k = 0; k < n_not; k++)
+                        if (not[k] == d)
+                                skip = true;
+                if (skip || roce_dev_port_state(d) != IBV_PORT_ACTIVE)
+                        continue;
+                for (size_t j = 0; j < nl; j++) {
+                        if (strcmp(links[j].name, sm->netdevs[i]) != 0)
+                                continue;
+                        for (size_t a = 0; a < links[j].n_addrs; a++) {
+                                const NetlinkAddr *ad = &links[j].addrs[a];
+                                uint8_t g[16], mc[6], p1[4], p2[4];
+                                int gi;
+
+                                if (ad->family != AF_INET || roce_dev_gid_for_ipv4(d, ad->addr + 12, g, &gi, mc) < 0)
+                                        continue;
+                                if (near) {
+                                        prefix_of(ad->addr + 12, ad->prefixlen, p1);
+                                        prefix_of(near, ad->prefixlen, p2);
+                                }
+                                if (!found || (near && !memcmp(p1, p2, 4))) {
+                                        found = d;
+                                        memcpy(gid, g, 16);
+                                        memcpy(mac, mc, 6);
+                                        *gid_index = gi;
+                                        if (!near || !memcmp(p1, p2, 4))
+                                                return d;
+                                }
+                        }
+                }
+        }
+        return found;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -326,7 +507,7 @@ static int link_post(SmcrLink *l, const uint8_t *msg, uint32_t len, uint64_t wr_
                         sm->m->stats.smcr.cdc_sends++;
                         if (inl)
                                 sm->m->stats.smcr.inline_sends++;
-                } else
+                } else if (!(wr_id & WR_ID_VALIDATION))
                         sm->m->stats.smcr.llc_sends++;
                 if (inlined)
                         *inlined = inl;
@@ -334,7 +515,21 @@ static int link_post(SmcrLink *l, const uint8_t *msg, uint32_t len, uint64_t wr_
         return r;
 }
 
+static void link_down(SmcrLink *l, const char *why);
+static void llc_send_raw(SmcrLink *l, const uint8_t *buf);
+
 static void link_flush_llc(SmcrLink *l) {
+        if (l->big) {
+                int r = link_post(l, l->big, l->big_len, 0, NULL);
+                if (r != -EAGAIN) {
+                        free(l->big);
+                        l->big = NULL;
+                        if (r < 0) {
+                                link_down(l, "LLC send failed");
+                                return;
+                        }
+                }
+        }
         while (l->llc_n > 0) {
                 int r = link_post(l, l->llc_q[l->llc_head], SMC_LLC_LEN, 0, NULL);
                 if (r == -EAGAIN)
@@ -342,27 +537,53 @@ static void link_flush_llc(SmcrLink *l) {
                 l->llc_head = (l->llc_head + 1) % SMCR_LLC_QUEUE;
                 l->llc_n--;
                 if (r < 0) {
-                        lgr_fail(l->lgr, "LLC send failed");
+                        link_down(l, "LLC send failed");
                         return;
                 }
         }
 }
 
 static void llc_send(SmcrLink *l, const struct smc_llc_msg *msg) {
-        uint8_t buf[SMC_LLC_LEN];
+        uint8_t buf[SMC_LLC_V2_MAX_LEN];
         ssize_t n;
 
-        if (l->lgr->failed || !l->rl)
+        if (!l || l->lgr->failed || !l->rl)
                 return;
         n = smc_llc_encode(msg, buf, sizeof(buf));
-        if (n != SMC_LLC_LEN) {
+        if (n < SMC_LLC_LEN) {
                 log_error("LLC encode of type %u failed.", msg->type);
                 return;
         }
+        if (n > SMC_LLC_LEN) {
+                /* a long v2 message (ADD LINK with rkeys): the link's big slot */
+                int r = l->big ? -EAGAIN : link_post(l, buf, (uint32_t) n, 0, NULL);
+
+                if (r == 0)
+                        return;
+                if (r != -EAGAIN || l->big) {
+                        link_down(l, r == -EAGAIN ? "LLC send queue overflow" : "LLC send failed");
+                        return;
+                }
+                l->big = malloc((size_t) n);
+                if (!l->big) {
+                        link_down(l, "out of memory");
+                        return;
+                }
+                memcpy(l->big, buf, (size_t) n);
+                l->big_len = (uint32_t) n;
+                return;
+        }
+        llc_send_raw(l, buf);
+}
+
+/* a 44-byte LLC message as it is (queued when no slot is free) */
+static void llc_send_raw(SmcrLink *l, const uint8_t *buf) {
+        if (!l || l->lgr->failed || !l->rl)
+                return;
         if (l->llc_n == 0 && link_post(l, buf, SMC_LLC_LEN, 0, NULL) != -EAGAIN)
                 return;
         if (l->llc_n == SMCR_LLC_QUEUE) {
-                lgr_fail(l->lgr, "LLC send queue overflow");
+                link_down(l, "LLC send queue overflow");
                 return;
         }
         memcpy(l->llc_q[(l->llc_head + l->llc_n) % SMCR_LLC_QUEUE], buf, SMC_LLC_LEN);
@@ -510,13 +731,34 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                 return;
         if (c->peer_flags & SMC_CDC_CONN_ABORT)
                 return;
-        l = &lgr->link;
+        l = c->link;
+        if (!l || !l->rl || l->failing)
+                return; /* moved to another link soon (link_down) */
         S = c->sndbuf->size;
         R = c->peer_rmb_size;
         for (;;) {
                 if (c->fifo_n == SMCR_CDC_INFLIGHT || roce_link_send_slots_free(l->rl) == 0 || l->llc_n > 0) {
                         conn_wait_slot(c);
                         return;
+                }
+                if (c->need_validation) {
+                        /* first on the new link: the seqno of our last completed CDC,
+                         * for the peer to check that it lost none (4.6) */
+                        struct smc_cdc_msg v = { .seqno = c->seq_fin, .token = c->peer_token,
+                                                 .prod_flags = SMC_CDC_PROD_FAILOVER_VAL };
+
+                        smc_cdc_encode(&v, buf);
+                        r = link_post(l, buf, SMC_CDC_LEN, WR_ID_VALIDATION | ((uint64_t) c->token << 16), NULL);
+                        if (r == -EAGAIN) {
+                                conn_wait_slot(c);
+                                return;
+                        }
+                        if (r < 0) {
+                                link_down(l, "CDC send failed");
+                                return;
+                        }
+                        c->need_validation = false;
+                        continue;
                 }
                 prod = atomic_load_explicit(&snd_hdr(c)->prod, memory_order_acquire);
                 pending = (c->local_flags & SMC_CDC_CONN_ABORT) ? 0 : smc_curs_diff(S, c->snd_sent, prod);
@@ -534,9 +776,19 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                 if (n == 0 && !force_cdc && !flags)
                         return;
                 /* the RDMA WRITEs: at most 2 source x 2 destination pieces */
-                {
+                if (n > 0) {
+                        const SmcrRtoken *t = c->rtok >= 0 ? &lgr->rtok[c->rtok] : NULL;
                         uint32_t left = n, src = smc_curs_count(c->snd_sent), dst = smc_curs_count(c->peer_prod);
                         uint8_t *base = (uint8_t *) c->sndbuf->base + SMC_DMB_HDR_LEN;
+
+                        if (!t || !(t->valid & (1u << l->idx)) || !c->snd_mr[l->idx]) {
+                                /* the peer never told us its RMB on this link */
+                                log_warning("SMC-R connection %08x: no rkey of the peer's RMB on link %u: abort.",
+                                            c->token, l->link_num);
+                                c->local_flags |= SMC_CDC_CONN_ABORT;
+                                conn_abort_local(c);
+                                continue;
+                        }
 
                         while (left > 0) {
                                 uint32_t piece = left;
@@ -548,10 +800,10 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                                         piece = R - dst;
                                 sge.addr = (uintptr_t) (base + src);
                                 sge.length = piece;
-                                sge.lkey = c->snd_mr->lkey;
-                                r = roce_link_write(l->rl, &sge, 1, c->peer_rmb_addr + dst, c->peer_rkey);
+                                sge.lkey = c->snd_mr[l->idx]->lkey;
+                                r = roce_link_write(l->rl, &sge, 1, t->addr[l->idx] + dst, t->rkey[l->idx]);
                                 if (r < 0) {
-                                        lgr_fail(lgr, "RDMA WRITE failed");
+                                        link_down(l, "RDMA WRITE failed");
                                         return;
                                 }
                                 c->sm->m->stats.smcr.rdma_writes++;
@@ -581,14 +833,21 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                                 conn_wait_slot(c);
                                 return;
                         }
-                        lgr_fail(lgr, "CDC send failed");
+                        link_down(l, "CDC send failed");
                         return;
                 }
                 if (smcr_trace)
                         log_debug("T %llu tx cdc seq %u n %u space %u pending %u cons %u flags %x", (unsigned long long) now_usec(c->sm),
                                   cdc.seqno, n, space, pending, cdc.cons_count, flags);
                 c->rx_cons_sent = cons;
-                c->fifo[(c->fifo_head + c->fifo_n) % SMCR_CDC_INFLIGHT] = c->snd_sent;
+                {
+                        unsigned k = (c->fifo_head + c->fifo_n) % SMCR_CDC_INFLIGHT;
+
+                        c->fifo[k].snd = c->snd_sent;
+                        c->fifo[k].prod = c->peer_prod;
+                        c->fifo[k].seq = cdc.seqno;
+                        c->fifo[k].flags = flags;
+                }
                 c->fifo_n++;
                 c->sent_flags |= flags;
                 force_cdc = false;
@@ -604,8 +863,11 @@ static void conn_cdc_done(SmcrConn *c, enum ibv_wc_status status) {
         if (c->fifo_n == 0)
                 return;
         if (status == IBV_WC_SUCCESS) {
-                uint64_t done = c->fifo[c->fifo_head];
-                atomic_store_explicit(&snd_hdr(c)->cons, done, memory_order_release);
+                c->snd_fin = c->fifo[c->fifo_head].snd;
+                c->prod_fin = c->fifo[c->fifo_head].prod;
+                c->seq_fin = c->fifo[c->fifo_head].seq;
+                c->flags_fin |= c->fifo[c->fifo_head].flags;
+                atomic_store_explicit(&snd_hdr(c)->cons, c->snd_fin, memory_order_release);
                 conn_unplug_client(c);
         }
         c->fifo_head = (c->fifo_head + 1) % SMCR_CDC_INFLIGHT;
@@ -693,6 +955,21 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         if (smcr_trace)
                 log_debug("T %llu rx cdc seq %u prod %u cons %u flags %x/%x", (unsigned long long) now_usec(c->sm), cdc->seqno,
                           cdc->prod_count, cdc->cons_count, cdc->prod_flags, cdc->conn_flags);
+        if (cdc->prod_flags & SMC_CDC_PROD_FAILOVER_VAL) {
+                /* the peer moved us to another link: did we get every CDC whose send
+                 * completed on its side? (4.6) */
+                uint16_t have = c->rx_seq_valid ? c->rx_seq : 0;
+
+                if ((int16_t) (have - cdc->seqno) < 0) {
+                        log_warning("SMC-R connection %08x: a CDC was lost in a link failover (have %u, peer %u): abort.",
+                                    c->token, have, cdc->seqno);
+                        c->local_flags |= SMC_CDC_CONN_ABORT;
+                        conn_abort_local(c);
+                        conn_tx(c, true);
+                        conn_maybe_free(c);
+                }
+                return;
+        }
         if (c->rx_seq_valid && (int16_t) (cdc->seqno - c->rx_seq) <= 0)
                 return; /* old or duplicate (4.1) */
         c->rx_seq = cdc->seqno;
@@ -704,7 +981,9 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
                 conn_tx(c, true);
                 return;
         }
-        n = smc_curs_diff(c->rmb->size, c->rx_prod, prod);
+        /* after a failover the peer re-sends from its last completed CDC: cursors
+         * older than what we have are ignored (as Linux's smc_cdc_cursor_to_host) */
+        n = curs_goes_back(c->rx_prod, prod) ? 0 : smc_curs_diff(c->rmb->size, c->rx_prod, prod);
         if (n > 0) {
                 c->rx_prod = prod;
                 c->rx_bytes += n;
@@ -715,12 +994,12 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         if (!c->active) {
                 /* the peer went ahead before our handshake ended (its CONFIRM is on the
                  * way over TCP): keep what its CDC said; hs_done() rings the client */
-                if (c->peer_rmb_size && smc_curs_diff(c->peer_rmb_size, c->peer_cons, cons) > 0)
+                if (c->peer_rmb_size && !curs_goes_back(c->peer_cons, cons))
                         c->peer_cons = cons;
                 c->peer_flags |= cdc->conn_flags;
                 return;
         }
-        if (smc_curs_diff(c->peer_rmb_size, c->peer_cons, cons) > 0)
+        if (!curs_goes_back(c->peer_cons, cons))
                 c->peer_cons = cons;
         c->peer_blocked = cdc->prod_flags & SMC_CDC_PROD_WRITE_BLOCKED;
         if (cdc->prod_flags & SMC_CDC_PROD_CONS_UPD_REQ)
@@ -738,6 +1017,32 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
 /* ------------------------------------------------------------------------- */
 /* connection lifetime */
 
+/* Register @c's RMB (remote write) and send buffer on the device of link slot @i. */
+static int conn_reg(SmcrConn *c, unsigned i) {
+        RoceDev *d = c->lgr->links[i].dev;
+        int r;
+
+        if (c->rmb_mr[i])
+                return 0;
+        r = roce_mr_reg(d, (uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN, c->rmb->size, true, &c->rmb_mr[i]);
+        if (r < 0)
+                return r;
+        r = roce_mr_reg(d, (uint8_t *) c->sndbuf->base + SMC_DMB_HDR_LEN, c->sndbuf->size, false, &c->snd_mr[i]);
+        if (r < 0) {
+                ibv_dereg_mr(c->rmb_mr[i]);
+                c->rmb_mr[i] = NULL;
+        }
+        return r;
+}
+
+static void conn_unreg(SmcrConn *c, unsigned i) {
+        if (c->rmb_mr[i])
+                ibv_dereg_mr(c->rmb_mr[i]);
+        if (c->snd_mr[i])
+                ibv_dereg_mr(c->snd_mr[i]);
+        c->rmb_mr[i] = c->snd_mr[i] = NULL;
+}
+
 /* Take @c off its link group: deregister its MRs, stop its data path. The buffers
  * and fds stay until its client closes the endpoint (the client still maps them). */
 static void conn_detach(SmcrConn *c) {
@@ -747,12 +1052,13 @@ static void conn_detach(SmcrConn *c) {
                 LIST_REMOVE(tx_wait, c->lgr->tx_wait, c);
                 c->in_tx_wait = false;
         }
-        if (c->rmb_mr)
-                ibv_dereg_mr(c->rmb_mr);
-        if (c->snd_mr)
-                ibv_dereg_mr(c->snd_mr);
-        c->rmb_mr = c->snd_mr = NULL;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                conn_unreg(c, i);
         c->fifo_n = 0;
+        if (c->link) {
+                c->link->n_conns--;
+                c->link = NULL;
+        }
         if (c->lgr) {
                 SmcrLgr *lgr = c->lgr;
 
@@ -802,6 +1108,29 @@ static void conn_free(SmcrConn *c) {
         free(c);
 }
 
+/* DELETE RKEY of @c's RMB (5.7) on a live link group, its rkey on each link: when the
+ * connection is freed, or its handshake failed after the RMB may have been announced
+ * (the peer answers an unknown rkey negatively: harmless). */
+static void conn_queue_delete_rkey(SmcrConn *c) {
+        SmcrLgr *lgr = c->lgr;
+        unsigned k;
+        uint8_t valid = 0;
+
+        if (!lgr || lgr->failed || lgr->n_del_rkeys >= SMCR_DEL_RKEYS)
+                return;
+        k = lgr->n_del_rkeys;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                lgr->del_rkeys[k][i] = c->rmb_mr[i] ? c->rmb_mr[i]->rkey : 0;
+                if (c->rmb_mr[i])
+                        valid |= (uint8_t) (1u << i);
+        }
+        if (!valid)
+                return;
+        lgr->del_valid[k] = valid;
+        lgr->n_del_rkeys++;
+        lgr_flow_next(lgr);
+}
+
 /* Free once both sides are done and our last CDC completed. */
 static void conn_maybe_free(SmcrConn *c) {
         SmcrManager *sm = c->sm;
@@ -816,11 +1145,7 @@ static void conn_maybe_free(SmcrConn *c) {
 
         if (!c->closed || !peer_done || !we_done || (c->fifo_n > 0 && c->lgr && !c->lgr->failed))
                 return;
-        /* DELETE RKEY of our RMB (5.7) on a live link group */
-        if (c->lgr && !c->lgr->failed && c->rmb_mr && c->lgr->n_del_rkeys < 64) {
-                c->lgr->del_rkeys[c->lgr->n_del_rkeys++] = c->rmb_mr->rkey;
-                lgr_flow_next(c->lgr);
-        }
+        conn_queue_delete_rkey(c);
         if (c->peer_flags & SMC_CDC_CONN_ABORT || c->ep.aborted)
                 m->stats.smcr.conns_aborted++;
         else
@@ -878,6 +1203,19 @@ static SmcrConn *conn_by_token(SmcrManager *sm, uint32_t token) {
         return u64map_get(sm->tokens, token);
 }
 
+/* Free link slot @l's resources (no callbacks run) and clear it. */
+static void link_clear(SmcrLink *l) {
+        SmcrLgr *lgr = l->lgr;
+        unsigned idx = l->idx;
+
+        l->rl = roce_link_free(l->rl);
+        l->down_defer = sd_event_source_disable_unref(l->down_defer);
+        free(l->big);
+        memset(l, 0, sizeof(*l));
+        l->lgr = lgr;
+        l->idx = idx;
+}
+
 static void lgr_free(SmcrLgr *lgr) {
         SmcrManager *sm = lgr->sm;
 
@@ -885,7 +1223,10 @@ static void lgr_free(SmcrLgr *lgr) {
         lgr->flow_timer = sd_event_source_disable_unref(lgr->flow_timer);
         lgr->idle_timer = sd_event_source_disable_unref(lgr->idle_timer);
         lgr->test_timer = sd_event_source_disable_unref(lgr->test_timer);
-        lgr->link.rl = roce_link_free(lgr->link.rl);
+        lgr->add_timer = sd_event_source_disable_unref(lgr->add_timer);
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                link_clear(&lgr->links[i]);
+        free(lgr->add_rk);
         sm->m->stats.smcr.lgrs--;
         log_debug("SMC-R link group %08x freed.", lgr->id);
         free(lgr);
@@ -909,10 +1250,11 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         if (lgr->failed)
                 return;
         lgr->failed = true;
-        log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id,
-                    roce_dev_name(lgr->dev), why, lgr->n_conns);
-        if (lgr->link.rl)
-                roce_link_set_error(lgr->link.rl);
+        log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id, roce_dev_name(lgr->dev), why,
+                    lgr->n_conns);
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl)
+                        roce_link_set_error(lgr->links[i].rl);
         LIST_FOREACH_SAFE(hss, hs, hn, sm->hss)
                 if (hs->lgr == lgr)
                         hs_fail(hs, -ECONNRESET, SMC_CLC_DECL_NOACTLINK, false);
@@ -943,7 +1285,65 @@ static void lgr_release_waiters(SmcrLgr *lgr) {
         }
 }
 
-/* ---- local LLC flows: CONFIRM RKEY for a handshake, DELETE RKEY (5.6, 5.7, 5.10) ---- */
+/* ---- the peer's RMBs: rtokens ---- */
+
+static int rtok_find(const SmcrLgr *lgr, unsigned idx, uint32_t rkey) {
+        for (int i = 0; i < SMCR_RTOKENS; i++)
+                if (lgr->rtok[i].used && (lgr->rtok[i].valid & (1u << idx)) && lgr->rtok[i].rkey[idx] == rkey)
+                        return i;
+        return -1;
+}
+
+static int rtok_new(SmcrLgr *lgr) {
+        for (int i = 0; i < SMCR_RTOKENS; i++)
+                if (!lgr->rtok[i].used) {
+                        memset(&lgr->rtok[i], 0, sizeof(lgr->rtok[i]));
+                        lgr->rtok[i].used = true;
+                        return i;
+                }
+        return -1;
+}
+
+/* The peer's RMB (@rkey, @addr) on link slot @idx: its entry (found or made), or -1
+ * when the table is full. */
+static int rtok_add(SmcrLgr *lgr, unsigned idx, uint32_t rkey, uint64_t addr) {
+        int t = rtok_find(lgr, idx, rkey);
+
+        if (t < 0)
+                t = rtok_new(lgr);
+        if (t < 0)
+                return -1;
+        lgr->rtok[t].valid |= 1u << idx;
+        lgr->rtok[t].rkey[idx] = rkey;
+        lgr->rtok[t].addr[idx] = addr;
+        return t;
+}
+
+/* An rkey exchange entry of the peer (5.3 v2 extension, 5.4): the RMB it knows as
+ * @e->rkey_old on slot @old is @e->rkey_new / @e->addr_new on slot @new. Unknown old
+ * rkeys are skipped (an RMB whose CONFIRM RKEY is still to come carries both then). */
+static void rtok_set_new(SmcrLgr *lgr, unsigned old, unsigned new, const struct smc_llc_rkey_entry *e) {
+        int t = rtok_find(lgr, old, e->rkey_old);
+
+        if (t < 0)
+                return;
+        lgr->rtok[t].valid |= 1u << new;
+        lgr->rtok[t].rkey[new] = e->rkey_new;
+        lgr->rtok[t].addr[new] = e->addr_new;
+}
+
+static void rtok_del(SmcrLgr *lgr, int t) {
+        SmcrConn *c;
+
+        LIST_FOREACH(conns, c, lgr->conns)
+                if (c->rtok == t)
+                        c->rtok = -1;
+        memset(&lgr->rtok[t], 0, sizeof(lgr->rtok[t]));
+}
+
+/* ---- local LLC flows: CONFIRM RKEY for a handshake, DELETE RKEY, ADD LINK (5.10) ---- */
+
+static void add_start(SmcrLgr *lgr);
 
 static int on_flow_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         SmcrLgr *lgr = userdata;
@@ -971,11 +1371,33 @@ static void flow_disarm(SmcrLgr *lgr) {
                 (void) sd_event_source_set_enabled(lgr->flow_timer, SD_EVENT_OFF);
 }
 
-/* Start the next local flow if none is active. */
-static void lgr_flow_next(SmcrLgr *lgr) {
+/* CONFIRM RKEY for @c's RMB on @via: its rkey there, and on each other active link */
+static void send_confirm_rkey(SmcrLgr *lgr, SmcrConn *c, SmcrLink *via) {
+        uint64_t addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
         struct smc_llc_msg m;
 
-        if (lgr->failed || lgr->rkey_active || lgr->del_active || !lgr->link.active)
+        llc_init(lgr, &m, SMC_LLC_CONFIRM_RKEY, 0);
+        m.confirm_rkey.rkey = c->rmb_mr[via->idx]->rkey;
+        m.confirm_rkey.addr = addr;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                SmcrLink *o = &lgr->links[i];
+
+                if (o == via || !o->rl || !o->active || !c->rmb_mr[i])
+                        continue;
+                m.confirm_rkey.rt[m.confirm_rkey.num_rkeys].link_num = o->link_num;
+                m.confirm_rkey.rt[m.confirm_rkey.num_rkeys].rkey = c->rmb_mr[i]->rkey;
+                m.confirm_rkey.rt[m.confirm_rkey.num_rkeys].addr = addr;
+                m.confirm_rkey.num_rkeys++;
+        }
+        llc_send(via, &m);
+}
+
+/* Start the next local flow if none is active (nor a remote ADD LINK flow). */
+static void lgr_flow_next(SmcrLgr *lgr) {
+        SmcrLink *via = lgr_llc_link(lgr);
+        struct smc_llc_msg m;
+
+        if (lgr->failed || lgr->rkey_active || lgr->del_active || lgr->add_state != ADD_NONE || !via)
                 return;
         if (lgr->rkey_wait) {
                 SmcrHs *hs = lgr->rkey_wait;
@@ -983,35 +1405,49 @@ static void lgr_flow_next(SmcrLgr *lgr) {
 
                 LIST_REMOVE(rkey_wait, lgr->rkey_wait, hs);
                 lgr->rkey_active = hs;
-                llc_init(lgr, &m, SMC_LLC_CONFIRM_RKEY, 0);
-                m.confirm_rkey.num_rkeys = 0;
-                m.confirm_rkey.rkey = c->rmb_mr->rkey;
-                m.confirm_rkey.addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
-                llc_send(&lgr->link, &m);
+                if (!c->rmb_mr[via->idx]) {
+                        /* registered on a link that is gone, not yet on this one */
+                        if (conn_reg(c, via->idx) < 0) {
+                                lgr->rkey_active = NULL;
+                                hs_fail(hs, 0, SMC_CLC_DECL_ERR_REGBUF, true);
+                                lgr_flow_next(lgr);
+                                return;
+                        }
+                }
+                send_confirm_rkey(lgr, c, via);
                 flow_arm(lgr);
                 return;
         }
-        if (lgr->n_del_rkeys > 0) {
-                unsigned n = lgr->n_del_rkeys > SMC_LLC_MAX_DELETE_RKEYS_V1 ? SMC_LLC_MAX_DELETE_RKEYS_V1
-                                                                            : lgr->n_del_rkeys;
+        while (lgr->n_del_rkeys > 0) {
+                unsigned n = 0, used = 0;
 
                 llc_init(lgr, &m, SMC_LLC_DELETE_RKEY, 0);
+                while (used < lgr->n_del_rkeys && n < SMC_LLC_MAX_DELETE_RKEYS_V1) {
+                        if (lgr->del_valid[used] & (1u << via->idx))
+                                m.delete_rkey.rkeys[n++] = lgr->del_rkeys[used][via->idx];
+                        used++;
+                }
+                memmove(lgr->del_rkeys, lgr->del_rkeys + used, (lgr->n_del_rkeys - used) * sizeof(lgr->del_rkeys[0]));
+                memmove(lgr->del_valid, lgr->del_valid + used, (lgr->n_del_rkeys - used) * sizeof(lgr->del_valid[0]));
+                lgr->n_del_rkeys -= used;
+                if (n == 0)
+                        continue; /* RMBs registered only on links that are gone */
                 m.delete_rkey.num_rkeys = (uint8_t) n;
-                memcpy(m.delete_rkey.rkeys, lgr->del_rkeys, n * sizeof(uint32_t));
-                memmove(lgr->del_rkeys, lgr->del_rkeys + n, (lgr->n_del_rkeys - n) * sizeof(uint32_t));
-                lgr->n_del_rkeys -= n;
                 lgr->del_active = true;
-                llc_send(&lgr->link, &m);
+                llc_send(via, &m);
                 flow_arm(lgr);
+                return;
         }
+        if (lgr->add_wanted)
+                add_start(lgr);
 }
 
-/* ---- TEST LINK keepalive (5.8) ---- */
+/* ---- TEST LINK keepalive (5.8), per link ---- */
 
 static int on_test_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         SmcrLgr *lgr = userdata;
         SmcrManager *sm = lgr->sm;
-        uint64_t t = (uint64_t) sm->m->config.test_link_time * 1000000ULL, now = now_usec(sm);
+        uint64_t t = (uint64_t) sm->m->config.test_link_time * 1000000ULL, now = now_usec(sm), next = now + t;
         struct smc_llc_msg m;
 
         (void) usec;
@@ -1021,18 +1457,32 @@ static int on_test_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 (void) sd_event_source_set_time(s, now + 10 * 1000000ULL); /* look again later */
                 return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         }
-        if (lgr->link.test_pending) {
-                sm->m->stats.smcr.links_failed++;
-                lgr_fail(lgr, "no TEST LINK response");
-                return 0;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                SmcrLink *l = &lgr->links[i];
+                uint64_t due;
+
+                if (!l->rl || !l->active || l->failing)
+                        continue;
+                if (l->test_pending) {
+                        if (now >= l->test_sent_usec + SMCR_LLC_RESP_USEC) {
+                                link_down(l, "no TEST LINK response");
+                                continue;
+                        }
+                        due = l->test_sent_usec + SMCR_LLC_RESP_USEC;
+                } else if (now - l->last_rx_usec >= t) {
+                        llc_init(lgr, &m, SMC_LLC_TEST_LINK, 0);
+                        llc_send(l, &m);
+                        l->test_pending = true;
+                        l->test_sent_usec = now;
+                        due = now + SMCR_LLC_RESP_USEC;
+                } else
+                        due = l->last_rx_usec + t;
+                if (due < next)
+                        next = due;
         }
-        if (lgr->link.active && now - lgr->link.last_rx_usec >= t) {
-                llc_init(lgr, &m, SMC_LLC_TEST_LINK, 0);
-                llc_send(&lgr->link, &m);
-                lgr->link.test_pending = true;
-                (void) sd_event_source_set_time(s, now + SMCR_LLC_RESP_USEC);
-        } else
-                (void) sd_event_source_set_time(s, lgr->link.last_rx_usec + t > now ? lgr->link.last_rx_usec + t : now + t);
+        if (lgr->failed)
+                return 0;
+        (void) sd_event_source_set_time(s, next > now ? next : now + 1000);
         return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 }
 
@@ -1047,21 +1497,540 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         /* orderly end of an unused link group (3.6) */
         llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_DEL_LINK_ALL | SMC_LLC_FLAG_DEL_LINK_ORDERLY);
         m.delete_link.reason = SMC_LLC_DEL_PROG_INIT_TERM;
-        llc_send(&lgr->link, &m);
+        llc_send(lgr_llc_link(lgr), &m);
         lgr_fail(lgr, "unused");
         return 0;
 }
 
+/* ---- failover (4.6, 5.5) ---- */
+
+/* Move @c to link @to: rewind to the last CDC whose send completed, a validation CDC
+ * first, then the data again (rewriting the same RMB bytes is harmless). */
+static void conn_switch(SmcrConn *c, SmcrLink *to) {
+        uint32_t S = c->sndbuf->size, R = c->peer_rmb_size;
+
+        if (c->link)
+                c->link->n_conns--;
+        c->link = to;
+        to->n_conns++;
+        if (c->in_tx_wait) {
+                LIST_REMOVE(tx_wait, c->lgr->tx_wait, c);
+                c->in_tx_wait = false;
+        }
+        c->fifo_n = 0;
+        c->fifo_head = 0;
+        c->sm->m->stats.smcr.failovers++;
+        if (!c->rmb_mr[to->idx] && conn_reg(c, to->idx) < 0) {
+                c->local_flags |= SMC_CDC_CONN_ABORT;
+                conn_abort_local(c);
+        }
+        {
+                /* the bytes written again are counted once */
+                uint32_t again = smc_curs_diff(S, c->snd_fin, c->snd_sent);
+
+                c->tx_bytes -= again;
+                c->sm->m->stats.smcr.bytes_tx -= again;
+        }
+        c->snd_sent = c->snd_fin;
+        c->peer_prod = c->prod_fin;
+        if (R && !curs_goes_back(c->prod_fin, c->peer_cons) && smc_curs_diff(R, c->prod_fin, c->peer_cons) > 0) {
+                /* the peer consumed beyond our last completed CDC (its CDC got through,
+                 * the completion did not): those bytes arrived, start after them */
+                uint32_t d = smc_curs_diff(R, c->prod_fin, c->peer_cons);
+
+                c->snd_fin = c->snd_sent = smc_curs_add(c->snd_fin, d, S);
+                c->prod_fin = c->peer_prod = smc_curs_add(c->prod_fin, d, R);
+                atomic_store_explicit(&snd_hdr(c)->cons, c->snd_fin, memory_order_release);
+                conn_unplug_client(c);
+        }
+        c->sent_flags = c->flags_fin;
+        c->need_validation = c->active;
+        /* then a CDC even without data: our consumer cursor too may have gone out only
+         * in a CDC lost with the link, and a blocked peer would wait for it forever */
+        if (c->active)
+                conn_tx(c, true);
+}
+
+/* Link @l is gone (netdev down, TEST LINK unanswered, completion error, the peer's
+ * DELETE LINK): move its connections to another active link, or end the group if
+ * there is none. @tell: send the peer DELETE LINK for it (5.5). */
+static void link_remove(SmcrLink *l, const char *why, bool tell) {
+        SmcrLgr *lgr = l->lgr;
+        SmcrManager *sm = lgr->sm;
+        SmcrLink *to;
+        SmcrConn *c, *cn;
+        unsigned moved = 0;
+        uint8_t num = l->link_num;
+
+        if (lgr->failed || !l->rl)
+                return;
+        if (lgr->add_state != ADD_NONE && (lgr->add_new == l || lgr->add_via == l)) {
+                SmcrLink *nl = lgr->add_new;
+
+                lgr->add_state = ADD_NONE;
+                lgr->add_new = lgr->add_via = NULL;
+                free(lgr->add_rk);
+                lgr->add_rk = NULL;
+                if (lgr->add_timer)
+                        (void) sd_event_source_set_enabled(lgr->add_timer, SD_EVENT_OFF);
+                if (nl != l) {
+                        /* the link that was being added goes too */
+                        LIST_FOREACH(conns, c, lgr->conns)
+                                conn_unreg(c, nl->idx);
+                        link_clear(nl);
+                }
+        }
+        sm->m->stats.smcr.links_failed++;
+        to = lgr_pick_link(lgr, l);
+        if (!to) {
+                lgr_fail(lgr, why);
+                return;
+        }
+        l->active = false;
+        l->failing = true;
+        LIST_FOREACH_SAFE(conns, c, cn, lgr->conns)
+                if (c->link == l) {
+                        conn_switch(c, to);
+                        moved++;
+                }
+        LIST_FOREACH(conns, c, lgr->conns)
+                conn_unreg(c, l->idx);
+        for (unsigned i = 0; i < SMCR_RTOKENS; i++)
+                lgr->rtok[i].valid &= (uint8_t) ~(1u << l->idx);
+        log_warning("SMC-R link group %08x: link %u (%s) removed: %s; %u connections moved to link %u (%s).", lgr->id,
+                    num, roce_dev_name(l->dev), why, moved, to->link_num, roce_dev_name(to->dev));
+        /* responses still queued on it (the peer's flows wait for them) go on the other
+         * link; our own requests are made again below */
+        for (unsigned i = 0; i < l->llc_n; i++) {
+                const uint8_t *q = l->llc_q[(l->llc_head + i) % SMCR_LLC_QUEUE];
+
+                if (q[3] & SMC_LLC_FLAG_RESP)
+                        llc_send_raw(to, q);
+        }
+        link_clear(l);
+        if (tell) {
+                struct smc_llc_msg m;
+
+                llc_init(lgr, &m, SMC_LLC_DELETE_LINK, lgr->server ? 0 : SMC_LLC_FLAG_DEL_LINK_ORDERLY);
+                m.delete_link.link_num = num;
+                m.delete_link.reason = SMC_LLC_DEL_LOST_PATH;
+                llc_send(to, &m);
+        }
+        /* a local flow whose message went on the lost link: again on the other one */
+        if (lgr->rkey_active) {
+                SmcrConn *rc = lgr->rkey_active->conn;
+
+                if (rc && (rc->rmb_mr[to->idx] || conn_reg(rc, to->idx) == 0)) {
+                        send_confirm_rkey(lgr, rc, to);
+                        flow_arm(lgr);
+                }
+        }
+        if (lgr->del_active) {
+                /* its rkeys are not kept: the peer keeps stale entries (harmless) */
+                lgr->del_active = false;
+                flow_disarm(lgr);
+        }
+        if (lgr->server && lgr_links_used(lgr) < lgr->max_links)
+                lgr->add_wanted = true; /* tried when a device is up again (on_link_change) */
+        lgr_flow_next(lgr);
+        manager_status_changed(sm->m);
+}
+
+static int on_link_down_defer(sd_event_source *s, void *userdata) {
+        SmcrLink *l = userdata;
+
+        (void) s;
+        l->down_defer = sd_event_source_disable_unref(l->down_defer);
+        link_remove(l, l->down_why, true);
+        return 0;
+}
+
+/* @l failed: deferred to link_remove() (we may be inside a callback of its link or
+ * in the middle of a send on it); it is not used from now on. */
+static void link_down(SmcrLink *l, const char *why) {
+        SmcrLgr *lgr = l->lgr;
+
+        if (lgr->failed || !l->rl || l->failing)
+                return;
+        l->failing = true;
+        l->active = false;
+        snprintf(l->down_why, sizeof(l->down_why), "%s", why);
+        if (sd_event_add_defer(lgr->sm->m->event, &l->down_defer, on_link_down_defer, l) < 0) {
+                lgr->sm->m->stats.smcr.links_failed++;
+                lgr_fail(lgr, why);
+        }
+}
+
+/* ---- ADD LINK (5.3, 5.4): the server adds a second link; the client answers ---- */
+
+static int on_add_timeout(sd_event_source *s, uint64_t usec, void *userdata);
+
+static void add_arm(SmcrLgr *lgr) {
+        SmcrManager *sm = lgr->sm;
+
+        if (!lgr->add_timer &&
+            sd_event_add_time(sm->m->event, &lgr->add_timer, CLOCK_MONOTONIC, 0, 0, on_add_timeout, lgr) < 0)
+                return;
+        (void) sd_event_source_set_time(lgr->add_timer, now_usec(sm) + SMCR_ADD_LINK_USEC);
+        (void) sd_event_source_set_enabled(lgr->add_timer, SD_EVENT_ONESHOT);
+}
+
+/* The flow ended (@ok: the new link is active). */
+static void add_end(SmcrLgr *lgr, bool ok, const char *why) {
+        SmcrLink *nl = lgr->add_new, *via = lgr->add_via;
+        bool server = lgr->server;
+        uint8_t num = nl ? nl->link_num : 0;
+
+        lgr->add_state = ADD_NONE;
+        lgr->add_new = lgr->add_via = NULL;
+        free(lgr->add_rk);
+        lgr->add_rk = NULL;
+        lgr->add_rk_n = lgr->add_rk_sent = lgr->add_recv_left = 0;
+        if (lgr->add_timer)
+                (void) sd_event_source_set_enabled(lgr->add_timer, SD_EVENT_OFF);
+        if (ok) {
+                lgr->sm->m->stats.smcr.links_added++;
+                log_info("SMC-R link group %08x: link %u added (%s -> %s QP %u).", lgr->id, nl->link_num,
+                         roce_dev_name(nl->dev), link_netdev(lgr->sm, nl->dev), nl->peer_qpn);
+                manager_status_changed(lgr->sm->m);
+        } else if (nl) {
+                SmcrConn *c;
+
+                log_info("SMC-R link group %08x: no second link: %s.", lgr->id, why);
+                LIST_FOREACH(conns, c, lgr->conns)
+                        conn_unreg(c, nl->idx);
+                link_clear(nl);
+                if (server && num && via && via->rl && !lgr->failed) {
+                        /* the client may have made its side: delete it (5.4 step 5) */
+                        struct smc_llc_msg m;
+
+                        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, 0);
+                        m.delete_link.link_num = num;
+                        m.delete_link.reason = SMC_LLC_DEL_LOST_PATH;
+                        llc_send(via, &m);
+                }
+        }
+        lgr_flow_next(lgr);
+}
+
+static int on_add_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrLgr *lgr = userdata;
+
+        (void) s;
+        (void) usec;
+        if (lgr->add_state != ADD_NONE)
+                add_end(lgr, false, "no answer in time");
+        return 0;
+}
+
+/* A new link in a free slot on @dev: QP in INIT, every connection's buffers
+ * registered on it. NULL on failure. */
+static SmcrLink *add_link_new(SmcrLgr *lgr, RoceDev *dev, int gid_index, const uint8_t gid[16], const uint8_t mac[6]) {
+        SmcrManager *sm = lgr->sm;
+        SmcrLink *nl = NULL;
+        SmcrConn *c;
+
+        for (unsigned i = 0; i < SMCR_MAX_LINKS && !nl; i++)
+                if (!lgr->links[i].rl)
+                        nl = &lgr->links[i];
+        if (!nl)
+                return NULL;
+        nl->dev = dev;
+        nl->gid_index = gid_index;
+        memcpy(nl->gid, gid, 16);
+        memcpy(nl->mac, mac, 6);
+        nl->mtu = roce_dev_mtu(dev);
+        nl->last_rx_usec = now_usec(sm);
+        (void) roce_dev_set_cq_poll(dev, sm->m->config.cq_poll == SMCD_CQ_POLL_THREAD, ROCE_CQ_SPIN_USEC);
+        if (roce_link_new(dev, gid_index, inline_want(sm), &link_ops, nl, &nl->rl) < 0) {
+                link_clear(nl);
+                return NULL;
+        }
+        LIST_FOREACH(conns, c, lgr->conns)
+                if (conn_reg(c, nl->idx) < 0) {
+                        SmcrConn *k;
+
+                        LIST_FOREACH(conns, k, lgr->conns)
+                                conn_unreg(k, nl->idx);
+                        link_clear(nl);
+                        return NULL;
+                }
+        return nl;
+}
+
+/* our RMBs as rkey-exchange entries: rkey on @via, rkey and address on @nl */
+static int add_fill_rk(SmcrLgr *lgr, SmcrLink *via, SmcrLink *nl) {
+        SmcrConn *c;
+        unsigned n = 0;
+
+        lgr->add_rk = calloc(lgr->n_conns ? lgr->n_conns : 1, sizeof(*lgr->add_rk));
+        if (!lgr->add_rk)
+                return -ENOMEM;
+        LIST_FOREACH(conns, c, lgr->conns) {
+                if (!c->rmb_mr[via->idx] || !c->rmb_mr[nl->idx] || n >= lgr->n_conns ||
+                    n >= SMC_LLC_MAX_ADD_LINK_RKEYS)
+                        continue;
+                lgr->add_rk[n].rkey_old = c->rmb_mr[via->idx]->rkey;
+                lgr->add_rk[n].rkey_new = c->rmb_mr[nl->idx]->rkey;
+                lgr->add_rk[n].addr_new = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
+                n++;
+        }
+        lgr->add_rk_n = n;
+        lgr->add_rk_sent = 0;
+        return 0;
+}
+
+/* v1: the next ADD LINK CONTINUATION (up to 2 entries, the count still to send) */
+static void add_send_cont(SmcrLgr *lgr) {
+        struct smc_llc_msg m;
+        unsigned left = lgr->add_rk_n - lgr->add_rk_sent, n = left < 2 ? left : 2;
+
+        llc_init(lgr, &m, SMC_LLC_ADD_LINK_CONT, lgr->server ? 0 : SMC_LLC_FLAG_RESP);
+        m.add_link_cont.link_num = lgr->add_new->link_num;
+        m.add_link_cont.num_rkeys = (uint8_t) (left > 255 ? 255 : left);
+        for (unsigned i = 0; i < n; i++)
+                m.add_link_cont.rt[i] = lgr->add_rk[lgr->add_rk_sent + i];
+        lgr->add_rk_sent += n;
+        llc_send(lgr->add_via, &m);
+}
+
+static void add_send_confirm_link(SmcrLgr *lgr) {
+        SmcrLink *nl = lgr->add_new;
+        struct smc_llc_msg m;
+
+        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_NO_RMBE_EYEC);
+        memcpy(m.confirm_link.mac, nl->mac, 6);
+        memcpy(m.confirm_link.gid, nl->gid, 16);
+        m.confirm_link.qpn = roce_link_qpn(nl->rl);
+        m.confirm_link.link_num = nl->link_num;
+        m.confirm_link.link_uid = lgr->id + nl->link_num;
+        m.confirm_link.max_links = lgr->max_links;
+        m.confirm_link.max_conns = lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0;
+        /* on the new link (5.3 step 5) */
+        llc_send(nl, &m);
+        lgr->add_state = ADD_SRV_WAIT_CONFIRM;
+        add_arm(lgr);
+}
+
+/* Server: try to add a link on another local device (no asymmetric links of ours). */
+static void add_start(SmcrLgr *lgr) {
+        SmcrManager *sm = lgr->sm;
+        SmcrLink *via = lgr_llc_link(lgr), *nl;
+        RoceDev *not[SMCR_MAX_LINKS];
+        unsigned n_not = 0;
+        uint8_t gid[16], mac[6];
+        struct smc_llc_msg m;
+        RoceDev *d;
+        int gi;
+
+        lgr->add_wanted = false;
+        if (!lgr->server || lgr->failed || !via || lgr->add_state != ADD_NONE || lgr->max_links < 2 ||
+            lgr_links_used(lgr) >= lgr->max_links || lgr_links_used(lgr) >= SMCR_MAX_LINKS)
+                return;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl)
+                        not[n_not++] = lgr->links[i].dev;
+        d = alt_dev(sm, not, n_not, NULL, gid, &gi, mac);
+        if (!d)
+                return; /* no alternate device (now): one link */
+        nl = add_link_new(lgr, d, gi, gid, mac);
+        if (!nl) {
+                log_warning("SMC-R link group %08x: cannot make a link on %s.", lgr->id, roce_dev_name(d));
+                return;
+        }
+        do
+                lgr->next_link_num = lgr->next_link_num == 255 ? 1 : lgr->next_link_num + 1;
+        while (lgr_link_by_num(lgr, lgr->next_link_num));
+        nl->link_num = lgr->next_link_num;
+        lgr->add_new = nl;
+        lgr->add_via = via;
+        if (add_fill_rk(lgr, via, nl) < 0) {
+                add_end(lgr, false, "out of memory");
+                return;
+        }
+        llc_init(lgr, &m, SMC_LLC_ADD_LINK, 0);
+        memcpy(m.add_link.mac, nl->mac, 6);
+        memcpy(m.add_link.gid, nl->gid, 16);
+        m.add_link.qpn = roce_link_qpn(nl->rl);
+        m.add_link.link_num = nl->link_num;
+        m.add_link.qp_mtu = nl->mtu;
+        m.add_link.psn = roce_link_psn(nl->rl);
+        if (m.v2) {
+                memcpy(m.add_link.target_gid, nl->gid, 16);
+                m.add_link.n_rkeys = (uint16_t) lgr->add_rk_n;
+                m.add_link.n_rkeys_le = true; /* as x86 Linux reads it (smcr-wire.c) */
+                m.add_link.rkeys = lgr->add_rk;
+        }
+        lgr->add_state = ADD_SRV_WAIT_RESP;
+        log_debug("SMC-R link group %08x: ADD LINK %u on %s (%u rkeys).", lgr->id, nl->link_num, roce_dev_name(d),
+                  lgr->add_rk_n);
+        llc_send(via, &m);
+        add_arm(lgr);
+}
+
+/* Server: the client's ADD LINK response. */
+static void add_srv_on_resp(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
+        SmcrLink *nl = lgr->add_new;
+
+        if (msg->flags & SMC_LLC_FLAG_ADD_LNK_REJ) {
+                add_end(lgr, false, "the peer rejected it");
+                return;
+        }
+        if (msg->add_link.link_num != nl->link_num || msg->add_link.qp_mtu == 0) {
+                add_end(lgr, false, "bad ADD LINK response");
+                return;
+        }
+        nl->peer_qpn = msg->add_link.qpn;
+        memcpy(nl->peer_gid, msg->add_link.gid, 16);
+        memcpy(nl->peer_mac, msg->add_link.mac, 6);
+        if (msg->add_link.qp_mtu < nl->mtu)
+                nl->mtu = msg->add_link.qp_mtu;
+        if (roce_link_rtr(nl->rl, nl->peer_qpn, msg->add_link.psn, nl->peer_gid, nl->mtu) < 0 ||
+            roce_link_rts(nl->rl) < 0) {
+                add_end(lgr, false, "cannot ready the QP");
+                return;
+        }
+        if (msg->v2) {
+                for (unsigned i = 0; i < msg->add_link.n_rkeys && msg->add_link.rkeys; i++)
+                        rtok_set_new(lgr, lgr->add_via->idx, nl->idx, &msg->add_link.rkeys[i]);
+                add_send_confirm_link(lgr);
+                return;
+        }
+        add_send_cont(lgr);
+        lgr->add_state = ADD_SRV_WAIT_CONT;
+        add_arm(lgr);
+}
+
+/* v1: an ADD LINK CONTINUATION of the peer (either role). */
+static void add_on_cont(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
+        unsigned n = msg->add_link_cont.num_rkeys < 2 ? msg->add_link_cont.num_rkeys : 2;
+
+        if (!lgr->add_new || msg->add_link_cont.link_num != lgr->add_new->link_num)
+                return;
+        for (unsigned i = 0; i < n; i++)
+                rtok_set_new(lgr, lgr->add_via->idx, lgr->add_new->idx, &msg->add_link_cont.rt[i]);
+        lgr->add_recv_left = msg->add_link_cont.num_rkeys - n;
+        if (lgr->server) {
+                if (lgr->add_rk_sent < lgr->add_rk_n || lgr->add_recv_left > 0) {
+                        add_send_cont(lgr);
+                        add_arm(lgr);
+                } else
+                        add_send_confirm_link(lgr);
+                return;
+        }
+        add_send_cont(lgr);
+        if (lgr->add_rk_sent >= lgr->add_rk_n && lgr->add_recv_left == 0)
+                lgr->add_state = ADD_CLI_WAIT_CONFIRM;
+        add_arm(lgr);
+}
+
+static void add_cli_reject(SmcrLgr *lgr, SmcrLink *via, const char *why) {
+        struct smc_llc_msg m;
+
+        log_debug("SMC-R link group %08x: ADD LINK rejected: %s.", lgr->id, why);
+        llc_init(lgr, &m, SMC_LLC_ADD_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_ADD_LNK_REJ);
+        m.add_link_reject_reason = 1; /* no alternate path */
+        if (m.v2)
+                m.length = SMC_LLC_LEN;
+        llc_send(via, &m);
+}
+
+/* Client: the server's ADD LINK request, received on @via. */
+static void add_cli_on_req(SmcrLgr *lgr, SmcrLink *via, const struct smc_llc_msg *msg) {
+        SmcrManager *sm = lgr->sm;
+        RoceDev *not[SMCR_MAX_LINKS], *d;
+        unsigned n_not = 0;
+        uint8_t gid[16], mac[6], ip[4];
+        static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+        struct smc_llc_msg m;
+        SmcrLink *nl;
+        int gi;
+
+        if (lgr->add_state != ADD_NONE || lgr_links_used(lgr) >= SMCR_MAX_LINKS || lgr->max_links < 2) {
+                add_cli_reject(lgr, via, "no free link slot");
+                return;
+        }
+        if (msg->add_link.qp_mtu == 0 || msg->add_link.link_num == 0 || lgr_link_by_num(lgr, msg->add_link.link_num)) {
+                add_cli_reject(lgr, via, "bad request");
+                return;
+        }
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl)
+                        not[n_not++] = lgr->links[i].dev;
+        memcpy(ip, msg->add_link.gid + 12, 4);
+        d = alt_dev(sm, not, n_not, memcmp(msg->add_link.gid, v4mapped, 12) ? NULL : ip, gid, &gi, mac);
+        if (!d) {
+                /* asymmetric: our device of the first link, to a new device of theirs */
+                bool theirs_new = true;
+
+                for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                        if (lgr->links[i].rl && !memcmp(lgr->links[i].peer_gid, msg->add_link.gid, 16))
+                                theirs_new = false;
+                if (!theirs_new) {
+                        add_cli_reject(lgr, via, "no alternate path");
+                        return;
+                }
+                d = via->dev;
+                gi = via->gid_index;
+                memcpy(gid, via->gid, 16);
+                memcpy(mac, via->mac, 6);
+        }
+        nl = add_link_new(lgr, d, gi, gid, mac);
+        if (!nl) {
+                add_cli_reject(lgr, via, "cannot make a link");
+                return;
+        }
+        nl->link_num = msg->add_link.link_num;
+        nl->peer_qpn = msg->add_link.qpn;
+        memcpy(nl->peer_gid, msg->add_link.gid, 16);
+        memcpy(nl->peer_mac, msg->add_link.mac, 6);
+        if (msg->add_link.qp_mtu < nl->mtu)
+                nl->mtu = msg->add_link.qp_mtu;
+        lgr->add_new = nl;
+        lgr->add_via = via;
+        if (roce_link_rtr(nl->rl, nl->peer_qpn, msg->add_link.psn, nl->peer_gid, nl->mtu) < 0 ||
+            roce_link_rts(nl->rl) < 0 || add_fill_rk(lgr, via, nl) < 0) {
+                SmcrConn *c;
+
+                LIST_FOREACH(conns, c, lgr->conns)
+                        conn_unreg(c, nl->idx);
+                link_clear(nl);
+                lgr->add_new = lgr->add_via = NULL;
+                free(lgr->add_rk);
+                lgr->add_rk = NULL;
+                add_cli_reject(lgr, via, "cannot ready the QP");
+                return;
+        }
+        if (msg->v2)
+                for (unsigned i = 0; i < msg->add_link.n_rkeys && msg->add_link.rkeys; i++)
+                        rtok_set_new(lgr, via->idx, nl->idx, &msg->add_link.rkeys[i]);
+        llc_init(lgr, &m, SMC_LLC_ADD_LINK, SMC_LLC_FLAG_RESP);
+        memcpy(m.add_link.mac, nl->mac, 6);
+        memcpy(m.add_link.gid, nl->gid, 16);
+        m.add_link.qpn = roce_link_qpn(nl->rl);
+        m.add_link.link_num = nl->link_num;
+        m.add_link.qp_mtu = nl->mtu;
+        m.add_link.psn = roce_link_psn(nl->rl);
+        if (m.v2) {
+                memcpy(m.add_link.target_gid, nl->gid, 16);
+                m.add_link.n_rkeys = (uint16_t) lgr->add_rk_n;
+                m.add_link.n_rkeys_le = true;
+                m.add_link.rkeys = lgr->add_rk;
+        }
+        llc_send(via, &m);
+        lgr->add_state = m.v2 ? ADD_CLI_WAIT_CONFIRM : ADD_CLI_WAIT_CONT;
+        add_arm(lgr);
+}
+
 /* ---- receiving on a link ---- */
 
-static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
-        SmcrLink *l = &lgr->link;
+static void lgr_on_llc(SmcrLgr *lgr, SmcrLink *l, const struct smc_llc_msg *msg) {
         struct smc_llc_msg m;
         bool resp = msg->flags & SMC_LLC_FLAG_RESP;
 
         switch (msg->type) {
         case SMC_LLC_CONFIRM_LINK:
-                if (!resp && !lgr->server && lgr->confirm_link_wait) {
+                if (!resp && !lgr->server && lgr->confirm_link_wait && l == &lgr->links[0]) {
                         SmcrHs *hs = lgr->confirm_link_wait;
 
                         if (!(msg->flags & SMC_LLC_FLAG_NO_RMBE_EYEC)) {
@@ -1069,23 +2038,25 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                                 return;
                         }
                         l->link_num = msg->confirm_link.link_num;
+                        if (msg->confirm_link.max_links >= 1 && msg->confirm_link.max_links < lgr->max_links)
+                                lgr->max_links = msg->confirm_link.max_links;
                         if (roce_link_rts(l->rl) < 0) {
                                 hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                                 return;
                         }
                         llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_NO_RMBE_EYEC);
-                        memcpy(m.confirm_link.mac, lgr->mac, 6);
-                        memcpy(m.confirm_link.gid, lgr->gid, 16);
+                        memcpy(m.confirm_link.mac, l->mac, 6);
+                        memcpy(m.confirm_link.gid, l->gid, 16);
                         m.confirm_link.qpn = roce_link_qpn(l->rl);
                         m.confirm_link.link_num = l->link_num;
                         m.confirm_link.link_uid = lgr->id + l->link_num;
-                        m.confirm_link.max_links = 1;
+                        m.confirm_link.max_links = lgr->max_links;
                         m.confirm_link.max_conns = (uint8_t) lgr->max_conns;
                         llc_send(l, &m);
                         l->active = true;
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
-                } else if (resp && lgr->server && lgr->confirm_link_wait) {
+                } else if (resp && lgr->server && lgr->confirm_link_wait && l == &lgr->links[0]) {
                         SmcrHs *hs = lgr->confirm_link_wait;
 
                         if (!(msg->flags & SMC_LLC_FLAG_NO_RMBE_EYEC)) {
@@ -1096,6 +2067,31 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
                         lgr_release_waiters(lgr);
+                        /* a second link when we have another device (5.3 triggers) */
+                        if (!lgr->failed && lgr->max_links > 1) {
+                                lgr->add_wanted = true;
+                                lgr_flow_next(lgr);
+                        }
+                } else if (!resp && !lgr->server && lgr->add_state == ADD_CLI_WAIT_CONFIRM && l == lgr->add_new) {
+                        if (!(msg->flags & SMC_LLC_FLAG_NO_RMBE_EYEC)) {
+                                add_end(lgr, false, "CONFIRM LINK without the RMBE flag");
+                                return;
+                        }
+                        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_NO_RMBE_EYEC);
+                        memcpy(m.confirm_link.mac, l->mac, 6);
+                        memcpy(m.confirm_link.gid, l->gid, 16);
+                        m.confirm_link.qpn = roce_link_qpn(l->rl);
+                        m.confirm_link.link_num = l->link_num;
+                        m.confirm_link.link_uid = lgr->id + l->link_num;
+                        m.confirm_link.max_links = lgr->max_links;
+                        m.confirm_link.max_conns = lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0;
+                        llc_send(l, &m);
+                        l->active = true;
+                        l->last_rx_usec = now_usec(lgr->sm);
+                        add_end(lgr, true, NULL);
+                } else if (resp && lgr->server && lgr->add_state == ADD_SRV_WAIT_CONFIRM && l == lgr->add_new) {
+                        l->active = true;
+                        add_end(lgr, true, NULL);
                 }
                 return;
         case SMC_LLC_CONFIRM_RKEY:
@@ -1113,10 +2109,25 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                         lgr_flow_next(lgr);
                         return;
                 }
-                /* the peer announces an RMB: with one link we already know its rkey and
-                 * address from CLC; echo the message as the response (5.6) */
+                /* the peer announces an RMB: its rkey and address on this link and on
+                 * the links it lists; we echo the message as the response (5.6) */
                 m = *msg;
                 m.flags |= SMC_LLC_FLAG_RESP;
+                {
+                        int t = rtok_add(lgr, l->idx, msg->confirm_rkey.rkey, msg->confirm_rkey.addr);
+
+                        if (t < 0)
+                                m.flags |= SMC_LLC_FLAG_RKEY_NEG;
+                        for (unsigned i = 0; t >= 0 && i < msg->confirm_rkey.num_rkeys && i < 2; i++) {
+                                SmcrLink *o = lgr_link_by_num(lgr, msg->confirm_rkey.rt[i].link_num);
+
+                                if (!o)
+                                        continue;
+                                lgr->rtok[t].valid |= 1u << o->idx;
+                                lgr->rtok[t].rkey[o->idx] = msg->confirm_rkey.rt[i].rkey;
+                                lgr->rtok[t].addr[o->idx] = msg->confirm_rkey.rt[i].addr;
+                        }
+                }
                 llc_send(l, &m);
                 return;
         case SMC_LLC_DELETE_RKEY:
@@ -1131,6 +2142,16 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                 m = *msg;
                 m.flags |= SMC_LLC_FLAG_RESP;
                 m.delete_rkey.err_mask = 0;
+                for (unsigned i = 0; i < msg->delete_rkey.num_rkeys && i < SMC_LLC_MAX_DELETE_RKEYS_V1; i++) {
+                        int t = rtok_find(lgr, l->idx, msg->delete_rkey.rkeys[i]);
+
+                        if (t >= 0)
+                                rtok_del(lgr, t);
+                        else
+                                m.delete_rkey.err_mask |= (uint8_t) (0x80u >> i);
+                }
+                if (m.delete_rkey.err_mask)
+                        m.flags |= SMC_LLC_FLAG_RKEY_NEG;
                 llc_send(l, &m);
                 return;
         case SMC_LLC_TEST_LINK:
@@ -1143,28 +2164,72 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
                 llc_send(l, &m);
                 return;
         case SMC_LLC_ADD_LINK:
-                if (resp)
+                if (resp) {
+                        if (lgr->server && lgr->add_state == ADD_SRV_WAIT_RESP)
+                                add_srv_on_resp(lgr, msg);
                         return;
-                /* one link per group (max_links 1): reject (5.3) */
-                llc_init(lgr, &m, SMC_LLC_ADD_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_ADD_LNK_REJ);
-                m.add_link_reject_reason = 1; /* no alternate path */
-                llc_send(l, &m);
+                }
+                if (lgr->server) {
+                        /* a v1 client's hint: our own flow, if we can (5.3) */
+                        lgr->add_wanted = true;
+                        lgr_flow_next(lgr);
+                        return;
+                }
+                add_cli_on_req(lgr, l, msg);
                 return;
         case SMC_LLC_REQ_ADD_LINK:
                 if (resp)
                         return;
                 llc_init(lgr, &m, SMC_LLC_REQ_ADD_LINK, SMC_LLC_FLAG_RESP);
                 llc_send(l, &m);
-                return;
-        case SMC_LLC_DELETE_LINK:
-                if (!resp) {
-                        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_RESP | (msg->flags & SMC_LLC_FLAG_DEL_LINK_ALL));
-                        m.delete_link.link_num = msg->delete_link.link_num;
-                        llc_send(l, &m);
+                if (lgr->server) {
+                        lgr->add_wanted = true;
+                        lgr_flow_next(lgr);
                 }
-                lgr_fail(lgr, "the peer deleted the link");
                 return;
         case SMC_LLC_ADD_LINK_CONT:
+                if ((lgr->server && lgr->add_state == ADD_SRV_WAIT_CONT) ||
+                    (!lgr->server && lgr->add_state == ADD_CLI_WAIT_CONT))
+                        add_on_cont(lgr, msg);
+                return;
+        case SMC_LLC_DELETE_LINK:
+                if (msg->flags & SMC_LLC_FLAG_DEL_LINK_ALL) {
+                        if (!resp) {
+                                llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_DEL_LINK_ALL);
+                                llc_send(l, &m);
+                        }
+                        lgr_fail(lgr, "the peer ended the link group");
+                        return;
+                }
+                if (resp)
+                        return; /* our request was done */
+                {
+                        SmcrLink *del = lgr_link_by_num(lgr, msg->delete_link.link_num);
+
+                        if (lgr->server) {
+                                /* the client lost the link: echo the request (Linux's
+                                 * server does), the client answers it */
+                                if (del) {
+                                        link_remove(del, "the peer deleted it", false);
+                                        if (!lgr->failed)
+                                                llc_send(lgr_llc_link(lgr), msg);
+                                }
+                                return;
+                        }
+                        llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_RESP);
+                        m.delete_link.link_num = msg->delete_link.link_num;
+                        m.delete_link.reason = del ? 0 : 0x00100000u; /* unknown link id */
+                        if (del && del == lgr->add_new && lgr->add_state != ADD_NONE) {
+                                add_end(lgr, false, "the peer deleted it");
+                                llc_send(l, &m);
+                                return;
+                        }
+                        if (del)
+                                link_remove(del, "the peer deleted it", false);
+                        if (!lgr->failed)
+                                llc_send(lgr_llc_link(lgr), &m);
+                }
+                return;
         case SMC_LLC_CONFIRM_RKEY_CONT:
                 return; /* ignored (5.1) */
         default:
@@ -1173,13 +2238,14 @@ static void lgr_on_llc(SmcrLgr *lgr, const struct smc_llc_msg *msg) {
 }
 
 static void link_recv(void *userdata, const uint8_t *buf, uint32_t len) {
-        SmcrLgr *lgr = userdata;
+        SmcrLink *l = userdata;
+        SmcrLgr *lgr = l->lgr;
         SmcrManager *sm = lgr->sm;
 
-        if (lgr->failed)
+        if (lgr->failed || l->failing)
                 return;
-        lgr->link.last_rx_usec = now_usec(sm);
-        lgr->link.test_pending = false; /* anything received proves the link */
+        l->last_rx_usec = now_usec(sm);
+        l->test_pending = false; /* anything received proves the link */
         if (smc_wr_is_cdc(buf, len)) {
                 struct smc_cdc_msg cdc;
                 SmcrConn *c;
@@ -1193,60 +2259,69 @@ static void link_recv(void *userdata, const uint8_t *buf, uint32_t len) {
                 return;
         }
         {
+                struct smc_llc_rkey_entry rk[SMC_LLC_MAX_ADD_LINK_RKEYS];
                 struct smc_llc_msg msg;
-                int r = smc_llc_decode(buf, len, &msg);
+                int r;
 
+                memset(&msg, 0, sizeof(msg));
+                msg.add_link.rkeys = rk;
+                r = smc_llc_decode(buf, len, &msg);
                 if (r == -EPROTO) {
                         struct smc_llc_msg m;
 
                         /* unknown type: protocol violation, terminate the group (5.1) */
                         llc_init(lgr, &m, SMC_LLC_DELETE_LINK, SMC_LLC_FLAG_DEL_LINK_ALL);
                         m.delete_link.reason = SMC_LLC_DEL_PROT_VIOL;
-                        llc_send(&lgr->link, &m);
+                        llc_send(l, &m);
                         lgr_fail(lgr, "unknown LLC message type");
                         return;
                 }
                 if (r < 0)
                         return;
-                lgr_on_llc(lgr, &msg);
+                if (msg.type != SMC_LLC_ADD_LINK)
+                        msg.add_link.rkeys = NULL;
+                lgr_on_llc(lgr, l, &msg);
         }
 }
 
 static void link_send_done(void *userdata, uint64_t wr_id, enum ibv_wc_status status) {
-        SmcrLgr *lgr = userdata;
+        SmcrLink *l = userdata;
+        SmcrLgr *lgr = l->lgr;
         SmcrManager *sm = lgr->sm;
+        SmcrConn *c, *cn;
 
         if (wr_id & WR_ID_CDC) {
-                SmcrConn *c = conn_by_token(sm, (uint32_t) (wr_id >> 16));
-
-                if (c && c->lgr == lgr) {
+                c = conn_by_token(sm, (uint32_t) (wr_id >> 16));
+                if (c && c->lgr == lgr && c->link == l) {
                         conn_cdc_done(c, status);
                         conn_maybe_free(c);
                 }
         }
-        if (lgr->failed)
+        if (lgr->failed || l->failing || !l->rl)
                 return;
-        /* a slot is free: LLC first, then waiting connections */
-        link_flush_llc(&lgr->link);
-        while (lgr->tx_wait && roce_link_send_slots_free(lgr->link.rl) > 0 && lgr->link.llc_n == 0) {
-                SmcrConn *c = lgr->tx_wait;
-
+        /* a slot is free: LLC first, then the connections waiting on this link */
+        link_flush_llc(l);
+        LIST_FOREACH_SAFE(tx_wait, c, cn, lgr->tx_wait) {
+                if (roce_link_send_slots_free(l->rl) == 0 || l->llc_n > 0 || l->failing)
+                        break;
+                if (c->link != l)
+                        continue;
                 LIST_REMOVE(tx_wait, lgr->tx_wait, c);
                 c->in_tx_wait = false;
                 conn_tx(c, true);
                 if (c->in_tx_wait)
                         break;
                 conn_maybe_free(c);
+                cn = lgr->tx_wait; /* the list may have changed: from the start again */
         }
 }
 
 static void link_failed(void *userdata, enum ibv_wc_status status) {
-        SmcrLgr *lgr = userdata;
+        SmcrLink *l = userdata;
         char why[96];
 
         snprintf(why, sizeof(why), "link failed (%s)", ibv_wc_status_str(status));
-        lgr->sm->m->stats.smcr.links_failed++;
-        lgr_fail(lgr, why);
+        link_down(l, why);
 }
 
 static const struct roce_link_ops link_ops = {
@@ -1257,6 +2332,7 @@ static const struct roce_link_ops link_ops = {
 
 static int lgr_new(SmcrManager *sm, SmcrHs *hs, SmcrLgr **ret) {
         SmcrLgr *lgr = calloc(1, sizeof(*lgr));
+        SmcrLink *l;
         int r;
 
         if (!lgr)
@@ -1269,23 +2345,32 @@ static int lgr_new(SmcrManager *sm, SmcrHs *hs, SmcrLgr **ret) {
         memcpy(lgr->peer_id, hs->peer_id, 8);
         memcpy(lgr->peer_gid, hs->peer_gid, 16);
         lgr->dev = hs->dev;
-        lgr->gid_index = hs->gid_index;
-        memcpy(lgr->gid, hs->gid, 16);
-        memcpy(lgr->mac, hs->mac, 6);
         lgr->max_conns = hs->max_conns ? hs->max_conns : 255;
-        r = roce_link_new(hs->dev, hs->gid_index, inline_want(sm), &link_ops, lgr, &lgr->link.rl);
+        lgr->max_links = hs->max_links ? hs->max_links : 1;
+        lgr->next_link_num = 1;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                lgr->links[i].lgr = lgr;
+                lgr->links[i].idx = i;
+        }
+        l = &lgr->links[0];
+        l->dev = hs->dev;
+        l->gid_index = hs->gid_index;
+        memcpy(l->gid, hs->gid, 16);
+        memcpy(l->mac, hs->mac, 6);
+        memcpy(l->peer_gid, hs->peer_gid, 16);
+        (void) roce_dev_set_cq_poll(hs->dev, sm->m->config.cq_poll == SMCD_CQ_POLL_THREAD, ROCE_CQ_SPIN_USEC);
+        r = roce_link_new(hs->dev, hs->gid_index, inline_want(sm), &link_ops, l, &l->rl);
         if (r < 0) {
                 free(lgr);
                 return r;
         }
-        lgr->link.lgr = lgr;
-        lgr->link.mtu = roce_dev_mtu(hs->dev);
-        lgr->link.last_rx_usec = now_usec(sm);
+        l->mtu = roce_dev_mtu(hs->dev);
+        l->last_rx_usec = now_usec(sm);
         if (sd_event_add_time(sm->m->event, &lgr->idle_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_idle_timer, lgr) < 0 ||
             sd_event_add_time(sm->m->event, &lgr->test_timer, CLOCK_MONOTONIC, now_usec(sm) + 1000000ULL, 0,
                               on_test_timer, lgr) < 0) {
                 lgr->idle_timer = sd_event_source_disable_unref(lgr->idle_timer);
-                lgr->link.rl = roce_link_free(lgr->link.rl);
+                l->rl = roce_link_free(l->rl);
                 free(lgr);
                 return -ENOMEM;
         }
@@ -1297,21 +2382,30 @@ static int lgr_new(SmcrManager *sm, SmcrHs *hs, SmcrLgr **ret) {
         return 0;
 }
 
-/* A link group to reuse for @hs (3.3), or NULL. */
-static SmcrLgr *lgr_find(SmcrManager *sm, SmcrHs *hs) {
+/* A link group to reuse for @hs (3.3), or NULL; *link: the link (server: one to the
+ * peer GID of @hs; client: the one the Accept names, which the server may have put on
+ * any of its links). As Linux's smcr_lgr_match, any active link of the group may
+ * match, whatever its local device. */
+static SmcrLgr *lgr_find(SmcrManager *sm, SmcrHs *hs, SmcrLink **link) {
         SmcrLgr *lgr;
 
         LIST_FOREACH(lgrs, lgr, sm->lgrs) {
-                if (lgr->failed || lgr->server != hs->server || !lgr->link.active || lgr->dev != hs->dev ||
-                    memcmp(lgr->peer_id, hs->peer_id, 8) != 0)
+                if (lgr->failed || lgr->server != hs->server || memcmp(lgr->peer_id, hs->peer_id, 8) != 0)
                         continue;
-                if (hs->server) {
-                        if (memcmp(lgr->peer_gid, hs->peer_gid, 16) != 0 || lgr->n_conns >= lgr->max_conns ||
-                            lgr->version != hs->version)
+                if (hs->server && (lgr->n_conns >= lgr->max_conns || lgr->version != hs->version))
+                        continue;
+                for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                        SmcrLink *l = &lgr->links[i];
+
+                        if (!l->rl || !l->active)
                                 continue;
-                } else if (lgr->link.peer_qpn != hs->accept.qpn || memcmp(lgr->peer_gid, hs->accept.gid, 16) != 0)
-                        continue;
-                return lgr;
+                        if (hs->server ? memcmp(l->peer_gid, hs->peer_gid, 16) != 0
+                                       : l->peer_qpn != hs->accept.qpn || memcmp(l->peer_gid, hs->accept.gid, 16) != 0)
+                                continue;
+                        if (link)
+                                *link = l;
+                        return lgr;
+                }
         }
         return NULL;
 }
@@ -1416,6 +2510,10 @@ static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
         if (hs->conn) {
                 SmcrConn *c = hs->conn;
                 hs->conn = NULL;
+                /* a reused group: the peer may know our RMB from CONFIRM RKEY */
+                if (!hs->first_contact && (hs->state == HS_WAIT_RKEY || hs->state == HS_WAIT_CONFIRM ||
+                                           hs->state == HS_WAIT_ACCEPT))
+                        conn_queue_delete_rkey(c);
                 conn_free(c);
         }
         hs->lgr = NULL;
@@ -1508,7 +2606,7 @@ static uint32_t new_token(SmcrManager *sm) {
 
 /* The connection's buffers, MRs and token (not yet active). Returns 0 or the
  * decline reason. */
-static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
+static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr, SmcrLink *link) {
         SmcrManager *sm = hs->sm;
         Manager *m = sm->m;
         uid_t uid = hs->uid;
@@ -1532,6 +2630,7 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
                 return SMC_CLC_DECL_MEM;
         c->sm = sm;
         c->xs = c->ya = c->tcp = -1;
+        c->rtok = -1;
         r = smc_pool_acquire_fit(m->pool, uid, uid, rclass, rclass, &c->rmb);
         if (r >= 0)
                 r = smc_pool_acquire_fit(m->pool, uid, uid, sclass, sclass, &c->sndbuf);
@@ -1541,11 +2640,15 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         }
         rmb_hdr(c)->type = SMC_DMB_EYECATCHER;
         snd_hdr(c)->type = SMC_DMB_EYECATCHER;
-        if (roce_mr_reg(lgr->dev, (uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN, c->rmb->size, true, &c->rmb_mr) < 0 ||
-            roce_mr_reg(lgr->dev, (uint8_t *) c->sndbuf->base + SMC_DMB_HDR_LEN, c->sndbuf->size, false, &c->snd_mr) < 0) {
-                conn_free(c);
-                return SMC_CLC_DECL_ERR_REGBUF;
-        }
+        /* registered on every link of the group (also one being added) */
+        c->lgr = lgr;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (lgr->links[i].rl && !lgr->links[i].failing && conn_reg(c, i) < 0) {
+                        c->lgr = NULL;
+                        conn_free(c);
+                        return SMC_CLC_DECL_ERR_REGBUF;
+                }
+        c->lgr = NULL;
         c->token = new_token(sm);
         if (u64map_put(sm->tokens, c->token, c) < 0) {
                 c->token = 0;
@@ -1556,6 +2659,8 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         c->accounted = true;
         uid_account(m, uid, 1, c->rmb->size);
         c->lgr = lgr;
+        c->link = link;
+        link->n_conns++;
         LIST_PREPEND(conns, lgr->conns, c);
         lgr->n_conns++;
         (void) sd_event_source_set_enabled(lgr->idle_timer, SD_EVENT_OFF);
@@ -1563,33 +2668,37 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr) {
         return 0;
 }
 
-static void conn_set_peer(SmcrConn *c, const struct smc_clc_accept_r *a) {
+/* The peer's side of @c from its CLC Accept / Confirm: the RMB is the one it announced
+ * by CONFIRM RKEY (with its rkeys on the other links) or, first contact, a new one.
+ * Returns 0 or a decline reason. */
+static uint32_t conn_set_peer(SmcrConn *c, const struct smc_clc_accept_r *a) {
         c->peer_token = a->rmbe_alert_token;
-        c->peer_rkey = a->rkey;
-        c->peer_rmb_addr = a->rmb_addr;
         c->peer_rmb_size = (uint32_t) smc_size_uncompress(a->rmbe_size);
+        c->rtok = rtok_add(c->lgr, c->link->idx, a->rkey, a->rmb_addr);
+        return c->rtok < 0 ? SMC_CLC_DECL_ERR_RTOK : 0;
 }
 
 static void fill_accept(SmcrHs *hs, struct smc_clc_accept_r *a, uint8_t type) {
         SmcrManager *sm = hs->sm;
         SmcrLgr *lgr = hs->lgr;
         SmcrConn *c = hs->conn;
+        SmcrLink *l = c->link;
 
         memset(a, 0, sizeof(*a));
         a->type = type;
         a->version = hs->version;
         a->first_contact = hs->first_contact;
         memcpy(a->peer_id, sm->peer_id, 8);
-        memcpy(a->gid, lgr->gid, 16);
-        memcpy(a->mac, lgr->mac, 6);
-        a->qpn = roce_link_qpn(lgr->link.rl);
-        a->rkey = c->rmb_mr->rkey;
+        memcpy(a->gid, l->gid, 16);
+        memcpy(a->mac, l->mac, 6);
+        a->qpn = roce_link_qpn(l->rl);
+        a->rkey = c->rmb_mr[l->idx]->rkey;
         a->rmbe_idx = 1;
         a->rmbe_alert_token = c->token;
         a->rmbe_size = smc_size_compress(c->rmb->size, 15);
-        a->qp_mtu = lgr->link.mtu;
+        a->qp_mtu = l->mtu;
         a->rmb_addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
-        a->psn = roce_link_psn(lgr->link.rl);
+        a->psn = roce_link_psn(l->rl);
         if (hs->version >= 2) {
                 memcpy(a->eid, sm->ueid, SMC_EID_LEN);
                 if (hs->first_contact) {
@@ -1598,10 +2707,10 @@ static void fill_accept(SmcrHs *hs, struct smc_clc_accept_r *a, uint8_t type) {
                         a->fce.release = hs->release;
                         memcpy(a->fce.hostname, sm->hostname, SMC_HOSTNAME_LEN);
                         a->fce.max_conns = hs->release >= 1 ? (uint8_t) lgr->max_conns : 0;
-                        a->fce.max_links = hs->release >= 1 ? 1 : 0;
+                        a->fce.max_links = hs->release >= 1 ? lgr->max_links : 0;
                         if (type == SMC_CLC_CONFIRM) {
                                 a->n_gids = 1;
-                                memcpy(a->gids[0], lgr->gid, 16);
+                                memcpy(a->gids[0], l->gid, 16);
                         }
                 }
         }
@@ -1808,7 +2917,7 @@ static void hs_client_start(SmcrHs *hs) {
         p.release = SMCR_RELEASE;
         memcpy(p.roce_v2_gid, hs->gid, 16);
         p.max_conns = (uint8_t) (sm->m->config.max_conns_per_lgr ? sm->m->config.max_conns_per_lgr : 255);
-        p.max_links = 1;
+        p.max_links = own_max_links(sm);
         n = smc_clc_proposal_encode(&p, buf, sizeof(buf));
         if (n < 0) {
                 hs_fail(hs, (int) n, SMC_CLC_DECL_INTERR, false);
@@ -1825,6 +2934,7 @@ static void hs_client_start(SmcrHs *hs) {
 static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrManager *sm = hs->sm;
         struct smc_clc_accept_r *a = &hs->accept;
+        SmcrLink *l = NULL;
         uint32_t reason;
         int r;
 
@@ -1843,6 +2953,7 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
         memcpy(hs->peer_gid, a->gid, 16);
         hs->release = 0;
         hs->max_conns = 255;
+        hs->max_links = own_max_links(sm);
         if (a->version >= 2) {
                 if (memcmp(a->eid, sm->ueid, SMC_EID_LEN) != 0) {
                         hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
@@ -1864,6 +2975,8 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
                                         return;
                                 }
                                 hs->max_conns = a->fce.max_conns;
+                                if (a->fce.max_links < hs->max_links)
+                                        hs->max_links = a->fce.max_links;
                         }
                 }
         }
@@ -1875,16 +2988,20 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
                         hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                         return;
                 }
-                reason = conn_new(hs, hs->lgr);
+                l = &hs->lgr->links[0];
+                reason = conn_new(hs, hs->lgr, l);
+                if (!reason)
+                        reason = conn_set_peer(hs->conn, a);
                 if (reason) {
                         hs_fail(hs, 0, reason, true);
                         return;
                 }
-                conn_set_peer(hs->conn, a);
-                mtu = a->qp_mtu < hs->lgr->link.mtu ? a->qp_mtu : hs->lgr->link.mtu;
-                hs->lgr->link.mtu = mtu;
-                hs->lgr->link.peer_qpn = a->qpn;
-                r = roce_link_rtr(hs->lgr->link.rl, a->qpn, a->psn, a->gid, mtu);
+                mtu = a->qp_mtu < l->mtu ? a->qp_mtu : l->mtu;
+                l->mtu = mtu;
+                l->peer_qpn = a->qpn;
+                memcpy(l->peer_gid, a->gid, 16);
+                memcpy(l->peer_mac, a->mac, 6);
+                r = roce_link_rtr(l->rl, a->qpn, a->psn, a->gid, mtu);
                 if (r < 0) {
                         hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                         return;
@@ -1898,17 +3015,18 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 hs_arm(hs, HS_WAIT_CONFIRM_LINK, SMCR_CONFIRM_LINK_USEC);
                 return;
         }
-        hs->lgr = lgr_find(sm, hs);
+        hs->lgr = lgr_find(sm, hs, &l);
         if (!hs->lgr) {
                 hs_fail(hs, 0, SMC_CLC_DECL_SYNCERR, true);
                 return;
         }
-        reason = conn_new(hs, hs->lgr);
+        reason = conn_new(hs, hs->lgr, l);
+        if (!reason)
+                reason = conn_set_peer(hs->conn, a);
         if (reason) {
                 hs_fail(hs, 0, reason, true);
                 return;
         }
-        conn_set_peer(hs->conn, a);
         hs_queue_rkey(hs);
 }
 
@@ -1940,6 +3058,7 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
                 return;
         }
+        hs->max_links = own_max_links(sm);
         if (r_v2 && have_ueid) {
                 hs->version = 2;
                 memcpy(hs->peer_gid, p.roce_v2_gid, 16);
@@ -1956,6 +3075,7 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                                 hs_fail(hs, 0, SMC_CLC_DECL_MAXLINKERR, true);
                                 return;
                         }
+                        hs->max_links = p.max_links < own_max_links(sm) ? p.max_links : own_max_links(sm);
                 }
         } else if (r_v1) {
                 uint8_t mine[4];
@@ -1985,7 +3105,7 @@ static SmcrLgr *lgr_find_activating(SmcrManager *sm, SmcrHs *hs) {
         SmcrLgr *lgr;
 
         LIST_FOREACH(lgrs, lgr, sm->lgrs)
-                if (!lgr->failed && lgr->server == hs->server && !lgr->link.active && lgr->dev == hs->dev &&
+                if (!lgr->failed && lgr->server == hs->server && !lgr->links[0].active && lgr->dev == hs->dev &&
                     lgr->version == hs->version && !memcmp(lgr->peer_id, hs->peer_id, 8) &&
                     !memcmp(lgr->peer_gid, hs->peer_gid, 16))
                         return lgr;
@@ -1998,10 +3118,11 @@ static SmcrLgr *lgr_find_activating(SmcrManager *sm, SmcrHs *hs) {
 static void hs_server_continue(SmcrHs *hs) {
         SmcrManager *sm = hs->sm;
         SmcrLgr *wait;
+        SmcrLink *l = NULL;
         uint32_t reason;
         int r;
 
-        hs->lgr = lgr_find(sm, hs);
+        hs->lgr = lgr_find(sm, hs, &l);
         if (!hs->lgr && (wait = lgr_find_activating(sm, hs))) {
                 hs->fc_wait_lgr = wait;
                 LIST_PREPEND(fc_wait, wait->fc_wait, hs);
@@ -2010,7 +3131,8 @@ static void hs_server_continue(SmcrHs *hs) {
         }
         if (hs->lgr) {
                 hs->first_contact = false;
-                reason = conn_new(hs, hs->lgr);
+                /* the least used link (Linux smcr_lgr_conn_assign_link) */
+                reason = conn_new(hs, hs->lgr, lgr_pick_link(hs->lgr, NULL));
                 if (reason) {
                         hs_fail(hs, 0, reason, true);
                         return;
@@ -2024,8 +3146,8 @@ static void hs_server_continue(SmcrHs *hs) {
                 hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                 return;
         }
-        hs->lgr->link.link_num = 1;
-        reason = conn_new(hs, hs->lgr);
+        hs->lgr->links[0].link_num = 1;
+        reason = conn_new(hs, hs->lgr, &hs->lgr->links[0]);
         if (reason) {
                 hs_fail(hs, 0, reason, true);
                 return;
@@ -2043,6 +3165,8 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrLgr *lgr = hs->lgr;
         struct smc_clc_accept_r a;
         struct smc_llc_msg m;
+        SmcrLink *l;
+        uint32_t reason;
         int r;
 
         r = smc_clc_accept_r_decode(buf, len, &a);
@@ -2064,27 +3188,34 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
                         return;
                 }
         }
-        conn_set_peer(hs->conn, &a);
+        reason = conn_set_peer(hs->conn, &a);
+        if (reason) {
+                hs_fail(hs, 0, reason, true);
+                return;
+        }
         if (!hs->first_contact) {
                 hs_done(hs);
                 return;
         }
-        lgr->link.mtu = a.qp_mtu < lgr->link.mtu ? a.qp_mtu : lgr->link.mtu;
-        lgr->link.peer_qpn = a.qpn;
-        if (roce_link_rtr(lgr->link.rl, a.qpn, a.psn, a.gid, lgr->link.mtu) < 0 || roce_link_rts(lgr->link.rl) < 0) {
+        l = &lgr->links[0];
+        l->mtu = a.qp_mtu < l->mtu ? a.qp_mtu : l->mtu;
+        l->peer_qpn = a.qpn;
+        memcpy(l->peer_gid, a.gid, 16);
+        memcpy(l->peer_mac, a.mac, 6);
+        if (roce_link_rtr(l->rl, a.qpn, a.psn, a.gid, l->mtu) < 0 || roce_link_rts(l->rl) < 0) {
                 hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                 return;
         }
         llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_NO_RMBE_EYEC);
-        memcpy(m.confirm_link.mac, lgr->mac, 6);
-        memcpy(m.confirm_link.gid, lgr->gid, 16);
-        m.confirm_link.qpn = roce_link_qpn(lgr->link.rl);
-        m.confirm_link.link_num = lgr->link.link_num;
-        m.confirm_link.link_uid = lgr->id + lgr->link.link_num;
-        m.confirm_link.max_links = 1;
+        memcpy(m.confirm_link.mac, l->mac, 6);
+        memcpy(m.confirm_link.gid, l->gid, 16);
+        m.confirm_link.qpn = roce_link_qpn(l->rl);
+        m.confirm_link.link_num = l->link_num;
+        m.confirm_link.link_uid = lgr->id + l->link_num;
+        m.confirm_link.max_links = lgr->max_links;
         m.confirm_link.max_conns = hs->release >= 1 ? (uint8_t) lgr->max_conns : 0;
         lgr->confirm_link_wait = hs;
-        llc_send(&lgr->link, &m);
+        llc_send(l, &m);
         hs_arm(hs, HS_WAIT_CONFIRM_LINK_RESP, SMCR_LLC_RESP_USEC);
 }
 
@@ -2395,24 +3526,41 @@ static int open_devices(SmcrManager *sm, char **devices) {
         return 0;
 }
 
+static int on_readd_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrManager *sm = userdata;
+        SmcrLgr *lgr;
+
+        (void) s;
+        (void) usec;
+        LIST_FOREACH(lgrs, lgr, sm->lgrs)
+                if (lgr->server && !lgr->failed && lgr->max_links > 1 && lgr_links_used(lgr) < lgr->max_links) {
+                        lgr->add_wanted = true;
+                        lgr_flow_next(lgr);
+                }
+        return 0;
+}
+
 /* A netdev went down or away: the links of its RoCE port are lost (rxe never reports a
- * dead path through completions: its retry count 7 is infinite). With one link per
- * group there is nothing to fail over to: the groups end, their connections abort. */
+ * dead path through completions: its retry count 7 is infinite); their connections
+ * move to another link of the group (or the group ends). A netdev up again: the server
+ * side tries to add links again (after a moment, for the port to become ACTIVE). */
 static void on_link_change(NetlinkMonitor *nl, const NetlinkLink *l, NetlinkLinkChange change, void *userdata) {
         SmcrManager *sm = userdata;
-        SmcrLgr *lgr, *n;
+        SmcrLgr *lgr;
 
         (void) nl;
-        if (change != NETLINK_LINK_DOWN && change != NETLINK_LINK_GONE)
-                return;
         for (unsigned i = 0; i < sm->n_devs; i++) {
                 if (strcmp(sm->netdevs[i], l->name) != 0)
                         continue;
-                LIST_FOREACH_SAFE(lgrs, lgr, n, sm->lgrs)
-                        if (lgr->dev == sm->devs[i] && !lgr->failed) {
-                                sm->m->stats.smcr.links_failed++;
-                                lgr_fail(lgr, "its netdev went down");
-                        }
+                if (change == NETLINK_LINK_DOWN || change == NETLINK_LINK_GONE) {
+                        LIST_FOREACH(lgrs, lgr, sm->lgrs)
+                                for (unsigned k = 0; k < SMCR_MAX_LINKS && !lgr->failed; k++)
+                                        if (lgr->links[k].rl && lgr->links[k].dev == sm->devs[i])
+                                                link_down(&lgr->links[k], "its netdev went down");
+                } else if (sm->readd_timer) {
+                        (void) sd_event_source_set_time(sm->readd_timer, now_usec(sm) + 3 * 1000000ULL);
+                        (void) sd_event_source_set_enabled(sm->readd_timer, SD_EVENT_ONESHOT);
+                }
         }
 }
 
@@ -2446,6 +3594,9 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         open_devices(sm, devices);
         if (sm->n_devs && m->netlink)
                 (void) netlink_add_link_hook(m->netlink, on_link_change, sm, &sm->link_hook);
+        if (sm->n_devs > 1 &&
+            sd_event_add_time(m->event, &sm->readd_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_readd_timer, sm) >= 0)
+                (void) sd_event_source_set_enabled(sm->readd_timer, SD_EVENT_OFF);
         if (sm->n_devs == 0) {
                 sm->why = "no usable RoCE device";
         } else {
@@ -2498,6 +3649,7 @@ SmcrManager *smcr_free(SmcrManager *sm) {
                 lgr_free(lgr);
         }
         sm->link_hook = netlink_hook_free(sm->link_hook);
+        sm->readd_timer = sd_event_source_disable_unref(sm->readd_timer);
         for (unsigned i = 0; i < sm->n_devs; i++)
                 sm->devs[i] = roce_dev_close(sm->devs[i]);
 #if SMCD_HAVE_TCPOPT
@@ -2543,7 +3695,7 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret) {
         ret->bytes_tx = c->tx_bytes;
         ret->bytes_rx = c->rx_bytes;
         ret->lgr_id = c->lgr ? c->lgr->id : 0;
-        ret->device = c->lgr ? roce_dev_name(c->lgr->dev) : NULL;
+        ret->device = c->link && c->link->dev ? roce_dev_name(c->link->dev) : NULL;
 }
 
 size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
@@ -2554,6 +3706,7 @@ size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
                 return 0;
         LIST_FOREACH(lgrs, lgr, sm->lgrs) {
                 SmcrLgrInfo *i;
+                bool same_dev = false;
 
                 if (lgr->failed)
                         continue;
@@ -2569,19 +3722,32 @@ size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
                 memcpy(i->peer_id, lgr->peer_id, 8);
                 i->device = roce_dev_name(lgr->dev);
                 i->port = roce_dev_port(lgr->dev);
-                i->netdev = "";
-                for (unsigned k = 0; k < sm->n_devs; k++)
-                        if (sm->devs[k] == lgr->dev)
-                                i->netdev = sm->netdevs[k];
-                memcpy(i->local_gid, lgr->gid, 16);
                 memcpy(i->peer_gid, lgr->peer_gid, 16);
-                i->local_qp = lgr->link.rl ? roce_link_qpn(lgr->link.rl) : 0;
-                i->peer_qp = lgr->link.peer_qpn;
-                i->link_num = lgr->link.link_num;
-                i->link_state = lgr->link.active ? "active" : "activating";
                 i->conns = lgr->n_conns;
                 i->max_conns = lgr->max_conns;
-                i->max_inline = lgr->link.rl ? roce_link_max_inline(lgr->link.rl) : 0;
+                i->max_links = lgr->max_links;
+                for (unsigned k = 0; k < SMCR_MAX_LINKS && i->n_links < 2; k++) {
+                        const SmcrLink *l = &lgr->links[k];
+
+                        if (!l->rl)
+                                continue;
+                        for (unsigned j = 0; j < i->n_links; j++)
+                                if (!strcmp(i->links[j].device, roce_dev_name(l->dev)))
+                                        same_dev = true;
+                        i->links[i->n_links].device = roce_dev_name(l->dev);
+                        i->links[i->n_links].port = roce_dev_port(l->dev);
+                        i->links[i->n_links].netdev = link_netdev(sm, l->dev);
+                        memcpy(i->links[i->n_links].local_gid, l->gid, 16);
+                        memcpy(i->links[i->n_links].peer_gid, l->peer_gid, 16);
+                        i->links[i->n_links].local_qp = roce_link_qpn(l->rl);
+                        i->links[i->n_links].peer_qp = l->peer_qpn;
+                        i->links[i->n_links].link_num = l->link_num;
+                        i->links[i->n_links].state = l->failing ? "deleting" : l->active ? "active" : "activating";
+                        i->links[i->n_links].conns = l->n_conns;
+                        i->links[i->n_links].max_inline = roce_link_max_inline(l->rl);
+                        i->n_links++;
+                }
+                i->type = i->n_links < 2 ? "single" : same_dev ? "asymmetric-local" : "symmetric";
         }
         return n;
 }
@@ -2593,8 +3759,9 @@ unsigned smcr_links_on(const SmcrManager *sm, const char *device, uint8_t port) 
         if (!sm)
                 return 0;
         LIST_FOREACH(lgrs, lgr, sm->lgrs)
-                if (!lgr->failed && lgr->link.rl && roce_dev_port(lgr->dev) == port &&
-                    !strcmp(roce_dev_name(lgr->dev), device))
-                        n++;
+                for (unsigned k = 0; k < SMCR_MAX_LINKS && !lgr->failed; k++)
+                        if (lgr->links[k].rl && roce_dev_port(lgr->links[k].dev) == port &&
+                            !strcmp(roce_dev_name(lgr->links[k].dev), device))
+                                n++;
         return n;
 }

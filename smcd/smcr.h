@@ -93,16 +93,26 @@ typedef struct SmcrLgrInfo {
         bool server;              /* role: created by the server side of a first contact */
         uint8_t version;          /* CLC version of the first contact: 1 or 2 */
         uint8_t peer_id[8];       /* the peer's SMC peer id (system id) */
-        const char *device;       /* local RoCE device (valid until the loop runs again) */
+        const char *device;       /* local RoCE device of the first contact (valid until
+                                   * the loop runs again) */
         uint8_t port;
-        const char *netdev;       /* its netdev */
-        uint8_t local_gid[16], peer_gid[16];
-        uint32_t local_qp, peer_qp;
-        uint8_t link_num;
-        const char *link_state;   /* "active", "activating", "inactive" */
+        uint8_t peer_gid[16];     /* the peer's GID of the first contact */
+        const char *type;         /* "single", "symmetric", "asymmetric-local" */
         unsigned conns;
         unsigned max_conns;
-        uint32_t max_inline;      /* bytes of inline data the link's QP got */
+        unsigned max_links;       /* negotiated */
+        unsigned n_links;
+        struct {
+                const char *device;       /* local RoCE device */
+                uint8_t port;
+                const char *netdev;       /* its netdev */
+                uint8_t local_gid[16], peer_gid[16];
+                uint32_t local_qp, peer_qp;
+                uint8_t link_num;
+                const char *state;        /* "active", "activating", "deleting" */
+                unsigned conns;           /* connections using it */
+                uint32_t max_inline;      /* bytes of inline data the link's QP got */
+        } links[2];
 } SmcrLgrInfo;
 
 /* Links (of live link groups) on RDMA device @device port @port. */

@@ -252,6 +252,8 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
                 add_u64(r, "link_groups", x->lgrs);
                 add_u64(r, "link_groups_total", x->lgrs_total);
                 add_u64(r, "links_failed", x->links_failed);
+                add_u64(r, "links_added", x->links_added);
+                add_u64(r, "failovers", x->failovers);
                 add_u64(r, "handshakes_ok", x->handshakes_ok);
                 add_u64(r, "handshakes_declined", x->handshakes_declined);
                 add_u64(r, "handshakes_failed", x->handshakes_failed);

@@ -53,6 +53,8 @@
  *                            the "inline" tunable, seed 002)
  *     "llc_sends", "rdma_writes"  LLC messages posted, RDMA WRITE work requests posted
  *     "link_groups", "link_groups_total", "links_failed"  now (gauge) / created / lost
+ *     "links_added", "failovers"  links added to a group (ADD LINK) / connections moved
+ *                            to another link of their group when theirs was lost
  *     "handshakes_ok", "handshakes_declined", "handshakes_failed"  SMCR requests ended
  *                            with SMC-R / a TCP fallback (DECLINE sent or received, or
  *                            no SMC peer) / an error (connection broken, timeout)
@@ -134,6 +136,8 @@ struct smcd_smcr_stats {
         uint64_t cdc_sends, inline_sends;     /* CDC messages posted; of them inline */
         uint64_t llc_sends, rdma_writes;
         uint64_t lgrs, lgrs_total, links_failed; /* link groups now (gauge) / ever; links lost */
+        uint64_t links_added, failovers;      /* second links made (ADD LINK); connections
+                                               * moved to another link of their group */
         uint64_t handshakes_ok, handshakes_declined, handshakes_failed;
         uint64_t decline_sent, decline_rcvd;
 };

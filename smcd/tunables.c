@@ -56,7 +56,14 @@ static const char *const inline_names[] = {
         NULL
 };
 
+static const char *const cq_poll_names[] = {
+        [SMCD_CQ_POLL_EVENT] = "event",
+        [SMCD_CQ_POLL_THREAD] = "thread",
+        NULL
+};
+
 _Static_assert(sizeof(enum smc_pool_clear) == 4 && sizeof(enum smcd_inline) == 4, "enum fields are 4 bytes");
+_Static_assert(sizeof(enum smcd_cq_poll) == 4, "enum fields are 4 bytes");
 
 /* In display order (alphabetical). The ranges of busy_poll and autocork_size are the
  * control protocol's (ctl-proto.h), which carries them to the clients. */
@@ -70,6 +77,9 @@ static const Tunable tunables[] = {
         { "busy_poll", KIND_NUMBER, FIELD(busy_poll_us), 0, SMC_CTL_BUSY_POLL_MAX_US, 50, NULL,
           "microseconds 0..10000",
           "USEC", "Clients spin this long before sleeping (0..10000, default 50)" },
+        { "cq_poll", KIND_ENUM, FIELD(cq_poll), 0, 1, SMCD_CQ_POLL_EVENT, cq_poll_names,
+          "event or thread",
+          "event|thread", "SMC-R completions: event loop or a polling thread (default event)" },
         { "inline", KIND_ENUM, FIELD(inline_mode), 0, 2, SMCD_INLINE_AUTO, inline_names,
           "auto, on or off",
           "auto|on|off", "SMC-R inline CDC sends (default auto)" },
@@ -88,6 +98,9 @@ static const Tunable tunables[] = {
         { "max_handshakes_per_uid", KIND_NUMBER, FIELD(max_handshakes_per_uid), 0, 1000000, 0, NULL,
           "handshakes per second 0..1000000 (0 = unlimited)",
           "N", "Connects per second per uid (0 = unlimited)" },
+        { "max_links_per_lgr", KIND_NUMBER, FIELD(max_links_per_lgr), 1, 2, 2, NULL,
+          "a number 1..2",
+          "N", "Links per SMC-R link group (1..2, default 2)" },
         { "rmem", KIND_CLASS, FIELD(rmem), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_DEFAULT_SIZE, NULL,
           "bytes 16K..1M (K/M suffixes)",
           "BYTES", "RMB size of a socket without SO_RCVBUF (16K..1M, default 64K)" },

@@ -19,6 +19,11 @@
  *   busy_poll            microseconds 0..10000 (default 50): handed to both ends of a
  *                        new connection; a blocking send/recv spins this long on the
  *                        ring before it sleeps. The client's SMC_BUSY_POLL_US wins.
+ *   cq_poll              event|thread (default event): SMC-R work completions through
+ *                        the RoCE device's completion channel in the event loop, or
+ *                        polled by a thread per device that spins ROCE_CQ_SPIN_USEC
+ *                        after each completion (burns CPU meanwhile); new link groups
+ *                        (roce_dev_set_cq_poll before roce_link_new)
  *   inline               auto|on|off      SMC-R CDC sends with IBV_SEND_INLINE (live; on
  *                        also asks inline space for new link groups)
  *   max_buf_per_uid      bytes, K/M/G suffixes (0 = unlimited); new connections
@@ -26,6 +31,9 @@
  *                        new clients
  *   max_conns_per_lgr    16..255 (default 255, the kernel's SMC_RMBS_PER_LGR_MAX):
  *                        SMC-R connections per link group; new link groups
+ *   max_links_per_lgr    1..2 (default 2, the kernel's smcr_max_links_per_lgr): links
+ *                        per SMC-R link group (a second one on another device); new
+ *                        link groups
  *   max_conns_per_uid    N (0 = unlimited)  endpoints per uid; new connections
  *   max_handshakes_per_uid  N per second (0 = unlimited): a token bucket per uid
  *                        (UidUsage, burst N) of CONNECTs; over it a CONNECT falls

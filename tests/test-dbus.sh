@@ -155,7 +155,7 @@ if python3 - "$tmp/json" "$tmp/out" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 rows = [l.split() for l in open(sys.argv[2]).read().split("\n\n")[0].splitlines()[1:]]
-smcr_own = ["cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed", "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd"]  # the SMCR table's
+smcr_own = ["cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed", "links_added", "failovers", "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd"]  # the SMCR table's
 assert rows and [r[0] for r in rows] == [k for k in j["smcr"] if k not in smcr_own], rows
 bad = [r for r in rows if r[1] != str(j["smcd"][r[0]]) or r[2] != str(j["smcr"][r[0]])]
 assert not bad, bad
@@ -223,17 +223,17 @@ else
 fi
 
 # ---- tunables ----
-keys="autocork_size buf_clear busy_poll inline max_buf_per_uid max_clients_per_uid max_conns_per_lgr max_conns_per_uid"
-keys="$keys max_handshakes_per_uid rmem sndbuf test_link_time"  # the new ones: test-tunables.sh
+keys="autocork_size buf_clear busy_poll cq_poll inline max_buf_per_uid max_clients_per_uid max_conns_per_lgr max_conns_per_uid"
+keys="$keys max_handshakes_per_uid max_links_per_lgr rmem sndbuf test_link_time"  # the new ones: test-tunables.sh
 "$smcctl" tunables >"$tmp/out" 2>&1
 [ "$(awk '{ print $1 }' "$tmp/out" | paste -sd' ')" = "$keys" ] && ok "tunables show lists every key" \
         || nok "tunables show: $(cat "$tmp/out")"
 if "$smcctl" -j tunables show | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
-assert t == {"buf_clear": "release", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
+assert t == {"buf_clear": "release", "cq_poll": "event", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
              "max_conns_per_uid": "0", "rmem": "65536", "autocork_size": "65536", "busy_poll": "50",
-             "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "sndbuf": "16384", "test_link_time": "30"}, t' 2>"$tmp/err"
+             "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "max_links_per_lgr": "2", "sndbuf": "16384", "test_link_time": "30"}, t' 2>"$tmp/err"
 then ok "smcctl -j tunables: the defaults"; else nok "smcctl -j tunables: $(cat "$tmp/err")"; fi
 [ "$("$smcctl" tunables get buf_clear)" = release ] && ok "tunables get buf_clear" || nok "tunables get buf_clear"
 [ "$("$smcctl" -j tun get rmem)" = '{"rmem":"65536"}' ] && ok "tunables get -j, prefix" || nok "tunables get -j: $("$smcctl" -j tun get rmem)"
@@ -256,12 +256,12 @@ n0=$(grep -c "Tunable rmem set to" "$tmp/smcd.log")
 [ $rc -eq 2 ] && grep -q "expected KEY=VALUE" "$tmp/err" && ok "smcctl set without KEY=VALUE: usage error" || nok "bare set: exit $rc $(cat "$tmp/err")"
 "$smcctl" s >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "ambiguous object" "$tmp/err" && ok "smcctl s is ambiguous: $(cat "$tmp/err")" || nok "smcctl s: exit $rc $(cat "$tmp/err")"
-python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 12, t' "$state" \
+python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 14, t' "$state" \
         2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
 ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
 "$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=100K inline=on 2>"$tmp/err"
 out=$("$smcctl" -j tunables)
-[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","rmem":"131072","sndbuf":"16384","test_link_time":"30"}' ] \
+[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","cq_poll":"event","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","max_links_per_lgr":"2","rmem":"131072","sndbuf":"16384","test_link_time":"30"}' ] \
         && ok "set several (sizes normalized, rmem rounded to 128K): $out" || nok "set several: $(cat "$tmp/err") $out"
 before=$("$smcctl" -j tunables); cp "$state" "$tmp/state.before"
 bad() {

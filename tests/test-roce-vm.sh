@@ -3,7 +3,8 @@
 # smcd's RoCE verbs layer (smcd/roce.c) for real: in a throw-away qemu VM
 # (tests/vm/run-vm), two soft-RoCE devices rxe0 / rxe1 on the two ends of a veth pair
 # (tests/vm/rxe-pair-setup.sh: 10.77.0.1 on smc0a, 10.77.0.2 on smc0b), then
-# tests/test-roce.c runs both as two "hosts" in one process. Args: TEST_ROCE RUN_VM.
+# tests/test-roce.c runs both as two "hosts" in one process, once with the CQs in the
+# event loop and once with them served by the CQ polling threads. Args: TEST_ROCE RUN_VM.
 # Skips (77) when the VM cannot run (run-vm's 77) or without rdma_rxe in the VM.
 set -u
 bin=$1 runvm=$2
@@ -27,9 +28,16 @@ echo "# rxe pair ready in $(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }") s (uptim
 
 # under ASan (a -Db_sanitize=address build) leaks are reported at exit
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
-timeout 300 "$bin" "$RXE_A_DEV" "$RXE_A_IP" "$RXE_B_DEV" "$RXE_B_IP"
-rc=$?
-t2=$(cut -d' ' -f1 /proc/uptime)
-echo "# test-roce exit $rc after $(awk "BEGIN { printf \"%.1f\", $t2 - $t1 }") s"
+# twice: the CQs in the event loop (default), then served by the polling threads
+rc=0
+for mode in event thread; do
+        echo "# test-roce, CQs in $mode mode"
+        SMCD_TEST_CQ_POLL=$mode timeout 300 "$bin" "$RXE_A_DEV" "$RXE_A_IP" "$RXE_B_DEV" "$RXE_B_IP"
+        r=$?
+        t2=$(cut -d' ' -f1 /proc/uptime)
+        echo "# test-roce ($mode mode) exit $r after $(awk "BEGIN { printf \"%.1f\", $t2 - $t1 }") s"
+        t1=$t2
+        [ $rc -ne 0 ] || rc=$r
+done
 sh "$RXE_PAIR_SETUP" down 2>/dev/null
 exit $rc

@@ -6,6 +6,14 @@
  *
  *   test-roce [DEV_A IPV4_A DEV_B IPV4_B]      default rxe0 10.77.0.1 rxe1 10.77.0.2
  *
+ * SMCD_TEST_CQ_POLL=thread runs every check with the links' CQs served by the devices'
+ * polling threads (roce_dev_set_cq_poll(); device A spins ROCE_CQ_SPIN_USEC, B 0, so B's
+ * thread arms and sleeps after every completion), plus the thread's life cycle (lazy
+ * start, join when the last polled link goes, also from inside a callback, restart,
+ * links of both modes on one device). The default (event) run also measures a SEND
+ * ping-pong over link pairs in event mode vs thread mode (both ends spinning, one end
+ * spinning, spin 0) and prints the ratios.
+ *
  * Exit 0 all checks passed, 1 a check failed, 77 the devices are not there (skip).
  * SMCD_TEST_SEED=N repeats a run's random data. */
 
@@ -32,6 +40,7 @@ enum mode {
         MODE_SENDS,  /* numbered 44-byte messages, checked in order */
         MODE_WRITES, /* a SEND announcing RDMA-written data, checked against the copy */
         MODE_OTHER,  /* just counted */
+        MODE_PINGPONG, /* answered at once (server), or the next ping sent (client) */
 };
 
 typedef struct Side {
@@ -57,11 +66,14 @@ typedef struct Side {
         bool free_in_recv;      /* free the link from inside the first recv callback */
         bool free_in_failed;    /* ... from inside the failed callback */
         RoceDev **close_in_recv; /* close this device from inside the first recv callback */
+        bool pp_client;         /* MODE_PINGPONG: sends the pings */
+        unsigned pp_target, pp_err; /* MODE_PINGPONG: round trips to make, send errors */
         unsigned callbacks_after_free;
         bool freed;
 } Side;
 
 static sd_event *event;
+static bool cq_thread; /* SMCD_TEST_CQ_POLL=thread */
 static Side A = { .name = "A" }, B = { .name = "B" };
 static uint64_t rng_state;
 
@@ -78,6 +90,15 @@ static uint64_t now_usec(void) {
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* The CQ mode of this run for a device just opened: the polling thread in a thread
+ * run (A's devices spin the default, B's 0: arm and sleep after every completion). */
+static int set_mode(RoceDev *d, bool side_b) {
+        int r = roce_dev_set_cq_poll(d, cq_thread, side_b ? 0 : ROCE_CQ_SPIN_USEC);
+
+        CHECK(r == 0, "roce_dev_set_cq_poll: %s", strerror(-r));
+        return r;
 }
 
 /* ---- the write phase's bookkeeping ---- */
@@ -179,6 +200,16 @@ static void on_recv(void *userdata, const uint8_t *buf, uint32_t len) {
                 break;
         case MODE_OTHER:
                 break;
+        case MODE_PINGPONG:
+                if (!s->pp_client || s->recvs < s->pp_target) {
+                        uint8_t m[MSG_LEN] = { 'P' };
+
+                        if (roce_link_send(s->link, m, MSG_LEN, s->sent, true, NULL) == 0)
+                                s->sent++;
+                        else
+                                s->pp_err++;
+                }
+                break;
         }
         if (s->free_in_recv) {
                 s->free_in_recv = false;
@@ -275,6 +306,7 @@ static int open_side(Side *s, const char *dev, const char *ip) {
                 fprintf(stderr, "roce_dev_open(%s): %s\n", dev, strerror(-r));
                 return r;
         }
+        set_mode(s->dev, s == &B);
         r = roce_dev_gid_for_ipv4(s->dev, s->ip, s->gid, &s->gid_index, s->mac);
         if (r < 0) {
                 fprintf(stderr, "%s: no RoCE v2 GID for %s: %s\n", dev, ip, strerror(-r));
@@ -632,6 +664,8 @@ static void phase_dev_close_in_callback(void) {
         CHECK(r == 0, "open %s again: %s", roce_dev_name(B.dev), strerror(-r));
         if (!da || !db)
                 goto out;
+        set_mode(da, false);
+        set_mode(db, true);
         r = roce_link_new(da, A.gid_index, 0, &ops, &A4, &A4.link);
         CHECK(r == 0, "link e: %s", strerror(-r));
         r = roce_link_new(db, B.gid_index, 0, &ops, &B4, &B4.link);
@@ -764,6 +798,186 @@ out:
         B3.link = roce_link_free(B3.link);
 }
 
+/* ---- phase (thread runs): the polling thread's life cycle ---- */
+
+static Side A5 = { .name = "g" }, B5 = { .name = "h" }, A6 = { .name = "i" }, B6 = { .name = "j" };
+
+static bool b5_freed(void) {
+        return B5.freed;
+}
+
+static bool pair6_done(void) {
+        return B6.recvs >= 5 && A6.done_ok + A6.done_err >= 5;
+}
+
+static void phase_thread_lifecycle(void) {
+        RoceDev *da = NULL, *db = NULL;
+        uint8_t m[MSG_LEN] = { 0 };
+        int r;
+
+        CHECK(roce_dev_set_cq_poll(NULL, true, 0) == -EINVAL, "set_cq_poll(NULL)");
+        CHECK(roce_dev_set_cq_poll(A.dev, true, ROCE_CQ_SPIN_MAX_USEC + 1) == -EINVAL, "spin over the maximum");
+        r = roce_dev_open(event, roce_dev_name(A.dev), 1, &da);
+        CHECK(r == 0, "open %s again: %s", roce_dev_name(A.dev), strerror(-r));
+        r = roce_dev_open(event, roce_dev_name(B.dev), 1, &db);
+        CHECK(r == 0, "open %s again: %s", roce_dev_name(B.dev), strerror(-r));
+        if (!da || !db)
+                goto out;
+        set_mode(da, false);
+        set_mode(db, true);
+        CHECK(!roce_dev_cq_poll_running(da) && !roce_dev_cq_poll_running(db), "a thread before any link");
+        A5.mode = B5.mode = A6.mode = B6.mode = MODE_OTHER;
+        r = roce_link_new(da, A.gid_index, 0, &ops, &A5, &A5.link);
+        CHECK(r == 0, "link g: %s", strerror(-r));
+        r = roce_link_new(db, B.gid_index, 0, &ops, &B5, &B5.link);
+        CHECK(r == 0, "link h: %s", strerror(-r));
+        CHECK(roce_dev_cq_poll_running(da) && roce_dev_cq_poll_running(db), "threads with the first links");
+        if (!A5.link || !B5.link || connect_links(A5.link, B5.link) < 0) {
+                CHECK(false, "link pair g-h");
+                goto out;
+        }
+        /* h, the only polled link of db, is freed from inside its recv callback: the
+         * thread goes once the wake handler is back out of it */
+        B5.free_in_recv = true;
+        for (int i = 0; i < 4; i++)
+                if (roce_link_send(A5.link, m, MSG_LEN, (uint64_t) i, false, NULL) == 0)
+                        A5.sent++;
+        CHECK(run_until(b5_freed, 30000), "h: no recv");
+        run_for(100);
+        CHECK(B5.recvs == 1 && B5.callbacks_after_free == 0, "h: %u recvs, %u callbacks after the free", B5.recvs,
+              B5.callbacks_after_free);
+        CHECK(!roce_dev_cq_poll_running(db), "db's thread after its last polled link was freed in a callback");
+        CHECK(roce_dev_cq_poll_running(da), "da's thread (g still there)");
+
+        /* a new polled link on db starts a thread again; on da an event link next to g */
+        r = roce_dev_set_cq_poll(da, false, 0);
+        CHECK(r == 0, "da to event mode: %s", strerror(-r));
+        r = roce_link_new(da, A.gid_index, 0, &ops, &A6, &A6.link);
+        CHECK(r == 0, "link i: %s", strerror(-r));
+        r = roce_link_new(db, B.gid_index, 0, &ops, &B6, &B6.link);
+        CHECK(r == 0, "link j: %s", strerror(-r));
+        CHECK(roce_dev_cq_poll_running(db), "db's thread restarted");
+        if (!A6.link || !B6.link || connect_links(A6.link, B6.link) < 0) {
+                CHECK(false, "link pair i-j");
+                goto out;
+        }
+        for (int i = 0; i < 5; i++)
+                if (roce_link_send(A6.link, m, MSG_LEN, (uint64_t) i, i & 1, NULL) == 0)
+                        A6.sent++;
+        CHECK(run_until(pair6_done, 30000), "i -> j: %u received, %u send_done", B6.recvs, A6.done_ok + A6.done_err);
+        CHECK(A6.done_ok == 5 && A6.done_err == 0 && A6.done_order_bad == 0 && B6.recvs == 5,
+              "i -> j: %u ok %u err, %u received", A6.done_ok, A6.done_err, B6.recvs);
+        /* g (polled, its peer gone) freed from outside: da's thread goes, i (event) stays */
+        A5.link = roce_link_free(A5.link);
+        CHECK(!roce_dev_cq_poll_running(da), "da's thread after g was freed");
+        B6.link = roce_link_free(B6.link);
+        CHECK(!roce_dev_cq_poll_running(db), "db's thread after j was freed");
+        printf("ok - polling thread: started with the first polled link, joined when the last one is freed (also "
+               "from inside its recv callback), restarted; an event link beside a polled one on one device "
+               "(%u SENDs from event to thread mode)\n", B6.recvs);
+out:
+        A5.link = roce_link_free(A5.link);
+        A6.link = roce_link_free(A6.link);
+        B6.link = roce_link_free(B6.link);
+        if (!B5.freed)
+                B5.link = roce_link_free(B5.link);
+        da = roce_dev_close(da);
+        db = roce_dev_close(db);
+}
+
+/* ---- phase (event runs): SEND ping-pong latency, event vs thread mode ---- */
+
+#define PP_ROUNDS 500
+#define PP_WARMUP 50
+
+static Side PA = { .name = "pa" }, PB = { .name = "pb" };
+
+static bool pp_done(void) {
+        return PA.recvs >= PA.pp_target || PA.pp_err || PB.pp_err;
+}
+
+/* Round trips of one 44-byte SEND each way over a fresh link pair, A's CQ served as
+ * @a_thread / @a_spin say, B's as @b_thread / @b_spin. Returns microseconds per round
+ * trip, or -1. */
+static double pingpong(bool a_thread, uint32_t a_spin, bool b_thread, uint32_t b_spin) {
+        uint8_t m[MSG_LEN] = { 'P' };
+        double usec = -1;
+        uint64_t t0;
+        int r;
+
+        if (roce_dev_set_cq_poll(A.dev, a_thread, a_spin) < 0 || roce_dev_set_cq_poll(B.dev, b_thread, b_spin) < 0)
+                return -1;
+        for (Side *s = &PA; s; s = s == &PA ? &PB : NULL) {
+                const char *name = s->name;
+
+                *s = (Side) { .name = name, .mode = MODE_PINGPONG, .pp_client = s == &PA };
+        }
+        r = roce_link_new(A.dev, A.gid_index, 64, &ops, &PA, &PA.link);
+        if (r == 0)
+                r = roce_link_new(B.dev, B.gid_index, 64, &ops, &PB, &PB.link);
+        if (r < 0 || connect_links(PA.link, PB.link) < 0)
+                goto out;
+        for (int pass = 0; pass < 2; pass++) {
+                unsigned rounds = pass == 0 ? PP_WARMUP : PP_ROUNDS;
+
+                PA.recvs = 0;
+                PA.pp_target = rounds;
+                t0 = now_usec();
+                if (roce_link_send(PA.link, m, MSG_LEN, PA.sent, true, NULL) < 0)
+                        goto out;
+                PA.sent++;
+                if (!run_until(pp_done, 120000) || PA.pp_err || PB.pp_err) {
+                        usec = -1;
+                        goto out;
+                }
+                usec = (double) (now_usec() - t0) / rounds;
+        }
+        run_for(20); /* the last send_done */
+out:
+        PA.link = roce_link_free(PA.link);
+        PB.link = roce_link_free(PB.link);
+        (void) roce_dev_set_cq_poll(A.dev, false, ROCE_CQ_SPIN_USEC);
+        (void) roce_dev_set_cq_poll(B.dev, false, ROCE_CQ_SPIN_USEC);
+        return usec;
+}
+
+static void phase_latency(void) {
+        static const struct {
+                const char *name;
+                bool a_thread;
+                uint32_t a_spin;
+                bool b_thread;
+                uint32_t b_spin;
+        } modes[] = {
+                { "event", false, 0, false, 0 },
+                { "thread spin 50us both ends", true, ROCE_CQ_SPIN_USEC, true, ROCE_CQ_SPIN_USEC },
+                { "thread spin 50us one end", true, ROCE_CQ_SPIN_USEC, false, 0 },
+                { "thread spin 0 both ends", true, 0, true, 0 },
+        };
+#define N_MODES (sizeof(modes) / sizeof(modes[0]))
+        double best[N_MODES] = {};
+
+        /* two rounds, the modes interleaved; the better of each */
+        for (int round = 0; round < 2; round++)
+                for (size_t i = 0; i < N_MODES; i++) {
+                        double u = pingpong(modes[i].a_thread, modes[i].a_spin, modes[i].b_thread, modes[i].b_spin);
+
+                        CHECK(u > 0, "ping-pong in %s mode failed", modes[i].name);
+                        printf("# ping-pong %s: %.1f us per round trip (%d round trips)\n", modes[i].name, u,
+                               PP_ROUNDS);
+                        if (u > 0 && (best[i] == 0 || u < best[i]))
+                                best[i] = u;
+                }
+        CHECK(!roce_dev_cq_poll_running(A.dev) && !roce_dev_cq_poll_running(B.dev), "threads left after ping-pong");
+        printf("ok - SEND ping-pong latency, better of 2 x %d round trips (only the ratios mean something under TCG):",
+               PP_ROUNDS);
+        for (size_t i = 0; i < N_MODES; i++)
+                printf("%s %s %.1f us (%.2f x event)", i ? "," : "", modes[i].name, best[i],
+                       best[0] > 0 ? best[i] / best[0] : 0);
+        printf("\n");
+#undef N_MODES
+}
+
 /* ---- misc checks before the links run ---- */
 
 static void phase_misc(void) {
@@ -806,6 +1020,7 @@ static void phase_misc(void) {
         r = roce_dev_open(event, roce_dev_name(A.dev), 1, &d);
         CHECK(r == 0, "second open of %s: %s", roce_dev_name(A.dev), strerror(-r));
         if (d) {
+                set_mode(d, false);
                 r = roce_link_new(d, A.gid_index, 0, &ops, &A, &l);
                 CHECK(r == 0, "link on the second open: %s", strerror(-r));
                 d = roce_dev_close(d);
@@ -816,7 +1031,7 @@ static void phase_misc(void) {
 int main(int argc, char **argv) {
         const char *dev_a = argc > 4 ? argv[1] : "rxe0", *ip_a = argc > 4 ? argv[2] : "10.77.0.1";
         const char *dev_b = argc > 4 ? argv[3] : "rxe1", *ip_b = argc > 4 ? argv[4] : "10.77.0.2";
-        const char *seed = getenv("SMCD_TEST_SEED");
+        const char *seed = getenv("SMCD_TEST_SEED"), *mode = getenv("SMCD_TEST_CQ_POLL");
         uint64_t t0 = now_usec();
         uint8_t m[MSG_LEN + 8] = { 0 };
         int r;
@@ -824,7 +1039,10 @@ int main(int argc, char **argv) {
         rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t) time(NULL) ^ ((uint64_t) getpid() << 32);
         if (rng_state == 0)
                 rng_state = 1;
-        printf("# seed %llu\n", (unsigned long long) rng_state);
+        if (mode && strcmp(mode, "thread") != 0 && strcmp(mode, "event") != 0)
+                return fprintf(stderr, "SMCD_TEST_CQ_POLL=%s: expected event or thread\n", mode), 2;
+        cq_thread = mode && strcmp(mode, "thread") == 0;
+        printf("# seed %llu, CQs served in %s mode\n", (unsigned long long) rng_state, cq_thread ? "thread" : "event");
         setvbuf(stdout, NULL, _IOLBF, 0);
         r = sd_event_default(&event);
         if (r < 0)
@@ -852,7 +1070,7 @@ int main(int argc, char **argv) {
         CHECK(r == 0, "connect: %s", strerror(-r));
         if (r < 0)
                 goto out;
-        CHECK(roce_link_send(A.link, m, ROCE_SEND_SLOT_LEN + 1, 1, false, NULL) == -EINVAL, "49-byte send");
+        CHECK(roce_link_send(A.link, m, ROCE_SEND_BIG_LEN + 1, 1, false, NULL) == -EINVAL, "8193-byte send");
         CHECK(roce_link_rtr(A.link, 1, 1, B.gid, 3) == -EINVAL, "RTR twice");
         printf("ok - links connected (RTR with hop limit 1, RTS)\n");
 
@@ -862,6 +1080,10 @@ int main(int argc, char **argv) {
         phase_free_in_callback();
         phase_dev_close_in_callback();
         phase_error();
+        if (cq_thread)
+                phase_thread_lifecycle();
+        else
+                phase_latency();
 out:
         A.link = roce_link_free(A.link);
         B.link = roce_link_free(B.link);
@@ -871,6 +1093,8 @@ out:
                 ibv_dereg_mr(W.rmb_mr);
         for (unsigned i = 0; i < N_CHUNKS; i++)
                 free(W.chunks[i].data);
+        CHECK(!roce_dev_cq_poll_running(A.dev) && !roce_dev_cq_poll_running(B.dev),
+              "polling threads after all links were freed");
         if (W.src)
                 munmap(W.src, SRC_LEN);
         if (W.rmb)

@@ -7,9 +7,16 @@
 # connections in parallel (more than one link group), inline on and off (the inline CDC
 # counter moves only with on), a plain TCP server reached without SMC (no CLC byte),
 # a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
+# Two links per group (a second veth pair, rxe2/rxe3 on 10.78.0.x): the server adds
+# the second link (ADD LINK), connections spread over both; the second path's netdev
+# set down mid-transfer moves its connections to the first link with every byte
+# intact (failover), and the link is added again when the netdev is back.
 # Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
 # Args: SMCD SMCR_XFER RUN_VM [LIBSMCRUN SMCRUN]. Skips (77) without qemu / kernel / rdma
-# tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC. SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,linkdown picks cases.
+# tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC.
+# SMC_DEBUG=1: the client library's fallback / error decisions (libsmcproto(3)) go to
+# the smcr-xfer outputs (cli.PORT, srv.PORT).
+# SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,cqpoll,linkdown,failover picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -25,6 +32,7 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         exec "$runvm" "${keep[@]}" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
                 --env SMCR_TESTS="${SMCR_TESTS:-all}" --env SMCD_SMCR_TRACE="${SMCD_SMCR_TRACE:-}" \
+                --env SMC_DEBUG="${SMC_DEBUG:-}" \
                 "$0" "$(realpath "$smcd")" "$(realpath "$xfer")" "${lib:+$(realpath "$lib")}" "${run:+$(realpath "$run")}"
 fi
 
@@ -52,9 +60,9 @@ t0=$(now)
 # socket, the doorbell end, the idle TCP socket), more while they are set up
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 echo "# descriptors per process: $(ulimit -n)"
-vars=$(sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; exit 1; }
+vars=$(RXE_PAIR_LINKS=2 sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; exit 1; }
 eval "$vars"
-ok "rxe pair: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP) in $(since "$t0")"
+ok "rxe pairs: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP), $RXE_A2_DEV ($RXE_A2_IP) <-> $RXE_B2_DEV ($RXE_B2_IP) in $(since "$t0")"
 
 # the SMC TCP option program attaches to the cgroup v2 root
 if ! grep -q " cgroup2 " /proc/mounts; then
@@ -84,6 +92,22 @@ B() { SMCD_RUNTIME_DIR=$tmp/b "$@"; }
 stat_of() { # NAME KEY: a counter of the SMC-R section of stats.json
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("smcr",{}).get(sys.argv[2],0))' \
                 "$tmp/$1/stats.json" "$2" 2>/dev/null || echo 0
+}
+
+# `ip link set X down` flushes the routes and (permanent) neighbour entries through X:
+# put back what rxe-pair-setup.sh made for host A's side of path 1 or 2 (TABLE DEV SRC DST)
+restore_path() {
+        ip route replace "$4" dev "$2" src "$3" table "$1"
+        ip neigh replace "$4" lladdr "$(cat /sys/class/net/"$5"/address)" dev "$2" nud permanent
+}
+wait_port() { # DEV: ACTIVE again (10 s at most)
+        local st
+        for _ in $(seq 100); do
+                read -r st _ <"/sys/class/infiniband/$1/ports/1/state" 2>/dev/null
+                [ "${st%:}" = 4 ] && return 0
+                sleep 0.1
+        done
+        return 1
 }
 
 port=5000
@@ -288,6 +312,23 @@ if want inline; then
         start_smcd a "$RXE_A_DEV"
         start_smcd b "$RXE_B_DEV"
 fi
+if want cqpoll; then
+        # cq_poll=thread: the completions come through each device's polling thread
+        stop_smcd a
+        stop_smcd b
+        if start_smcd a "$RXE_A_DEV" --cq-poll thread && start_smcd b "$RXE_B_DEV" --cq-poll thread; then
+                run_xfer "cq_poll=thread transfer" 1,65536,1048576,16777216 2 4
+                threads=$(cat /proc/"$pid_a"/task/*/comm /proc/"$pid_b"/task/*/comm 2>/dev/null | grep -c '^cq-rxe')
+                [ "$threads" = 2 ] && ok "cq_poll=thread: a polling thread per device in each smcd" ||
+                        nok "cq_poll=thread: $threads polling threads (want 2)"
+        else
+                nok "restart with cq_poll=thread"
+        fi
+        stop_smcd a
+        stop_smcd b
+        start_smcd a "$RXE_A_DEV"
+        start_smcd b "$RXE_B_DEV"
+fi
 if want linkdown; then
         port=$((port + 1))
         SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 1 >"$tmp/lsrv.out" 2>&1 &
@@ -305,6 +346,62 @@ if want linkdown; then
                 kill $lc $ls 2>/dev/null
         fi
         ip link set "$RXE_A_NETDEV" up
+        restore_path 7701 "$RXE_A_NETDEV" "$RXE_A_IP" "$RXE_B_IP" "$RXE_B_NETDEV"
+        wait_port "$RXE_A_DEV" || nok "$RXE_A_DEV not ACTIVE again"
+fi
+if want failover; then
+        # both hosts with two devices: the server (B) adds a second link on rxe3 <-> rxe2
+        stop_smcd a
+        stop_smcd b
+        start_smcd a "$RXE_A_DEV" --roce-dev "$RXE_A2_DEV" && start_smcd b "$RXE_B_DEV" --roce-dev "$RXE_B2_DEV" ||
+                nok "smcd with two devices"
+        run_xfer "first contact with two devices" 1000,1000 1 2
+        added=0
+        for _ in $(seq 100); do
+                kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
+                sleep 0.2
+                [ "$(stat_of a links_added)" = 1 ] && [ "$(stat_of b links_added)" = 1 ] && { added=1; break; }
+        done
+        [ $added = 1 ] && ok "ADD LINK: the second link is up on both sides" ||
+                { nok "ADD LINK: links_added A $(stat_of a links_added) B $(stat_of b links_added)"; grep -i "link" "$tmp/a.log" "$tmp/b.log" | tail -20; }
+        # 4 connections at once over the two links; the second path goes down mid-transfer
+        port=$((port + 1))
+        t=$(now)
+        SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 4 >"$tmp/fsrv.out" 2>&1 &
+        fs=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/fsrv.out" && break; sleep 0.1; done
+        SMCD_RUNTIME_DIR=$tmp/a SMCR_XFER_MODE=SMCR SMCR_XFER_TOGETHER=1 timeout 600 "$xfer" client "$RXE_B_IP" $port                 16777216,16777216,16777216,16777216 4 >"$tmp/fcli.out" 2>&1 &
+        fc=$!
+        sleep 4
+        ip link set "$RXE_A2_NETDEV" down
+        if wait $fc && timeout 120 tail --pid=$fs -f /dev/null && wait $fs; then
+                kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
+                sleep 1
+                fa=$(stat_of a failovers) fb=$(stat_of b failovers)
+                if [ "$fa" -ge 1 ] && [ "$fb" -ge 1 ]; then
+                        ok "failover: $(grep -c '^ok client' "$tmp/fcli.out") + $(grep -c '^ok server' "$tmp/fsrv.out") checked 16 MiB transfers intact while $RXE_A2_NETDEV went down (connections moved: A $fa, B $fb), $(since "$t")"
+                else
+                        nok "failover: transfers ok but no connection moved (A $fa, B $fb): did they all use link 1?"
+                fi
+        else
+                nok "failover: a transfer failed when $RXE_A2_NETDEV went down"
+                grep -v '^ok' "$tmp/fcli.out" | head -5
+                grep -v '^ok' "$tmp/fsrv.out" | head -5
+                kill $fs 2>/dev/null
+                grep -iE "link|warn|fail" "$tmp/a.log" | tail -15
+                grep -iE "link|warn|fail" "$tmp/b.log" | tail -15
+        fi
+        ip link set "$RXE_A2_NETDEV" up
+        restore_path 7801 "$RXE_A2_NETDEV" "$RXE_A2_IP" "$RXE_B2_IP" "$RXE_B2_NETDEV"
+        added=0
+        for _ in $(seq 150); do
+                kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
+                sleep 0.2
+                [ "$(stat_of a links_added)" = 2 ] && [ "$(stat_of b links_added)" = 2 ] && { added=1; break; }
+        done
+        [ $added = 1 ] && ok "the link is added again once $RXE_A2_NETDEV is up" ||
+                nok "no second link after $RXE_A2_NETDEV came up: links_added A $(stat_of a links_added) B $(stat_of b links_added)"
+        run_xfer "transfers over the re-added link" 1000000,1000000,1000000,1000000 4 4
 fi
 
 stop_smcd a

@@ -167,7 +167,7 @@ static void test_json_layout(void) {
         }
         {
                 static const char *const smcr_keys[] = { "cdc_sends", "llc_sends", "rdma_writes", "link_groups",
-                                                         "link_groups_total", "links_failed", "handshakes_ok",
+                                                         "link_groups_total", "links_failed", "links_added", "failovers", "handshakes_ok",
                                                          "handshakes_declined", "handshakes_failed", "decline_sent",
                                                          "decline_rcvd" };
 

@@ -197,7 +197,7 @@ for b in blocks:
         assert head == ["MODE", "SMC-D", "SMC-R", "TCP"], head
         tcp = {"conns_client": str(s["fallback"]["client"]), "conns_server": str(s["fallback"]["server"])}
         keys = [r[0] for r in rows]
-        smcr_own = ["cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed", "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd"]  # the SMCR table's
+        smcr_own = ["cdc_sends", "llc_sends", "rdma_writes", "link_groups", "link_groups_total", "links_failed", "links_added", "failovers", "handshakes_ok", "handshakes_declined", "handshakes_failed", "decline_sent", "decline_rcvd"]  # the SMCR table's
         assert keys == [k for k in s["smcr"] if k not in smcr_own], (keys, list(s["smcr"]))
         for r in rows:
             assert r[1:] == [str(s["smcd"][r[0]]), str(s["smcr"][r[0]]), tcp.get(r[0], "-")], r

@@ -65,8 +65,8 @@ static void bad(const char *key, const char *value, const char *msg) {
 
 static void test_keys(void) {
         static const char *const want[] = {
-                "autocork_size", "buf_clear", "busy_poll", "inline", "max_buf_per_uid", "max_clients_per_uid",
-                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "rmem", "sndbuf",
+                "autocork_size", "buf_clear", "busy_poll", "cq_poll", "inline", "max_buf_per_uid", "max_clients_per_uid",
+                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr", "rmem", "sndbuf",
                 "test_link_time",
         };
         size_t n = sizeof(want) / sizeof(want[0]);
@@ -87,9 +87,9 @@ static void test_keys(void) {
 static void test_defaults(void) {
         static const struct { const char *key, *value; } want[] = {
                 { "autocork_size", "65536" }, { "buf_clear", "release" }, { "busy_poll", "50" },
-                { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
+                { "cq_poll", "event" }, { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
                 { "max_conns_per_lgr", "255" }, { "max_conns_per_uid", "0" }, { "max_handshakes_per_uid", "0" },
-                { "rmem", "65536" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
+                { "max_links_per_lgr", "2" }, { "rmem", "65536" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
         };
         ManagerConfig cfg;
         json_object *o, *v;
@@ -142,6 +142,10 @@ static void test_values(void) {
         good("inline", "on", "on");
         good("inline", "off", "off");
         bad("inline", "maybe", "inline: expected auto, on or off, not \"maybe\"");
+        good("cq_poll", "event", "event");
+        good("cq_poll", "thread", "thread");
+        bad("cq_poll", "poll", "cq_poll: expected event or thread, not \"poll\"");
+        bad("cq_poll", "Thread", "cq_poll: expected event or thread");
 
         good("max_buf_per_uid", "0", "0");
         good("max_buf_per_uid", "64M", "67108864");
@@ -207,7 +211,7 @@ static void test_values(void) {
                 bad(tunable_key(i), "garbage", want);
         }
 
-        bad("bogus", "1", "unknown tunable \"bogus\" (known: autocork_size, buf_clear, busy_poll, inline,");
+        bad("bogus", "1", "unknown tunable \"bogus\" (known: autocork_size, buf_clear, busy_poll, cq_poll, inline,");
         bad(NULL, "1", "unknown tunable \"\"");
         bad("RMEM", "64K", "unknown tunable \"RMEM\"");
 

@@ -278,7 +278,7 @@ fi
 python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t) == 12 and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
+assert len(t) == 14 and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
    and t["max_handshakes_per_uid"] == "1000" and t["max_conns_per_lgr"] == "16" and t["test_link_time"] == "0", t' \
         "$state" 2>"$tmp/err" && ok "state file holds the new tunables: $(tr -d ' \n' <"$state")" \
         || nok "state file: $(cat "$tmp/err")"
