@@ -14,6 +14,7 @@
 
 #include "ctl-client.h"
 #include "ctl-proto.h"
+#include "debug.h"
 #include "sys.h"
 
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,22 +27,28 @@ static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 
 /* Concurrent requests (an SMCR handshake takes network round trips, and other threads
- * must not wait for it): the lock is held to send, not to wait. One waiter at a time
- * reads the socket (ctl_reading) with the lock dropped; a reply for another request is
- * parked here for its owner, and ctl_cond wakes the waiters after every read. */
-#define CTL_PARKED 256 /* replies of other threads waiting for their owner */
+ * must not wait for it): the lock is held to send, not to wait. Every thread waiting
+ * for a reply is on ctl_waiters (registered under the lock it sent with, so before
+ * its reply can be read). One waiter at a time reads the socket (ctl_reading) with
+ * the lock dropped, and hands each message to the waiter of its seq, straight into
+ * that waiter's buffers; a message nobody waits for (the ERROR answer to a
+ * fire-and-forget CLOSE, a reply that came after its waiter timed out) is discarded
+ * with its fds. ctl_cond wakes the waiters after every read, and when a HELLO ends.
+ * No table to fill up: any number of threads may wait, none loses its reply. */
+struct waiter {
+        uint32_t seq;
+        bool done;                 /* the reply is in *reply, n fds in fds[] */
+        int n;
+        union smc_ctl_msg *reply;
+        int *fds;
+        struct waiter *next;
+};
 static pthread_cond_t ctl_cond = PTHREAD_COND_INITIALIZER;
+static struct waiter *ctl_waiters;
 static bool ctl_reading;     /* a thread is in recvmsg on ctl_fd without the lock */
 static int ctl_zombie = -1;  /* ctl_fd dropped while being read: the reader closes it */
 static unsigned ctl_conn_gen; /* bumped by every drop: a reply read from an older
                                * connection belongs to nobody */
-static struct parked {
-        bool used;
-        uint32_t seq;
-        int n;
-        int fds[SMC_CTL_MAX_FDS];
-        union smc_ctl_msg msg;
-} ctl_parked[CTL_PARKED];
 
 static uint64_t now_ms(void) {
         struct timespec ts;
@@ -67,13 +74,38 @@ static void drop_locked(void) {
         }
         ctl_fd = -1;
         ctl_version = 0;
-        ctl_conn_gen++;
-        for (int i = 0; i < CTL_PARKED; i++)
-                if (ctl_parked[i].used) {
-                        close_fds(ctl_parked[i].fds, ctl_parked[i].n);
-                        ctl_parked[i].used = false;
-                }
+        ctl_conn_gen++; /* the waiters not served yet give up (-ENOTCONN) */
         pthread_cond_broadcast(&ctl_cond);
+}
+
+/* Sleep on ctl_cond (ctl_lock held) until woken or @deadline (CLOCK_MONOTONIC ms). */
+static void cond_wait_until(uint64_t deadline) {
+        struct timespec ts;
+        uint64_t now = now_ms(), left = deadline > now ? deadline - now : 0;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t) (left / 1000);
+        ts.tv_nsec += (long) (left % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        (void) pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+}
+
+/* Hand the message @m with @n fds (read from the current connection) to the thread
+ * waiting for its seq, or discard it. ctl_lock held. */
+static void deliver_locked(const union smc_ctl_msg *m, int *fds, int n) {
+        for (struct waiter *w = ctl_waiters; w; w = w->next)
+                if (w->seq == m->hdr.seq && !w->done) {
+                        *w->reply = *m;
+                        memcpy(w->fds, fds, sizeof(int) * (size_t) n);
+                        w->n = n;
+                        w->done = true;
+                        return;
+                }
+        smc_debug("ctl: message type %u seq %u that nobody waits for: discarded", m->hdr.type, m->hdr.seq);
+        close_fds(fds, n);
 }
 
 static uint32_t next_seq_locked(void) {
@@ -82,39 +114,38 @@ static uint32_t next_seq_locked(void) {
         return ctl_seq;
 }
 
-/* Wait for the message with @seq (ctl_lock held; dropped while reading). Returns
- * nfds or -errno; breaks the connection on EOF or a message that does not decode. */
+/* Wait for the message with @seq (ctl_lock held; dropped while waiting and reading).
+ * Returns nfds (the reply in @reply, the fds in @fds, owned by the caller) or -errno:
+ * -ETIMEDOUT after @timeout_ms, -ENOTCONN if the connection was dropped meanwhile
+ * (the reader drops it on EOF or a message that does not decode). */
 static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, unsigned timeout_ms) {
         uint64_t deadline = now_ms() + timeout_ms;
         unsigned gen = ctl_conn_gen;
+        struct waiter w = { .seq = seq, .reply = reply, .fds = fds, .next = ctl_waiters }, **pp;
+        int r;
 
+        ctl_waiters = &w;
         for (;;) {
-                int r, fd;
+                union smc_ctl_msg m;
+                int mfds[SMC_CTL_MAX_FDS];
+                int fd;
 
-                for (int i = 0; i < CTL_PARKED; i++)
-                        if (ctl_parked[i].used && ctl_parked[i].seq == seq) {
-                                *reply = ctl_parked[i].msg;
-                                memcpy(fds, ctl_parked[i].fds, sizeof(int) * (size_t) ctl_parked[i].n);
-                                ctl_parked[i].used = false;
-                                return ctl_parked[i].n;
-                        }
-                if (ctl_fd < 0 || gen != ctl_conn_gen)
-                        return -ENOTCONN; /* dropped by another thread: our reply is lost */
-                if (now_ms() >= deadline)
-                        return -ETIMEDOUT;
+                if (w.done) {
+                        r = w.n;
+                        break;
+                }
+                if (ctl_fd < 0 || gen != ctl_conn_gen) {
+                        smc_debug("ctl: seq %u: the control connection was dropped meanwhile: ENOTCONN", seq);
+                        r = -ENOTCONN; /* dropped: our reply is lost */
+                        break;
+                }
+                if (now_ms() >= deadline) {
+                        smc_debug("ctl: seq %u: no reply within %u ms: ETIMEDOUT", seq, timeout_ms);
+                        r = -ETIMEDOUT;
+                        break;
+                }
                 if (ctl_reading) {
-                        struct timespec ts;
-                        uint64_t until = deadline;
-
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        until = until - now_ms(); /* ms from now */
-                        ts.tv_sec += (time_t) (until / 1000);
-                        ts.tv_nsec += (long) (until % 1000) * 1000000L;
-                        if (ts.tv_nsec >= 1000000000L) {
-                                ts.tv_sec++;
-                                ts.tv_nsec -= 1000000000L;
-                        }
-                        (void) pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+                        cond_wait_until(deadline);
                         continue;
                 }
                 /* blocking, bounded by SO_RCVTIMEO (set at connect): one syscall.
@@ -123,49 +154,42 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                 ctl_reading = true;
                 fd = ctl_fd;
                 pthread_mutex_unlock(&ctl_lock);
-                r = smc_ctl_recv(fd, reply, fds, SMC_CTL_TO_CLIENT, 0);
+                r = smc_ctl_recv(fd, &m, mfds, SMC_CTL_TO_CLIENT, 0);
                 pthread_mutex_lock(&ctl_lock);
                 ctl_reading = false;
                 pthread_cond_broadcast(&ctl_cond);
                 if (ctl_zombie == fd) {
-                        /* dropped while we read: ours to close */
+                        /* dropped while we read: ours to close (the loop then ends
+                         * with -ENOTCONN) */
+                        smc_debug("ctl: seq %u: the control connection was dropped while read", seq);
                         if (r > 0)
-                                close_fds(fds, r);
+                                close_fds(mfds, r);
                         sys_close(fd);
                         ctl_zombie = -1;
-                        return -ENOTCONN;
+                        continue;
                 }
                 if (r == -EAGAIN || r == -EINTR)
                         continue;
-                if (r >= 0 && ctl_version && reply->hdr.version != ctl_version) {
-                        close_fds(fds, r);
+                if (r >= 0 && ctl_version && m.hdr.version != ctl_version) {
+                        close_fds(mfds, r);
                         r = -EPROTONOSUPPORT; /* not the version we agreed on */
                 }
                 if (r < 0) {
                         /* EOF, or smcd sent something we cannot parse: the stream of
                          * replies can no longer be trusted. */
+                        smc_debug("ctl: seq %u: reading a reply failed: %s: dropping the control connection", seq,
+                                  strerror(-r));
                         drop_locked();
-                        return -ENOTCONN;
+                        continue;
                 }
-                if (reply->hdr.seq == seq)
-                        return r;
-                /* another thread's reply: park it for its owner (a reply nobody waits
-                 * for any more, e.g. after a timeout, is dropped when the slots run out) */
-                {
-                        int slot = -1;
-
-                        for (int i = 0; i < CTL_PARKED && slot < 0; i++)
-                                if (!ctl_parked[i].used)
-                                        slot = i;
-                        if (slot < 0) {
-                                slot = (int) (reply->hdr.seq % CTL_PARKED);
-                                close_fds(ctl_parked[slot].fds, ctl_parked[slot].n);
-                        }
-                        ctl_parked[slot] = (struct parked) { .used = true, .seq = reply->hdr.seq, .n = r };
-                        ctl_parked[slot].msg = *reply;
-                        memcpy(ctl_parked[slot].fds, fds, sizeof(int) * (size_t) r);
-                }
+                deliver_locked(&m, mfds, r);
         }
+        for (pp = &ctl_waiters; *pp; pp = &(*pp)->next)
+                if (*pp == &w) {
+                        *pp = w.next;
+                        break;
+                }
+        return r;
 }
 
 static int connect_locked(void) {
@@ -191,6 +215,7 @@ static int connect_locked(void) {
         }
         ctl_gen = fork_gen;
         if (sys_connect(ctl_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                smc_debug("ctl: connecting to %s failed: %m", sa.sun_path);
                 drop_locked();
                 return -ENOTCONN;
         }
@@ -213,21 +238,51 @@ static int connect_locked(void) {
                 close_fds(fds, r);
         if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
             reply.hello_reply.version > SMC_CTL_VERSION || reply.hello_reply.version != reply.hdr.version) {
+                smc_debug("ctl: HELLO failed (%s, reply type %u): no control connection", r < 0 ? strerror(-r) : "ok",
+                          r < 0 ? 0 : reply.hdr.type);
                 drop_locked();
                 return -ENOTCONN;
         }
         ctl_version = (uint16_t) reply.hello_reply.version;
+        pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
 }
 
+/* An established control connection (HELLO done), connecting if there is none.
+ * ctl_lock held (dropped while waiting). Returns 0 or -ENOTCONN. */
 static int ensure_locked(void) {
-        if (ctl_fd >= 0 && ctl_gen != fork_gen) {
-                /* forked: the inherited socket is the parent's; ours is new */
-                drop_locked();
+        uint64_t deadline = 0;
+        unsigned gen = 0;
+
+        for (;;) {
+                if (ctl_fd >= 0 && ctl_gen != fork_gen) {
+                        /* forked: the inherited socket is the parent's; ours is new */
+                        drop_locked();
+                }
+                if (ctl_fd < 0) {
+                        if (deadline && gen != ctl_conn_gen) {
+                                /* the HELLO we waited for failed: so would ours */
+                                smc_debug("ctl: another thread's HELLO failed: ENOTCONN");
+                                return -ENOTCONN;
+                        }
+                        return connect_locked();
+                }
+                if (ctl_version)
+                        return 0;
+                /* Another thread's HELLO is under way: connect_locked() waits for its
+                 * reply with the lock dropped. No request may go out before it is
+                 * answered (the version is not known yet, and smcd wants HELLO first):
+                 * wait for its outcome. */
+                if (!deadline) {
+                        deadline = now_ms() + SMC_CTL_CLIENT_TIMEOUT_MS;
+                        gen = ctl_conn_gen;
+                } else if (now_ms() >= deadline) {
+                        smc_debug("ctl: another thread's HELLO unanswered for %u ms: ENOTCONN",
+                                  SMC_CTL_CLIENT_TIMEOUT_MS);
+                        return -ENOTCONN;
+                }
+                cond_wait_until(deadline);
         }
-        if (ctl_fd >= 0)
-                return 0;
-        return connect_locked();
 }
 
 int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
@@ -257,6 +312,8 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 nfds = (size_t) r;
         r = smc_ctl_send(ctl_fd, req, fds, nfds, 0);
         if (r < 0) {
+                smc_debug("ctl: sending request type %u seq %u failed: %s: dropping the control connection",
+                          req->hdr.type, req->hdr.seq, strerror(-r));
                 drop_locked();
                 r = -ENOTCONN;
                 goto out;
@@ -339,14 +396,14 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
         fork_gen++;
-        /* no other thread exists here: nobody reads, nobody waits for the parked
-         * replies (the descriptors are the parent's copies: ours to close) */
+        /* no other thread exists here: nobody reads, nobody waits. The waiters were
+         * the parent's threads (their stacks are still mapped here): the descriptors
+         * handed to them are copies, ours to close. */
         ctl_reading = false;
-        for (int i = 0; i < CTL_PARKED; i++)
-                if (ctl_parked[i].used) {
-                        close_fds(ctl_parked[i].fds, ctl_parked[i].n);
-                        ctl_parked[i].used = false;
-                }
+        for (struct waiter *w = ctl_waiters; w; w = w->next)
+                if (w->done)
+                        close_fds(w->fds, w->n);
+        ctl_waiters = NULL;
         if (ctl_zombie >= 0) {
                 sys_close(ctl_zombie);
                 ctl_zombie = -1;

@@ -7,10 +7,12 @@
  * One connection per process, to $SMCD_RUNTIME_DIR/smcd.sock (see ctl-proto.h),
  * opened lazily by the first request and HELLO exchanged (which negotiates the
  * protocol version: ctl-proto.h; every request is re-stamped for it, and a reply
- * of another version breaks the connection). Requests are serialised
- * by a process-wide mutex; the reply is matched by seq (any other message read
- * meanwhile, e.g. the ERROR answer to an earlier fire-and-forget CLOSE, is
- * discarded with its fds). Every reply wait is bounded by SMC_CTL_CLIENT_TIMEOUT_MS.
+ * of another version breaks the connection). Requests of many threads may be under
+ * way at once: a process-wide mutex is held to send, not while waiting; each reply is
+ * handed to the thread waiting for its seq (a message nobody waits for, e.g. the
+ * ERROR answer to an earlier fire-and-forget CLOSE, is discarded with its fds). A
+ * request made while another thread's HELLO is under way waits for that HELLO's
+ * outcome first. Every reply wait is bounded (SMC_CTL_CLIENT_TIMEOUT_MS unless said).
  *
  * When smcd is unreachable, or the connection breaks (EOF, send error, a message
  * that does not decode), the connection is dropped and the request fails with

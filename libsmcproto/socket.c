@@ -36,6 +36,8 @@
  *                        (default: the smaller of 64 KiB and half the peer's buffer).
  *                        The variables are per-process overrides: they win over smcd.
  *   SMCD_RUNTIME_DIR     where smcd.sock is (ctl-proto.h).
+ *   SMC_DEBUG=1          one line to stderr at every fallback or error decision of
+ *                        connect and accept (debug.h). Off by default.
  *
  * Struct lifetime: a closed socket's struct smc_sock goes to a FIFO free list and is
  * reused only after SOCK_FREE_DELAY other closes (type-stable memory): a thread
@@ -56,6 +58,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
@@ -67,6 +70,7 @@
 
 #include "ctl-client.h"
 #include "ctl-proto.h"
+#include "debug.h"
 #include "dmb.h"
 #include "ring.h"
 #include "smc-clc.h"
@@ -108,11 +112,37 @@ static bool parse_u32(const char *s, uint32_t *ret) {
         return true;
 }
 
+bool smcproto_debug_on;
+
+void smcproto_debug_log(const char *fmt, ...) {
+        char line[512];
+        struct timespec ts;
+        va_list ap;
+        int saved = errno, n, k;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        n = snprintf(line, sizeof(line), "libsmcproto[%d.%ld] %llu.%03ld: ", (int) getpid(), (long) syscall(SYS_gettid),
+                     (unsigned long long) ts.tv_sec, ts.tv_nsec / 1000000L);
+        if (n < 0 || (size_t) n >= sizeof(line))
+                n = 0;
+        errno = saved; /* for %m */
+        va_start(ap, fmt);
+        k = vsnprintf(line + n, sizeof(line) - (size_t) n - 1, fmt, ap);
+        va_end(ap);
+        if (k > 0)
+                n += (size_t) k < sizeof(line) - (size_t) n - 1 ? k : (int) (sizeof(line) - (size_t) n - 2);
+        line[n++] = '\n';
+        (void) sys_write(STDERR_FILENO, line, (size_t) n);
+        errno = saved;
+}
+
 static void env_init(void) {
         const char *e;
         uint32_t v;
 
         pthread_atfork(NULL, atfork_count, atfork_count);
+        e = getenv("SMC_DEBUG");
+        smcproto_debug_on = e && e[0] && strcmp(e, "0") != 0;
         e = getenv("SMCPROTO_DISABLE");
         env_disable = e && e[0] && strcmp(e, "0") != 0;
         if (parse_u32(getenv("SMC_BUSY_POLL_US"), &v)) {
@@ -787,8 +817,13 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                 if (r < 0)
                         break;
                 sock_set_state(s, SOCK_LISTEN_TCP);
-                if (!env_disable)
-                        (void) listen_register(s, backlog);
+                if (!env_disable) {
+                        int k = listen_register(s, backlog);
+
+                        if (k < 0)
+                                smc_debug("listen fd %d: registering with smcd failed: %s: plain TCP listener", fd,
+                                          strerror(-k));
+                }
                 r = 0;
         }
         pthread_mutex_unlock(&s->lock);
@@ -838,6 +873,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         if (n == -EAGAIN || n == -EINTR)
                 return -EAGAIN;
         if (n == -ECONNRESET) {
+                smc_debug("accept fd %d: accept channel at EOF (smcd gone): the listener goes on as TCP", l->fd);
                 /* smcd went away: the channel is at EOF forever. Stop watching it, or
                  * the epoll fd would stay readable; the listener goes on as TCP. */
                 pthread_mutex_lock(&l->lock);
@@ -849,20 +885,31 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 pthread_mutex_unlock(&l->lock);
                 return -EAGAIN;
         }
-        if (n < 0)
+        if (n < 0) {
+                smc_debug("accept fd %d: undecodable message on the accept channel: %s: dropped", l->fd, strerror(-n));
                 return -EPROTO;
-        if (m.hdr.type == SMC_CTL_NEW_CONN && m.conn.mode == SMC_CTL_MODE_TCP && n == 1)
+        }
+        if (m.hdr.type == SMC_CTL_NEW_CONN && m.conn.mode == SMC_CTL_MODE_TCP && n == 1) {
+                smc_debug("accept fd %d: NEW_CONN %016llx: SMC-R fell back, TCP, reason 0x%08x", l->fd,
+                          (unsigned long long) m.conn.conn_id, m.conn.fallback_reason);
                 return accept_chan_tcp(l, &m, fds[0], addr, len, flags);
+        }
         if (m.hdr.type != SMC_CTL_NEW_CONN || (m.conn.mode != SMC_CTL_MODE_SMCD && m.conn.mode != SMC_CTL_MODE_SMCR) ||
             n < 2) {
+                smc_debug("accept fd %d: message type %u mode %u with %d fds on the accept channel: dropped", l->fd,
+                          m.hdr.type, m.hdr.type == SMC_CTL_NEW_CONN ? m.conn.mode : 0, n);
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
                 return -EPROTO;
         }
         x = fds[0];
         r = conn_map(&m.conn, fds, n, &rx, &tx);
-        if (r < 0)
+        if (r < 0) {
+                smc_debug("accept fd %d: NEW_CONN %016llx: mapping the buffers %016llx/%016llx failed: %s", l->fd,
+                          (unsigned long long) m.conn.conn_id, (unsigned long long) m.conn.rx.id,
+                          (unsigned long long) m.conn.tx.id, strerror(-r));
                 goto abort;
+        }
         if ((unsigned) x >= FD_MAX) {
                 r = -EMFILE;
                 goto abort;
@@ -906,6 +953,8 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         return x;
 
 abort:
+        smc_debug("accept fd %d: NEW_CONN %016llx aborted: %s", l->fd, (unsigned long long) m.conn.conn_id,
+                  strerror(-r));
         sys_close(fds[0]);
         sys_close(fds[1]);
         ctl_close_conn(m.conn.conn_id, true);
@@ -929,14 +978,23 @@ static int accept_smcr(struct smc_sock *l, int fd) {
         m.smcr.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
         m.smcr.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
         n = smc_ctl_client_call(&m, &fd, 1, &reply, fds);
-        if (n < 0)
+        if (n < 0) {
+                smc_debug("accept fd %d: SMCR seq %u (server) failed: %s: TCP", l->fd, m.hdr.seq, strerror(-n));
                 return -ENOPROTOOPT; /* smcd is gone: as TCP (what it would have said) */
+        }
         for (int i = 0; i < n; i++)
                 sys_close(fds[i]);
         if (reply.hdr.type == SMC_CTL_CONNECT_REPLY && reply.conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
                 sys_close(fd);
                 return -EAGAIN;
         }
+        if (reply.hdr.type == SMC_CTL_ERROR)
+                smc_debug("accept fd %d: SMCR seq %u (server): ERROR %s: %s: TCP", l->fd, m.hdr.seq,
+                          strerror(-reply.error.error), reply.error.msg);
+        else
+                smc_debug("accept fd %d: SMCR seq %u (server): reply type %u mode %u reason 0x%08x: TCP", l->fd,
+                          m.hdr.seq, reply.hdr.type, reply.hdr.type == SMC_CTL_CONNECT_REPLY ? reply.conn.mode : 0,
+                          reply.hdr.type == SMC_CTL_CONNECT_REPLY ? reply.conn.fallback_reason : 0);
         return -ENOPROTOOPT;
 }
 
@@ -1051,8 +1109,10 @@ static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen
         r = sys_connect(s->fd, addr, addrlen) < 0 ? -errno : 0;
         if (fl >= 0 && (fl & O_NONBLOCK))
                 (void) sys_fcntl(s->fd, F_SETFL, fl);
-        if (r < 0)
+        if (r < 0) {
+                smc_debug("connect fd %d: SMC-R: TCP connect failed: %s", s->fd, strerror(-r));
                 return r;
+        }
         smc_ctl_init(&m, SMC_CTL_SMCR, 0);
         m.smcr.role = SMC_CTL_ROLE_CLIENT;
         m.smcr.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
@@ -1060,21 +1120,34 @@ static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen
         *n = smc_ctl_client_call_timeout(&m, &s->fd, 1, reply, fds, SMC_SMCR_TIMEOUT_MS);
         if (*n < 0) {
                 /* smcd went away during the handshake: the stream may hold CLC bytes */
+                smc_debug("connect fd %d: SMCR seq %u failed: %s: ECONNRESET", s->fd, m.hdr.seq, strerror(-*n));
                 *ret_reason = SMC_CLC_DECL_INTERR;
                 return -ECONNRESET;
         }
-        if (reply->hdr.type == SMC_CTL_ERROR)
+        if (reply->hdr.type == SMC_CTL_ERROR) {
+                smc_debug("connect fd %d: SMCR seq %u: ERROR %s (detail 0x%08x): %s", s->fd, m.hdr.seq,
+                          strerror(-reply->error.error), reply->error.detail, reply->error.msg);
                 return reply->error.error == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+        }
         if (reply->hdr.type != SMC_CTL_CONNECT_REPLY) {
+                smc_debug("connect fd %d: SMCR seq %u: reply of type %u seq %u: ECONNRESET", s->fd, m.hdr.seq,
+                          reply->hdr.type, reply->hdr.seq);
                 for (int i = 0; i < *n; i++)
                         sys_close(fds[i]);
                 return -ECONNRESET;
         }
         if (reply->conn.mode == SMC_CTL_MODE_TCP) {
                 *ret_reason = reply->conn.fallback_reason ? reply->conn.fallback_reason : SMC_CLC_DECL_INTERR;
+                smc_debug("connect fd %d: SMCR seq %u: smcd says TCP, reason 0x%08x", s->fd, m.hdr.seq,
+                          reply->conn.fallback_reason);
                 return 2;
         }
-        return reply->conn.mode == SMC_CTL_MODE_SMCR && *n >= 2 ? 1 : -ECONNRESET;
+        if (reply->conn.mode != SMC_CTL_MODE_SMCR || *n < 2) {
+                smc_debug("connect fd %d: SMCR seq %u: reply mode %u with %d fds: ECONNRESET", s->fd, m.hdr.seq,
+                          reply->conn.mode, *n);
+                return -ECONNRESET;
+        }
+        return 1;
 }
 
 /* Ask smcd for an SMC-D connection to @dst. Caller holds s->lock, state is NEW or
@@ -1091,10 +1164,12 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         int n, r, x, y, hidden = -1, fdfl;
 
         if (env_disable) {
+                smc_debug("connect fd %d: SMCPROTO_DISABLE: TCP, reason NOSMCDDEV", s->fd);
                 *ret_reason = SMC_CLC_DECL_NOSMCDDEV;
                 return 0;
         }
         if (dst->port == 0) {
+                smc_debug("connect fd %d: port 0: TCP, reason PEERNOSMC", s->fd);
                 *ret_reason = SMC_CLC_DECL_PEERNOSMC;
                 return 0;
         }
@@ -1104,6 +1179,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
 
                 if (sys_bind(s->fd, (struct sockaddr *) &any,
                              s->family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0) {
+                        smc_debug("connect fd %d: bind to an ephemeral port failed: %m: TCP, reason INTERR", s->fd);
                         *ret_reason = SMC_CLC_DECL_INTERR;
                         return 0;
                 }
@@ -1111,6 +1187,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         }
         if (sys_getsockname(s->fd, (struct sockaddr *) &ss, &sl) < 0 ||
             smc_ctl_addr_from_sockaddr(&src, (struct sockaddr *) &ss, sl) < 0) {
+                smc_debug("connect fd %d: getsockname failed or unusable: %m: TCP, reason INTERR", s->fd);
                 *ret_reason = SMC_CLC_DECL_INTERR;
                 return 0;
         }
@@ -1140,6 +1217,8 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         /* v3: T goes along, for SMC-R (smcd marks it for the SMC TCP option) */
         n = smc_ctl_client_call_timeout(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS);
         if (n == -ETIMEDOUT && smc_ctl_client_version() >= 3) {
+                smc_debug("connect fd %d: CONNECT seq %u: no reply in %u ms: going on as SMC-R", s->fd, m.hdr.seq,
+                          SMC_CONNECT_TIMEOUT_MS);
                 /* smcd is alive but slow: it may have marked T for SMC-R already, and a
                  * plain TCP connect would then offer SMC and send no CLC. Go on as SMC-R:
                  * smcd decides from what the handshake really carried. */
@@ -1150,13 +1229,19 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         }
         if (n < 0) {
                 *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV : SMC_CLC_DECL_INTERR;
+                smc_debug("connect fd %d: CONNECT seq %u failed: %s: TCP, reason 0x%08x", s->fd, m.hdr.seq,
+                          strerror(-n), *ret_reason);
                 return 0;
         }
         if (reply.hdr.type == SMC_CTL_ERROR) {
                 *ret_reason = reply.error.detail ? reply.error.detail : SMC_CLC_DECL_INTERR;
+                smc_debug("connect fd %d: CONNECT seq %u: ERROR %s (detail 0x%08x): %s: TCP, reason 0x%08x", s->fd,
+                          m.hdr.seq, strerror(-reply.error.error), reply.error.detail, reply.error.msg, *ret_reason);
                 return 0;
         }
         if (reply.hdr.type != SMC_CTL_CONNECT_REPLY) {
+                smc_debug("connect fd %d: CONNECT seq %u: reply of type %u seq %u: TCP, reason INTERR", s->fd,
+                          m.hdr.seq, reply.hdr.type, reply.hdr.seq);
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
                 *ret_reason = SMC_CLC_DECL_INTERR;
@@ -1171,23 +1256,36 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 src = reply.conn.local;
         } else if (reply.conn.mode != SMC_CTL_MODE_SMCD) {
                 *ret_reason = reply.conn.fallback_reason ? reply.conn.fallback_reason : SMC_CLC_DECL_INTERR;
+                smc_debug("connect fd %d: CONNECT seq %u: mode %u, reason 0x%08x: TCP, reason 0x%08x", s->fd,
+                          m.hdr.seq, reply.conn.mode, reply.conn.fallback_reason, *ret_reason);
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
                 return 0;
         }
 
         x = fds[0];
         y = fds[1];
         r = conn_map(&reply.conn, fds, n, &rx, &tx);
-        if (r < 0)
+        if (r < 0) {
+                smc_debug("connect fd %d: seq %u, mode %u: mapping the buffers %016llx/%016llx failed: %s", s->fd,
+                          reply.hdr.seq, reply.conn.mode, (unsigned long long) reply.conn.rx.id,
+                          (unsigned long long) reply.conn.tx.id, strerror(-r));
                 goto fail;
+        }
         fdfl = sys_fcntl(s->fd, F_GETFD, 0);
-        if (fdfl < 0)
+        if (fdfl < 0) {
+                smc_debug("connect fd %d: F_GETFD failed: %m", s->fd);
                 goto fail;
+        }
         hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-        if (hidden < 0)
+        if (hidden < 0) {
+                smc_debug("connect fd %d: F_DUPFD_CLOEXEC failed: %m", s->fd);
                 goto fail;
+        }
         /* the point of no return: the app's fd number becomes X */
         if (sys_dup3(x, s->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
                 /* s->fd still is T */
+                smc_debug("connect fd %d: dup3 failed: %m", s->fd);
                 goto fail;
         }
         sys_close(x);
@@ -1229,6 +1327,14 @@ fail:
         sys_close(y);
         ctl_close_conn(reply.conn.conn_id, true);
         *ret_reason = SMC_CLC_DECL_INTERR;
+        if (reply.conn.mode == SMC_CTL_MODE_SMCR) {
+                /* T is connected and its CLC bytes are gone: it cannot serve as TCP */
+                smc_debug("connect fd %d: SMC-R connection %016llx aborted: ECONNRESET", s->fd,
+                          (unsigned long long) reply.conn.conn_id);
+                return -ECONNRESET;
+        }
+        smc_debug("connect fd %d: connection %016llx aborted: TCP, reason INTERR", s->fd,
+                  (unsigned long long) reply.conn.conn_id);
         return 0;
 }
 

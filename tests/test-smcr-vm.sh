@@ -155,9 +155,9 @@ if want sizes; then
                 nok "connections left: A $ca, B $cb (smcr.conns_current)"
 fi
 if want parallel; then
-        # every transfer must be intact; SMC-R for at least 98 %: under load a few of 300
-        # simultaneous connects have been seen to fall back to TCP with SMC_CLC_DECL_INTERR
-        # in the client library (cause not found yet: counted and shown, see the issue note)
+        # every transfer intact and every one in SMC-R (the rare SMC_CLC_DECL_INTERR
+        # fallbacks seen here were the library's requests made during another thread's
+        # HELLO: fixed, test ctl-concurrent)
         port=$((port + 1))
         t=$(now)
         SMCD_RUNTIME_DIR=$tmp/b "$xfer" server "$RXE_B_IP" $port 300 >"$tmp/srv.$port" 2>&1 &
@@ -171,7 +171,7 @@ if want parallel; then
         okc=$(grep -c '^ok client' "$tmp/cli.$port") oks=$(grep -c '^ok server' "$tmp/srv.$port")
         smcr=$(grep -c '^ok client .*mode=SMCR' "$tmp/cli.$port")
         fb=$(grep '^ok client .*mode=TCP' "$tmp/cli.$port" | grep -o 'reason=0x[0-9a-f]*' | sort | uniq -c | tr '\n' ' ')
-        if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$okc" -eq 300 ] && [ "$oks" -eq 300 ] && [ "$smcr" -ge 294 ]; then
+        if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$okc" -eq 300 ] && [ "$oks" -eq 300 ] && [ "$smcr" -eq 300 ]; then
                 ok "300 connections open at once: 300 transfers intact both ways, $smcr in SMC-R${fb:+ (TCP: $fb)}, $(since "$t")"
         else
                 nok "300 connections: client exit $crc ($okc ok), server exit $src ($oks ok), $smcr in SMC-R${fb:+ (TCP: $fb)}"
