@@ -597,6 +597,22 @@ static void llc_init(SmcrLgr *lgr, struct smc_llc_msg *m, uint8_t type, uint8_t 
         m->flags = flags;
 }
 
+/* LLC CONFIRM LINK (5.2) on @l, about @l; @max_conns: 0 unless v2.1 negotiated it */
+static void send_confirm_link(SmcrLink *l, bool resp, uint8_t max_conns) {
+        SmcrLgr *lgr = l->lgr;
+        struct smc_llc_msg m;
+
+        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, (resp ? SMC_LLC_FLAG_RESP : 0) | SMC_LLC_FLAG_NO_RMBE_EYEC);
+        memcpy(m.confirm_link.mac, l->mac, 6);
+        memcpy(m.confirm_link.gid, l->gid, 16);
+        m.confirm_link.qpn = roce_link_qpn(l->rl);
+        m.confirm_link.link_num = l->link_num;
+        m.confirm_link.link_uid = lgr->id + l->link_num;
+        m.confirm_link.max_links = lgr->max_links;
+        m.confirm_link.max_conns = max_conns;
+        llc_send(l, &m);
+}
+
 /* ------------------------------------------------------------------------- */
 /* connections: the data path */
 
@@ -1795,19 +1811,8 @@ static void add_send_cont(SmcrLgr *lgr) {
 }
 
 static void add_send_confirm_link(SmcrLgr *lgr) {
-        SmcrLink *nl = lgr->add_new;
-        struct smc_llc_msg m;
-
-        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_NO_RMBE_EYEC);
-        memcpy(m.confirm_link.mac, nl->mac, 6);
-        memcpy(m.confirm_link.gid, nl->gid, 16);
-        m.confirm_link.qpn = roce_link_qpn(nl->rl);
-        m.confirm_link.link_num = nl->link_num;
-        m.confirm_link.link_uid = lgr->id + nl->link_num;
-        m.confirm_link.max_links = lgr->max_links;
-        m.confirm_link.max_conns = lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0;
         /* on the new link (5.3 step 5) */
-        llc_send(nl, &m);
+        send_confirm_link(lgr->add_new, false, lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0);
         lgr->add_state = ADD_SRV_WAIT_CONFIRM;
         add_arm(lgr);
 }
@@ -2044,15 +2049,7 @@ static void lgr_on_llc(SmcrLgr *lgr, SmcrLink *l, const struct smc_llc_msg *msg)
                                 hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                                 return;
                         }
-                        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_NO_RMBE_EYEC);
-                        memcpy(m.confirm_link.mac, l->mac, 6);
-                        memcpy(m.confirm_link.gid, l->gid, 16);
-                        m.confirm_link.qpn = roce_link_qpn(l->rl);
-                        m.confirm_link.link_num = l->link_num;
-                        m.confirm_link.link_uid = lgr->id + l->link_num;
-                        m.confirm_link.max_links = lgr->max_links;
-                        m.confirm_link.max_conns = (uint8_t) lgr->max_conns;
-                        llc_send(l, &m);
+                        send_confirm_link(l, true, (uint8_t) lgr->max_conns);
                         l->active = true;
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
@@ -2077,15 +2074,7 @@ static void lgr_on_llc(SmcrLgr *lgr, SmcrLink *l, const struct smc_llc_msg *msg)
                                 add_end(lgr, false, "CONFIRM LINK without the RMBE flag");
                                 return;
                         }
-                        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_RESP | SMC_LLC_FLAG_NO_RMBE_EYEC);
-                        memcpy(m.confirm_link.mac, l->mac, 6);
-                        memcpy(m.confirm_link.gid, l->gid, 16);
-                        m.confirm_link.qpn = roce_link_qpn(l->rl);
-                        m.confirm_link.link_num = l->link_num;
-                        m.confirm_link.link_uid = lgr->id + l->link_num;
-                        m.confirm_link.max_links = lgr->max_links;
-                        m.confirm_link.max_conns = lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0;
-                        llc_send(l, &m);
+                        send_confirm_link(l, true, lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0);
                         l->active = true;
                         l->last_rx_usec = now_usec(lgr->sm);
                         add_end(lgr, true, NULL);
@@ -2242,7 +2231,9 @@ static void link_recv(void *userdata, const uint8_t *buf, uint32_t len) {
         SmcrLgr *lgr = l->lgr;
         SmcrManager *sm = lgr->sm;
 
-        if (lgr->failed || l->failing)
+        /* a link on its way out (link_down) still delivers: its device acknowledged
+         * what arrived, so the peer counts it as received (failover validation, 4.6) */
+        if (lgr->failed)
                 return;
         l->last_rx_usec = now_usec(sm);
         l->test_pending = false; /* anything received proves the link */
@@ -3164,7 +3155,6 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrManager *sm = hs->sm;
         SmcrLgr *lgr = hs->lgr;
         struct smc_clc_accept_r a;
-        struct smc_llc_msg m;
         SmcrLink *l;
         uint32_t reason;
         int r;
@@ -3206,16 +3196,8 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 hs_fail(hs, 0, SMC_CLC_DECL_ERR_RDYLNK, true);
                 return;
         }
-        llc_init(lgr, &m, SMC_LLC_CONFIRM_LINK, SMC_LLC_FLAG_NO_RMBE_EYEC);
-        memcpy(m.confirm_link.mac, l->mac, 6);
-        memcpy(m.confirm_link.gid, l->gid, 16);
-        m.confirm_link.qpn = roce_link_qpn(l->rl);
-        m.confirm_link.link_num = l->link_num;
-        m.confirm_link.link_uid = lgr->id + l->link_num;
-        m.confirm_link.max_links = lgr->max_links;
-        m.confirm_link.max_conns = hs->release >= 1 ? (uint8_t) lgr->max_conns : 0;
         lgr->confirm_link_wait = hs;
-        llc_send(l, &m);
+        send_confirm_link(l, false, hs->release >= 1 ? (uint8_t) lgr->max_conns : 0);
         hs_arm(hs, HS_WAIT_CONFIRM_LINK_RESP, SMCR_LLC_RESP_USEC);
 }
 

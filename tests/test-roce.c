@@ -652,20 +652,29 @@ static bool b4_freed(void) {
         return B4.freed;
 }
 
+/* A second handle of each test device (A event mode, B thread mode); false if one
+ * could not be opened (the caller closes what was). */
+static bool reopen_devs(RoceDev **da, RoceDev **db) {
+        int r = roce_dev_open(event, roce_dev_name(A.dev), 1, da);
+
+        CHECK(r == 0, "open %s again: %s", roce_dev_name(A.dev), strerror(-r));
+        r = roce_dev_open(event, roce_dev_name(B.dev), 1, db);
+        CHECK(r == 0, "open %s again: %s", roce_dev_name(B.dev), strerror(-r));
+        if (!*da || !*db)
+                return false;
+        set_mode(*da, false);
+        set_mode(*db, true);
+        return true;
+}
+
 static void phase_dev_close_in_callback(void) {
         RoceDev *da = NULL, *db = NULL;
         uint8_t m[MSG_LEN] = { 0 };
         int r;
 
         A4.mode = B4.mode = MODE_OTHER;
-        r = roce_dev_open(event, roce_dev_name(A.dev), 1, &da);
-        CHECK(r == 0, "open %s again: %s", roce_dev_name(A.dev), strerror(-r));
-        r = roce_dev_open(event, roce_dev_name(B.dev), 1, &db);
-        CHECK(r == 0, "open %s again: %s", roce_dev_name(B.dev), strerror(-r));
-        if (!da || !db)
+        if (!reopen_devs(&da, &db))
                 goto out;
-        set_mode(da, false);
-        set_mode(db, true);
         r = roce_link_new(da, A.gid_index, 0, &ops, &A4, &A4.link);
         CHECK(r == 0, "link e: %s", strerror(-r));
         r = roce_link_new(db, B.gid_index, 0, &ops, &B4, &B4.link);
@@ -817,14 +826,8 @@ static void phase_thread_lifecycle(void) {
 
         CHECK(roce_dev_set_cq_poll(NULL, true, 0) == -EINVAL, "set_cq_poll(NULL)");
         CHECK(roce_dev_set_cq_poll(A.dev, true, ROCE_CQ_SPIN_MAX_USEC + 1) == -EINVAL, "spin over the maximum");
-        r = roce_dev_open(event, roce_dev_name(A.dev), 1, &da);
-        CHECK(r == 0, "open %s again: %s", roce_dev_name(A.dev), strerror(-r));
-        r = roce_dev_open(event, roce_dev_name(B.dev), 1, &db);
-        CHECK(r == 0, "open %s again: %s", roce_dev_name(B.dev), strerror(-r));
-        if (!da || !db)
+        if (!reopen_devs(&da, &db))
                 goto out;
-        set_mode(da, false);
-        set_mode(db, true);
         CHECK(!roce_dev_cq_poll_running(da) && !roce_dev_cq_poll_running(db), "a thread before any link");
         A5.mode = B5.mode = A6.mode = B6.mode = MODE_OTHER;
         r = roce_link_new(da, A.gid_index, 0, &ops, &A5, &A5.link);

@@ -355,14 +355,17 @@ if want failover; then
         stop_smcd b
         start_smcd a "$RXE_A_DEV" --roce-dev "$RXE_A2_DEV" && start_smcd b "$RXE_B_DEV" --roce-dev "$RXE_B2_DEV" ||
                 nok "smcd with two devices"
+        # N links added on both sides (smcr.links_added), within 30 s
+        links_added() {
+                for _ in $(seq 150); do
+                        kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
+                        sleep 0.2
+                        [ "$(stat_of a links_added)" = "$1" ] && [ "$(stat_of b links_added)" = "$1" ] && return 0
+                done
+                return 1
+        }
         run_xfer "first contact with two devices" 1000,1000 1 2
-        added=0
-        for _ in $(seq 100); do
-                kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
-                sleep 0.2
-                [ "$(stat_of a links_added)" = 1 ] && [ "$(stat_of b links_added)" = 1 ] && { added=1; break; }
-        done
-        [ $added = 1 ] && ok "ADD LINK: the second link is up on both sides" ||
+        links_added 1 && ok "ADD LINK: the second link is up on both sides" ||
                 { nok "ADD LINK: links_added A $(stat_of a links_added) B $(stat_of b links_added)"; grep -i "link" "$tmp/a.log" "$tmp/b.log" | tail -20; }
         # 4 connections at once over the two links; the second path goes down mid-transfer
         port=$((port + 1))
@@ -393,13 +396,7 @@ if want failover; then
         fi
         ip link set "$RXE_A2_NETDEV" up
         restore_path 7801 "$RXE_A2_NETDEV" "$RXE_A2_IP" "$RXE_B2_IP" "$RXE_B2_NETDEV"
-        added=0
-        for _ in $(seq 150); do
-                kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
-                sleep 0.2
-                [ "$(stat_of a links_added)" = 2 ] && [ "$(stat_of b links_added)" = 2 ] && { added=1; break; }
-        done
-        [ $added = 1 ] && ok "the link is added again once $RXE_A2_NETDEV is up" ||
+        links_added 2 && ok "the link is added again once $RXE_A2_NETDEV is up" ||
                 nok "no second link after $RXE_A2_NETDEV came up: links_added A $(stat_of a links_added) B $(stat_of b links_added)"
         run_xfer "transfers over the re-added link" 1000000,1000000,1000000,1000000 4 4
 fi
