@@ -112,6 +112,8 @@ struct SmcrLgr {
         SmcrLink links[SMCR_MAX_LINKS];
         uint8_t max_links;      /* negotiated (v2.1), else ours */
         uint8_t next_link_num;  /* server: the link number of the next new link */
+        bool first_link_up;     /* the first contact's link was confirmed (it may be gone
+                                 * since, the group lives on with another) */
         unsigned n_conns;
         unsigned max_conns;
         bool failed;
@@ -2051,6 +2053,7 @@ static void lgr_on_llc(SmcrLgr *lgr, SmcrLink *l, const struct smc_llc_msg *msg)
                         }
                         send_confirm_link(l, true, (uint8_t) lgr->max_conns);
                         l->active = true;
+                        lgr->first_link_up = true;
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
                 } else if (resp && lgr->server && lgr->confirm_link_wait && l == &lgr->links[0]) {
@@ -2061,6 +2064,7 @@ static void lgr_on_llc(SmcrLgr *lgr, SmcrLink *l, const struct smc_llc_msg *msg)
                                 return;
                         }
                         l->active = true;
+                        lgr->first_link_up = true;
                         lgr->confirm_link_wait = NULL;
                         hs_conn_ready(hs);
                         lgr_release_waiters(lgr);
@@ -3096,7 +3100,7 @@ static SmcrLgr *lgr_find_activating(SmcrManager *sm, SmcrHs *hs) {
         SmcrLgr *lgr;
 
         LIST_FOREACH(lgrs, lgr, sm->lgrs)
-                if (!lgr->failed && lgr->server == hs->server && !lgr->links[0].active && lgr->dev == hs->dev &&
+                if (!lgr->failed && lgr->server == hs->server && !lgr->first_link_up && lgr->dev == hs->dev &&
                     lgr->version == hs->version && !memcmp(lgr->peer_id, hs->peer_id, 8) &&
                     !memcmp(lgr->peer_gid, hs->peer_gid, 16))
                         return lgr;
