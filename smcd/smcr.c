@@ -185,6 +185,7 @@ struct SmcrConn {
         bool need_validation;     /* moved to another link: a failover-validation CDC is due */
         bool xs_eof;
         bool in_tx_wait;
+        bool wait_force;         /* in tx_wait with a CDC due even without data */
         LIST_FIELDS(SmcrConn, tx_wait);
         uint64_t tx_bytes;
         /* rx: peer -> our RMB */
@@ -722,9 +723,12 @@ static void conn_rx_check(SmcrConn *c) {
         }
 }
 
-static void conn_wait_slot(SmcrConn *c) {
+/* No send slot (or CDC budget) now: conn_tx() again when one frees, with @force_cdc
+ * if this attempt had to send a CDC even without data (a consumer update). */
+static void conn_wait_slot(SmcrConn *c, bool force_cdc) {
         SmcrLgr *lgr = c->lgr;
 
+        c->wait_force |= force_cdc;
         if (!c->in_tx_wait) {
                 LIST_PREPEND(tx_wait, lgr->tx_wait, c);
                 c->in_tx_wait = true;
@@ -756,7 +760,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
         R = c->peer_rmb_size;
         for (;;) {
                 if (c->fifo_n == SMCR_CDC_INFLIGHT || roce_link_send_slots_free(l->rl) == 0 || l->llc_n > 0) {
-                        conn_wait_slot(c);
+                        conn_wait_slot(c, force_cdc);
                         return;
                 }
                 if (c->need_validation) {
@@ -768,7 +772,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                         smc_cdc_encode(&v, buf);
                         r = link_post(l, buf, SMC_CDC_LEN, WR_ID_VALIDATION | ((uint64_t) c->token << 16), NULL);
                         if (r == -EAGAIN) {
-                                conn_wait_slot(c);
+                                conn_wait_slot(c, force_cdc);
                                 return;
                         }
                         if (r < 0) {
@@ -848,7 +852,7 @@ static void conn_tx(SmcrConn *c, bool force_cdc) {
                 if (r < 0) {
                         /* the WRITEs are posted: a later CDC carries their cursor */
                         if (r == -EAGAIN) {
-                                conn_wait_slot(c);
+                                conn_wait_slot(c, force_cdc);
                                 return;
                         }
                         link_down(l, "CDC send failed");
@@ -1534,6 +1538,7 @@ static void conn_switch(SmcrConn *c, SmcrLink *to) {
         if (c->in_tx_wait) {
                 LIST_REMOVE(tx_wait, c->lgr->tx_wait, c);
                 c->in_tx_wait = false;
+                c->wait_force = false;
         }
         c->fifo_n = 0;
         c->fifo_head = 0;
@@ -2301,9 +2306,14 @@ static void link_send_done(void *userdata, uint64_t wr_id, enum ibv_wc_status st
                         break;
                 if (c->link != l)
                         continue;
-                LIST_REMOVE(tx_wait, lgr->tx_wait, c);
-                c->in_tx_wait = false;
-                conn_tx(c, true);
+                {
+                        bool force = c->wait_force;
+
+                        LIST_REMOVE(tx_wait, lgr->tx_wait, c);
+                        c->in_tx_wait = false;
+                        c->wait_force = false;
+                        conn_tx(c, force);
+                }
                 if (c->in_tx_wait)
                         break;
                 conn_maybe_free(c);
