@@ -704,6 +704,14 @@ int roce_link_rts(RoceLink *l) {
         return 0;
 }
 
+int roce_link_set_ops(RoceLink *l, const struct roce_link_ops *ops, void *userdata) {
+        if (!l || !ops || !ops->recv || !ops->send_done || !ops->failed)
+                return -EINVAL;
+        l->ops = ops;
+        l->userdata = userdata;
+        return 0;
+}
+
 void roce_link_set_error(RoceLink *l) {
         if (l)
                 link_to_err(l);

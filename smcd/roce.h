@@ -116,6 +116,9 @@ int roce_link_new(RoceDev *d, int gid_index, uint32_t inline_want, const struct 
 /* QP INIT -> RTR toward the peer QP @dqpn with initial PSN @dpsn at GID @dgid (RoCE v2),
  * @mtu the IB enum (min of both ends). Returns 0 or -errno. */
 int roce_link_rtr(RoceLink *l, uint32_t dqpn, uint32_t dpsn, const uint8_t dgid[16], uint8_t mtu);
+/* Give @l other callbacks and userdata, from its next completion on (also from inside
+ * one of its callbacks). Returns 0 or -EINVAL (NULL, or an op missing). */
+int roce_link_set_ops(RoceLink *l, const struct roce_link_ops *ops, void *userdata);
 /* QP RTR -> RTS (our send PSN = roce_link_psn()). Returns 0 or -errno. */
 int roce_link_rts(RoceLink *l);
 /* Move the QP to ERR (flushes posted WRs: send_done with IBV_WC_WR_FLUSH_ERR for each

@@ -43,6 +43,7 @@
                                                       * whole group's) */
 #define SMCR_RTOKENS 256                             /* peer RMBs known per group (6.2: 255) */
 #define SMCR_ADD_LINK_USEC (5 * 1000000ULL)          /* each step of an ADD LINK flow (5.4) */
+#define SMCR_LINK_GRACE_USEC (2 * 1000000ULL)        /* a removed link's QP still delivers */
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
 #define WR_ID_VALIDATION (UINT64_C(1) << 62)         /* a failover-validation CDC (4.6) */
@@ -53,6 +54,16 @@ static bool smcr_trace;
 
 typedef struct SmcrLgr SmcrLgr;
 typedef struct SmcrHs SmcrHs;
+
+/* A removed link's QP, kept a moment (SMCR_LINK_GRACE_USEC) for what its device has
+ * already acknowledged to the peer but we have not read from its CQ yet: the peer
+ * counts those CDCs as delivered (failover validation, 4.6). It only receives. */
+typedef struct SmcrZombie {
+        SmcrLgr *lgr;
+        RoceLink *rl;
+        sd_event_source *timer;
+        LIST_FIELDS(struct SmcrZombie, zombies);
+} SmcrZombie;
 
 /* One link of a group: a QP on a local RoCE device port to one on the peer. A slot
  * of lgr->links is in use while rl is set; the link carries traffic once active. */
@@ -145,6 +156,7 @@ struct SmcrLgr {
         sd_event_source *test_timer;    /* TEST LINK (test_link_time) */
         SmcrHs *confirm_link_wait;      /* first contact: the handshake waiting for it */
         LIST_HEAD(SmcrHs, fc_wait);     /* server handshakes waiting for its link (HS_WAIT_LGR) */
+        LIST_HEAD(SmcrZombie, zombies); /* removed links in their grace period */
 };
 
 struct SmcrConn {
@@ -985,9 +997,10 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
                 if ((int16_t) (have - cdc->seqno) < 0) {
                         log_warning("SMC-R connection %08x: a CDC was lost in a link failover (have %u, peer %u): abort.",
                                     c->token, have, cdc->seqno);
+                        /* the abort CDC first: conn_abort_local() marks the peer done */
                         c->local_flags |= SMC_CDC_CONN_ABORT;
-                        conn_abort_local(c);
                         conn_tx(c, true);
+                        conn_abort_local(c);
                         conn_maybe_free(c);
                 }
                 return;
@@ -999,8 +1012,8 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         if (cdc->prod_count >= c->rmb->size || (c->peer_rmb_size && cdc->cons_count >= c->peer_rmb_size)) {
                 log_warning("SMC-R connection %08x: CDC with a cursor out of range: abort.", c->token);
                 c->local_flags |= SMC_CDC_CONN_ABORT;
-                conn_abort_local(c);
                 conn_tx(c, true);
+                conn_abort_local(c);
                 return;
         }
         /* after a failover the peer re-sends from its last completed CDC: cursors
@@ -1238,6 +1251,70 @@ static void link_clear(SmcrLink *l) {
         l->idx = idx;
 }
 
+static void zombie_free(SmcrZombie *z) {
+        LIST_REMOVE(zombies, z->lgr->zombies, z);
+        z->timer = sd_event_source_disable_unref(z->timer);
+        z->rl = roce_link_free(z->rl);
+        free(z);
+}
+
+static int on_zombie_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        zombie_free(userdata);
+        return 0;
+}
+
+static void zombie_recv(void *userdata, const uint8_t *buf, uint32_t len) {
+        SmcrZombie *z = userdata;
+        struct smc_cdc_msg cdc;
+        SmcrConn *c;
+
+        if (z->lgr->failed || !smc_wr_is_cdc(buf, len) || smc_cdc_decode(buf, len, &cdc) < 0)
+                return; /* LLC: its flows went to the other link */
+        c = conn_by_token(z->lgr->sm, cdc.token);
+        if (c && c->lgr == z->lgr)
+                conn_on_cdc(c, &cdc);
+}
+
+static void zombie_send_done(void *userdata, uint64_t wr_id, enum ibv_wc_status status) {
+        (void) userdata;
+        (void) wr_id;
+        (void) status;
+}
+
+static void zombie_failed(void *userdata, enum ibv_wc_status status) {
+        (void) userdata;
+        (void) status; /* freed by its timer */
+}
+
+static const struct roce_link_ops zombie_ops = {
+        .recv = zombie_recv,
+        .send_done = zombie_send_done,
+        .failed = zombie_failed,
+};
+
+/* Keep @l's QP for its grace period (it takes l->rl); false if that cannot be done. */
+static bool link_to_zombie(SmcrLink *l) {
+        SmcrLgr *lgr = l->lgr;
+        SmcrZombie *z = calloc(1, sizeof(*z));
+
+        if (!z)
+                return false;
+        if (sd_event_add_time(lgr->sm->m->event, &z->timer, CLOCK_MONOTONIC, now_usec(lgr->sm) + SMCR_LINK_GRACE_USEC,
+                              0, on_zombie_timer, z) < 0 ||
+            roce_link_set_ops(l->rl, &zombie_ops, z) < 0) {
+                z->timer = sd_event_source_disable_unref(z->timer);
+                free(z);
+                return false;
+        }
+        z->lgr = lgr;
+        z->rl = l->rl;
+        l->rl = NULL;
+        LIST_PREPEND(zombies, lgr->zombies, z);
+        return true;
+}
+
 static void lgr_free(SmcrLgr *lgr) {
         SmcrManager *sm = lgr->sm;
 
@@ -1248,6 +1325,8 @@ static void lgr_free(SmcrLgr *lgr) {
         lgr->add_timer = sd_event_source_disable_unref(lgr->add_timer);
         for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
                 link_clear(&lgr->links[i]);
+        while (lgr->zombies)
+                zombie_free(lgr->zombies);
         free(lgr->add_rk);
         sm->m->stats.smcr.lgrs--;
         log_debug("SMC-R link group %08x freed.", lgr->id);
@@ -1530,6 +1609,7 @@ static int on_idle_timer(sd_event_source *s, uint64_t usec, void *userdata) {
  * first, then the data again (rewriting the same RMB bytes is harmless). */
 static void conn_switch(SmcrConn *c, SmcrLink *to) {
         uint32_t S = c->sndbuf->size, R = c->peer_rmb_size;
+        bool cant = false;
 
         if (c->link)
                 c->link->n_conns--;
@@ -1544,8 +1624,8 @@ static void conn_switch(SmcrConn *c, SmcrLink *to) {
         c->fifo_head = 0;
         c->sm->m->stats.smcr.failovers++;
         if (!c->rmb_mr[to->idx] && conn_reg(c, to->idx) < 0) {
-                c->local_flags |= SMC_CDC_CONN_ABORT;
-                conn_abort_local(c);
+                c->local_flags |= SMC_CDC_CONN_ABORT; /* conn_tx() sends it below */
+                cant = true;
         }
         {
                 /* the bytes written again are counted once */
@@ -1572,6 +1652,8 @@ static void conn_switch(SmcrConn *c, SmcrLink *to) {
          * in a CDC lost with the link, and a blocked peer would wait for it forever */
         if (c->active)
                 conn_tx(c, true);
+        if (cant)
+                conn_abort_local(c);
 }
 
 /* Link @l is gone (netdev down, TEST LINK unanswered, completion error, the peer's
@@ -1630,6 +1712,7 @@ static void link_remove(SmcrLink *l, const char *why, bool tell) {
                 if (q[3] & SMC_LLC_FLAG_RESP)
                         llc_send_raw(to, q);
         }
+        (void) link_to_zombie(l); /* else link_clear() frees the QP at once */
         link_clear(l);
         if (tell) {
                 struct smc_llc_msg m;
