@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* smcd: the SMC-D (loopback ISM) daemon. See smcd(8) and manager.h. */
+/* smcd: the SMC daemon (SMC-D over loopback ISM, SMC-R over RoCE). See smcd(8) and manager.h. */
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,7 +46,7 @@ static void help(void) {
 
         tunables_default_path(state, sizeof(state));
         printf("Usage: smcd [OPTIONS]\n\n"
-               "Shared Memory Communications daemon: sets up SMC-D connections over loopback ISM.\n\n"
+               "Shared Memory Communications daemon: sets up SMC-D connections over loopback ISM and SMC-R over RoCE.\n\n"
                "  -h --help                    Show this help and exit\n"
                "     --version                 Show the version and exit\n"
                "  -v --verbose                 Log debug messages\n"

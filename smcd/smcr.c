@@ -3799,8 +3799,6 @@ size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
                 i->server = lgr->server;
                 i->version = lgr->version;
                 memcpy(i->peer_id, lgr->peer_id, 8);
-                i->device = roce_dev_name(lgr->dev);
-                i->port = roce_dev_port(lgr->dev);
                 memcpy(i->peer_gid, lgr->peer_gid, 16);
                 i->conns = lgr->n_conns;
                 i->max_conns = lgr->max_conns;
@@ -3827,6 +3825,12 @@ size_t smcr_get_lgrs(const SmcrManager *sm, SmcrLgrInfo *ret, size_t max) {
                         i->n_links++;
                 }
                 i->type = i->n_links < 2 ? "single" : same_dev ? "asymmetric-local" : "symmetric";
+                /* the group's device: that of its first link now (the first contact's
+                 * link may be gone) */
+                i->device = i->n_links ? i->links[0].device : roce_dev_name(lgr->dev);
+                i->port = i->n_links ? i->links[0].port : roce_dev_port(lgr->dev);
+                if (i->n_links)
+                        memcpy(i->peer_gid, i->links[0].peer_gid, 16);
         }
         return n;
 }

@@ -93,10 +93,10 @@ typedef struct SmcrLgrInfo {
         bool server;              /* role: created by the server side of a first contact */
         uint8_t version;          /* CLC version of the first contact: 1 or 2 */
         uint8_t peer_id[8];       /* the peer's SMC peer id (system id) */
-        const char *device;       /* local RoCE device of the first contact (valid until
+        const char *device;       /* local RoCE device of its first link (valid until
                                    * the loop runs again) */
         uint8_t port;
-        uint8_t peer_gid[16];     /* the peer's GID of the first contact */
+        uint8_t peer_gid[16];     /* the peer's GID on its first link */
         const char *type;         /* "single", "symmetric", "asymmetric-local" */
         unsigned conns;
         unsigned max_conns;

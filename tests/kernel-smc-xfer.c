@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * kernel-smc-xfer: the peer of tests/smcr-xfer.c on the Linux kernel's own SMC
+ * (socket(AF_SMC, SOCK_STREAM, SMCPROTO_SMC), plain libc calls, no smcd), for the interop
+ * test tests/test-kernel-smcr-vm.sh. Same framing: the client sends a 16-byte header
+ * {size, seed} (little endian) and @size bytes of the xorshift stream of seed; the server
+ * checks them and answers with @size bytes of the stream of seed ^ 0x5a5a. (C, not
+ * python: 16 MiB of xorshift takes python ~10 s natively, minutes under TCG.)
+ * One line per connection:
+ *   "ok <role> size=N mode=SMCR|SMCD|TCP|?"  or  "FAIL <role> ... error=..."
+ * mode is the kernel's own view of the socket, from smc_diag (NETLINK_SOCK_DIAG, the
+ * AF_SMC dump, matched by inode), read before the close.
+ *
+ *   kernel-smc-xfer server ADDR PORT COUNT            accept COUNT connections (threads)
+ *   kernel-smc-xfer client ADDR PORT SIZE[,SIZE...] [PARALLEL]
+ * Env: KSMC_XFER_MODE=SMCR: a connection not in that mode counts as failed;
+ * KSMC_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending (the kernel starts
+ * the close); KSMC_XFER_WAIT_EOF=1: the server waits for the peer's EOF before it closes
+ * (the peer starts the close); KSMC_XFER_TOGETHER=1: a batch's connections all connect
+ * before any transfers. Exit status 0 when every connection was ok.
+ */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/smc_diag.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+#define SMCPROTO_SMC 0
+
+static const char *want_mode;
+static atomic_int failures;
+static bool together;
+static pthread_barrier_t batch_barrier;
+
+static uint64_t rng_next(uint64_t *s) {
+        uint64_t x = *s;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return *s = x;
+}
+
+static void rng_fill(uint64_t *s, uint8_t *buf, size_t n) {
+        while (n >= 8) {
+                uint64_t v = rng_next(s);
+                memcpy(buf, &v, 8);
+                buf += 8;
+                n -= 8;
+        }
+        if (n) {
+                uint64_t v = rng_next(s);
+                memcpy(buf, &v, n);
+        }
+}
+
+static int send_all(int fd, const void *buf, size_t n) {
+        const uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t n) {
+        uint8_t *p = buf;
+
+        while (n > 0) {
+                ssize_t k = recv(fd, p, n, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EPIPE;
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+static int stream(int fd, uint64_t size, uint64_t seed, bool sending, uint64_t *bad_at) {
+        static const size_t CH = 256 * 1024;
+        uint8_t *a = malloc(CH), *b = malloc(CH);
+        uint64_t r = seed ? seed : 1, done = 0;
+        int ret = 0;
+
+        if (!a || !b) {
+                free(a);
+                free(b);
+                return -ENOMEM;
+        }
+        while (done < size) {
+                size_t n = size - done < CH ? (size_t) (size - done) : CH;
+
+                rng_fill(&r, a, n);
+                if (sending)
+                        ret = send_all(fd, a, n);
+                else {
+                        ret = recv_all(fd, b, n);
+                        if (ret == 0 && memcmp(a, b, n) != 0) {
+                                for (size_t i = 0; i < n; i++)
+                                        if (a[i] != b[i]) {
+                                                *bad_at = done + i;
+                                                break;
+                                        }
+                                ret = -EBADMSG;
+                        }
+                }
+                if (ret < 0)
+                        break;
+                done += n;
+        }
+        free(a);
+        free(b);
+        return ret;
+}
+
+/* the kernel's mode of the AF_SMC socket @fd (smc_diag dump, matched by inode) */
+static const char *diag_mode(int fd) {
+        struct {
+                struct nlmsghdr nh;
+                struct smc_diag_req r;
+        } req = {
+                .nh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                        .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+                .r = { .diag_family = AF_SMC },
+        };
+        static char buf[65536];
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        const char *mode = "?";
+        struct stat st;
+        int nl;
+
+        if (fstat(fd, &st) < 0)
+                return mode;
+        nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (nl < 0)
+                return mode;
+        pthread_mutex_lock(&lock);
+        if (send(nl, &req, sizeof(req), 0) < 0)
+                goto out;
+        for (;;) {
+                ssize_t k = recv(nl, buf, sizeof(buf), 0);
+                int n = (int) k;
+
+                if (k <= 0)
+                        goto out;
+                for (struct nlmsghdr *h = (struct nlmsghdr *) buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+                        struct smc_diag_msg *m = NLMSG_DATA(h);
+
+                        if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+                                goto out;
+                        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || m->diag_inode != st.st_ino)
+                                continue;
+                        mode = m->diag_mode == SMC_DIAG_MODE_SMCR         ? "SMCR"
+                               : m->diag_mode == SMC_DIAG_MODE_SMCD       ? "SMCD"
+                               : m->diag_mode == SMC_DIAG_MODE_FALLBACK_TCP ? "TCP"
+                                                                           : "?";
+                }
+        }
+out:
+        pthread_mutex_unlock(&lock);
+        close(nl);
+        return mode;
+}
+
+static void report(const char *role, uint64_t size, const char *mode, int err, uint64_t bad_at) {
+        bool ok = err == 0 && (!want_mode || !strcmp(want_mode, mode));
+        char line[256], extra[64] = "";
+
+        if (!ok)
+                atomic_fetch_add(&failures, 1);
+        if (err == -EBADMSG)
+                snprintf(extra, sizeof(extra), " first-bad-byte=%llu", (unsigned long long) bad_at);
+        snprintf(line, sizeof(line), "%s %s size=%llu mode=%s%s%s%s\n", ok ? "ok" : "FAIL", role,
+                 (unsigned long long) size, mode, err ? " error=" : "", err ? strerror(-err) : "", extra);
+        fputs(line, stdout);
+        fflush(stdout);
+}
+
+static void *serve(void *arg) {
+        int fd = (int) (intptr_t) arg, r;
+        uint8_t hdr[16];
+        uint64_t size = 0, seed = 0, bad = 0;
+        const char *mode;
+
+        r = recv_all(fd, hdr, sizeof(hdr));
+        if (r == 0) {
+                memcpy(&size, hdr, 8);
+                memcpy(&seed, hdr + 8, 8);
+                r = stream(fd, size, seed, false, &bad);
+        }
+        if (r == 0)
+                r = stream(fd, size, seed ^ 0x5a5a, true, &bad);
+        mode = diag_mode(fd);
+        if (r == 0 && getenv("KSMC_XFER_WAIT_EOF")) {
+                char c;
+                ssize_t k = recv(fd, &c, 1, 0);
+                if (k != 0)
+                        r = k < 0 ? -errno : -EPROTO;
+        }
+        report("server", size, mode, r, bad);
+        close(fd);
+        return NULL;
+}
+
+static int make_addr(const char *a, const char *p, struct sockaddr_in *sin) {
+        memset(sin, 0, sizeof(*sin));
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t) atoi(p));
+        return inet_pton(AF_INET, a, &sin->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+struct job {
+        struct sockaddr_in sin;
+        uint64_t size, seed;
+};
+
+static void *client(void *arg) {
+        struct job *j = arg;
+        uint8_t hdr[16];
+        uint64_t bad = 0;
+        const char *mode = "?";
+        int fd, r;
+
+        fd = socket(AF_SMC, SOCK_STREAM, SMCPROTO_SMC);
+        if (fd < 0) {
+                r = -errno;
+                if (together)
+                        pthread_barrier_wait(&batch_barrier);
+                report("client", j->size, mode, r, 0);
+                return NULL;
+        }
+        r = connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
+        if (together)
+                pthread_barrier_wait(&batch_barrier);
+        if (r == 0) {
+                memcpy(hdr, &j->size, 8);
+                memcpy(hdr + 8, &j->seed, 8);
+                r = send_all(fd, hdr, sizeof(hdr));
+        }
+        if (r == 0)
+                r = stream(fd, j->size, j->seed, true, &bad);
+        if (r == 0 && getenv("KSMC_XFER_SHUTDOWN") && shutdown(fd, SHUT_WR) < 0)
+                r = -errno;
+        if (r == 0)
+                r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
+        mode = diag_mode(fd);
+        report("client", j->size, mode, r, bad);
+        close(fd);
+        return NULL;
+}
+
+int main(int argc, char **argv) {
+        struct sockaddr_in sin;
+
+        want_mode = getenv("KSMC_XFER_MODE");
+        together = getenv("KSMC_XFER_TOGETHER") != NULL;
+        if (argc < 5 || make_addr(argv[2], argv[3], &sin) < 0) {
+                fprintf(stderr, "usage: kernel-smc-xfer server|client ADDR PORT COUNT|SIZES [PARALLEL]\n");
+                return 2;
+        }
+        if (!strcmp(argv[1], "server")) {
+                int l = socket(AF_SMC, SOCK_STREAM, SMCPROTO_SMC), one = 1, n = atoi(argv[4]);
+                pthread_t *t = calloc((size_t) n, sizeof(*t));
+
+                if (l < 0 || !t || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+                    bind(l, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(l, 512) < 0) {
+                        perror("kernel-smc-xfer: listen");
+                        return 1;
+                }
+                printf("listening\n");
+                fflush(stdout);
+                for (int i = 0; i < n; i++) {
+                        int fd = accept(l, NULL, NULL);
+                        if (fd < 0) {
+                                perror("kernel-smc-xfer: accept");
+                                atomic_fetch_add(&failures, 1);
+                                break;
+                        }
+                        pthread_create(&t[i], NULL, serve, (void *) (intptr_t) fd);
+                }
+                for (int i = 0; i < n; i++)
+                        if (t[i])
+                                pthread_join(t[i], NULL);
+                close(l);
+                free(t);
+        } else if (!strcmp(argv[1], "client")) {
+                int par = argc > 5 ? atoi(argv[5]) : 1, n = 0;
+                static struct job jobs[1024];
+                static pthread_t t[1024];
+                char *list = strdup(argv[4]), *save = NULL;
+
+                for (char *s = strtok_r(list, ",", &save); s && n < 1024; s = strtok_r(NULL, ",", &save)) {
+                        char *mul = strchr(s, 'x'); /* "20x4096": 20 connections of 4096 bytes */
+                        int times = 1;
+                        if (mul) {
+                                times = atoi(s);
+                                s = mul + 1;
+                        }
+                        for (int k = 0; k < times && n < 1024; k++, n++)
+                                jobs[n] = (struct job) { .sin = sin, .size = strtoull(s, NULL, 0),
+                                                         .seed = 0x9e3779b97f4a7c15ULL * (uint64_t) (n + 1) };
+                }
+                free(list);
+                if (par < 1)
+                        par = 1;
+                for (int i = 0; i < n; i += par) {
+                        int m = n - i < par ? n - i : par;
+                        if (together)
+                                pthread_barrier_init(&batch_barrier, NULL, (unsigned) m);
+                        for (int k = 0; k < m; k++)
+                                pthread_create(&t[k], NULL, client, &jobs[i + k]);
+                        for (int k = 0; k < m; k++)
+                                pthread_join(t[k], NULL);
+                        if (together)
+                                pthread_barrier_destroy(&batch_barrier);
+                }
+        } else
+                return 2;
+        return atomic_load(&failures) ? 1 : 0;
+}
