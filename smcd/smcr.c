@@ -1900,6 +1900,28 @@ static void add_send_cont(SmcrLgr *lgr) {
         llc_send(lgr->add_via, &m);
 }
 
+/* ADD LINK (request, or with @flags SMC_LLC_FLAG_RESP the response) about the link
+ * being added, on the link the flow runs on; v2 with our rkeys on it (5.3) */
+static void send_add_link(SmcrLgr *lgr, uint8_t flags) {
+        SmcrLink *nl = lgr->add_new;
+        struct smc_llc_msg m;
+
+        llc_init(lgr, &m, SMC_LLC_ADD_LINK, flags);
+        memcpy(m.add_link.mac, nl->mac, 6);
+        memcpy(m.add_link.gid, nl->gid, 16);
+        m.add_link.qpn = roce_link_qpn(nl->rl);
+        m.add_link.link_num = nl->link_num;
+        m.add_link.qp_mtu = nl->mtu;
+        m.add_link.psn = roce_link_psn(nl->rl);
+        if (m.v2) {
+                memcpy(m.add_link.target_gid, nl->gid, 16);
+                m.add_link.n_rkeys = (uint16_t) lgr->add_rk_n;
+                m.add_link.n_rkeys_le = true; /* as x86 Linux reads it (smcr-wire.c) */
+                m.add_link.rkeys = lgr->add_rk;
+        }
+        llc_send(lgr->add_via, &m);
+}
+
 static void add_send_confirm_link(SmcrLgr *lgr) {
         /* on the new link (5.3 step 5) */
         send_confirm_link(lgr->add_new, false, lgr->version >= 2 ? (uint8_t) lgr->max_conns : 0);
@@ -1914,7 +1936,6 @@ static void add_start(SmcrLgr *lgr) {
         RoceDev *not[SMCR_MAX_LINKS];
         unsigned n_not = 0;
         uint8_t gid[16], mac[6];
-        struct smc_llc_msg m;
         RoceDev *d;
         int gi;
 
@@ -1943,23 +1964,10 @@ static void add_start(SmcrLgr *lgr) {
                 add_end(lgr, false, "out of memory");
                 return;
         }
-        llc_init(lgr, &m, SMC_LLC_ADD_LINK, 0);
-        memcpy(m.add_link.mac, nl->mac, 6);
-        memcpy(m.add_link.gid, nl->gid, 16);
-        m.add_link.qpn = roce_link_qpn(nl->rl);
-        m.add_link.link_num = nl->link_num;
-        m.add_link.qp_mtu = nl->mtu;
-        m.add_link.psn = roce_link_psn(nl->rl);
-        if (m.v2) {
-                memcpy(m.add_link.target_gid, nl->gid, 16);
-                m.add_link.n_rkeys = (uint16_t) lgr->add_rk_n;
-                m.add_link.n_rkeys_le = true; /* as x86 Linux reads it (smcr-wire.c) */
-                m.add_link.rkeys = lgr->add_rk;
-        }
         lgr->add_state = ADD_SRV_WAIT_RESP;
         log_debug("SMC-R link group %08x: ADD LINK %u on %s (%u rkeys).", lgr->id, nl->link_num, roce_dev_name(d),
                   lgr->add_rk_n);
-        llc_send(via, &m);
+        send_add_link(lgr, 0);
         add_arm(lgr);
 }
 
@@ -2037,7 +2045,6 @@ static void add_cli_on_req(SmcrLgr *lgr, SmcrLink *via, const struct smc_llc_msg
         unsigned n_not = 0;
         uint8_t gid[16], mac[6], ip[4];
         static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-        struct smc_llc_msg m;
         SmcrLink *nl;
         int gi;
 
@@ -2099,21 +2106,8 @@ static void add_cli_on_req(SmcrLgr *lgr, SmcrLink *via, const struct smc_llc_msg
         if (msg->v2)
                 for (unsigned i = 0; i < msg->add_link.n_rkeys && msg->add_link.rkeys; i++)
                         rtok_set_new(lgr, via->idx, nl->idx, &msg->add_link.rkeys[i]);
-        llc_init(lgr, &m, SMC_LLC_ADD_LINK, SMC_LLC_FLAG_RESP);
-        memcpy(m.add_link.mac, nl->mac, 6);
-        memcpy(m.add_link.gid, nl->gid, 16);
-        m.add_link.qpn = roce_link_qpn(nl->rl);
-        m.add_link.link_num = nl->link_num;
-        m.add_link.qp_mtu = nl->mtu;
-        m.add_link.psn = roce_link_psn(nl->rl);
-        if (m.v2) {
-                memcpy(m.add_link.target_gid, nl->gid, 16);
-                m.add_link.n_rkeys = (uint16_t) lgr->add_rk_n;
-                m.add_link.n_rkeys_le = true;
-                m.add_link.rkeys = lgr->add_rk;
-        }
-        llc_send(via, &m);
-        lgr->add_state = m.v2 ? ADD_CLI_WAIT_CONFIRM : ADD_CLI_WAIT_CONT;
+        send_add_link(lgr, SMC_LLC_FLAG_RESP);
+        lgr->add_state = lgr->version >= 2 ? ADD_CLI_WAIT_CONFIRM : ADD_CLI_WAIT_CONT;
         add_arm(lgr);
 }
 
