@@ -137,8 +137,6 @@ struct SmcrLgr {
         unsigned add_rk_n, add_rk_sent; /* entries, sent so far (v1 CONT) */
         unsigned add_recv_left;         /* v1: rkeys the peer still has to send */
         bool add_wanted;                /* server: try to add a link when the flows allow */
-        struct smc_llc_msg add_delayed; /* client: an ADD LINK that came during our flow */
-        bool add_delayed_set;
         sd_event_source *add_timer;
         LIST_HEAD(SmcrConn, conns);
         LIST_HEAD(SmcrConn, tx_wait);   /* connections waiting for a send slot */
