@@ -83,6 +83,12 @@ enum smcd_cq_poll {
         SMCD_CQ_POLL_THREAD,    /* a polling thread per RoCE device (roce_dev_set_cq_poll) */
 };
 
+/* SMC-R v2 User EIDs (tunable "ueid"): at most 4 of 32 characters, as the kernel's
+ * SMC_MAX_UEID / SMC_MAX_EID_LEN (net/smc/smc_clc.h) */
+#define SMCD_MAX_UEIDS 4
+#define SMCD_UEID_LEN 32
+#define SMCD_DEFAULT_UEID "SMCD-USERSPACE"
+
 typedef struct ManagerConfig {
         char *runtime_dir;         /* socket and stats.json live here */
         uid_t *allow_uids;         /* none and no groups = everybody may connect */
@@ -110,6 +116,9 @@ typedef struct ManagerConfig {
         uint32_t max_conns_per_lgr; /* SMC-R: connections per new link group (16..255) */
         uint32_t max_links_per_lgr; /* SMC-R: links per new link group (1..2) */
         uint32_t test_link_time;    /* SMC-R: TEST LINK idle time, seconds, 0 = off */
+        uint8_t ueids[SMCD_MAX_UEIDS][SMCD_UEID_LEN]; /* tunable "ueid": SMC-R v2 User EIDs,
+                                     * upper case, blank padded (no NUL), in the order given */
+        uint32_t n_ueids;           /* 0..SMCD_MAX_UEIDS; 0 = no SMC-R v2 (v1 only) */
         char state_file[PATH_MAX];  /* tunables state file (tunables.h); "" = none */
         int state_load_error;       /* -errno: the state file exists but could not be read
                                      * at start; left alone, SetTunable refused */

@@ -34,7 +34,6 @@
 #define SMCR_CDC_INFLIGHT 16                         /* CDCs of one connection in flight */
 #define SMCR_LLC_QUEUE 64                            /* LLC messages waiting for a send slot */
 #define SMCR_INLINE_WANT 64                          /* bytes of inline data asked for (inline=on) */
-#define SMCR_UEID "SMCD-USERSPACE"                   /* our User EID (2.8), blank padded */
 #define SMCR_RELEASE 1                               /* SMC v2.1 */
 #define SMCR_OS_LINUX 2
 
@@ -44,6 +43,7 @@
 #define SMCR_RTOKENS 256                             /* peer RMBs known per group (6.2: 255) */
 #define SMCR_ADD_LINK_USEC (5 * 1000000ULL)          /* each step of an ADD LINK flow (5.4) */
 #define SMCR_LINK_GRACE_USEC (2 * 1000000ULL)        /* a removed link's QP still delivers */
+#define SMCR_VAL_WAIT_USEC (SMCR_LINK_GRACE_USEC + 1000000ULL) /* a CDC the validation named */
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
 #define WR_ID_VALIDATION (UINT64_C(1) << 62)         /* a failover-validation CDC (4.6) */
@@ -203,6 +203,12 @@ struct SmcrConn {
         uint64_t rx_cons_sent;   /* consumer cursor last sent to the peer */
         uint16_t rx_seq;
         bool rx_seq_valid;
+        /* a failover-validation CDC named a CDC we have not seen yet: it may still be in
+         * the old link's CQ (delivered in any order with the other link's); wait for
+         * seqno val_seq until val_timer (SMCR_VAL_WAIT_USEC), then abort */
+        uint16_t val_seq;
+        bool val_pending;
+        sd_event_source *val_timer;
         bool peer_blocked;
         bool cons_upd_req;
         bool plugged;            /* xs plugged, waiting for EPOLLOUT */
@@ -254,6 +260,7 @@ struct SmcrHs {
         uint8_t gid[16], mac[6];
         uint8_t peer_id[8];
         uint8_t peer_gid[16];
+        uint8_t eid[SMC_EID_LEN];       /* v2: the negotiated User EID (Accept, Confirm) */
         uint8_t release;
         uint8_t max_conns;
         uint8_t max_links;              /* negotiated (v2.1), else ours */
@@ -277,7 +284,6 @@ struct SmcrManager {
         const char *why;
         char first_netdev[IF_NAMESIZE];
         uint8_t peer_id[8];
-        uint8_t ueid[SMC_EID_LEN];
         char hostname[SMC_HOSTNAME_LEN];
         uint32_t next_lgr_id;
         U64Map *tokens;          /* our alert token -> SmcrConn */
@@ -397,6 +403,15 @@ static uint8_t own_max_links(SmcrManager *sm) {
         uint32_t v = sm->m->config.max_links_per_lgr;
 
         return v >= 1 && v <= SMCR_MAX_LINKS ? (uint8_t) v : SMCR_MAX_LINKS;
+}
+
+/* Whether @eid (32 bytes, blank padded) is one of our User EIDs (tunable "ueid"; 2.8) */
+static bool own_ueid(SmcrManager *sm, const uint8_t eid[SMC_EID_LEN]) {
+        _Static_assert(SMC_EID_LEN == SMCD_UEID_LEN, "EID length");
+        for (unsigned i = 0; i < sm->m->config.n_ueids && i < SMCD_MAX_UEIDS; i++)
+                if (memcmp(sm->m->config.ueids[i], eid, SMC_EID_LEN) == 0)
+                        return true;
+        return false;
 }
 
 static bool inline_allowed(SmcrManager *sm, RoceLink *rl) {
@@ -979,6 +994,26 @@ static void conn_apply_peer_flags(SmcrConn *c) {
         }
 }
 
+/* The CDC a failover validation named did not come in time: it was lost (4.6). */
+static int on_val_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        SmcrConn *c = userdata;
+
+        (void) s;
+        (void) usec;
+        c->val_timer = sd_event_source_disable_unref(c->val_timer);
+        if (!c->val_pending)
+                return 0;
+        c->val_pending = false;
+        log_warning("SMC-R connection %08x: a CDC was lost in a link failover (have %u, peer %u): abort.", c->token,
+                    c->rx_seq_valid ? c->rx_seq : 0, c->val_seq);
+        /* the abort CDC first: conn_abort_local() marks the peer done */
+        c->local_flags |= SMC_CDC_CONN_ABORT;
+        conn_tx(c, true);
+        conn_abort_local(c);
+        conn_maybe_free(c);
+        return 0;
+}
+
 /* a CDC for @c arrived */
 static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         uint64_t prod = cdc_cursor(cdc->prod_wrap, cdc->prod_count), cons = cdc_cursor(cdc->cons_wrap, cdc->cons_count);
@@ -993,15 +1028,25 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
                 uint16_t have = c->rx_seq_valid ? c->rx_seq : 0;
 
                 if ((int16_t) (have - cdc->seqno) < 0) {
-                        log_warning("SMC-R connection %08x: a CDC was lost in a link failover (have %u, peer %u): abort.",
-                                    c->token, have, cdc->seqno);
-                        /* the abort CDC first: conn_abort_local() marks the peer done */
-                        c->local_flags |= SMC_CDC_CONN_ABORT;
-                        conn_tx(c, true);
-                        conn_abort_local(c);
-                        conn_maybe_free(c);
+                        /* not seen (yet): it may wait in the old link's CQ, which is
+                         * served apart from this one's; it must come by the deadline */
+                        if (smcr_trace)
+                                log_debug("SMC-R connection %08x: failover validation names CDC %u, have %u: waiting",
+                                          c->token, cdc->seqno, have);
+                        c->val_seq = cdc->seqno;
+                        c->val_pending = true;
+                        if (!c->val_timer &&
+                            sd_event_add_time(c->sm->m->event, &c->val_timer, CLOCK_MONOTONIC,
+                                              now_usec(c->sm) + SMCR_VAL_WAIT_USEC, 0, on_val_timer, c) < 0)
+                                (void) on_val_timer(NULL, 0, c); /* cannot wait: judge now */
                 }
                 return;
+        }
+        if (c->val_pending && cdc->seqno == c->val_seq) {
+                /* the named CDC came (on the old link; its QP delivers in order, so the
+                 * ones before it did too) */
+                c->val_pending = false;
+                c->val_timer = sd_event_source_disable_unref(c->val_timer);
         }
         if (c->rx_seq_valid && (int16_t) (cdc->seqno - c->rx_seq) <= 0)
                 return; /* old or duplicate (4.1) */
@@ -1124,6 +1169,7 @@ static void conn_free(SmcrConn *c) {
                 m->stats.smcr.msgs_rx += atomic_load_explicit(&r->cons_msgs, memory_order_relaxed);
         }
         conn_detach(c);
+        c->val_timer = sd_event_source_disable_unref(c->val_timer);
         c->xs_src = sd_event_source_disable_unref(c->xs_src);
         if (c->xs >= 0)
                 close(c->xs);
@@ -2780,7 +2826,7 @@ static void fill_accept(SmcrHs *hs, struct smc_clc_accept_r *a, uint8_t type) {
         a->rmb_addr = (uint64_t) (uintptr_t) ((uint8_t *) c->rmb->base + SMC_DMB_HDR_LEN);
         a->psn = roce_link_psn(l->rl);
         if (hs->version >= 2) {
-                memcpy(a->eid, sm->ueid, SMC_EID_LEN);
+                memcpy(a->eid, hs->eid, SMC_EID_LEN);
                 if (hs->first_contact) {
                         a->fce.v2_direct = true;
                         a->fce.os_type = SMCR_OS_LINUX;
@@ -2984,7 +3030,9 @@ static void hs_client_start(SmcrHs *hs) {
                 return;
         }
         p.typev1 = SMC_TYPE_R;
-        p.typev2 = SMC_TYPE_R;
+        /* v2 needs a User EID (2.8): without one, v1 only (as Linux, smc_find_proposal_devices) */
+        p.typev2 = sm->m->config.n_ueids > 0 ? SMC_TYPE_R : SMC_TYPE_N;
+        hs->version = p.typev2 != SMC_TYPE_N ? 2 : 1;
         memcpy(p.peer_id, sm->peer_id, 8);
         memcpy(p.gid, hs->gid, 16);
         memcpy(p.mac, hs->mac, 6);
@@ -2992,8 +3040,9 @@ static void hs_client_start(SmcrHs *hs) {
         plen = local_prefixlen(sm->m, hs->local4);
         prefix_of(hs->local4, plen < 0 ? 32 : plen, p.ipv4_prefix);
         p.ipv4_prefix_len = (uint8_t) (plen < 0 ? 32 : plen);
-        p.n_ueids = 1;
-        memcpy(p.ueids[0], sm->ueid, SMC_EID_LEN);
+        p.n_ueids = 0;
+        for (unsigned i = 0; i < sm->m->config.n_ueids && i < SMCD_MAX_UEIDS; i++)
+                memcpy(p.ueids[p.n_ueids++], sm->m->config.ueids[i], SMC_EID_LEN);
         p.release = SMCR_RELEASE;
         memcpy(p.roce_v2_gid, hs->gid, 16);
         p.max_conns = (uint8_t) (sm->m->config.max_conns_per_lgr ? sm->m->config.max_conns_per_lgr : 255);
@@ -3035,10 +3084,11 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
         hs->max_conns = 255;
         hs->max_links = own_max_links(sm);
         if (a->version >= 2) {
-                if (memcmp(a->eid, sm->ueid, SMC_EID_LEN) != 0) {
+                if (!own_ueid(sm, a->eid)) {
                         hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
                         return;
                 }
+                memcpy(hs->eid, a->eid, SMC_EID_LEN);
                 if (a->first_contact) {
                         if (a->fce.release > SMCR_RELEASE) {
                                 hs_fail(hs, 0, SMC_CLC_DECL_RELEASEERR, true);
@@ -3124,9 +3174,12 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
         memcpy(hs->peer_id, p.peer_id, 8);
         r_v1 = p.typev1 == SMC_TYPE_R || p.typev1 == SMC_TYPE_B;
         r_v2 = p.version >= 2 && (p.typev2 == SMC_TYPE_R || p.typev2 == SMC_TYPE_B);
-        for (unsigned i = 0; r_v2 && i < p.n_ueids; i++)
-                if (!memcmp(p.ueids[i], sm->ueid, SMC_EID_LEN))
+        /* the first of the client's User EIDs that we have too (Linux smc_clc_match_eid) */
+        for (unsigned i = 0; r_v2 && !have_ueid && i < p.n_ueids; i++)
+                if (own_ueid(sm, p.ueids[i])) {
+                        memcpy(hs->eid, p.ueids[i], SMC_EID_LEN);
                         have_ueid = true;
+                }
         v4 = is_v4(&hs->local, hs->local4);
         hs->dev = v4 ? dev_for_ipv4(sm, hs->local4, hs->gid, &hs->gid_index, hs->mac) : NULL;
         if (!r_v1 && !r_v2) {
@@ -3241,7 +3294,6 @@ static void hs_server_continue(SmcrHs *hs) {
 }
 
 static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
-        SmcrManager *sm = hs->sm;
         SmcrLgr *lgr = hs->lgr;
         struct smc_clc_accept_r a;
         SmcrLink *l;
@@ -3254,7 +3306,7 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 return;
         }
         if (a.version >= 2) {
-                if (memcmp(a.eid, sm->ueid, SMC_EID_LEN) != 0) {
+                if (memcmp(a.eid, hs->eid, SMC_EID_LEN) != 0) {
                         hs_fail(hs, 0, SMC_CLC_DECL_NOUEID, true);
                         return;
                 }
@@ -3649,8 +3701,6 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
                 free(sm);
                 return -ENOMEM;
         }
-        memset(sm->ueid, ' ', SMC_EID_LEN);
-        memcpy(sm->ueid, SMCR_UEID, strlen(SMCR_UEID));
         memset(sm->hostname, ' ', SMC_HOSTNAME_LEN);
         {
                 char h[256] = "";

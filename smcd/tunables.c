@@ -29,6 +29,7 @@ enum kind {
         KIND_NUMBER, /* decimal digits, min..max */
         KIND_BYTES,  /* decimal digits with an optional K/M/G/T suffix, min..max */
         KIND_CLASS,  /* bytes as KIND_BYTES, min..max, rounded up to a DMB size class */
+        KIND_UEIDS,  /* ManagerConfig.ueids / n_ueids: a comma separated list of User EIDs */
 };
 
 typedef struct Tunable {
@@ -110,6 +111,10 @@ static const Tunable tunables[] = {
         { "test_link_time", KIND_NUMBER, FIELD(test_link_time), 0, 3600, 30, NULL,
           "seconds 0..3600 (0 = off)",
           "SECONDS", "SMC-R link test interval (0 = off, default 30)" },
+        { "ueid", KIND_UEIDS, FIELD(ueids), 0, SMCD_MAX_UEIDS, 1, NULL,
+          "up to 4 comma separated User EIDs of 1..32 characters A-Z 0-9 . - (the first A-Z or 0-9), "
+          "or \"\" for none",
+          "EID[,EID...]", "SMC-R v2 User EIDs (up to 4, default " SMCD_DEFAULT_UEID ")" },
 };
 
 #define N_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
@@ -162,15 +167,85 @@ const char *tunable_help(const char *key, const char **ret_metavar) {
 
 void tunables_set_defaults(ManagerConfig *cfg) {
         for (size_t i = 0; i < N_TUNABLES; i++)
-                field_set(cfg, &tunables[i], tunables[i].def);
+                if (tunables[i].kind != KIND_UEIDS)
+                        field_set(cfg, &tunables[i], tunables[i].def);
+        memset(cfg->ueids, 0, sizeof(cfg->ueids));
+        memset(cfg->ueids[0], ' ', SMCD_UEID_LEN);
+        memcpy(cfg->ueids[0], SMCD_DEFAULT_UEID, strlen(SMCD_DEFAULT_UEID));
+        cfg->n_ueids = 1;
 }
 
 void tunables_copy(ManagerConfig *dst, const ManagerConfig *src) {
         for (size_t i = 0; i < N_TUNABLES; i++)
-                field_set(dst, &tunables[i], field_get(src, &tunables[i]));
+                if (tunables[i].kind != KIND_UEIDS)
+                        field_set(dst, &tunables[i], field_get(src, &tunables[i]));
+        memcpy(dst->ueids, src->ueids, sizeof(dst->ueids));
+        dst->n_ueids = src->n_ueids;
 }
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* One User EID of @len bytes at @s (blanks around it already cut) into @out, upper case
+ * and blank padded. The kernel's rule (smc_clc_ueid_valid, net/smc/smc_clc.c): 1..32
+ * characters A-Z, 0-9, '.' and '-', the first A-Z or 0-9. Lower case is taken as upper
+ * case (smc_pnet's ueid tool does the same). Returns 0 or -EINVAL. */
+static int parse_ueid(const char *s, size_t len, uint8_t out[SMCD_UEID_LEN]) {
+        if (len < 1 || len > SMCD_UEID_LEN || !isalnum((unsigned char) s[0]))
+                return -EINVAL;
+        memset(out, ' ', SMCD_UEID_LEN);
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) s[i];
+
+                if (c >= 0x80 || (!isalnum(c) && c != '.' && c != '-'))
+                        return -EINVAL;
+                out[i] = (uint8_t) toupper(c);
+        }
+        return 0;
+}
+
+/* "EID[,EID...]" (blanks around each allowed; "" = none) into @cfg's ueids. Nothing is
+ * changed on error: -EINVAL with a reason naming @what in @err. */
+static int parse_ueids(ManagerConfig *cfg, const char *value, const char *what, const char *expect, char *err,
+                       size_t errlen) {
+        uint8_t ueids[SMCD_MAX_UEIDS][SMCD_UEID_LEN] = {};
+        unsigned n = 0;
+        const char *p = value;
+
+        while (*p == ' ' || *p == '\t')
+                p++;
+        if (*p == 0)
+                goto done;
+        for (;;) {
+                const char *e = p + strcspn(p, ",");
+                const char *b = p;
+                size_t len;
+
+                while (b < e && (*b == ' ' || *b == '\t'))
+                        b++;
+                len = (size_t) (e - b);
+                while (len > 0 && (b[len - 1] == ' ' || b[len - 1] == '\t'))
+                        len--;
+                if (n == SMCD_MAX_UEIDS)
+                        return set_err(err, errlen, "%s: at most %d User EIDs, not \"%s\"", what, SMCD_MAX_UEIDS,
+                                       value);
+                if (parse_ueid(b, len, ueids[n]) < 0)
+                        return set_err(err, errlen, "%s: bad User EID \"%.*s\": expected %s", what, (int) len, b,
+                                       expect);
+                for (unsigned i = 0; i < n; i++)
+                        if (memcmp(ueids[i], ueids[n], SMCD_UEID_LEN) == 0)
+                                return set_err(err, errlen, "%s: User EID \"%.*s\" given twice", what, (int) len,
+                                               b);
+                n++;
+                if (*e == 0)
+                        break;
+                p = e + 1;
+        }
+done:
+        memcpy(cfg->ueids, ueids, sizeof(ueids));
+        cfg->n_ueids = n;
+        return 0;
+}
+
 static int set_err(char *err, size_t errlen, const char *fmt, ...) {
         va_list ap;
 
@@ -231,6 +306,8 @@ int tunable_parse_as(ManagerConfig *cfg, const char *key, const char *value, con
                 what = key;
         if (!value)
                 value = "";
+        if (t->kind == KIND_UEIDS)
+                return parse_ueids(cfg, value, what, t->expect, err, errlen);
         switch (t->kind) {
         case KIND_ENUM:
                 for (v = 0; t->names[v]; v++)
@@ -246,6 +323,8 @@ int tunable_parse_as(ManagerConfig *cfg, const char *key, const char *value, con
                         return set_err(err, errlen, "%s: expected %s, not \"%s\"", what, t->expect, value);
                 if (t->kind == KIND_CLASS)
                         v = smc_dmb_class_size(smc_dmb_class(v));
+                break;
+        case KIND_UEIDS:
                 break;
         }
         field_set(cfg, t, v);
@@ -263,6 +342,21 @@ int tunable_format(const ManagerConfig *cfg, const char *key, char **ret) {
 
         if (!t)
                 return -EINVAL;
+        if (t->kind == KIND_UEIDS) {
+                char buf[SMCD_MAX_UEIDS * (SMCD_UEID_LEN + 1) + 1] = "";
+                size_t n = 0;
+
+                for (unsigned i = 0; i < cfg->n_ueids && i < SMCD_MAX_UEIDS; i++) {
+                        size_t len = SMCD_UEID_LEN;
+
+                        while (len > 0 && cfg->ueids[i][len - 1] == ' ')
+                                len--;
+                        n += (size_t) snprintf(buf + n, sizeof(buf) - n, "%s%.*s", i ? "," : "", (int) len,
+                                               (const char *) cfg->ueids[i]);
+                }
+                *ret = strdup(buf);
+                return *ret ? 0 : -ENOMEM;
+        }
         v = field_get(cfg, t);
         if (t->kind == KIND_ENUM)
                 r = asprintf(ret, "%s", v <= t->max ? t->names[v] : t->names[t->def]);

@@ -26,7 +26,7 @@ static void defaults(ManagerConfig *cfg) {
 
 /* The value of @key in @cfg as shown ("?" on error; static buffer). */
 static const char *shown(const ManagerConfig *cfg, const char *key) {
-        static char buf[64];
+        static char buf[160];
         char *v = NULL;
 
         if (tunable_format(cfg, key, &v) < 0)
@@ -67,7 +67,7 @@ static void test_keys(void) {
         static const char *const want[] = {
                 "autocork_size", "buf_clear", "busy_poll", "cq_poll", "inline", "max_buf_per_uid", "max_clients_per_uid",
                 "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr", "rmem", "sndbuf",
-                "test_link_time",
+                "test_link_time", "ueid",
         };
         size_t n = sizeof(want) / sizeof(want[0]);
 
@@ -90,6 +90,7 @@ static void test_defaults(void) {
                 { "cq_poll", "event" }, { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
                 { "max_conns_per_lgr", "255" }, { "max_conns_per_uid", "0" }, { "max_handshakes_per_uid", "0" },
                 { "max_links_per_lgr", "2" }, { "rmem", "65536" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
+                { "ueid", "SMCD-USERSPACE" },
         };
         ManagerConfig cfg;
         json_object *o, *v;
@@ -202,10 +203,42 @@ static void test_values(void) {
         bad("test_link_time", "3601", "test_link_time: expected seconds 0..3600 (0 = off), not \"3601\"");
         bad("test_link_time", "30s", "test_link_time: expected seconds 0..3600");
 
-        /* every key refuses a missing value */
+        /* ueid: up to 4 User EIDs as the kernel's smc_clc_ueid_valid, upper-cased; "" = none */
+        good("ueid", "SMCD-USERSPACE", "SMCD-USERSPACE");
+        good("ueid", " abc.1-x , B2", "ABC.1-X,B2");
+        good("ueid", "", "");
+        good("ueid", "  ", "");
+        good("ueid", "A,B,C,D", "A,B,C,D");
+        good("ueid", "0123456789ABCDEF0123456789ABCDEF", "0123456789ABCDEF0123456789ABCDEF");
+        bad("ueid", "A,B,C,D,E", "ueid: at most 4 User EIDs, not \"A,B,C,D,E\"");
+        bad("ueid", "-A", "ueid: bad User EID \"-A\": expected up to 4 comma separated");
+        bad("ueid", ".A", "ueid: bad User EID \".A\"");
+        bad("ueid", "0123456789ABCDEF0123456789ABCDEF0", "ueid: bad User EID \"0123456789ABCDEF0123456789ABCDEF0\"");
+        bad("ueid", "A B", "ueid: bad User EID \"A B\"");
+        bad("ueid", "A,,B", "ueid: bad User EID \"\"");
+        bad("ueid", "A,", "ueid: bad User EID \"\"");
+        bad("ueid", "A_B", "ueid: bad User EID \"A_B\"");
+        bad("ueid", "\xc3\x89T\xc3\x89", "ueid: bad User EID");
+        bad("ueid", "abc,ABC", "ueid: User EID \"ABC\" given twice");
+        {
+                ManagerConfig cfg;
+                char err[300];
+
+                defaults(&cfg);
+                CHECK(cfg.n_ueids == 1 && !memcmp(cfg.ueids[0], "SMCD-USERSPACE                  ", 32), "default UEID");
+                CHECK(tunable_parse(&cfg, "ueid", "x1,y2", err, sizeof(err)) == 0 && cfg.n_ueids == 2 &&
+                              !memcmp(cfg.ueids[0], "X1                              ", 32) &&
+                              !memcmp(cfg.ueids[1], "Y2                              ", 32),
+                      "two UEIDs, blank padded, upper case");
+                CHECK(tunable_parse(&cfg, "ueid", "", err, sizeof(err)) == 0 && cfg.n_ueids == 0, "no UEID");
+        }
+
+        /* every key refuses a missing value (ueid: none is a value) */
         for (size_t i = 0; i < tunables_count(); i++) {
                 char want[64];
 
+                if (!strcmp(tunable_key(i), "ueid"))
+                        continue;
                 snprintf(want, sizeof(want), "%s: expected ", tunable_key(i));
                 bad(tunable_key(i), NULL, want);
                 bad(tunable_key(i), "garbage", want);
@@ -245,9 +278,11 @@ static void test_copy(void) {
         CHECK(tunable_parse(&b, "buf_clear", "create", err, sizeof(err)) == 0, "buf_clear");
         CHECK(tunable_parse(&b, "max_handshakes_per_uid", "12", err, sizeof(err)) == 0, "hs");
         CHECK(tunable_parse(&b, "test_link_time", "0", err, sizeof(err)) == 0, "tlt");
+        CHECK(tunable_parse(&b, "ueid", "K1,K2", err, sizeof(err)) == 0, "ueid");
         tunables_copy(&a, &b);
         CHECK(a.sndbuf == 262144 && a.busy_poll_us == 9 && a.buf_clear == SMC_POOL_CLEAR_CREATE &&
               a.max_handshakes_per_uid == 12 && a.test_link_time == 0, "copied");
+        CHECK(a.n_ueids == 2 && !memcmp(a.ueids[1], "K2 ", 3), "ueid copied");
         CHECK(a.prepopulate == 7 && a.no_bus, "the rest not touched");
 }
 

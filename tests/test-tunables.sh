@@ -7,7 +7,7 @@
 #                         connections, the environment overriding them
 #   max_handshakes_per_uid  a burst of connects: some fall back with SMCD_DECL_HSRATE,
 #                         another uid is not affected, a second later it works again
-#   max_conns_per_lgr, test_link_time  stored, shown, persisted (SMC-R)
+#   max_conns_per_lgr, test_link_time, ueid  stored, shown, persisted (SMC-R)
 # then bad values refused with nothing changed, persistence across a restart, and the
 # same settings as smcd options and config file keys.
 # Args: SMCD SMCCTL LIBSMCRUN SMCRUN. Skips (77) without dbus-daemon. TAP-ish output.
@@ -63,7 +63,7 @@ if "$smcctl" -j tunables | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
 want = {"sndbuf": "16384", "busy_poll": "50", "autocork_size": "65536", "max_handshakes_per_uid": "0",
-        "max_conns_per_lgr": "255", "test_link_time": "30"}
+        "max_conns_per_lgr": "255", "test_link_time": "30", "ueid": "SMCD-USERSPACE"}
 assert {k: t[k] for k in want} == want, t' 2>"$tmp/err"
 then ok "defaults of the new tunables"; else nok "defaults: $(cat "$tmp/err")"; fi
 
@@ -244,6 +244,9 @@ grep -q "falls back to TCP: SMCD_DECL_HSRATE" "$tmp/smcd.log" && ok "smcd logged
 "$smcctl" tunables set max_conns_per_lgr=16 test_link_time=0 2>"$tmp/err" && [ "$(get max_conns_per_lgr)" = 16 ] &&
         [ "$(get test_link_time)" = 0 ] && ok "max_conns_per_lgr=16 test_link_time=0" \
         || nok "SMC-R tunables: $(cat "$tmp/err")"
+"$smcctl" set ueid="smcd-userspace, Tenant.A-1" 2>"$tmp/err" && [ "$(get ueid)" = SMCD-USERSPACE,TENANT.A-1 ] &&
+        grep -q "Tunable ueid set to SMCD-USERSPACE,TENANT.A-1" "$tmp/smcd.log" &&
+        ok "ueid: two User EIDs, upper-cased: $(get ueid)" || nok "ueid: $(cat "$tmp/err") $(get ueid)"
 
 # ---- bad values: refused, non-zero exit, nothing changed ----
 "$smcctl" tunables set sndbuf=100K busy_poll=9 autocork_size=4K max_handshakes_per_uid=1000 2>"$tmp/err" \
@@ -269,6 +272,11 @@ bad "max_conns_per_lgr 15" 'max_conns_per_lgr: expected a number 16..255' max_co
 bad "max_conns_per_lgr 256" 'max_conns_per_lgr: expected a number 16..255' max_conns_per_lgr=256
 bad "test_link_time too big" 'test_link_time: expected seconds 0..3600' test_link_time=3601
 bad "test_link_time with unit" 'test_link_time: expected seconds' test_link_time=30s
+bad "ueid with a blank inside" 'ueid: bad User EID "A B"' "ueid=A B"
+bad "ueid starting with a dot" 'ueid: bad User EID ".X"' ueid=.X
+bad "ueid of 33 characters" 'ueid: bad User EID' ueid=ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
+bad "five ueids" 'ueid: at most 4 User EIDs' ueid=A,B,C,D,E
+bad "a ueid twice" 'ueid: User EID "A" given twice' ueid=a,A
 bad "a good one then a bad one (rolled back)" 'busy_poll: expected' sndbuf=1M busy_poll=x
 if command -v setpriv >/dev/null; then
         setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" tunables set sndbuf=32K >/dev/null 2>"$tmp/err"; rc=$?
@@ -278,7 +286,7 @@ fi
 python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t) == 14 and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
+assert len(t) == 15 and t["ueid"] == "SMCD-USERSPACE,TENANT.A-1" and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
    and t["max_handshakes_per_uid"] == "1000" and t["max_conns_per_lgr"] == "16" and t["test_link_time"] == "0", t' \
         "$state" 2>"$tmp/err" && ok "state file holds the new tunables: $(tr -d ' \n' <"$state")" \
         || nok "state file: $(cat "$tmp/err")"
@@ -304,11 +312,13 @@ sndbuf = 32K
 busy-poll = 11
 test-link-time = 60
 CONF
-start_smcd --config "$tmp/smcd.conf" --autocork-size 2K --max-handshakes-per-uid 50 --max-conns-per-lgr 100 --rmem 16K
+start_smcd --config "$tmp/smcd.conf" --autocork-size 2K --max-handshakes-per-uid 50 --max-conns-per-lgr 100 --rmem 16K \
+        --ueid ""
+
 if "$smcctl" -j tunables | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
-want = {"sndbuf": "32768", "busy_poll": "11", "test_link_time": "60", "autocork_size": "2048",
+want = {"sndbuf": "32768", "busy_poll": "11", "test_link_time": "60", "autocork_size": "2048", "ueid": "",
         "max_handshakes_per_uid": "50", "max_conns_per_lgr": "100", "rmem": "16384"}
 assert {k: t[k] for k in want} == want, t' 2>"$tmp/err"
 then ok "options and config file keys set the tunables"; else nok "options: $(cat "$tmp/err")"; fi
@@ -325,6 +335,7 @@ badopt "--busy-poll 10001" 'busy-poll: expected microseconds 0..10000' --busy-po
 badopt "--autocork-size 512" 'autocork-size: expected bytes 1K..1M' --autocork-size 512
 badopt "--max-handshakes-per-uid -5" 'max-handshakes-per-uid: expected' --max-handshakes-per-uid -5
 badopt "--max-conns-per-lgr 8" 'max-conns-per-lgr: expected a number 16..255' --max-conns-per-lgr 8
+badopt "--ueid -X" 'ueid: bad User EID "-X"' --ueid -X
 badopt "--test-link-time 1h" 'test-link-time: expected seconds 0..3600' --test-link-time 1h
 badopt "--max-conns-per-uid x (message kept)" 'max-conns-per-uid: expected a number' --max-conns-per-uid x
 badopt "--busy_poll (options use dashes)" 'unrecognized option' --busy_poll 5
