@@ -8,6 +8,9 @@
  * against Linux net/smc (smc_clc.h, smc_cdc.h, smc_llc.c); RFC 7609 Appendix A
  * defines the v1 formats. All integers on the wire are big-endian (the spec's [Linux]
  * host-order exceptions are parsed defensively, as the spec advises, and noted below).
+ * The notes "[6.12 bytes]" are what the bytes a real kernel (Debian 6.12, x86_64) sent
+ * to smcd showed; those bytes are tests/test-smcr-kernel-bytes.c (captured with
+ * tests/vm/kernel-smc-capture.sh).
  *
  * Decoders take the received bytes and their length and fill a plain C struct; they
  * never read past @len, check every length/count/version rule the spec states, and
@@ -87,7 +90,10 @@ struct smc_clc_proposal {
         uint8_t version;         /* decode only: header version */
         uint8_t typev1;          /* SMC_TYPE_* offered for v1 */
         uint8_t typev2;          /* SMC_TYPE_* offered for v2 (N if version 1) */
-        uint8_t peer_id[8];      /* 2 random bytes + 6-byte MAC of a RoCE port */
+        uint8_t peer_id[8];      /* 2 random bytes + 6-byte MAC of a RoCE port.
+                                  * [6.12 bytes] Linux leaves peer_id, gid and mac
+                                  * zero unless SMC-R is offered for v1 (its
+                                  * v2-only proposal has none of them) */
         uint8_t gid[16];         /* SMC-R v1: client's RoCE GID */
         uint8_t mac[6];          /* SMC-R v1: MAC of that port */
         bool has_smcd_area;      /* the 40-byte SMC-D/v2 area is present */
@@ -106,7 +112,8 @@ struct smc_clc_proposal {
         uint8_t roce_v2_gid[16]; /* IPv4-mapped ::ffff:a.b.c.d */
         uint8_t max_conns;       /* v2.1 */
         uint8_t max_links;       /* v2.1 */
-        uint16_t feature_mask;
+        uint16_t feature_mask;   /* [6.12 bytes] Linux sets 0x0001 (emulated ISM) even
+                                  * when it offers SMC-R only */
         /* SMC-Dv2 extension: present iff typev2 is D or B */
         uint8_t seid[SMC_EID_LEN];
         uint8_t n_ism;           /* 0..8 {gid, chid} entries */
@@ -173,8 +180,10 @@ struct smc_clc_decline {
         uint8_t version;         /* 1 (28 bytes) or 2 (44 bytes) */
         uint32_t eyecatcher;     /* decode: what the header had; encode: 0 = R */
         bool out_of_sync;        /* header bit 3 */
-        uint8_t peer_id[8];
-        uint32_t diag;           /* SMC_CLC_DECL_* */
+        uint8_t peer_id[8];      /* [6.12 bytes] Linux fills it (its system id) */
+        uint32_t diag;           /* SMC_CLC_DECL_*. [6.12 bytes] Linux reports the
+                                  * last check that failed: with no common UEID and
+                                  * SMC-R v1 offered too, DIFFPREFIX, not NOUEID */
         uint8_t os_type;         /* v2: 2 = Linux */
 };
 
@@ -238,7 +247,8 @@ int smc_cdc_decode(const uint8_t *buf, size_t len, struct smc_cdc_msg *c);
 
 /* DELETE LINK reasons (5.5) */
 #define SMC_LLC_DEL_LOST_PATH      0x00010000u
-#define SMC_LLC_DEL_OP_INIT_TERM   0x00020000u
+#define SMC_LLC_DEL_OP_INIT_TERM   0x00020000u /* [6.12 bytes] `rmmod smc`: ALL without
+                                                * ORDERLY, link number 0 */
 #define SMC_LLC_DEL_PROG_INIT_TERM 0x00030000u
 #define SMC_LLC_DEL_PROT_VIOL      0x00040000u
 #define SMC_LLC_DEL_NO_ASYM_NEEDED 0x00050000u
@@ -264,7 +274,9 @@ struct smc_llc_msg {
                         uint8_t gid[16];
                         uint32_t qpn;
                         uint8_t link_num;
-                        uint32_t link_uid;
+                        uint32_t link_uid; /* the sender's own: a response does
+                                            * not echo the request's ([6.12 bytes]
+                                            * Linux: htonl(lgr id + link number)) */
                         uint8_t max_links;
                         uint8_t max_conns;
                 } confirm_link;
@@ -314,7 +326,9 @@ struct smc_llc_msg {
                 struct { /* 5.8 */
                         uint8_t user_data[16];
                 } test_link;
-                struct { /* 5.7 (v1: n <= 8) */
+                struct { /* 5.7 (v1: n <= 8). [6.12 bytes] Linux's v2
+                          * request: 44 bytes, n = 1; its response keeps
+                          * num_rkeys, zeroes the rkeys, err_mask = 0 */
                         uint8_t num_rkeys;
                         uint8_t err_mask;
                         uint32_t rkeys[SMC_LLC_MAX_DELETE_RKEYS_V1];
