@@ -2951,10 +2951,18 @@ static void hs_done(SmcrHs *hs) {
         hs_server_was = hs->server;
         {
                 char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN];
-                log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB.",
+                int eidlen = SMC_EID_LEN;
+
+                while (eidlen > 0 && hs->eid[eidlen - 1] == ' ')
+                        eidlen--;
+                char fc[48] = "";
+
+                if (hs->first_contact)
+                        snprintf(fc, sizeof(fc), " (first contact), max links %u", c->lgr->max_links);
+                log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB%s%.*s.",
                           hs->version, hs->server ? "server" : "client", smcd_addr_to_string(&hs->local, x),
-                          smcd_addr_to_string(&hs->peer, y), c->lgr->id, hs->first_contact ? " (first contact)" : "",
-                          c->token, c->rmb->size >> 10, c->peer_rmb_size >> 10);
+                          smcd_addr_to_string(&hs->peer, y), c->lgr->id, fc, c->token, c->rmb->size >> 10, c->peer_rmb_size >> 10, hs->version >= 2 ? ", UEID " : "",
+                          hs->version >= 2 ? eidlen : 0, (const char *) hs->eid);
         }
         hs_free(hs);
         manager_status_changed(m);
@@ -3209,6 +3217,17 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                                 return;
                         }
                         hs->max_links = p.max_links < own_max_links(sm) ? p.max_links : own_max_links(sm);
+                        /* No second device of ours (we make no asymmetric-local links):
+                         * say so, or a Linux client waits 2 s for an ADD LINK and 1 s
+                         * more for a DECLINE on every first contact
+                         * (smcr_clnt_conf_first_link). */
+                        if (hs->max_links > 1) {
+                                uint8_t g[16], mc[6];
+                                int gi;
+
+                                if (!alt_dev(sm, &hs->dev, 1, NULL, g, &gi, mc))
+                                        hs->max_links = 1;
+                        }
                 }
         } else if (r_v1) {
                 uint8_t mine[4];

@@ -51,6 +51,12 @@
  *                        the pool may make it smaller). The default changes nothing.
  *   test_link_time       seconds 0..3600, 0 = off (default 30, the kernel's
  *                        SMC_LLC_TESTLINK_DEFAULT_TIME): SMC-R link tests (live)
+ *   ueid                 EID[,EID...]: up to SMCD_MAX_UEIDS SMC-R v2 User EIDs (2.8)
+ *                        of 1..32 characters A-Z 0-9 . - (the first A-Z/0-9: the
+ *                        kernel's smc_clc_ueid_valid), upper-cased, stored blank padded
+ *                        in ManagerConfig.ueids; "" = none (SMC-R v1 only); default
+ *                        SMCD_DEFAULT_UEID; new handshakes (smcr.c reads them per
+ *                        handshake)
  *
  * Values are shown normalized: numbers in decimal bytes/counts, rmem and sndbuf as
  * the class size. Start-up order: tunables_set_defaults(), then the command line /

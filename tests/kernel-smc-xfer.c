@@ -9,7 +9,9 @@
  * One line per connection:
  *   "ok <role> size=N mode=SMCR|SMCD|TCP|?"  or  "FAIL <role> ... error=..."
  * mode is the kernel's own view of the socket, from smc_diag (NETLINK_SOCK_DIAG, the
- * AF_SMC dump, matched by inode), read before the close.
+ * AF_SMC dump, matched by inode), read before the close; a TCP fallback adds
+ * "reason=0x... peer=0x..." (SMC_DIAG_FALLBACK: the kernel's SMC_CLC_DECL_* and the
+ * peer's decline diagnosis).
  *
  *   kernel-smc-xfer server ADDR PORT COUNT            accept COUNT connections (threads)
  *   kernel-smc-xfer client ADDR PORT SIZE[,SIZE...] [PARALLEL]
@@ -17,13 +19,16 @@
  * KSMC_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending (the kernel starts
  * the close); KSMC_XFER_WAIT_EOF=1: the server waits for the peer's EOF before it closes
  * (the peer starts the close); KSMC_XFER_TOGETHER=1: a batch's connections all connect
- * before any transfers. Exit status 0 when every connection was ok.
+ * before any transfers; KSMC_XFER_FAMILY=inet: plain AF_INET sockets instead (mode
+ * "inet": the program as an ordinary TCP one, e.g. under smcrun). Exit status 0 when
+ * every connection was ok.
  */
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/smc_diag.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
@@ -44,6 +49,7 @@
 #define SMCPROTO_SMC 0
 
 static const char *want_mode;
+static int family = AF_SMC, proto = SMCPROTO_SMC;
 static atomic_int failures;
 static bool together;
 static pthread_barrier_t batch_barrier;
@@ -52,15 +58,16 @@ static pthread_barrier_t batch_barrier;
 #define XFER_RECV recv
 #include "xfer-stream.h"
 
-/* the kernel's mode of the AF_SMC socket @fd (smc_diag dump, matched by inode) */
-static const char *diag_mode(int fd) {
+/* the kernel's mode of the AF_SMC socket @fd (smc_diag dump, matched by inode); for a
+ * fallback its reason and the peer's diagnosis into @why (@len bytes), else "" */
+static const char *diag_mode(int fd, char *why, size_t len) {
         struct {
                 struct nlmsghdr nh;
                 struct smc_diag_req r;
         } req = {
                 .nh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                         .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-                .r = { .diag_family = AF_SMC },
+                .r = { .diag_family = AF_SMC, .diag_ext = 1 << (SMC_DIAG_FALLBACK - 1) },
         };
         static char buf[65536];
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -68,6 +75,9 @@ static const char *diag_mode(int fd) {
         struct stat st;
         int nl;
 
+        why[0] = 0;
+        if (family != AF_SMC)
+                return "inet";
         if (fstat(fd, &st) < 0)
                 return mode;
         nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -93,6 +103,19 @@ static const char *diag_mode(int fd) {
                                : m->diag_mode == SMC_DIAG_MODE_SMCD       ? "SMCD"
                                : m->diag_mode == SMC_DIAG_MODE_FALLBACK_TCP ? "TCP"
                                                                            : "?";
+                        if (m->diag_mode != SMC_DIAG_MODE_FALLBACK_TCP)
+                                continue;
+                        {
+                                int alen = (int) (h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+                                for (struct rtattr *a = (struct rtattr *) (m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+                                        if (a->rta_type == SMC_DIAG_FALLBACK &&
+                                            RTA_PAYLOAD(a) >= sizeof(struct smc_diag_fallback)) {
+                                                struct smc_diag_fallback f;
+                                                memcpy(&f, RTA_DATA(a), sizeof(f));
+                                                snprintf(why, len, " reason=0x%08x peer=0x%08x", f.reason,
+                                                         f.peer_diagnosis);
+                                        }
+                        }
                 }
         }
 out:
@@ -101,7 +124,7 @@ out:
         return mode;
 }
 
-static void report(const char *role, uint64_t size, const char *mode, int err, uint64_t bad_at) {
+static void report(const char *role, uint64_t size, const char *mode, const char *why, int err, uint64_t bad_at) {
         bool ok = err == 0 && (!want_mode || !strcmp(want_mode, mode));
         char line[256], extra[64] = "";
 
@@ -109,8 +132,8 @@ static void report(const char *role, uint64_t size, const char *mode, int err, u
                 atomic_fetch_add(&failures, 1);
         if (err == -EBADMSG)
                 snprintf(extra, sizeof(extra), " first-bad-byte=%llu", (unsigned long long) bad_at);
-        snprintf(line, sizeof(line), "%s %s size=%llu mode=%s%s%s%s\n", ok ? "ok" : "FAIL", role,
-                 (unsigned long long) size, mode, err ? " error=" : "", err ? strerror(-err) : "", extra);
+        snprintf(line, sizeof(line), "%s %s size=%llu mode=%s%s%s%s%s\n", ok ? "ok" : "FAIL", role,
+                 (unsigned long long) size, mode, why, err ? " error=" : "", err ? strerror(-err) : "", extra);
         fputs(line, stdout);
         fflush(stdout);
 }
@@ -120,6 +143,7 @@ static void *serve(void *arg) {
         uint8_t hdr[16];
         uint64_t size = 0, seed = 0, bad = 0;
         const char *mode;
+        char why[64];
 
         r = recv_all(fd, hdr, sizeof(hdr));
         if (r == 0) {
@@ -129,14 +153,14 @@ static void *serve(void *arg) {
         }
         if (r == 0)
                 r = stream(fd, size, seed ^ 0x5a5a, true, &bad);
-        mode = diag_mode(fd);
+        mode = diag_mode(fd, why, sizeof(why));
         if (r == 0 && getenv("KSMC_XFER_WAIT_EOF")) {
                 char c;
                 ssize_t k = recv(fd, &c, 1, 0);
                 if (k != 0)
                         r = k < 0 ? -errno : -EPROTO;
         }
-        report("server", size, mode, r, bad);
+        report("server", size, mode, why, r, bad);
         close(fd);
         return NULL;
 }
@@ -158,14 +182,15 @@ static void *client(void *arg) {
         uint8_t hdr[16];
         uint64_t bad = 0;
         const char *mode = "?";
+        char why[64] = "";
         int fd, r;
 
-        fd = socket(AF_SMC, SOCK_STREAM, SMCPROTO_SMC);
+        fd = socket(family, SOCK_STREAM, proto);
         if (fd < 0) {
                 r = -errno;
                 if (together)
                         pthread_barrier_wait(&batch_barrier);
-                report("client", j->size, mode, r, 0);
+                report("client", j->size, mode, why, r, 0);
                 return NULL;
         }
         r = connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
@@ -182,8 +207,8 @@ static void *client(void *arg) {
                 r = -errno;
         if (r == 0)
                 r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
-        mode = diag_mode(fd);
-        report("client", j->size, mode, r, bad);
+        mode = diag_mode(fd, why, sizeof(why));
+        report("client", j->size, mode, why, r, bad);
         close(fd);
         return NULL;
 }
@@ -193,12 +218,16 @@ int main(int argc, char **argv) {
 
         want_mode = getenv("KSMC_XFER_MODE");
         together = getenv("KSMC_XFER_TOGETHER") != NULL;
+        if (getenv("KSMC_XFER_FAMILY") && !strcmp(getenv("KSMC_XFER_FAMILY"), "inet")) {
+                family = AF_INET;
+                proto = 0;
+        }
         if (argc < 5 || make_addr(argv[2], argv[3], &sin) < 0) {
                 fprintf(stderr, "usage: kernel-smc-xfer server|client ADDR PORT COUNT|SIZES [PARALLEL]\n");
                 return 2;
         }
         if (!strcmp(argv[1], "server")) {
-                int l = socket(AF_SMC, SOCK_STREAM, SMCPROTO_SMC), one = 1, n = atoi(argv[4]);
+                int l = socket(family, SOCK_STREAM, proto), one = 1, n = atoi(argv[4]);
                 pthread_t *t = calloc((size_t) n, sizeof(*t));
 
                 if (l < 0 || !t || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
