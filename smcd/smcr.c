@@ -1710,6 +1710,7 @@ static void link_remove(SmcrLink *l, const char *why, bool tell) {
         SmcrConn *c, *cn;
         unsigned moved = 0;
         uint8_t num = l->link_num;
+        bool was_active = l->active;
 
         if (lgr->failed || !l->rl)
                 return;
@@ -1780,8 +1781,12 @@ static void link_remove(SmcrLink *l, const char *why, bool tell) {
                 lgr->del_active = false;
                 flow_disarm(lgr);
         }
-        if (lgr->server && lgr_links_used(lgr) < lgr->max_links)
-                lgr->add_wanted = true; /* tried when a device is up again (on_link_change) */
+        /* another try now (a device may be up), unless this link never came up: then
+         * the peer could not or would not make it (e.g. a Linux peer deletes a link
+         * whose path it cannot reach after 5 s), and a try now would loop; the next
+         * one is when a netdev comes up (on_readd_timer) */
+        if (lgr->server && was_active && lgr_links_used(lgr) < lgr->max_links)
+                lgr->add_wanted = true;
         lgr_flow_next(lgr);
         manager_status_changed(sm->m);
 }

@@ -19,6 +19,13 @@
 # the reason recorded on both ends; one in common among several -> SMC-R v2 with that
 # UEID. Then smcrun on smcd's side: kernel-smc-xfer as a plain AF_INET program under
 # smcrun against the kernel's AF_SMC, both directions.
+# Last, two RoCE devices on each side (the second path rxe2/rxe3 of rxe-pair-setup.sh
+# RXE_PAIR_LINKS=2, which the earlier cases leave unused): smcd offers the kernel a
+# second link and takes the kernel's ADD LINK; the kernel (v2) makes its side of either
+# on its first device (an asymmetric link across the two subnets, which this one-kernel
+# VM cannot carry), so the link never comes up and the kernel deletes it after its 5 s
+# wait. Checked: data intact in SMC-R both ways, the ADD LINK / DELETE LINK exchange
+# ends cleanly, no link group ends, and smcd does not try again in a loop.
 # Args: SMCD SMCR_XFER KERNEL_SMC_XFER RUN_VM KERNEL_SMC_CONFIG [LIBSMCRUN SMCRUN]. Skips
 # (77) without qemu, the 6.12 kernel (scripts/install-vm-deps.sh --kernel-6.12) or the
 # rdma tools.
@@ -76,9 +83,9 @@ done_tests() {
 
 echo "# kernel $(uname -r)"
 t0=$(now)
-vars=$(sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; done_tests; }
+vars=$(RXE_PAIR_LINKS=2 sh "$RXE_PAIR_SETUP") || { nok "rxe-pair-setup"; done_tests; }
 eval "$vars"
-ok "rxe pair: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP) in $(since "$t0")"
+ok "rxe pairs: $RXE_A_DEV ($RXE_A_IP) <-> $RXE_B_DEV ($RXE_B_IP), $RXE_A2_DEV ($RXE_A2_IP) <-> $RXE_B2_DEV ($RXE_B2_IP) in $(since "$t0")"
 # Warm-up: the VM's first TCP connection makes the kernel flip static keys (the
 # net_get_random_once of the established-hash secret, patched from a workqueue). One run
 # of three panicked in inet_ehashfn (RIP on the 2nd byte of its 5-byte NOP) right in the
@@ -263,7 +270,7 @@ kill_mid() {
                 kill -9 "$sp" "$cp" 2>/dev/null
                 return
         fi
-        kill -9 "$vpid"
+        { kill -9 "$vpid"; wait "$vpid"; } 2>/dev/null # (no "Killed" line from bash)
         t=$(now)
         if timeout 60 tail --pid="$other" -f /dev/null; then
                 wait "$other"
@@ -274,7 +281,6 @@ kill_mid() {
                 nok "$label: the other end still runs 60 s after the kill"
                 kill -9 "$other"
         fi
-        wait "$vpid" 2>/dev/null
 }
 l0=$(loglines)
 kill_mid to smcd-side
@@ -344,6 +350,31 @@ if [ -n "$runsh" ]; then
 else
         echo "ok - smcrun against the kernel # SKIP (no LIBSMCRUN / SMCRUN given)"
 fi
+
+# ---- two devices on each side ----
+stop_smcd
+l0=$(loglines)
+if python3 "$kcfg" pnet KINT "$RXE_B2_NETDEV" "$RXE_B2_DEV" 1 >>"$tmp/kcfg.out" 2>&1 &&
+   start_smcd --roce-dev "$RXE_A2_DEV"; then
+        ok "smcd on $RXE_A_DEV and $RXE_A2_DEV, the kernel's pnet KINT on $RXE_B_DEV and $RXE_B2_DEV"
+        xfer_from_kernel "two devices each, kernel client -> smcd server (smcd sends ADD LINK)" 1,1000000,16777216 1 3
+        xfer_to_kernel "two devices each, smcd client -> kernel server (the kernel sends ADD LINK)" 1,1000000,16777216 1 3
+        sleep 12 # the kernel's wait for the new link's CONFIRM LINK (5 s), then any retry
+        xfer_from_kernel "two devices each, after the ADD LINK attempts, kernel client -> smcd server" 65536 1 1
+        xfer_to_kernel "two devices each, after the ADD LINK attempts, smcd client -> kernel server" 65536 1 1
+        new=$(tail -n +"$((l0 + 1))" "$tmp/a.log")
+        adds=$(echo "$new" | grep -c ': ADD LINK [0-9]* on ')
+        ended=$(echo "$new" | grep -c 'link group .*aborting')
+        fc=$(echo "$new" | grep -c 'SMC-R v2 .*(first contact), max links 2')
+        [ "$fc" = 2 ] && [ "$adds" -ge 1 ] && [ "$adds" -le 2 ] && [ "$ended" = 0 ] &&
+                ok "max links 2 negotiated both ways; smcd's ADD LINK tries: $adds (no loop); no link group ended" ||
+                nok "two devices: first contacts with max links 2: $fc, smcd ADD LINK tries $adds, groups ended $ended"
+        echo "$new" | grep -o 'link group [0-9a-f]*: \(link [0-9] ([a-z0-9]*) removed\|no second link\|link [0-9] added\|ADD LINK rejected\)[^;.]*' |
+                sort | uniq -c | sed 's/^/# smcd: /'
+else
+        nok "two devices: $(tail -3 "$tmp/kcfg.out") $(tail -3 "$tmp/a.log")"
+fi
+
 sleep 2
 cur=$(stat_of conns_current)
 [ "$cur" = 0 ] && ok "at the end, every SMC-R connection freed in smcd (smcr.conns_current 0)" ||
