@@ -11,7 +11,8 @@
  * mode is the kernel's own view of the socket, from smc_diag (NETLINK_SOCK_DIAG, the
  * AF_SMC dump, matched by inode), read before the close; a TCP fallback adds
  * "reason=0x... peer=0x..." (SMC_DIAG_FALLBACK: the kernel's SMC_CLC_DECL_* and the
- * peer's decline diagnosis).
+ * peer's decline diagnosis); a client's line has "connect_ms=N" too (how long its
+ * connect() took, handshake included).
  *
  *   kernel-smc-xfer server ADDR PORT COUNT            accept COUNT connections (threads)
  *   kernel-smc-xfer client ADDR PORT SIZE[,SIZE...] [PARALLEL]
@@ -41,6 +42,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AF_SMC
@@ -182,7 +184,7 @@ static void *client(void *arg) {
         uint8_t hdr[16];
         uint64_t bad = 0;
         const char *mode = "?";
-        char why[64] = "";
+        char why[64] = "", connect_ms[32] = "";
         int fd, r;
 
         fd = socket(family, SOCK_STREAM, proto);
@@ -193,7 +195,15 @@ static void *client(void *arg) {
                 report("client", j->size, mode, why, r, 0);
                 return NULL;
         }
-        r = connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
+        {
+                struct timespec a, b;
+
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                r = connect(fd, (struct sockaddr *) &j->sin, sizeof(j->sin)) < 0 ? -errno : 0;
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                snprintf(connect_ms, sizeof(connect_ms), " connect_ms=%lld",
+                         (long long) ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+        }
         if (together)
                 pthread_barrier_wait(&batch_barrier);
         if (r == 0) {
@@ -208,6 +218,7 @@ static void *client(void *arg) {
         if (r == 0)
                 r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
         mode = diag_mode(fd, why, sizeof(why));
+        strncat(why, connect_ms, sizeof(why) - strlen(why) - 1);
         report("client", j->size, mode, why, r, bad);
         close(fd);
         return NULL;
