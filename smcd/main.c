@@ -347,7 +347,13 @@ static int config_file(ManagerConfig *cfg, const char *path) {
                 *eq = 0;
                 key = strip(s);
                 value = strip(eq + 1);
-                if (!*key || !*value) {
+                /* "VALUE" as VALUE: the only way to write an empty one besides "ueid =" */
+                if (value[0] == '"' && strlen(value) >= 2 && value[strlen(value) - 1] == '"') {
+                        value[strlen(value) - 1] = 0;
+                        value++;
+                }
+                /* an empty value means something only for ueid (none: SMC-R v1 only) */
+                if (!*key || (!*value && strcmp(key, "ueid") != 0)) {
                         r = log_error_errno(EINVAL, "%s: expected key=value", where);
                         break;
                 }

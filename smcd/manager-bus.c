@@ -91,7 +91,7 @@ static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, si
                 if (strcmp(keys[i], "buf_clear") == 0)
                         smc_pool_set_clear(m->pool, m->config.buf_clear);
                 (void) tunable_format(&m->config, keys[i], &shown);
-                log_info("Tunable %s set to %s over D-Bus.", keys[i], shown ? shown : values[i]);
+                log_info("Tunable %s set to \"%s\" over D-Bus.", keys[i], shown ? shown : values[i]);
                 free(shown);
         }
         return sd_bus_reply_method_return(msg, NULL);

@@ -880,6 +880,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->exiting = true;
+        smcr_exit_notify(m->smcr); /* SMC-R peers first: their link groups end now */
         LIST_FOREACH_SAFE(clients, c, cn, m->clients)
                 client_free(c, false);
         m->fallbacks = fallback_table_free(m->fallbacks); /* the clients' entries went with them */

@@ -20,6 +20,7 @@
 #include "smc-clc.h"
 #include "smcr-wire.h"
 #include "smcr.h"
+#include "tunables.h"
 #if SMCD_HAVE_TCPOPT
 #include "tcpopt.h"
 #endif
@@ -43,6 +44,7 @@
 #define SMCR_RTOKENS 256                             /* peer RMBs known per group (6.2: 255) */
 #define SMCR_ADD_LINK_USEC (5 * 1000000ULL)          /* each step of an ADD LINK flow (5.4) */
 #define SMCR_LINK_GRACE_USEC (2 * 1000000ULL)        /* a removed link's QP still delivers */
+#define SMCR_EXIT_DRAIN_USEC (200 * 1000U)   /* at exit: for the last LLC / CDC sends */
 #define SMCR_VAL_WAIT_USEC (SMCR_LINK_GRACE_USEC + 1000000ULL) /* a CDC the validation named */
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
@@ -286,6 +288,7 @@ struct SmcrManager {
         uint8_t peer_id[8];
         char hostname[SMC_HOSTNAME_LEN];
         uint32_t next_lgr_id;
+        bool exit_told;          /* smcr_exit_notify() sent DELETE LINKs */
         U64Map *tokens;          /* our alert token -> SmcrConn */
         LIST_HEAD(SmcrLgr, lgrs);
         LIST_HEAD(SmcrHs, hss);
@@ -1395,8 +1398,12 @@ static void lgr_fail(SmcrLgr *lgr, const char *why) {
         if (lgr->failed)
                 return;
         lgr->failed = true;
-        log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id, roce_dev_name(lgr->dev), why,
-                    lgr->n_conns);
+        if (lgr->n_conns > 0)
+                log_warning("SMC-R link group %08x (%s): %s; aborting %u connections.", lgr->id, roce_dev_name(lgr->dev),
+                            why, lgr->n_conns);
+        else /* an unused group ended (by us when idle, or by the peer): nothing lost */
+                log_info("SMC-R link group %08x (%s): %s; it had no connections.", lgr->id, roce_dev_name(lgr->dev),
+                         why);
         for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
                 if (lgr->links[i].rl)
                         roce_link_set_error(lgr->links[i].rl);
@@ -3670,6 +3677,14 @@ static int open_devices(SmcrManager *sm, char **devices) {
                 sm->devs[sm->n_devs++] = d;
                 log_info("SMC-R: using RoCE device %s port %u (%s).", ports[i].device, ports[i].port, ports[i].netdev);
         }
+        if (sm->n_devs > 0) {
+                char *u = NULL;
+
+                if (tunable_format(&sm->m->config, "ueid", &u) == 0)
+                        log_info("SMC-R: User EIDs for v2: %s%s%s (tunable ueid).", *u ? "\"" : "", *u ? u : "none: v1 only",
+                                 *u ? "\"" : "");
+                free(u);
+        }
         return 0;
 }
 
@@ -3769,6 +3784,26 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         return 0;
 }
 
+void smcr_exit_notify(SmcrManager *sm) {
+        SmcrLgr *lgr;
+
+        if (!sm)
+                return;
+        LIST_FOREACH(lgrs, lgr, sm->lgrs) {
+                SmcrLink *via = lgr_llc_link(lgr);
+                struct smc_llc_msg m;
+
+                if (lgr->failed || !via)
+                        continue;
+                /* orderly only when no connection is left (Linux smc_llc_send_link_delete_all) */
+                llc_init(lgr, &m, SMC_LLC_DELETE_LINK,
+                         SMC_LLC_FLAG_DEL_LINK_ALL | (lgr->conns ? 0 : SMC_LLC_FLAG_DEL_LINK_ORDERLY));
+                m.delete_link.reason = SMC_LLC_DEL_PROG_INIT_TERM;
+                llc_send(via, &m);
+                sm->exit_told = true;
+        }
+}
+
 SmcrManager *smcr_free(SmcrManager *sm) {
         SmcrLgr *lgr, *ln;
         SmcrHs *hs, *hn;
@@ -3785,6 +3820,13 @@ SmcrManager *smcr_free(SmcrManager *sm) {
         LIST_FOREACH_SAFE(hss, hs, hn, sm->hss) {
                 hs->client = NULL;
                 hs_fail(hs, -ECONNABORTED, SMC_CLC_DECL_INTERR, false);
+        }
+        if (sm->exit_told) {
+                /* smcr_exit_notify(): a moment for the device to send the DELETE LINKs
+                 * and the connections' abort CDCs (conn_free_all()) before the QPs go */
+                log_debug("SMC-R: told the peers that their link groups end; waiting %u ms for the sends.",
+                          (unsigned) (SMCR_EXIT_DRAIN_USEC / 1000));
+                (void) usleep(SMCR_EXIT_DRAIN_USEC);
         }
         LIST_FOREACH_SAFE(lgrs, lgr, ln, sm->lgrs) {
                 SmcrConn *c, *cn;

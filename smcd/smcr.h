@@ -49,6 +49,12 @@ typedef struct SmcrConn SmcrConn;
 int smcr_new(Manager *m, char **devices, SmcrManager **ret);
 /* Abort every SMC-R connection, free link groups, devices, the TCP option program.
  * NULL ok. Returns NULL. */
+/* smcd is exiting: tell the peer of every link group that it ends now (LLC DELETE
+ * LINK ALL, reason program-initiated termination; orderly when it has no connections),
+ * before the connections are freed (their abort CDCs follow). smcr_free() then waits
+ * SMCR_EXIT_DRAIN_USEC (200 ms) for the sends. A message that finds the send queue
+ * full stays queued and is lost: the peer then notices by TEST LINK. */
+void smcr_exit_notify(SmcrManager *sm);
 SmcrManager *smcr_free(SmcrManager *sm);
 /* NULL if SMC-R can be used, else a static text why not. */
 const char *smcr_why_unavailable(const SmcrManager *sm);

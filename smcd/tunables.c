@@ -211,10 +211,8 @@ static int parse_ueids(ManagerConfig *cfg, const char *value, const char *what, 
         unsigned n = 0;
         const char *p = value;
 
-        while (*p == ' ' || *p == '\t')
-                p++;
         if (*p == 0)
-                goto done;
+                goto done; /* "" = none; blanks alone are refused below (a typo, not "none") */
         for (;;) {
                 const char *e = p + strcspn(p, ",");
                 const char *b = p;

@@ -245,7 +245,7 @@ if "$smcctl" tunables set buf_clear=create 2>"$tmp/err" &&
    [ "$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" call org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager GetTunable s buf_clear)" = 's "create"' ]
 then ok "set buf_clear=create: get, GetTunable and stats pool.buf_clear agree"
 else nok "set buf_clear=create: $(cat "$tmp/err")"; fi
-grep -q "Tunable buf_clear set to create" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
+grep -q "Tunable buf_clear set to \"create\"" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
 "$smcctl" set inline=off 2>"$tmp/err" && [ "$("$smcctl" get inline)" = off ] && [ "$("$smcctl" tunables get inline)" = off ] \
         && ok "smcctl set inline=off / smcctl get inline (short forms)" || nok "short set/get: $(cat "$tmp/err")"
 n0=$(grep -c "Tunable rmem set to" "$tmp/smcd.log")

@@ -26,6 +26,9 @@
 # VM cannot carry), so the link never comes up and the kernel deletes it after its 5 s
 # wait. Checked: data intact in SMC-R both ways, the ADD LINK / DELETE LINK exchange
 # ends cleanly, no link group ends, and smcd does not try again in a loop.
+# At the very end smcd is stopped (SIGTERM) with transfers under way both ways: the
+# kernel's ends must fail within 15 s (smcd sends DELETE LINK; without it the kernel
+# waits for TEST LINK, 30 s), the library's ends too.
 # Args: SMCD SMCR_XFER KERNEL_SMC_XFER RUN_VM KERNEL_SMC_CONFIG [LIBSMCRUN SMCRUN]. Skips
 # (77) without qemu, the 6.12 kernel (scripts/install-vm-deps.sh --kernel-6.12) or the
 # rdma tools.
@@ -378,5 +381,48 @@ sleep 2
 cur=$(stat_of conns_current)
 [ "$cur" = 0 ] && ok "at the end, every SMC-R connection freed in smcd (smcr.conns_current 0)" ||
         nok "smcr.conns_current $cur at the end"
+
+# ---- smcd stopped (SIGTERM) mid-transfer: the kernel is told (DELETE LINK) ----
+# Without that the kernel would notice only by TEST LINK (30 s; never with
+# smcr_testlink_time 0); 15 s is the bound here.
+port=$((port + 1))
+"$kxfer" server "$RXE_B_IP" $port 1 >"$tmp/ksrv.$port.out" 2>&1 &
+ks=$!
+for _ in $(seq 100); do grep -q listening "$tmp/ksrv.$port.out" && break; sleep 0.1; done
+"$xfer" client "$RXE_B_IP" $port 1073741824 1 >"$tmp/cli.$port.out" 2>&1 &
+lc=$!
+port=$((port + 1))
+"$xfer" server "$RXE_A_IP" $port 1 >"$tmp/srv.$port.out" 2>&1 &
+ls=$!
+for _ in $(seq 100); do grep -q listening "$tmp/srv.$port.out" && break; sleep 0.1; done
+"$kxfer" client "$RXE_A_IP" $port 1073741824 1 >"$tmp/kcli.$port.out" 2>&1 &
+kc=$!
+pids+=($ks $lc $ls $kc)
+cur=0
+for _ in 1 2 3 4 5; do cur=$(stat_of conns_current); [ "$cur" -ge 2 ] && break; done
+if [ "$cur" -ge 2 ]; then
+        t=$(now)
+        kill -TERM "$pid_a"
+        res=""
+        for pp in "kernel server:$ks" "library client:$lc" "library server:$ls" "kernel client:$kc"; do
+                n=${pp%%:*} p=${pp##*:}
+                if timeout 15 tail --pid="$p" -f /dev/null; then
+                        wait "$p"
+                        res="$res; $n exit $?"
+                else
+                        res="$res; $n STILL RUNNING"
+                        kill -9 "$p"
+                fi
+        done
+        el=$(since "$t")
+        case $res in
+        *"STILL RUNNING"* | *"exit 0"*) nok "smcd SIGTERM mid-transfer: after $el$res" ;;
+        *) ok "smcd SIGTERM mid-transfer: both kernel ends and both library ends ended with an error within $el$res" ;;
+        esac
+        grep -q "told the peers that their link groups end" "$tmp/a.log" &&
+                ok "smcd told the kernel (DELETE LINK) before it exited" || nok "no DELETE LINK at smcd's exit in its log"
+else
+        nok "smcd SIGTERM mid-transfer: transfers not under way (smcr.conns_current $cur)"
+fi
 grep -i "protocol violation\|unexpected\|malformed\|refus" "$tmp/a.log" | head -5 | sed 's/^/# smcd log: /'
 done_tests

@@ -207,7 +207,7 @@ static void test_values(void) {
         good("ueid", "SMCD-USERSPACE", "SMCD-USERSPACE");
         good("ueid", " abc.1-x , B2", "ABC.1-X,B2");
         good("ueid", "", "");
-        good("ueid", "  ", "");
+        bad("ueid", "  ", "ueid: bad User EID \"\""); /* blanks alone: a typo, not "none" */
         good("ueid", "A,B,C,D", "A,B,C,D");
         good("ueid", "0123456789ABCDEF0123456789ABCDEF", "0123456789ABCDEF0123456789ABCDEF");
         bad("ueid", "A,B,C,D,E", "ueid: at most 4 User EIDs, not \"A,B,C,D,E\"");

@@ -245,7 +245,7 @@ grep -q "falls back to TCP: SMCD_DECL_HSRATE" "$tmp/smcd.log" && ok "smcd logged
         [ "$(get test_link_time)" = 0 ] && ok "max_conns_per_lgr=16 test_link_time=0" \
         || nok "SMC-R tunables: $(cat "$tmp/err")"
 "$smcctl" set ueid="smcd-userspace, Tenant.A-1" 2>"$tmp/err" && [ "$(get ueid)" = SMCD-USERSPACE,TENANT.A-1 ] &&
-        grep -q "Tunable ueid set to SMCD-USERSPACE,TENANT.A-1" "$tmp/smcd.log" &&
+        grep -q "Tunable ueid set to \"SMCD-USERSPACE,TENANT.A-1\"" "$tmp/smcd.log" &&
         ok "ueid: two User EIDs, upper-cased: $(get ueid)" || nok "ueid: $(cat "$tmp/err") $(get ueid)"
 
 # ---- bad values: refused, non-zero exit, nothing changed ----
@@ -276,6 +276,7 @@ bad "ueid with a blank inside" 'ueid: bad User EID "A B"' "ueid=A B"
 bad "ueid starting with a dot" 'ueid: bad User EID ".X"' ueid=.X
 bad "ueid of 33 characters" 'ueid: bad User EID' ueid=ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 bad "five ueids" 'ueid: at most 4 User EIDs' ueid=A,B,C,D,E
+bad "ueid of blanks only" 'ueid: bad User EID ""' "ueid=   "
 bad "a ueid twice" 'ueid: User EID "A" given twice' ueid=a,A
 bad "a good one then a bad one (rolled back)" 'busy_poll: expected' sndbuf=1M busy_poll=x
 if command -v setpriv >/dev/null; then
@@ -311,10 +312,9 @@ cat >"$tmp/smcd.conf" <<CONF
 sndbuf = 32K
 busy-poll = 11
 test-link-time = 60
+ueid = ""
 CONF
-start_smcd --config "$tmp/smcd.conf" --autocork-size 2K --max-handshakes-per-uid 50 --max-conns-per-lgr 100 --rmem 16K \
-        --ueid ""
-
+start_smcd --config "$tmp/smcd.conf" --autocork-size 2K --max-handshakes-per-uid 50 --max-conns-per-lgr 100 --rmem 16K
 if "$smcctl" -j tunables | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
