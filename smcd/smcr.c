@@ -44,7 +44,7 @@
 #define SMCR_RTOKENS 256                             /* peer RMBs known per group (6.2: 255) */
 #define SMCR_ADD_LINK_USEC (5 * 1000000ULL)          /* each step of an ADD LINK flow (5.4) */
 #define SMCR_LINK_GRACE_USEC (2 * 1000000ULL)        /* a removed link's QP still delivers */
-#define SMCR_EXIT_DRAIN_USEC (200 * 1000U)   /* at exit: for the last LLC / CDC sends */
+#define SMCR_EXIT_DRAIN_USEC (200 * 1000U)            /* at exit: for the last LLC / CDC sends */
 #define SMCR_VAL_WAIT_USEC (SMCR_LINK_GRACE_USEC + 1000000ULL) /* a CDC the validation named */
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
@@ -2962,19 +2962,17 @@ static void hs_done(SmcrHs *hs) {
         sm->m->stats.smcr.handshakes_ok++;
         hs_server_was = hs->server;
         {
-                char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN];
-                int eidlen = SMC_EID_LEN;
+                char x[SMCD_ADDR_STRLEN], y[SMCD_ADDR_STRLEN], fc[48] = "";
+                int eidlen = hs->version >= 2 ? SMC_EID_LEN : 0; /* v1 has no UEID */
 
                 while (eidlen > 0 && hs->eid[eidlen - 1] == ' ')
                         eidlen--;
-                char fc[48] = "";
-
                 if (hs->first_contact)
                         snprintf(fc, sizeof(fc), " (first contact), max links %u", c->lgr->max_links);
                 log_debug("SMC-R v%u %s %s -> %s: link group %08x%s, token %08x, RMB %u KiB, peer RMB %u KiB%s%.*s.",
                           hs->version, hs->server ? "server" : "client", smcd_addr_to_string(&hs->local, x),
-                          smcd_addr_to_string(&hs->peer, y), c->lgr->id, fc, c->token, c->rmb->size >> 10, c->peer_rmb_size >> 10, hs->version >= 2 ? ", UEID " : "",
-                          hs->version >= 2 ? eidlen : 0, (const char *) hs->eid);
+                          smcd_addr_to_string(&hs->peer, y), c->lgr->id, fc, c->token, c->rmb->size >> 10,
+                          c->peer_rmb_size >> 10, eidlen ? ", UEID " : "", eidlen, (const char *) hs->eid);
         }
         hs_free(hs);
         manager_status_changed(m);

@@ -187,8 +187,8 @@ static int set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__
 
 /* One User EID of @len bytes at @s (blanks around it already cut) into @out, upper case
  * and blank padded. The kernel's rule (smc_clc_ueid_valid, net/smc/smc_clc.c): 1..32
- * characters A-Z, 0-9, '.' and '-', the first A-Z or 0-9. Lower case is taken as upper
- * case (smc_pnet's ueid tool does the same). Returns 0 or -EINVAL. */
+ * characters A-Z, 0-9, '.' and '-', the first A-Z or 0-9. Lower case (which the kernel
+ * refuses) is taken as upper case, for convenience. Returns 0 or -EINVAL. */
 static int parse_ueid(const char *s, size_t len, uint8_t out[SMCD_UEID_LEN]) {
         if (len < 1 || len > SMCD_UEID_LEN || !isalnum((unsigned char) s[0]))
                 return -EINVAL;
