@@ -21,7 +21,8 @@
  * Not handled (a later issue): fork (both processes would share one ring endpoint),
  * exec (the new image does not know the inherited SMC descriptors and treats them as
  * plain descriptors), a duplicate of an SMC socket (dup, F_DUPFD, dup2/dup3 from it: the
- * copy is the bare socketpair end, not an SMC socket), sendfile/splice.
+ * copy is the bare socketpair end, not an SMC socket), splice, sendmmsg/recvmmsg.
+ * sendfile is intercepted (smc_sendfile).
  *
  * Environment: SMCRUN_DISABLE=1 (any value but "" and "0") makes socket() always create
  * a plain socket, so everything passes through. SMCD_RUNTIME_DIR is read by the library
@@ -51,6 +52,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -411,6 +413,25 @@ _public_ ssize_t write(int fd, const void *buf, size_t len) {
                 return smc_write(fd, buf, len);
         f = real_write();
         return f ? f(fd, buf, len) : sys_write(fd, buf, len);
+}
+
+/* sendfile(2) onto an SMC socket goes through the ring (smc_sendfile); without this
+ * it would write into the bare socketpair end, where the bytes would be lost. One
+ * definition serves both names: off_t is 64-bit here (x86_64 and every LP64 target). */
+_Static_assert(sizeof(off_t) == sizeof(int64_t), "64-bit off_t");
+DEFINE_REAL(sendfile)
+
+_public_ ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
+        __typeof__(sendfile) *f;
+
+        if (managed(out_fd))
+                return smc_sendfile(out_fd, in_fd, (int64_t *) offset, count);
+        f = real_sendfile();
+        return f ? f(out_fd, in_fd, offset, count) : sys_sendfile(out_fd, in_fd, (int64_t *) offset, count);
+}
+
+_public_ ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count) {
+        return sendfile(out_fd, in_fd, offset, count);
 }
 
 _public_ ssize_t readv(int fd, const struct iovec *iov, int iovcnt) {

@@ -72,6 +72,17 @@ ssize_t smc_write(int fd, const void *buf, size_t len);
 ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt);
 ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt);
 
+/* sendfile(2) with @out_fd an SMC socket: up to @count bytes of @in_fd, from *@offset
+ * (then advanced by what was sent; in_fd's position untouched) or, with @offset NULL,
+ * from in_fd's file position (advanced likewise), into the connection as write() would
+ * send them (a nonblocking socket may take fewer: the file position / *@offset count
+ * only those). Returns the bytes sent (0 at end of file), or -1 with errno: EAGAIN,
+ * EPIPE (and SIGPIPE), ECONNRESET, EINVAL (negative *@offset, or an @in_fd that cannot
+ * seek, e.g. a pipe, as the kernel answers for a TCP socket), ESPIPE (the same with
+ * @offset), ENOMEM, or in_fd's read error. Counted in smcd's stats (sendfile_calls, sendfile_bytes). Any other
+ * @out_fd: the system call. (Since 0.2.) */
+ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count);
+
 int smc_shutdown(int fd, int how);
 int smc_close(int fd);
 

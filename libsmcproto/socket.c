@@ -1597,6 +1597,79 @@ SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
         return smcd_send(s, iov, iovcnt, 0, true);
 }
 
+/* sendfile(2) onto an SMC connection: the file's bytes go through the ring as a
+ * write() of them would (a bounce buffer of SENDFILE_CHUNK bytes: two copies, not the
+ * one of a direct read into the peer's DMB). The file position or *@offset moves by
+ * exactly what was sent, so a short (nonblocking) send loses nothing. A source that
+ * cannot seek (a pipe) gets EINVAL, as from the kernel for a TCP socket. */
+#define SENDFILE_CHUNK (64u << 10)
+SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
+        struct smc_sock *s = data_sock(out_fd, &out_fd);
+        bool nonblock;
+        size_t done = 0;
+        int64_t pos;
+        uint8_t *buf;
+        ssize_t r = 0;
+
+        if (!s)
+                return sys_sendfile(out_fd, in_fd, offset, count);
+        if (count == 0)
+                return 0;
+        if (offset) {
+                if (*offset < 0)
+                        return ret_errno_ssize(-EINVAL);
+                pos = *offset;
+        } else {
+                pos = sys_lseek(in_fd, 0, SEEK_CUR);
+                if (pos < 0)
+                        return ret_errno_ssize(errno == ESPIPE ? -EINVAL : -errno);
+        }
+        buf = malloc(SENDFILE_CHUNK);
+        if (!buf)
+                return ret_errno_ssize(-ENOMEM);
+        nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+        if (count > (size_t) SSIZE_MAX)
+                count = SSIZE_MAX;
+        while (done < count) {
+                size_t want = count - done < SENDFILE_CHUNK ? count - done : SENDFILE_CHUNK;
+                ssize_t n = sys_pread(in_fd, buf, want, pos);
+                size_t sent = 0;
+
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break; /* end of file */
+                {
+                        struct iovec v = { .iov_base = buf, .iov_len = (size_t) n };
+                        /* blocking: all of it (or an error); nonblocking: maybe less */
+                        ssize_t k = smc_ring_send(&s->ep, &v, 1, false, nonblock);
+
+                        if (k < 0)
+                                r = k;
+                        else
+                                sent = (size_t) k;
+                }
+                done += sent;
+                pos += (int64_t) sent;
+                if (r < 0 || sent < (size_t) n)
+                        break;
+        }
+        free(buf);
+        if (offset)
+                *offset = pos;
+        else if (done > 0)
+                (void) sys_lseek(in_fd, pos, SEEK_SET);
+        if (done > 0) {
+                smc_ring_count_sendfile(&s->ep, done);
+                return (ssize_t) done; /* an error after some bytes: the next call reports it */
+        }
+        if (r == -EPIPE)
+                raise_sigpipe();
+        return ret_errno_ssize(r);
+}
+
 SMC_PUBLIC int smc_shutdown(int fd, int how) {
         struct smc_sock *s = data_sock(fd, &fd);
 

@@ -23,6 +23,9 @@
 static inline ssize_t sys_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
 static inline ssize_t sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
 static inline ssize_t sys_readv(int fd, const struct iovec *v, int n) { return syscall(SYS_readv, fd, v, n); }
+static inline ssize_t sys_pread(int fd, void *b, size_t n, int64_t off) { return syscall(SYS_pread64, fd, b, n, off); }
+static inline int64_t sys_lseek(int fd, int64_t off, int whence) { return syscall(SYS_lseek, fd, off, whence); }
+static inline ssize_t sys_sendfile(int out, int in, int64_t *off, size_t n) { return syscall(SYS_sendfile, out, in, off, n); }
 static inline ssize_t sys_writev(int fd, const struct iovec *v, int n) { return syscall(SYS_writev, fd, v, n); }
 static inline int sys_close(int fd) { return (int) syscall(SYS_close, fd); }
 static inline int sys_socket(int d, int t, int p) { return (int) syscall(SYS_socket, d, t, p); }

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Real programs patterns under smcrun over a private smcd: asyncio (nonblocking sockets
-# set with ioctl(FIONBIO), epoll, many connections) and a server that exits without
-# closing (EOF, as over TCP). Args: SMCD LIBSMCRUN SMCRUN
+# set with ioctl(FIONBIO), epoll, many connections), a server that exits without
+# closing (EOF, as over TCP), and sendfile(2) (offset / file position, nonblocking,
+# past the end, a pipe: tests/apps/sendfile.py; counted in smcd's sendfile_calls).
+# Args: SMCD LIBSMCRUN SMCRUN
 set -u
 smcd=$1 lib=$2 smcrun=$3
 here=$(dirname "$0")
@@ -19,7 +21,7 @@ if [ -n "$san" ]; then
         export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 failed=0
-for app in asyncio-echo exit-without-close; do
+for app in asyncio-echo exit-without-close sendfile; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
@@ -32,9 +34,11 @@ sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1
 import json, sys
 s = json.load(open(sys.argv[1]))["smcd"]
-# asyncio: 5 connections; exit-without-close: 1
-ok = s["conns_client"] >= 6 and s["conns_server"] >= 6
-print("%s - stats: conns_client %d, conns_server %d (SMC-D)" % ("ok" if ok else "not ok", s["conns_client"], s["conns_server"]))
+# asyncio: 5 connections; exit-without-close: 1; sendfile: 5 (4 of them sendfile data)
+ok = s["conns_client"] >= 11 and s["conns_server"] >= 11 and s["sendfile_calls"] >= 4 and \
+    s["sendfile_bytes"] >= 3 * (4 << 20)
+print("%s - stats: conns_client %d, conns_server %d (SMC-D), sendfile_calls %d, sendfile_bytes %d" %
+      ("ok" if ok else "not ok", s["conns_client"], s["conns_server"], s["sendfile_calls"], s["sendfile_bytes"]))
 sys.exit(0 if ok else 1)
 PY
 exit $failed

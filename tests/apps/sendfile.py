@@ -1,0 +1,126 @@
+# sendfile(2) onto SMC sockets (smcrun intercepts it): every byte arrives, in order,
+# with the file position or offset moved by exactly what was sent. Cases: an offset,
+# the file position (offset None), a nonblocking socket with a file larger than the
+# ring (short sends, EAGAIN), a count past the end of the file, a pipe (EINVAL, as TCP).
+# The server (a thread) answers each connection with "LENGTH SHA256" after EOF.
+import hashlib, os, select, socket, sys, tempfile, threading
+
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(8)
+port = srv.getsockname()[1]
+
+
+def serve():
+    while True:
+        c, _ = srv.accept()
+        h, n = hashlib.sha256(), 0
+        while True:
+            d = c.recv(1 << 16)
+            if not d:
+                break
+            h.update(d)
+            n += len(d)
+        c.sendall(b"%d %s" % (n, h.hexdigest().encode()))
+        c.close()
+
+
+threading.Thread(target=serve, daemon=True).start()
+data = os.urandom(4 << 20) + bytes(range(256)) * 7  # 4 MiB + 1792: no size class
+tmp = tempfile.NamedTemporaryFile()
+tmp.write(data)
+tmp.flush()
+failed = 0
+
+
+def check(label, conn, want):
+    global failed
+    conn.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = conn.recv(200)
+        if not d:
+            break
+        got += d
+    conn.close()
+    exp = b"%d %s" % (len(want), hashlib.sha256(want).hexdigest().encode())
+    if got == exp:
+        print("ok - %s: %d bytes" % (label, len(want)))
+    else:
+        print("not ok - %s: server saw %r, want %r" % (label, got, exp))
+        failed += 1
+
+
+def connect():
+    return socket.create_connection(("127.0.0.1", port))
+
+
+# 1. an offset, blocking; the file position stays where it was
+with open(tmp.name, "rb") as f:
+    f.seek(123)
+    c, off = connect(), 0
+    while off < len(data):
+        off += os.sendfile(c.fileno(), f.fileno(), off, len(data) - off)
+    pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
+    check("offset, blocking (file position untouched: %d)" % pos, c, data)
+    if pos != 123:
+        print("not ok - sendfile with an offset moved the file position to %d" % pos)
+        failed += 1
+
+# 2. the file position (offset None), from 1000 on; it ends at the end of the file
+with open(tmp.name, "rb") as f:
+    os.lseek(f.fileno(), 1000, os.SEEK_SET)
+    c = connect()
+    while os.sendfile(c.fileno(), f.fileno(), None, 1 << 20) > 0:
+        pass
+    pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
+    check("file position, blocking, from 1000", c, data[1000:])
+    if pos != len(data):
+        print("not ok - file position %d after sendfile, want %d" % (pos, len(data)))
+        failed += 1
+
+# 3. nonblocking: short sends and EAGAIN, the file position counting only what was sent
+with open(tmp.name, "rb") as f:
+    c = connect()
+    c.setblocking(False)
+    eagain = short = 0
+    while True:
+        try:
+            k = os.sendfile(c.fileno(), f.fileno(), None, 3 << 20)
+        except BlockingIOError:
+            eagain += 1
+            select.select([], [c], [])
+            continue
+        if k == 0:
+            break
+        if k < 3 << 20 and os.lseek(f.fileno(), 0, os.SEEK_CUR) < len(data):
+            short += 1
+    c.setblocking(True)
+    check("file position, nonblocking (%d short, %d EAGAIN)" % (short, eagain), c, data)
+
+# 4. a count past the end of the file: what is there, then 0
+with open(tmp.name, "rb") as f:
+    c = connect()
+    a = os.sendfile(c.fileno(), f.fileno(), len(data) - 10, 1000)
+    b = os.sendfile(c.fileno(), f.fileno(), len(data), 1000)
+    check("count past the end (%d then %d)" % (a, b), c, data[-10:])
+    if (a, b) != (10, 0):
+        print("not ok - past the end: %d then %d, want 10 then 0" % (a, b))
+        failed += 1
+
+# 5. a pipe as the source: EINVAL, as the kernel answers for a TCP socket; nothing sent
+r, w = os.pipe()
+os.write(w, b"y" * 1000)
+c = connect()
+try:
+    os.sendfile(c.fileno(), r, None, 1000)
+    print("not ok - sendfile from a pipe did not fail")
+    failed += 1
+except OSError as e:
+    if e.errno != 22:
+        print("not ok - sendfile from a pipe: %s, want EINVAL" % e)
+        failed += 1
+os.close(r)
+os.close(w)
+check("a pipe as the source: EINVAL, as over TCP", c, b"")
+sys.exit(1 if failed else 0)
