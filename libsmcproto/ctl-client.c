@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -192,21 +193,43 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
         return r;
 }
 
+/* smcd's socket path. $SMCD_RUNTIME_DIR as it is at connect time; if it is not set
+ * then, as it was when the library was loaded: a program may clear its environment
+ * (nginx's workers keep only TZ) and must still reach the smcd it was started with.
+ * Returns 0 or -ENAMETOOLONG. */
+static char ctl_path_at_load[sizeof(((struct sockaddr_un *) 0)->sun_path)];
+
+static int ctl_path_make(char *path, size_t size) {
+        const char *dir = smc_ctl_runtime_dir();
+        size_t dl = strlen(dir);
+
+        if (dl + 1 + strlen(SMC_CTL_SOCKET_NAME) + 1 > size)
+                return -ENAMETOOLONG;
+        memcpy(path, dir, dl);
+        path[dl] = '/';
+        strcpy(path + dl + 1, SMC_CTL_SOCKET_NAME);
+        return 0;
+}
+
+static int ctl_path(char *path, size_t size) {
+        if (!secure_getenv(SMC_CTL_RUNDIR_ENV) && ctl_path_at_load[0]) {
+                memcpy(path, ctl_path_at_load, size < sizeof(ctl_path_at_load) ? size : sizeof(ctl_path_at_load));
+                path[size - 1] = 0;
+                return 0;
+        }
+        return ctl_path_make(path, size);
+}
+
 static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        const char *dir = smc_ctl_runtime_dir();
         union smc_ctl_msg m, reply;
         struct timeval tv = { .tv_sec = SMC_CTL_CLIENT_TIMEOUT_MS / 1000,
                               .tv_usec = (SMC_CTL_CLIENT_TIMEOUT_MS % 1000) * 1000 };
         int fds[SMC_CTL_MAX_FDS];
-        size_t dl = strlen(dir);
         int r;
 
-        if (dl + 1 + strlen(SMC_CTL_SOCKET_NAME) + 1 > sizeof(sa.sun_path))
+        if (ctl_path(sa.sun_path, sizeof(sa.sun_path)) < 0)
                 return -ENOTCONN;
-        memcpy(sa.sun_path, dir, dl);
-        sa.sun_path[dl] = '/';
-        strcpy(sa.sun_path + dl + 1, SMC_CTL_SOCKET_NAME);
 
         ctl_fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (ctl_fd < 0) {
@@ -413,6 +436,8 @@ static void atfork_child(void) {
 }
 
 __attribute__((constructor)) static void ctl_client_init(void) {
+        if (secure_getenv(SMC_CTL_RUNDIR_ENV))
+                (void) ctl_path_make(ctl_path_at_load, sizeof(ctl_path_at_load));
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 

@@ -22,6 +22,7 @@ _Static_assert(sizeof(struct smc_ctl_fallback) == 72, "FALLBACK layout (v2 only)
 _Static_assert(offsetof(struct smc_ctl_listen_reply, flags) == 24 && sizeof(struct smc_ctl_listen_reply) == 32,
                "LISTEN_REPLY layout (v1, v2: 24 bytes, v3: 32)");
 _Static_assert(sizeof(struct smc_ctl_smcr) == 40, "SMCR layout (v3 only)");
+_Static_assert(sizeof(struct smc_ctl_adopt) == 24, "ADOPT layout (v3 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -37,7 +38,9 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version <= 2)
                 switch (type) {
                 case SMC_CTL_LISTEN_REPLY: return offsetof(struct smc_ctl_listen_reply, flags);
-                case SMC_CTL_SMCR: return 0; /* not before version 3 */
+                case SMC_CTL_SMCR:
+                case SMC_CTL_ADOPT:
+                case SMC_CTL_ADOPT_REPLY: return 0; /* not before version 3 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -56,6 +59,8 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_CLOSE: return sizeof(struct smc_ctl_close);
         case SMC_CTL_FALLBACK: return sizeof(struct smc_ctl_fallback);
         case SMC_CTL_SMCR: return sizeof(struct smc_ctl_smcr);
+        case SMC_CTL_ADOPT: return sizeof(struct smc_ctl_adopt);
+        case SMC_CTL_ADOPT_REPLY: return sizeof(struct smc_ctl_conn);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -71,11 +76,13 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_CLOSE:
         case SMC_CTL_FALLBACK:
         case SMC_CTL_SMCR:
+        case SMC_CTL_ADOPT:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN:
+        case SMC_CTL_ADOPT_REPLY:
         case SMC_CTL_OK:
         case SMC_CTL_ERROR:
                 return dir == SMC_CTL_TO_CLIENT;
@@ -113,6 +120,8 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
         case SMC_CTL_LISTEN_REPLY:
         case SMC_CTL_SMCR:
                 return 1;
+        case SMC_CTL_ADOPT_REPLY:
+                return 3;
         case SMC_CTL_CONNECT:
                 return m->hdr.version >= 3 ? 1 : 0;
         case SMC_CTL_CONNECT_REPLY:
@@ -270,6 +279,17 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_FALLBACK:
                 return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
+        case SMC_CTL_ADOPT:
+                return m->adopt.conn_id ? 0 : -EBADMSG;
+        case SMC_CTL_ADOPT_REPLY:
+                /* SMC-D only, both memfds always sent */
+                if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason ||
+                    !params_ok(&m->conn.params) || !buf_ok(&m->conn.rx) || !buf_ok(&m->conn.tx) ||
+                    m->conn.rx.flags != SMC_CTL_BUF_FD || m->conn.tx.flags != SMC_CTL_BUF_FD ||
+                    m->conn.rx.id == m->conn.tx.id || !addr_ok(&m->conn.local, false) ||
+                    !addr_ok(&m->conn.peer, false))
+                        return -EBADMSG;
+                return 0;
         default:
                 return 0;
         }

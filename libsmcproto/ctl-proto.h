@@ -123,6 +123,23 @@
  *                      waited for, when the socket is full. smcd looks the socket
  *                      up in the kernel (sock_diag) and tracks it while it exists;
  *                      ERROR only for a socket of another uid (-EPERM).
+ *   ADOPT        C->D  (v3; added after the first v3 smcd, which answers it ERROR
+ *                      -EOPNOTSUPP) conn id of an open SMC-D endpoint. No fds. Sent by
+ *                      a process image that inherited the endpoint's X over execve()
+ *                      (smcrun(1), "exec"): the old image's mappings are gone, so it
+ *                      asks for the buffers again. smcd answers a client of the
+ *                      endpoint's uid only (others, SMC-R endpoints and closed or
+ *                      unknown ids: ERROR -ENOENT, as CLOSE) with ADOPT_REPLY, and
+ *                      counts the endpoint as owned by the asking client if its owner
+ *                      is gone. X is not sent: the new image has it.
+ *   ADOPT_REPLY  D->C  (v3) body as CONNECT_REPLY, mode SMC_CTL_MODE_SMCD: conn id, rx
+ *                      and tx buffer descriptors (both with SMC_CTL_BUF_FD), the
+ *                      endpoint's local and peer addresses, params (smcd's tunables
+ *                      now). 3 fds: the rx memfd, the tx memfd, then Y (a copy of
+ *                      smcd's end of the peer's doorbell pair, so that the new image
+ *                      needs no inherited copy, which programs that close every
+ *                      descriptor before an exec would lose; if the peer has closed
+ *                      already, an end of a pair whose other end is closed).
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -162,6 +179,8 @@ enum smc_ctl_type {
         SMC_CTL_ERROR,
         SMC_CTL_FALLBACK, /* v2 */
         SMC_CTL_SMCR,     /* v3 */
+        SMC_CTL_ADOPT,       /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
+        SMC_CTL_ADOPT_REPLY, /* v3 */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -307,6 +326,13 @@ struct smc_ctl_smcr {
         uint64_t listener_id; /* role server: the listener; role client: 0 */
 };
 
+/* ADOPT (v3): take over SMC-D endpoint conn_id after an execve() (see Messages). The
+ * reply, ADOPT_REPLY, is a struct smc_ctl_conn. */
+struct smc_ctl_adopt {
+        struct smc_ctl_hdr hdr;
+        uint64_t conn_id;
+};
+
 struct smc_ctl_ok {
         struct smc_ctl_hdr hdr;
 };
@@ -330,6 +356,7 @@ union smc_ctl_msg {
         struct smc_ctl_close close;
         struct smc_ctl_fallback fallback;
         struct smc_ctl_smcr smcr;
+        struct smc_ctl_adopt adopt;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

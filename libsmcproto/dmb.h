@@ -24,7 +24,9 @@
  *    reusing that space. So a byte is never read before it is written nor
  *    overwritten before it is read.
  *  - Doorbell (reader wakeup): the app-visible fd of an endpoint is one end X of an
- *    AF_UNIX SOCK_STREAM socketpair; the other end Y is held by the peer only. "bell"
+ *    AF_UNIX SOCK_STREAM socketpair; the other end Y is held by the peer, and a copy
+ *    by smcd, which never reads nor writes it but learns from its EPOLLHUP that the
+ *    last copy of X is gone. "bell"
  *    is 1 while a doorbell byte is queued (or about to be) in X. The writer, after
  *    publishing prod: if atomic_exchange(bell, 1) == 0, write one byte to Y. The
  *    reader, when it finds the ring empty: if atomic_exchange(bell, 0) == 1, read
@@ -45,12 +47,16 @@
  *    atomic_exchange(writer_waiting, 0) == 1, drains all bytes from its Y end of the
  *    writer's pair, which makes the writer's X writable again.
  *  - Shutdown and close: the writer sets SMC_DMB_CONN_* in conn_flags of the peer's
- *    DMB (release) before shutdown(Y, SHUT_WR) or close(Y); the reader sees EOF or
- *    HUP on X, then reads conn_flags (acquire). HUP without any flag means the peer
- *    process died: as TCP (the kernel closes a dead process's sockets), that is an
- *    orderly close (CLOSED: EOF) if the peer had read everything sent to it, else an
- *    abort (ABORT: ECONNRESET). smcd applies the same rule to the survivor's DMB when
- *    it sees a client die, so the survivor learns it even if it never polls.
+ *    DMB (release) before shutdown(Y, SHUT_WR) (at close also draining its writer's
+ *    plug from Y first, then closing Y); the reader sees EOF on X, then reads
+ *    conn_flags (acquire). EOF or HUP without any flag means the peer went away
+ *    without closing (it died, and smcd is gone too): as TCP (the kernel closes a
+ *    dead process's sockets), that is an orderly close (CLOSED: EOF) if the peer had
+ *    read everything sent to it, else an abort (ABORT: ECONNRESET). smcd applies the
+ *    same rule when the last copy of an endpoint's X goes without a close of the
+ *    library (a process exit, or a copy a forked process let go of last), sets the
+ *    flags, then shuts Y for writing, so the survivor learns it even if it never
+ *    polls.
  *
  * Counters (statistics; smcd reads them for ListConnections and adds them to its
  * totals when the connection ends): prod_bytes, prod_msgs, prod_cork_flushes and

@@ -9,19 +9,25 @@
  * dlsym(RTLD_NEXT, ...). The cost for a descriptor that is not ours is one lookup in the
  * library's descriptor table (smc_fd_managed()) plus an indirect call.
  *
- * Not intercepted, on purpose: select, pselect, ppoll and epoll_*. An SMC socket is a
+ * Not intercepted, on purpose: select, pselect, ppoll and epoll_* but epoll_ctl (only
+ * to take EPOLLEXCLUSIVE off an SMC listener, see there). An SMC socket is a
  * real descriptor whose kernel readiness is exact (an AF_UNIX socketpair end for a
  * connection, an epoll descriptor for a listener; see smcproto.h), so the kernel
  * answers those calls itself. poll() is intercepted only so that a set containing an
  * SMC socket goes through smc_poll(), which also looks at the rings.
  *
  * dup2/dup3 onto the number of an SMC socket make the library forget that socket (as
- * close would, but the number now names the new file).
+ * close would, but the number now names the new file). A duplicate of an SMC socket
+ * (dup, dup2, dup3, F_DUPFD, F_DUPFD_CLOEXEC) is an SMC socket too, shared as after a
+ * fork (smc_fd_dup).
  *
- * Not handled (a later issue): fork (both processes would share one ring endpoint),
- * exec (the new image does not know the inherited SMC descriptors and treats them as
- * plain descriptors), a duplicate of an SMC socket (dup, F_DUPFD, dup2/dup3 from it: the
- * copy is the bare socketpair end, not an SMC socket), splice, sendmmsg/recvmmsg.
+ * exec: the exec family and posix_spawn are wrapped (at the end of this file) so that
+ * SMC sockets that survive the exec are handed to the new image (smc_exec_prepare()).
+ *
+ * fork needs nothing here: the child has a copy of the library's state, and a socket
+ * set up before the last fork is only let go of at close (socket.c sock_teardown).
+ *
+ * Not handled (a later issue): splice, sendmmsg/recvmmsg.
  * sendfile is intercepted (smc_sendfile).
  *
  * Environment: SMCRUN_DISABLE=1 (any value but "" and "0") makes socket() always create
@@ -47,7 +53,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -55,6 +64,8 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <alloca.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include "smcproto.h"
@@ -134,6 +145,7 @@ DEFINE_REAL(poll)
 DEFINE_REAL(fcntl)
 DEFINE_REAL(fcntl64)
 DEFINE_REAL(ioctl)
+DEFINE_REAL(dup)
 DEFINE_REAL(dup2)
 DEFINE_REAL(dup3)
 DEFINE_REAL(__read_chk)
@@ -157,9 +169,14 @@ static bool smcrun_disabled(void) {
         return s == 2;
 }
 
+static void exec_init_self_path(void);
+
 /* Resolve everything early (before main), so the hot paths never take the slow path.
  * Calls made before this constructor runs resolve lazily. */
 __attribute__((constructor)) static void smcrun_init(void) {
+        /* SMC sockets an exec handed over (smc_exec_prepare() in the old image) */
+        smc_exec_adopt_inherited();
+        exec_init_self_path();
         (void) smcrun_disabled();
         (void) real_socket();
         (void) real_bind();
@@ -185,6 +202,7 @@ __attribute__((constructor)) static void smcrun_init(void) {
         (void) real_getpeername();
         (void) real_poll();
         (void) real_fcntl();
+        (void) real_dup();
         (void) real_dup2();
         (void) real_dup3();
 }
@@ -314,24 +332,65 @@ _public_ int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
         return f ? f(fd, addr, len) : sys_getpeername(fd, addr, len);
 }
 
-/* The new descriptor replaces whatever newfd was: if that was an SMC socket, its state
- * must go (smc_fd_forget closes the connection but not the number, which dup2 reuses). */
+/* A duplicate of an SMC socket is an SMC socket too (smc_fd_dup: a shared copy, as
+ * after fork). The new descriptor replaces whatever newfd was: if that was an SMC
+ * socket, its state must go (smc_fd_forget lets go of it but does not close the
+ * number, which dup2 reuses). */
+_public_ int dup(int oldfd) {
+        __typeof__(dup) *f = real_dup();
+        int r = f ? f(oldfd) : sys_fcntl(oldfd, F_DUPFD, 0);
+
+        if (r >= 0 && managed(oldfd))
+                smc_fd_dup(oldfd, r);
+        return r;
+}
+
 _public_ int dup2(int oldfd, int newfd) {
         __typeof__(dup2) *f;
+        int r;
 
         if (oldfd != newfd && managed(newfd) && fcntl(oldfd, F_GETFD) >= 0)
                 smc_fd_forget(newfd);
         f = real_dup2();
-        return f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
+        r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
+        if (r >= 0 && oldfd != newfd && managed(oldfd))
+                smc_fd_dup(oldfd, r);
+        return r;
 }
 
 _public_ int dup3(int oldfd, int newfd, int flags) {
         __typeof__(dup3) *f;
+        int r;
 
         if (oldfd != newfd && managed(newfd) && fcntl(oldfd, F_GETFD) >= 0)
                 smc_fd_forget(newfd);
         f = real_dup3();
-        return f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
+        r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
+        if (r >= 0 && managed(oldfd))
+                smc_fd_dup(oldfd, r);
+        return r;
+}
+
+/* ---- epoll_ctl ----------------------------------------------------------------------- */
+
+/* An SMC listener's descriptor is an epoll instance, and the kernel refuses
+ * EPOLLEXCLUSIVE for one (EINVAL), which nginx sets on its shared listener (worker
+ * processes, accept_mutex off). EPOLLEXCLUSIVE only spares wakeups: without it every
+ * waiting process wakes and one accepts, the others get EAGAIN, as on TCP without it.
+ * Everything else goes to the kernel unchanged. */
+DEFINE_REAL(epoll_ctl)
+
+_public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
+        __typeof__(epoll_ctl) *f = real_epoll_ctl();
+        struct epoll_event copy;
+
+        if (ev && (ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) &&
+            smc_fd_is_smc_listener(fd)) {
+                copy = *ev;
+                copy.events &= ~EPOLLEXCLUSIVE;
+                ev = &copy;
+        }
+        return f ? f(epfd, op, fd, ev) : (int) syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 }
 
 /* ---- data ---------------------------------------------------------------------------- */
@@ -432,6 +491,198 @@ _public_ ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
 
 _public_ ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count) {
         return sendfile(out_fd, in_fd, offset, count);
+}
+
+/* sendmmsg(2) / recvmmsg(2) on an SMC socket: one sendmsg / recvmsg per message, with
+ * the kernel's rules for a stream socket: the count of messages done; an error only
+ * if the first one failed; a short send ends the batch. recvmmsg: MSG_WAITFORONE
+ * turns on MSG_DONTWAIT after the first message, end of file ends the batch, and
+ * @timeout is checked after each message (as the kernel does). */
+DEFINE_REAL(sendmmsg)
+DEFINE_REAL(recvmmsg)
+
+_public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags) {
+        __typeof__(sendmmsg) *f;
+        unsigned i;
+
+        if (!managed(fd)) {
+                f = real_sendmmsg();
+                return f ? f(fd, vec, vlen, flags) : (int) syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+        }
+        if (vlen > UIO_MAXIOV)
+                vlen = UIO_MAXIOV;
+        for (i = 0; i < vlen; i++) {
+                size_t want = 0;
+                ssize_t r = smc_sendmsg(fd, &vec[i].msg_hdr, flags);
+
+                if (r < 0)
+                        return i == 0 ? -1 : (int) i;
+                vec[i].msg_len = (unsigned) r;
+                for (size_t k = 0; k < vec[i].msg_hdr.msg_iovlen; k++)
+                        want += vec[i].msg_hdr.msg_iov[k].iov_len;
+                if ((size_t) r < want)
+                        return (int) i + 1;
+        }
+        return (int) i;
+}
+
+static int64_t mono_ns(void) {
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (int64_t) t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+_public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout) {
+        __typeof__(recvmmsg) *f;
+        int64_t end = 0;
+        unsigned i;
+
+        if (!managed(fd)) {
+                f = real_recvmmsg();
+                return f ? f(fd, vec, vlen, flags, timeout)
+                         : (int) syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
+        }
+        if (timeout) {
+                if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000) {
+                        errno = EINVAL;
+                        return -1;
+                }
+                end = mono_ns() + (int64_t) timeout->tv_sec * 1000000000 + timeout->tv_nsec;
+        }
+        if (vlen > UIO_MAXIOV)
+                vlen = UIO_MAXIOV;
+        flags = recv_flags(flags);
+        for (i = 0; i < vlen; i++) {
+                ssize_t r = smc_recvmsg(fd, &vec[i].msg_hdr, flags & ~MSG_WAITFORONE);
+
+                if (r < 0)
+                        return i == 0 ? -1 : (int) i;
+                vec[i].msg_len = (unsigned) r;
+                if (r == 0)
+                        return (int) i + 1;
+                if (flags & MSG_WAITFORONE)
+                        flags |= MSG_DONTWAIT;
+                if (timeout) {
+                        int64_t left = end - mono_ns();
+
+                        if (left <= 0) {
+                                timeout->tv_sec = 0;
+                                timeout->tv_nsec = 0;
+                                return (int) i + 1;
+                        }
+                        timeout->tv_sec = left / 1000000000;
+                        timeout->tv_nsec = left % 1000000000;
+                }
+        }
+        return (int) i;
+}
+
+/* splice(2) between a pipe and an SMC socket: through a buffer here (splice needs a
+ * pipe on one side; the SMC socket's bytes live in the ring). Socket -> pipe: never
+ * more than the pipe has room for, so every byte taken from the ring reaches the
+ * pipe. Pipe -> socket: what was taken from the pipe is sent in full (blocking even
+ * with SPLICE_F_NONBLOCK once taken: the bytes cannot go back into the pipe).
+ * Offsets: EINVAL for the socket's, ESPIPE for the pipe's, as the kernel. */
+DEFINE_REAL(splice)
+
+#define SPLICE_BUF (64u << 10)
+
+static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned flags) {
+        char buf[SPLICE_BUF];
+        int queued = 0, size;
+        ssize_t n, w;
+        size_t room;
+
+        for (;;) {
+                size = sys_fcntl(pipe_out, F_GETPIPE_SZ, 0);
+                if (size < 0) {
+                        errno = EINVAL; /* not a pipe */
+                        return -1;
+                }
+                if (ioctl(pipe_out, FIONREAD, &queued) < 0)
+                        queued = 0;
+                room = size > queued ? (size_t) (size - queued) : 0;
+                if (room > 0)
+                        break;
+                if (flags & SPLICE_F_NONBLOCK) {
+                        errno = EAGAIN;
+                        return -1;
+                }
+                struct pollfd p = { .fd = pipe_out, .events = POLLOUT };
+                if (sys_poll(&p, 1, -1) < 0)
+                        return -1;
+        }
+        if (len > room)
+                len = room;
+        if (len > sizeof(buf))
+                len = sizeof(buf);
+        n = smc_recv(fd_in, buf, len, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
+        if (n <= 0)
+                return n;
+        for (ssize_t done = 0; done < n; done += w) {
+                w = sys_write(pipe_out, buf + done, (size_t) (n - done));
+                if (w < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                w = 0;
+                        else
+                                return done > 0 ? done : -1; /* another writer filled it, or it broke */
+                }
+        }
+        return n;
+}
+
+static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) {
+        char buf[SPLICE_BUF];
+        ssize_t n, w;
+
+        if (sys_fcntl(pipe_in, F_GETPIPE_SZ, 0) < 0) {
+                errno = EINVAL; /* not a pipe: splice needs one */
+                return -1;
+        }
+        if (len > sizeof(buf))
+                len = sizeof(buf);
+        n = sys_read(pipe_in, buf, len);
+        if (n <= 0)
+                return n;
+        for (ssize_t done = 0; done < n; done += w) {
+                w = smc_send(fd_out, buf + done, (size_t) (n - done), MSG_NOSIGNAL);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                w = 0;
+                        else
+                                return done > 0 ? done : -1;
+                }
+        }
+        return n;
+}
+
+_public_ ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags) {
+        __typeof__(splice) *f;
+        bool in = managed(fd_in), out = managed(fd_out);
+
+        if (!in && !out) {
+                f = real_splice();
+                return f ? f(fd_in, off_in, fd_out, off_out, len, flags)
+                         : syscall(SYS_splice, fd_in, off_in, fd_out, off_out, len, flags);
+        }
+        /* as the kernel: an offset for the socket is EINVAL (no pread on it), for
+         * the pipe ESPIPE */
+        if ((in && off_in) || (out && off_out)) {
+                errno = EINVAL;
+                return -1;
+        }
+        if ((in && off_out) || (out && off_in)) {
+                errno = ESPIPE;
+                return -1;
+        }
+        if (in && out) {
+                errno = EINVAL; /* neither is a pipe */
+                return -1;
+        }
+        if (len == 0)
+                return 0;
+        return in ? splice_from_smc(fd_in, fd_out, len, flags) : splice_to_smc(fd_in, fd_out, len, flags);
 }
 
 _public_ ssize_t readv(int fd, const struct iovec *iov, int iovcnt) {
@@ -631,4 +882,204 @@ _public_ int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fds
         if (fdslen / sizeof(*fds) < nfds)
                 __chk_fail();
         return poll(fds, nfds, timeout);
+}
+
+/* ---- exec and spawn ---------------------------------------------------------------------
+ *
+ * An SMC socket whose descriptor survives the exec (not close-on-exec) is described to
+ * the new image in SMCRUN_INHERIT (socket-internal.h), which its copy of this library
+ * reads in its constructor. glibc's execvp(), execl() etc. call its internal
+ * __execve, so every public name is wrapped here; the l-variants build an argv and take
+ * the v-variant's path. If the exec fails, everything is put back (smc_exec_finish).
+ * system(3) and popen(3) spawn /bin/sh through glibc-internal calls that are not
+ * interposable: an SMC socket they inherit is not described (the shell does not use
+ * it; a process the shell execs in turn would see a bare descriptor). */
+
+extern char **environ;
+
+DEFINE_REAL(execve)
+DEFINE_REAL(execvpe)
+DEFINE_REAL(fexecve)
+DEFINE_REAL(posix_spawn)
+DEFINE_REAL(posix_spawnp)
+
+/* Does the environment @envp preload this library (LD_PRELOAD names our file, or a
+ * file of the same name, libsmcrun.so)? Only then can the new image adopt sockets. */
+static char self_path[4096]; /* our file, as loaded (set by exec_init_self_path()) */
+
+/* Called from the constructor: dladdr() takes the loader's lock, which an exec in the
+ * child of a multithreaded fork() must not wait for. */
+static void exec_init_self_path(void) {
+        Dl_info info = {};
+
+        if (dladdr((void *) exec_init_self_path, &info) && info.dli_fname &&
+            strlen(info.dli_fname) < sizeof(self_path))
+                strcpy(self_path, info.dli_fname);
+}
+
+static bool env_preloads_us(char *const envp[]) {
+        static const char want[] = "libsmcrun.so";
+        const char *self = self_path[0] ? self_path : NULL;
+
+        for (size_t i = 0; envp && envp[i]; i++) {
+                const char *p;
+
+                if (strncmp(envp[i], "LD_PRELOAD=", 11) != 0)
+                        continue;
+                p = envp[i] + 11;
+                while (*p) {
+                        size_t n = strcspn(p, ": ");
+                        const char *base = p;
+
+                        for (size_t k = 0; k < n; k++)
+                                if (p[k] == '/')
+                                        base = p + k + 1;
+                        if ((self && strlen(self) == n && strncmp(p, self, n) == 0) ||
+                            ((size_t) (p + n - base) == sizeof(want) - 1 && strncmp(base, want, sizeof(want) - 1) == 0))
+                                return true;
+                        p += n;
+                        while (*p == ':' || *p == ' ')
+                                p++;
+                }
+        }
+        return false;
+}
+
+static int do_execve(const char *path, char *const argv[], char *const envp[]) {
+        struct smc_exec_undo *u;
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        __typeof__(execve) *f = real_execve();
+        int r = f ? f(path, argv, env) : (int) syscall(SYS_execve, path, argv, env);
+
+        smc_exec_finish(u, true); /* we are still here: it failed */
+        return r;
+}
+
+static int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
+        struct smc_exec_undo *u;
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        __typeof__(execvpe) *f = real_execvpe();
+        int r;
+
+        if (f)
+                r = f(file, argv, env);
+        else {
+                errno = ENOSYS;
+                r = -1;
+        }
+        smc_exec_finish(u, true);
+        return r;
+}
+
+_public_ int execve(const char *path, char *const argv[], char *const envp[]) {
+        return do_execve(path, argv, envp);
+}
+
+_public_ int execv(const char *path, char *const argv[]) {
+        return do_execve(path, argv, environ);
+}
+
+_public_ int execvpe(const char *file, char *const argv[], char *const envp[]) {
+        return do_execvpe(file, argv, envp);
+}
+
+_public_ int execvp(const char *file, char *const argv[]) {
+        return do_execvpe(file, argv, environ);
+}
+
+_public_ int fexecve(int fd, char *const argv[], char *const envp[]) {
+        struct smc_exec_undo *u;
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        __typeof__(fexecve) *f = real_fexecve();
+        int r = f ? f(fd, argv, env) : (int) syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
+
+        smc_exec_finish(u, true);
+        return r;
+}
+
+/* glibc >= 2.34 has execveat(3); older ones only the system call. Declared here so
+ * that this builds against either. */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+static _Atomic(void *) real_execveat_slot;
+
+_public_ int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+        struct smc_exec_undo *u;
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        __typeof__(execveat) *f = (__typeof__(execveat) *) resolve(&real_execveat_slot, "execveat");
+        int r = f ? f(dirfd, path, argv, env, flags) : (int) syscall(SYS_execveat, dirfd, path, argv, env, flags);
+
+        smc_exec_finish(u, true);
+        return r;
+}
+
+/* execl(3) family: the arguments up to the NULL as an argv on the stack (execle's
+ * environment follows the NULL). glibc declares @arg non-null. */
+#define EXECL_ARGV(first, ap, argv)                                                 \
+        do {                                                                         \
+                va_list cnt_;                                                        \
+                size_t n_ = 1;                                                       \
+                va_copy(cnt_, ap);                                                   \
+                while (va_arg(cnt_, const char *))                                   \
+                        n_++;                                                        \
+                va_end(cnt_);                                                        \
+                argv = alloca((n_ + 1) * sizeof(char *));                            \
+                argv[0] = (char *) (first);                                          \
+                for (size_t i_ = 1; i_ <= n_; i_++) /* the last one is the NULL */   \
+                        argv[i_] = va_arg(ap, char *);                               \
+        } while (0)
+
+_public_ int execl(const char *path, const char *arg, ...) {
+        va_list ap;
+        char **argv;
+
+        va_start(ap, arg);
+        EXECL_ARGV(arg, ap, argv);
+        va_end(ap);
+        return do_execve(path, argv, environ);
+}
+
+_public_ int execlp(const char *file, const char *arg, ...) {
+        va_list ap;
+        char **argv;
+
+        va_start(ap, arg);
+        EXECL_ARGV(arg, ap, argv);
+        va_end(ap);
+        return do_execvpe(file, argv, environ);
+}
+
+_public_ int execle(const char *path, const char *arg, ...) {
+        va_list ap;
+        char **argv, **envp = NULL;
+
+        va_start(ap, arg);
+        EXECL_ARGV(arg, ap, argv);
+        envp = va_arg(ap, char **);
+        va_end(ap);
+        return do_execve(path, argv, envp);
+}
+
+/* posix_spawn: the parent keeps running with its sockets, so they are marked shared
+ * with the new process after it started. No stub can take X's place in the parent;
+ * file actions that close or move an SMC descriptor are not followed (the entry names
+ * the parent's number: a moved copy is a bare descriptor in the child). */
+static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                    const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+        struct smc_exec_undo *u;
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp), false, true, &u);
+        __typeof__(posix_spawn) *f = path_search ? real_posix_spawnp() : real_posix_spawn();
+        int r = f ? f(pid, path, fa, attr, argv, env) : ENOSYS;
+
+        smc_exec_finish(u, r != 0);
+        return r;
+}
+
+_public_ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                         const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+        return do_spawn(false, pid, path, fa, attr, argv, envp);
+}
+
+_public_ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+        return do_spawn(true, pid, file, fa, attr, argv, envp);
 }

@@ -80,6 +80,34 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
  * SIGPIPE: the caller does. */
 ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
 
+/* smc_ring_send() bounded by a send timeout: @timeo_fd is a socket whose SO_SNDTIMEO
+ * limits the time the call waits for space (read only if it has to wait; -1: no
+ * limit, as smc_ring_send()); when it passes the call returns what it sent, or
+ * -EAGAIN, as a TCP send does. */
+ssize_t smc_ring_send_timeo(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock,
+                            int timeo_fd);
+
+/* sendfile(2) onto the connection in one copy: up to @count bytes of @in_fd are read
+ * (pread, or read at the file position when @offset is NULL) straight into the free
+ * space of the peer's ring, both pieces in one preadv / readv when that space wraps, and
+ * published exactly as smc_ring_send() publishes copied bytes: TCP_CORK, @flags
+ * MSG_MORE and the autocork size hold them back the same way, a blocking call waits for
+ * space (and sends all of @count unless the file ends first), @nonblock or MSG_DONTWAIT
+ * sends what fits. @timeo_fd: a socket whose SO_SNDTIMEO bounds the time the call
+ * waits for space (read only if it has to wait; -1: no limit); when it passes the
+ * call returns what it sent, or -EAGAIN.
+ * A file that ends (or reads short) before @count stops the call: it returns what was
+ * sent. *@offset (or the file position) moves by exactly the bytes returned; without
+ * @offset, @in_fd must be able to seek for that to hold (the caller checks: a pipe
+ * would be read and not given back). Counted as one message (prod_msgs) and one
+ * sendfile call with its bytes (prod_sendfile_calls / _bytes) in the peer's DMB.
+ * Returns bytes sent (> 0), 0 at end of file (nothing read), or the errors of
+ * smc_ring_send(), or @in_fd's read error (-EIO, -EBADF, -EISDIR, -ESPIPE for a pipe
+ * with @offset, ...) only when nothing was sent; -EINVAL for a negative *@offset or
+ * flags other than MSG_MORE / MSG_DONTWAIT. */
+ssize_t smc_ring_sendfile(struct smc_ring_ep *ep, int in_fd, int64_t *offset, size_t count, int flags,
+                          bool nonblock, int timeo_fd);
+
 /* Receive into @iov. flags: MSG_PEEK, MSG_WAITALL. Returns bytes (> 0), 0 at EOF
  * (peer shut down or closed orderly and all data read), -EAGAIN, -ECONNRESET (peer
  * aborted / died; data sent before the abort is still delivered first), -EINTR. */
@@ -91,11 +119,11 @@ int smc_ring_flush(struct smc_ring_ep *ep);
 /* TCP_CORK on/off; turning it off flushes. */
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on);
 
-/* Statistics for sendfile(2) (smcrun's sendfile calls it; nothing else does): count
- * one sendfile call on @ep that moved @bytes (> 0) into the peer's ring, in the peer's
- * DMB header (prod_sendfile_calls, prod_sendfile_bytes; dmb.h). Call it after the
- * smc_ring_send() calls that moved the bytes (they count in prod_bytes and, one per
- * call, in prod_msgs as usual). Takes tx_lock; never fails. */
+/* Statistics for a sendfile(2) made of smc_ring_send() calls (smc_ring_sendfile()
+ * counts itself): count one sendfile call on @ep that moved @bytes (> 0) into the
+ * peer's ring, in the peer's DMB header (prod_sendfile_calls, prod_sendfile_bytes;
+ * dmb.h). Call it after the smc_ring_send() calls that moved the bytes (they count in
+ * prod_bytes and, one per call, in prod_msgs as usual). Takes tx_lock; never fails. */
 void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes);
 
 /* shutdown(2): SHUT_WR flushes, sets DONE_WRITING in the peer's DMB and shuts
@@ -107,6 +135,20 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how);
  * data), close y_peer. Does not close x and does not unmap. Returns true if it
  * aborted. */
 bool smc_ring_close(struct smc_ring_ep *ep);
+
+/* Let go of @ep in this process only, as close(2) of one copy of a socket that another
+ * process still holds (after fork): publish what a corked send left, close our copy
+ * of y_peer, set no flag, tell the peer nothing. Whoever holds the last copy of X ends
+ * the connection; if nobody does, smcd sees X gone and closes it as TCP would (FIN,
+ * or RST with data unread). The caller still unmaps and closes X. */
+void smc_ring_detach(struct smc_ring_ep *ep);
+
+/* Make @dst a second endpoint of @src's connection for @x, a duplicate (dup(2)) of
+ * src's x: publishes what a corked send of @src held, then copies its state, with
+ * its own locks and its own copy of y_peer (close-on-exec). Either may then be used,
+ * one at a time, and let go of with smc_ring_detach(). Returns 0, -ENOTCONN (@src is
+ * closed) or -errno (no descriptor). */
+int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x);
 
 /* The true readiness of the endpoint (POLLIN, POLLOUT, POLLHUP, POLLRDHUP, POLLERR)
  * from the rings and flags, settling a stale doorbell first. */

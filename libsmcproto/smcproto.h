@@ -72,25 +72,30 @@ ssize_t smc_write(int fd, const void *buf, size_t len);
 ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt);
 ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt);
 
-/* sendfile(2) with @out_fd an SMC socket: up to @count bytes of @in_fd, from *@offset
- * (then advanced by what was sent; in_fd's position untouched) or, with @offset NULL,
- * from in_fd's file position (advanced likewise), into the connection as write() would
- * send them (a nonblocking socket may take fewer: the file position / *@offset count
- * only those). Returns the bytes sent (0 at end of file), or -1 with errno: EAGAIN,
- * EPIPE (and SIGPIPE), ECONNRESET, EINVAL (negative *@offset, or an @in_fd that cannot
- * seek, e.g. a pipe, as the kernel answers for a TCP socket), ESPIPE (the same with
- * @offset), ENOMEM, or in_fd's read error. Counted in smcd's stats (sendfile_calls, sendfile_bytes). Any other
- * @out_fd: the system call. (Since 0.2.) */
+/* sendfile(2) with @out_fd an SMC socket: up to @count bytes of @in_fd (at most
+ * 0x7ffff000, as the kernel), from *@offset (then advanced by what was sent; in_fd's
+ * position untouched) or, with @offset NULL, from in_fd's file position (advanced
+ * likewise), read straight into the peer's receive buffer (one copy) and
+ * sent as write() would send them: TCP_CORK holds them, SO_SNDTIMEO bounds a blocking
+ * call, a nonblocking socket may take fewer (the file position / *@offset count only
+ * those), and a file that ends first ends the call. Returns the bytes sent (0 at end
+ * of file), or -1 with errno: EAGAIN, EPIPE (and SIGPIPE), ECONNRESET, EINTR, EINVAL
+ * (negative *@offset, or an @in_fd that cannot seek, e.g. a pipe, as the kernel
+ * answers for a TCP socket), ESPIPE (the same with @offset), or in_fd's read error
+ * (only when nothing was sent). Counted in smcd's stats (sendfile_calls,
+ * sendfile_bytes). Any other @out_fd: the system call. (Since 0.2.) */
 ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count);
 
 int smc_shutdown(int fd, int how);
 int smc_close(int fd);
 
 /* Options: SO_SNDBUF / SO_RCVBUF (bytes; before connect they pick the DMB size
- * class, rounded up, 16 KiB .. 1 MiB), SO_ERROR, SO_TYPE, SO_DOMAIN, TCP_NODELAY,
- * TCP_CORK, and SOL_SMC SMC_PROTO_MODE / SMC_PROTO_FALLBACK_REASON /
- * SMC_PROTO_BUSY_POLL / SMC_PROTO_AUTOCORK (read-only). Other options go to the TCP
- * socket underneath. */
+ * class, rounded up, 16 KiB .. 1 MiB; read on a connection: twice the ring, as Linux
+ * doubles), SO_ERROR, SO_TYPE, SO_DOMAIN, TCP_NODELAY, TCP_CORK, TCP_INFO and
+ * TCP_MAXSEG (answered as for a TCP connection over lo: libsmcproto(3)), and SOL_SMC
+ * SMC_PROTO_MODE / SMC_PROTO_FALLBACK_REASON / SMC_PROTO_BUSY_POLL /
+ * SMC_PROTO_AUTOCORK (read-only). Other options go to the TCP socket underneath (an
+ * accepted connection's has its listener's options). */
 int smc_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 int smc_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 int smc_getsockname(int fd, struct sockaddr *addr, socklen_t *len);

@@ -4,6 +4,8 @@
 /* Internal interface of socket.c for the smcrun preload (preload.c). */
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* True if @fd is a socket made by smc_socket() or smc_accept*() of AF_INET/AF_INET6
  * SOCK_STREAM, in any mode (not connected yet, listener, SMC-D, TCP fallback).
@@ -15,3 +17,86 @@ bool smc_fd_managed(int fd);
  * done by other means). Frees the state; an SMC-D connection is closed as by
  * smc_close() except that @fd itself is not closed. No-op if not managed. */
 void smc_fd_forget(int fd);
+
+/* @newfd was just made a duplicate of @oldfd (dup, dup2, dup3, F_DUPFD[_CLOEXEC]): if
+ * @oldfd is an SMC connection or SMC listener, make @newfd one too, sharing it as a
+ * forked copy would (either may be used, one at a time; the connection ends when the
+ * last copy of the descriptor is closed). Otherwise (or if out of memory or
+ * descriptors: logged with SMC_DEBUG) @newfd stays the bare descriptor. */
+void smc_fd_dup(int oldfd, int newfd);
+
+/* Is @fd an SMC listener (its descriptor is an epoll instance: smcproto.h)? */
+bool smc_fd_is_smc_listener(int fd);
+
+/* ---- exec (smcrun(1), "exec") ----
+ *
+ * An SMC-D socket whose descriptor X survives execve() (not close-on-exec, as a TCP
+ * socket would) is described to the new image in the environment variable
+ * SMCRUN_INHERIT: entries separated by ',', each of ten fields separated by ':'
+ *
+ *   X:T:CONN_ID:RX_ID:RX_SIZE:TX_ID:TX_SIZE:FLAGS:OWED:UNPUB
+ *
+ * X, T: descriptors (decimal; T, the connecting side's hidden TCP socket, may be -1;
+ * the doorbell end Y comes from smcd with the buffers, not from the old image, whose
+ * copy a program that closes all its descriptors before exec would lose); CONN_ID, RX_ID, TX_ID: 1..16 hex digits, not 0; RX_SIZE, TX_SIZE: ring bytes
+ * (decimal, a power of two, 16 KiB .. 1 MiB); FLAGS: hex, SMC_INHERIT_F_*; OWED:
+ * doorbell bytes the old image still had to read from X (decimal, <=
+ * SMC_INHERIT_OWED_MAX); UNPUB: bytes the old image had copied into the peer's ring
+ * but not published (TCP_CORK / MSG_MORE), which the new image publishes (decimal, <=
+ * TX_SIZE). The new image's libsmcrun.so (its constructor) asks smcd for
+ * the buffers (ADOPT, ctl-proto.h) and rebuilds the socket; if that fails X becomes a
+ * reset TCP connection (ECONNRESET, then EOF), never a bare socketpair end.
+ * An SMC listener's entry is "L:FD:FLAGS": FD is its listening TCP socket, which the
+ * old image put in place of its epoll fd; the new image registers it with smcd
+ * again. */
+
+#define SMC_INHERIT_ENV "SMCRUN_INHERIT"
+#define SMC_INHERIT_F_INET6 0x01u    /* the socket is AF_INET6 (else AF_INET) */
+#define SMC_INHERIT_F_CORK 0x02u     /* TCP_CORK on */
+#define SMC_INHERIT_F_NODELAY 0x04u  /* TCP_NODELAY on */
+#define SMC_INHERIT_F_SHARED 0x08u   /* another process may hold X too (fork, vfork,
+                                      * posix_spawn): close() only detaches */
+#define SMC_INHERIT_F_RCVTIMEO 0x10u /* SO_RCVTIMEO set (it is on X itself) */
+#define SMC_INHERIT_F_MASK 0x1fu
+#define SMC_INHERIT_OWED_MAX 65536u
+#define SMC_INHERIT_MAX_ENTRIES 4096u
+
+struct smc_inherit_entry {
+        int x, t;
+        uint64_t conn_id, rx_id, tx_id;
+        uint32_t rx_size, tx_size, flags, owed, unpub;
+};
+
+/* Parse one entry (@len bytes at @s, no separator) strictly. Returns 0, or -EINVAL
+ * (wrong field count, a field that is not a plain number of its base, out of range,
+ * T == X, equal buffer ids); @e is then undefined. */
+int smc_inherit_parse_entry(const char *s, size_t len, struct smc_inherit_entry *e);
+
+/* Format @e as an entry into @buf (@size bytes). Returns the length, or -ENOBUFS. */
+int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_t size);
+
+struct smc_exec_undo;
+
+/* Before an exec: publish what corked sends left on every SMC-D socket; for each
+ * whose X is not close-on-exec: if @preloaded (the new environment loads
+ * libsmcrun.so), clear close-on-exec on its T and describe it in
+ * SMCRUN_INHERIT; else, or for SMC-R, and if @may_stub, put a reset TCP socket in
+ * X's place (the new image could only read doorbell bytes from X), keeping X in a
+ * hidden close-on-exec copy. @spawn: the caller keeps running (posix_spawn), so the
+ * sockets are marked as shared by the new process. Returns the environment to exec
+ * with: @envp itself when there is nothing to add, else a copy without any inherited
+ * SMCRUN_INHERIT and with the new one (owned by *@ret_undo). Never fails: on ENOMEM
+ * the sockets are left as they are and @envp is returned. */
+char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
+                        struct smc_exec_undo **ret_undo);
+
+/* After the exec or spawn: @failed: the exec did not happen, restore close-on-exec on
+ * T and X in place of its stub; else (a spawn that started the new process)
+ * mark the sockets shared. Frees @u (NULL: nothing). errno is kept. */
+void smc_exec_finish(struct smc_exec_undo *u, bool failed);
+
+/* In a new image (libsmcrun.so's constructor): adopt the sockets SMCRUN_INHERIT
+ * describes and remove the variable from the environment. Bad entries are ignored
+ * (SMC_DEBUG says why); waits for smcd at most SMC_ADOPT_TIMEOUT_MS per socket. */
+#define SMC_ADOPT_TIMEOUT_MS 1000u
+void smc_exec_adopt_inherited(void);

@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -58,6 +59,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +171,19 @@ enum sock_state {
         SOCK_SMCD,       /* fd is X: SMC-D connection */
 };
 
+/* One option set on a socket that may become a listener, to be inherited by the SMC
+ * connections it accepts (as the kernel's accepted TCP socket inherits its
+ * listener's): opt_record(), opt_inherit(). */
+#define OPT_INHERIT_MAX 16
+#define OPT_VAL_MAX 16 /* bytes: an int, struct linger, struct timeval, a TCP_CONGESTION name */
+struct opt_rec {
+        int level, name;
+        socklen_t len;
+        uint8_t val[OPT_VAL_MAX];
+};
+struct smc_sock;
+static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
+
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
         int fd;
@@ -182,6 +197,12 @@ struct smc_sock {
         uint32_t fallback_reason;
         int hidden;  /* T, moved away (LISTEN_SMC, SMCD connect side), else -1 */
         int optsock; /* lazily made TCP socket holding options (SMCD accept side), else -1 */
+        /* options of the socket before it is connected or while it listens, for
+         * what SMC-D needs later (opt_inherit(), tcp_mss()) */
+        bool cork;      /* TCP_CORK on (carried into the ring at connect and accept) */
+        int user_mss;   /* TCP_MAXSEG set, 0 = none */
+        struct opt_rec inh[OPT_INHERIT_MAX]; /* options an accepted socket inherits */
+        unsigned n_inh;
 
         /* LISTEN_SMC */
         int chan; /* accept channel C, -1 once it hit EOF */
@@ -190,10 +211,15 @@ struct smc_sock {
         bool smcr;        /* the connection is SMC-R (state SMCD, smcd on the data path) */
         pid_t listen_pid;          /* the process that registered it */
         unsigned listen_fork_gen;  /* fork_gen then */
+        uid_t listen_euid;         /* its effective uid then: smcd's endpoints of the
+                                    * connections it accepts have this uid */
         _Atomic unsigned accept_turn;
 
         /* SMCD */
         uint64_t conn_id;
+        unsigned conn_fork_gen; /* fork_gen when the connection was set up: if it moved,
+                                 * another process may hold the connection too */
+        uid_t conn_euid;        /* the uid of smcd's endpoint (the CLOSE check) */
         struct sockaddr_storage local, peer;
         socklen_t local_len, peer_len;
         struct smc_ring_ep ep;
@@ -325,6 +351,31 @@ static void sock_remove(struct smc_sock *s) {
         pthread_mutex_lock(&table_lock);
         atomic_compare_exchange_strong(&c->s[fd & (FD_CHUNK - 1)], &expect, NULL);
         pthread_mutex_unlock(&table_lock);
+}
+
+/* A blocking send or accept that a signal handler interrupted before it moved anything:
+ * go on, as the kernel does for a TCP socket when the handler was installed with
+ * SA_RESTART (signal(7)), or fail with EINTR. The library waits in poll(2), which
+ * the kernel never restarts, and cannot tell which signal came: it restarts when every
+ * signal that has a handler has SA_RESTART (the usual case: all or none), else
+ * reports EINTR (fault signals, which cannot interrupt a call, do not count). A send
+ * with SO_SNDTIMEO set is never restarted, as the kernel's. Costs one sigaction(2) per
+ * signal number, only after an EINTR. */
+static bool restart_after_signal(void) {
+        for (int sig = 1; sig < NSIG; sig++) {
+                struct sigaction sa;
+
+                /* fault signals are synchronous (a crash handler, ASan's): they do
+                 * not interrupt a system call */
+                if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+                    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || sigaction(sig, NULL, &sa) < 0)
+                        continue;
+                if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+                        continue;
+                if (!(sa.sa_flags & SA_RESTART))
+                        return false;
+        }
+        return true;
 }
 
 static int neg_errno(int r) {
@@ -612,9 +663,23 @@ static void sock_teardown(struct smc_sock *s) {
                 break;
         }
         case SOCK_SMCD: {
-                bool abort = smc_ring_close(&s->ep);
+                bool abort;
 
-                ctl_close_conn(s->conn_id, abort);
+                if (!s->smcr && s->conn_fork_gen != atomic_load(&fork_gen)) {
+                        /* set up before a fork(): the other process may still use it
+                         * (a pre-forking server's child). As close(2) of one copy of a
+                         * TCP socket, this ends nothing: smcd sees the last copy of X
+                         * go and closes the endpoint then (FIN, or RST with data
+                         * unread). SMC-R: smcd is the peer and needs the CLOSE. */
+                        smc_ring_detach(&s->ep);
+                        break;
+                }
+                abort = smc_ring_close(&s->ep);
+                /* smcd refuses a CLOSE from another uid than the endpoint's (a
+                 * root-started server whose children switched uid): there the end
+                 * of X tells it (SMC-D); save the round trip */
+                if (s->smcr || geteuid() == s->conn_euid)
+                        ctl_close_conn(s->conn_id, abort);
                 break;
         }
         default:
@@ -638,6 +703,88 @@ void smc_fd_forget(int fd) {
         sock_teardown(s);
         pthread_mutex_unlock(&s->lock);
         sock_release(s);
+}
+
+void smc_fd_dup(int oldfd, int newfd) {
+        struct smc_sock *s = sock_lookup(oldfd), *d;
+        int st, r = 0;
+
+        if (!s || newfd < 0 || newfd == oldfd)
+                return;
+        pthread_mutex_lock(&s->lock);
+        st = sock_state(s);
+        if (st != SOCK_SMCD && st != SOCK_LISTEN_SMC) {
+                /* unconnected, or TCP (fallback): the copy is a plain TCP socket */
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
+        d = sock_alloc(newfd, s->family, SOCK_NEW, atomic_load(&s->nonblock));
+        if (!d) {
+                r = -ENOMEM;
+                goto out;
+        }
+        d->nodelay = s->nodelay;
+        d->rcvtimeo_set = s->rcvtimeo_set;
+        d->sndbuf = s->sndbuf;
+        d->rcvbuf = s->rcvbuf;
+        d->fallback_reason = s->fallback_reason;
+        if (s->hidden >= 0 && (d->hidden = sys_fcntl(s->hidden, F_DUPFD_CLOEXEC, 0)) < 0) {
+                r = -errno;
+                d->hidden = -1;
+                goto fail;
+        }
+        if (st == SOCK_LISTEN_SMC) {
+                if (s->chan >= 0 && (d->chan = sys_fcntl(s->chan, F_DUPFD_CLOEXEC, 0)) < 0) {
+                        r = -errno;
+                        d->chan = -1;
+                        goto fail;
+                }
+                d->listener_id = s->listener_id;
+                d->listen_smcr = s->listen_smcr;
+                d->listen_pid = s->listen_pid;
+                d->listen_euid = s->listen_euid;
+                /* either copy's close only drops its descriptors: smcd retires the
+                 * listener when the last copy of its channel is gone */
+                d->listen_fork_gen = s->listen_fork_gen = ~0u;
+        } else {
+                d->conn_id = s->conn_id;
+                d->local = s->local;
+                d->peer = s->peer;
+                d->local_len = s->local_len;
+                d->peer_len = s->peer_len;
+                d->smcr = s->smcr;
+                d->conn_euid = s->conn_euid;
+                r = smc_ring_copy(&d->ep, &s->ep, newfd);
+                if (r < 0)
+                        goto fail;
+                /* SMC-D: either copy's close only lets go of it (smcd sees the last
+                 * copy of X go). SMC-R: the first close ends it (smcr(7) limits) */
+                d->conn_fork_gen = s->conn_fork_gen = ~0u;
+        }
+        sock_set_state(d, st);
+        r = sock_insert(d);
+        if (r < 0) {
+                if (st == SOCK_SMCD)
+                        smc_ring_detach(&d->ep);
+                goto fail;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return;
+fail:
+        if (d->hidden >= 0)
+                sys_close(d->hidden);
+        if (d->chan >= 0)
+                sys_close(d->chan);
+        sock_release(d);
+out:
+        pthread_mutex_unlock(&s->lock);
+        smc_debug("dup: fd %d of fd %d stays a bare descriptor: %s", newfd, oldfd, strerror(-r));
+}
+
+bool smc_fd_is_smc_listener(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+
+        return s && sock_state(s) == SOCK_LISTEN_SMC;
 }
 
 bool smc_fd_managed(int fd) {
@@ -775,6 +922,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         s->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
         s->listen_pid = getpid();
         s->listen_fork_gen = atomic_load(&fork_gen);
+        s->listen_euid = geteuid();
         atomic_store(&s->nonblock, nonblock);
         sock_set_state(s, SOCK_LISTEN_SMC);
         return 0;
@@ -937,8 +1085,11 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 goto abort;
         }
         ep_tune(&s->ep, &m);
+        opt_inherit(s, l); /* the listener's options, as an accepted TCP socket has them */
         s->smcr = m.conn.mode == SMC_CTL_MODE_SMCR;
         s->ep.peer_is_daemon = s->smcr;
+        s->conn_fork_gen = atomic_load(&fork_gen);
+        s->conn_euid = l->listen_euid;
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
         if (r < 0) {
@@ -1032,6 +1183,8 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         if ((unsigned) fd >= FD_MAX)
                 return fd; /* works as a plain TCP socket, only unmanaged */
         s = sock_alloc(fd, l->family, SOCK_TCP, flags & SOCK_NONBLOCK);
+        if (s && notice)
+                s->fallback_reason = SMC_CLC_DECL_PEERNOSMC; /* the peer did not come through smcd */
         if (!s || sock_insert(s) < 0) {
                 if (s)
                         sock_release(s);
@@ -1081,8 +1234,11 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         errno = EAGAIN;
                         return -1;
                 }
-                if (sys_poll(&p, 1, -1) < 0)
+                if (sys_poll(&p, 1, -1) < 0) {
+                        if (errno == EINTR && restart_after_signal())
+                                continue;
                         return -1; /* EINTR */
+                }
         }
 }
 
@@ -1315,8 +1471,12 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 return r;
         }
         ep_tune(&s->ep, &reply);
+        if (s->cork)
+                (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */
         s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
         s->ep.peer_is_daemon = s->smcr;
+        s->conn_fork_gen = atomic_load(&fork_gen);
+        s->conn_euid = geteuid();
         sock_set_state(s, SOCK_SMCD);
         return 1;
 
@@ -1464,14 +1624,31 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt) {
 
 static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt, int flags, bool sigpipe) {
         ssize_t r;
+        int timeo_fd;
 
         if (flags & ~SEND_FLAGS)
                 return ret_errno_ssize(-EOPNOTSUPP);
         r = iov_total(iov, iovcnt);
         if (r <= 0)
                 return ret_errno_ssize(r);
-        r = smc_ring_send(&s->ep, iov, iovcnt, flags & MSG_MORE,
-                          atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT));
+        /* where smc_setsockopt() keeps SO_SNDTIMEO (as smc_sendfile) */
+        timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
+        if (timeo_fd < 0)
+                timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        for (;;) {
+                struct timeval tv = {};
+                socklen_t tl = sizeof(tv);
+
+                r = smc_ring_send_timeo(&s->ep, iov, iovcnt, flags & MSG_MORE,
+                                        atomic_load_explicit(&s->nonblock, memory_order_relaxed) ||
+                                                (flags & MSG_DONTWAIT),
+                                        timeo_fd);
+                if (r != -EINTR || !restart_after_signal())
+                        break;
+                if (timeo_fd >= 0 && sys_getsockopt(timeo_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
+                    (tv.tv_sec || tv.tv_usec))
+                        break; /* with a send timeout the kernel does not restart either */
+        }
         if (r == -EPIPE && sigpipe && !(flags & MSG_NOSIGNAL))
                 raise_sigpipe();
         return ret_errno_ssize(r);
@@ -1597,74 +1774,36 @@ SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
         return smcd_send(s, iov, iovcnt, 0, true);
 }
 
-/* sendfile(2) onto an SMC connection: the file's bytes go through the ring as a
- * write() of them would (a bounce buffer of SENDFILE_CHUNK bytes: two copies, not the
- * one of a direct read into the peer's DMB). The file position or *@offset moves by
- * exactly what was sent, so a short (nonblocking) send loses nothing. A source that
- * cannot seek (a pipe) gets EINVAL, as from the kernel for a TCP socket. */
-#define SENDFILE_CHUNK (64u << 10)
+/* sendfile(2) onto an SMC connection in one copy: smc_ring_sendfile() reads the file
+ * straight into the peer's DMB (the send buffer for SMC-R), with send()'s cork,
+ * MSG_MORE, autocork, blocking and nonblocking rules and SO_SNDTIMEO. The file
+ * position or *@offset moves by exactly what was sent, so a short (nonblocking) send
+ * loses nothing. A source that cannot seek (a pipe) gets EINVAL without @offset and
+ * ESPIPE with it, as from the kernel for a TCP socket. */
+#define SENDFILE_MAX_COUNT 0x7ffff000u /* the kernel's MAX_RW_COUNT on 4 KiB pages */
 SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
         struct smc_sock *s = data_sock(out_fd, &out_fd);
-        bool nonblock;
-        size_t done = 0;
-        int64_t pos;
-        uint8_t *buf;
-        ssize_t r = 0;
+        int timeo_fd;
+        ssize_t r;
 
         if (!s)
                 return sys_sendfile(out_fd, in_fd, offset, count);
+        if (offset && *offset < 0)
+                return ret_errno_ssize(-EINVAL);
         if (count == 0)
                 return 0;
-        if (offset) {
-                if (*offset < 0)
-                        return ret_errno_ssize(-EINVAL);
-                pos = *offset;
-        } else {
-                pos = sys_lseek(in_fd, 0, SEEK_CUR);
-                if (pos < 0)
-                        return ret_errno_ssize(errno == ESPIPE ? -EINVAL : -errno);
-        }
-        buf = malloc(SENDFILE_CHUNK);
-        if (!buf)
-                return ret_errno_ssize(-ENOMEM);
-        nonblock = atomic_load_explicit(&s->nonblock, memory_order_relaxed);
-        if (count > (size_t) SSIZE_MAX)
-                count = SSIZE_MAX;
-        while (done < count) {
-                size_t want = count - done < SENDFILE_CHUNK ? count - done : SENDFILE_CHUNK;
-                ssize_t n = sys_pread(in_fd, buf, want, pos);
-                size_t sent = 0;
-
-                if (n < 0) {
-                        r = -errno;
-                        break;
-                }
-                if (n == 0)
-                        break; /* end of file */
-                {
-                        struct iovec v = { .iov_base = buf, .iov_len = (size_t) n };
-                        /* blocking: all of it (or an error); nonblocking: maybe less */
-                        ssize_t k = smc_ring_send(&s->ep, &v, 1, false, nonblock);
-
-                        if (k < 0)
-                                r = k;
-                        else
-                                sent = (size_t) k;
-                }
-                done += sent;
-                pos += (int64_t) sent;
-                if (r < 0 || sent < (size_t) n)
-                        break;
-        }
-        free(buf);
-        if (offset)
-                *offset = pos;
-        else if (done > 0)
-                (void) sys_lseek(in_fd, pos, SEEK_SET);
-        if (done > 0) {
-                smc_ring_count_sendfile(&s->ep, done);
-                return (ssize_t) done; /* an error after some bytes: the next call reports it */
-        }
+        if (!offset && sys_lseek(in_fd, 0, SEEK_CUR) < 0)
+                /* read() would take a pipe's bytes for good: refuse as the kernel does */
+                return ret_errno_ssize(errno == ESPIPE ? -EINVAL : -errno);
+        if (count > SENDFILE_MAX_COUNT)
+                count = SENDFILE_MAX_COUNT;
+        /* where smc_setsockopt() keeps SO_SNDTIMEO: T (connect side) or the option
+         * socket (accept side; none yet: never set) */
+        timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
+        if (timeo_fd < 0)
+                timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        r = smc_ring_sendfile(&s->ep, in_fd, offset, count, 0,
+                              atomic_load_explicit(&s->nonblock, memory_order_relaxed), timeo_fd);
         if (r == -EPIPE)
                 raise_sigpipe();
         return ret_errno_ssize(r);
@@ -1718,6 +1857,18 @@ static int get_int(const void *val, socklen_t len, int *v) {
         return 0;
 }
 
+/* The option socket of an accepted SMC connection: an unconnected TCP socket of its
+ * family that stores the options, starting with what the listener's options gave
+ * the connection (opt_inherit()). Returns it, or -1. */
+static int optsock_make(struct smc_sock *s) {
+        int t = sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        for (unsigned i = 0; t >= 0 && i < s->n_inh; i++)
+                (void) sys_setsockopt(t, s->inh[i].level, s->inh[i].name, s->inh[i].val, s->inh[i].len);
+        __atomic_store_n(&s->optsock, t, __ATOMIC_RELAXED); /* smc_sendfile() reads it */
+        return t;
+}
+
 /* The TCP socket that takes options we do not handle ourselves. */
 static int opt_fd(struct smc_sock *s) {
         switch (sock_state(s)) {
@@ -1727,12 +1878,355 @@ static int opt_fd(struct smc_sock *s) {
                 if (s->hidden >= 0)
                         return s->hidden;
                 /* accept side: an unconnected socket of our family just stores them */
-                if (s->optsock < 0)
-                        s->optsock = sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                return s->optsock;
+                return s->optsock >= 0 ? s->optsock : optsock_make(s);
         default:
                 return s->fd;
         }
+}
+
+/* Options a TCP socket accepted from a listener has from it (the kernel clones the
+ * listener's socket) and that the option socket of an accepted SMC connection
+ * stores. TCP_NODELAY, TCP_CORK and TCP_MAXSEG are kept in struct smc_sock;
+ * SO_SNDBUF / SO_RCVBUF size the rings. (SO_PRIORITY is not inherited.) */
+static bool opt_inheritable(int level, int name) {
+        switch (level) {
+        case SOL_SOCKET:
+                return name == SO_KEEPALIVE || name == SO_LINGER || name == SO_REUSEADDR || name == SO_REUSEPORT ||
+                       name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_OOBINLINE || name == SO_RCVLOWAT;
+        case IPPROTO_TCP:
+                return name == TCP_KEEPIDLE || name == TCP_KEEPINTVL || name == TCP_KEEPCNT || name == TCP_CONGESTION ||
+                       name == TCP_USER_TIMEOUT || name == TCP_LINGER2 || name == TCP_NOTSENT_LOWAT ||
+                       name == TCP_WINDOW_CLAMP;
+        case IPPROTO_IP:
+                return name == IP_TOS || name == IP_TTL;
+        case IPPROTO_IPV6:
+                return name == IPV6_TCLASS || name == IPV6_UNICAST_HOPS;
+        default:
+                return false;
+        }
+}
+
+/* Remember an option set (successfully) on @s before it is connected or while it
+ * listens, for the connections it will accept. The latest value of an option wins;
+ * beyond OPT_INHERIT_MAX different options the rest are not inherited. Caller holds
+ * s->lock. */
+static void opt_record(struct smc_sock *s, int level, int name, const void *val, socklen_t len) {
+        unsigned i;
+
+        if (!opt_inheritable(level, name) || !val)
+                return;
+        for (i = 0; i < s->n_inh; i++)
+                if (s->inh[i].level == level && s->inh[i].name == name)
+                        break;
+        if (i == OPT_INHERIT_MAX)
+                return;
+        if (i == s->n_inh)
+                s->n_inh++;
+        s->inh[i].level = level;
+        s->inh[i].name = name;
+        /* the kernel reads at most this much of each of them (a TCP_CONGESTION name: 15) */
+        s->inh[i].len = len < OPT_VAL_MAX ? len : OPT_VAL_MAX;
+        memcpy(s->inh[i].val, val, s->inh[i].len);
+}
+
+/* A new SMC connection @s accepted from listener @l takes @l's options as an
+ * accepted TCP socket does: TCP_NODELAY, TCP_CORK (the ring starts corked),
+ * TCP_MAXSEG, SO_RCVTIMEO (on X, where a blocking receive sleeps) and the recorded
+ * rest, which go to its option socket when that is made (at once if SO_SNDTIMEO is
+ * among them: sendfile reads it there). @s is not in the table yet. */
+static void opt_inherit(struct smc_sock *s, struct smc_sock *l) {
+        bool sndtimeo = false;
+
+        pthread_mutex_lock(&l->lock);
+        s->nodelay = l->nodelay;
+        s->cork = l->cork;
+        s->user_mss = l->user_mss;
+        s->n_inh = l->n_inh;
+        memcpy(s->inh, l->inh, l->n_inh * sizeof(l->inh[0]));
+        pthread_mutex_unlock(&l->lock);
+        if (s->cork)
+                (void) smc_ring_set_cork(&s->ep, true);
+        for (unsigned i = 0; i < s->n_inh; i++) {
+                if (s->inh[i].level != SOL_SOCKET)
+                        continue;
+                if (s->inh[i].name == SO_RCVTIMEO &&
+                    sys_setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, s->inh[i].val, s->inh[i].len) == 0)
+                        s->rcvtimeo_set = true;
+                else if (s->inh[i].name == SO_SNDTIMEO)
+                        sndtimeo = true;
+        }
+        if (sndtimeo && s->optsock < 0)
+                (void) optsock_make(s);
+}
+
+/* What Linux would answer for a TCP connection between two sockets of this host
+ * (routed over lo), read once per process: lo's MTU, and whether TCP timestamps
+ * are on (net.ipv4.tcp_timestamps; they take 12 bytes of each segment). */
+static _Atomic int lo_mtu_cache;    /* bytes; 0 = not read yet */
+static _Atomic int tcp_ts_cache;    /* 0 = not read yet, 1 = off, 2 = on */
+static _Atomic uint32_t tcp_info_klen; /* the kernel's sizeof(struct tcp_info); 0 = not asked */
+
+static int lo_mtu(int any_sock) {
+        int mtu = atomic_load_explicit(&lo_mtu_cache, memory_order_relaxed);
+        struct ifreq ifr = {};
+
+        if (mtu > 0)
+                return mtu;
+        strcpy(ifr.ifr_name, "lo");
+        mtu = sys_ioctl(any_sock, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0 ? ifr.ifr_mtu : 65536;
+        atomic_store_explicit(&lo_mtu_cache, mtu, memory_order_relaxed);
+        return mtu;
+}
+
+static bool tcp_timestamps(void) {
+        int ts = atomic_load_explicit(&tcp_ts_cache, memory_order_relaxed);
+        char b[8] = {};
+        int fd;
+
+        if (ts)
+                return ts == 2;
+        ts = 2; /* the default: on */
+        fd = (int) syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_timestamps", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                if (sys_read(fd, b, sizeof(b) - 1) > 0 && b[0] == '0')
+                        ts = 1;
+                sys_close(fd);
+        }
+        atomic_store_explicit(&tcp_ts_cache, ts, memory_order_relaxed);
+        return ts == 2;
+}
+
+/* The MTU of the route to @s's peer (SMC-R: another host), from a UDP socket
+ * connected to it (nothing is sent); 0 if unknown. */
+static int route_mtu(struct smc_sock *s) {
+        int fd = sys_socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+        socklen_t l = sizeof(mtu);
+
+        if (fd < 0)
+                return 0;
+        if (sys_connect(fd, (const struct sockaddr *) &s->peer, s->peer_len) < 0 ||
+            sys_getsockopt(fd, s->family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+                           s->family == AF_INET ? IP_MTU : IPV6_MTU, &mtu, &l) < 0)
+                mtu = 0;
+        sys_close(fd);
+        return mtu > 0 ? mtu : 0;
+}
+
+/* The segment sizes of a TCP connection in place of SMC connection @s, as Linux
+ * computes them for one over lo (SMC-D; SMC-R: over the route to the peer):
+ * *ret_pmtu the path MTU (65535 at most for IPv4), *ret_advmss the MSS it
+ * advertises (the MTU less the IP and TCP headers, clamped by TCP_MAXSEG set before
+ * the connection, less the timestamp option), and the return value, the MSS it sends
+ * with (TCP_MAXSEG): advmss, at most half the largest window the peer offers
+ * (tcp_bound_to_half_wnd()), here the ring we write into. */
+static uint32_t tcp_mss(struct smc_sock *s, uint32_t *ret_advmss, uint32_t *ret_pmtu) {
+        const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *) &s->peer;
+        bool v4 = s->family == AF_INET || (s->peer_len >= sizeof(*p6) && IN6_IS_ADDR_V4MAPPED(&p6->sin6_addr));
+        int rmtu = s->smcr ? route_mtu(s) : 0;
+        uint32_t mtu = (uint32_t) (rmtu > 0 ? rmtu : lo_mtu(s->fd)), pmtu, adv, mss;
+
+        if (mtu < 576)
+                mtu = 576; /* no TCP path is narrower (IPv4's minimum datagram) */
+
+        if (v4) {
+                pmtu = mtu < 65535 ? mtu : 65535;
+                adv = pmtu - 40;
+        } else {
+                pmtu = mtu;
+                adv = mtu - 60 > 65535 - 20 ? 65535 : mtu - 60; /* ip6_default_advmss() */
+        }
+        if (s->user_mss > 0 && (uint32_t) s->user_mss < adv)
+                adv = (uint32_t) s->user_mss;
+        if (tcp_timestamps())
+                adv -= 12;
+        mss = adv < s->ep.tx_size / 2 ? adv : s->ep.tx_size / 2;
+        if (ret_advmss)
+                *ret_advmss = adv;
+        if (ret_pmtu)
+                *ret_pmtu = pmtu;
+        return mss;
+}
+
+/* struct tcp_info as Linux 6.18 has it (include/uapi/linux/tcp.h; fields are only
+ * ever appended). glibc's <netinet/tcp.h> has an older, shorter one, and
+ * <linux/tcp.h> cannot be included beside it. */
+struct smc_tcp_info {
+        uint8_t tcpi_state, tcpi_ca_state, tcpi_retransmits, tcpi_probes, tcpi_backoff, tcpi_options;
+        uint8_t tcpi_snd_wscale : 4, tcpi_rcv_wscale : 4;
+        uint8_t tcpi_delivery_rate_app_limited : 1, tcpi_fastopen_client_fail : 2;
+        uint32_t tcpi_rto, tcpi_ato, tcpi_snd_mss, tcpi_rcv_mss;
+        uint32_t tcpi_unacked, tcpi_sacked, tcpi_lost, tcpi_retrans, tcpi_fackets;
+        uint32_t tcpi_last_data_sent, tcpi_last_ack_sent, tcpi_last_data_recv, tcpi_last_ack_recv;
+        uint32_t tcpi_pmtu, tcpi_rcv_ssthresh, tcpi_rtt, tcpi_rttvar, tcpi_snd_ssthresh, tcpi_snd_cwnd;
+        uint32_t tcpi_advmss, tcpi_reordering, tcpi_rcv_rtt, tcpi_rcv_space, tcpi_total_retrans;
+        uint64_t tcpi_pacing_rate, tcpi_max_pacing_rate, tcpi_bytes_acked, tcpi_bytes_received;
+        uint32_t tcpi_segs_out, tcpi_segs_in, tcpi_notsent_bytes, tcpi_min_rtt;
+        uint32_t tcpi_data_segs_in, tcpi_data_segs_out;
+        uint64_t tcpi_delivery_rate, tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited;
+        uint32_t tcpi_delivered, tcpi_delivered_ce;
+        uint64_t tcpi_bytes_sent, tcpi_bytes_retrans;
+        uint32_t tcpi_dsack_dups, tcpi_reord_seen, tcpi_rcv_ooopack, tcpi_snd_wnd, tcpi_rcv_wnd, tcpi_rehash;
+        uint16_t tcpi_total_rto, tcpi_total_rto_recoveries;
+        uint32_t tcpi_total_rto_time, tcpi_received_ce;
+        uint32_t tcpi_delivered_e1_bytes, tcpi_delivered_e0_bytes, tcpi_delivered_ce_bytes;
+        uint32_t tcpi_received_e1_bytes, tcpi_received_e0_bytes, tcpi_received_ce_bytes;
+        uint16_t tcpi_accecn_fail_mode, tcpi_accecn_opt_seen;
+};
+_Static_assert(offsetof(struct smc_tcp_info, tcpi_rto) == 8 && offsetof(struct smc_tcp_info, tcpi_pacing_rate) == 104 &&
+               offsetof(struct smc_tcp_info, tcpi_bytes_acked) == 120 &&
+               offsetof(struct smc_tcp_info, tcpi_delivery_rate) == 160 &&
+               offsetof(struct smc_tcp_info, tcpi_bytes_sent) == 200 && offsetof(struct smc_tcp_info, tcpi_snd_wnd) == 228 &&
+               sizeof(struct smc_tcp_info) == 280,
+               "struct tcp_info layout");
+
+#define TCPI_STATE_ESTABLISHED 1
+#define TCPI_STATE_FIN_WAIT2 5
+#define TCPI_STATE_CLOSE 7
+#define TCPI_STATE_CLOSE_WAIT 8
+#define TCPI_OPTS_LOOPBACK 0x7 /* TCPI_OPT_TIMESTAMPS | TCPI_OPT_SACK | TCPI_OPT_WSCALE */
+#define TCPI_RTO_US 200000u    /* TCP_RTO_MIN */
+#define TCPI_RTT_US 1u         /* SMC-D's round trip is about a microsecond or less */
+#define TCPI_REORDERING 3u     /* net.ipv4.tcp_reordering's default */
+#define TCPI_INFINITE_SSTHRESH 0x7fffffffu
+
+/* The window scale Linux would need to advertise a window of @bytes. */
+static uint8_t tcp_wscale(uint32_t bytes) {
+        uint8_t ws = 0;
+
+        while (ws < 14 && (bytes >> ws) > 65535u)
+                ws++;
+        return ws;
+}
+
+/* getsockopt(TCP_INFO) on SMC connection @s: what TCP would say of a connection that
+ * moved the same bytes over lo. From the rings (dmb.h): state from the close flags,
+ * bytes and messages from the header counters (every send and every consuming recv
+ * counts as a segment each way, as data and as a window update), in-flight and unsent
+ * bytes from the cursors, windows from the ring sizes; segment sizes as tcp_mss(); a
+ * nominal rtt, unless the connection has a real TCP socket under it (SMC-R, the
+ * connecting side), whose path figures (rtt, rto, MSS, options) are taken. Copies
+ * min(*len, the kernel's sizeof(struct tcp_info)) bytes and sets *len, as Linux does.
+ * Returns 0, -EINVAL (*len negative), -EFAULT. */
+static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
+        union {
+                struct smc_tcp_info ti;
+                uint8_t raw[512];
+        } u = {}, k = {};
+        struct smc_tcp_info *ti = &u.ti;
+        struct smc_ring_ep *ep = &s->ep;
+        uint32_t klen = atomic_load_explicit(&tcp_info_klen, memory_order_relaxed), flags, pmtu, advmss, mss, unacked,
+                 unread, unpub, readable;
+        uint64_t tx_cons, tx_pub, tx_prod, sent, tx_msgs, rx_msgs, peer_recvs, our_recvs;
+        bool wr_shut, real = false;
+
+        if (!len)
+                return -EFAULT;
+        if ((int) *len < 0)
+                return -EINVAL;
+        if (*len > 0 && !val)
+                return -EFAULT;
+        if (s->smcr && s->hidden >= 0) {
+                socklen_t kl = sizeof(k);
+
+                real = sys_getsockopt(s->hidden, IPPROTO_TCP, TCP_INFO, &k, &kl) == 0 &&
+                       k.ti.tcpi_state != TCPI_STATE_CLOSE;
+                if (real && klen == 0)
+                        klen = kl;
+        }
+        if (klen == 0) {
+                int t = sys_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                socklen_t kl = sizeof(k);
+
+                klen = sizeof(*ti);
+                if (t >= 0) {
+                        if (sys_getsockopt(t, IPPROTO_TCP, TCP_INFO, &k.raw, &kl) == 0 && kl > 0)
+                                klen = kl;
+                        sys_close(t);
+                }
+        }
+        if (klen > sizeof(u))
+                klen = sizeof(u);
+        atomic_store_explicit(&tcp_info_klen, klen, memory_order_relaxed);
+
+        flags = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
+        wr_shut = __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
+        if ((flags | atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire)) & SMC_DMB_CONN_ABORT)
+                ti->tcpi_state = TCPI_STATE_CLOSE; /* reset */
+        else if (flags & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
+                ti->tcpi_state = wr_shut ? TCPI_STATE_CLOSE : TCPI_STATE_CLOSE_WAIT;
+        else
+                ti->tcpi_state = wr_shut ? TCPI_STATE_FIN_WAIT2 : TCPI_STATE_ESTABLISHED;
+
+        tx_cons = atomic_load(&ep->tx_hdr->cons);
+        tx_pub = atomic_load(&ep->tx_hdr->prod);
+        tx_prod = __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED);
+        unread = smc_curs_diff(ep->tx_size, tx_cons, tx_pub); /* sent, not yet taken by the peer */
+        unpub = smc_curs_diff(ep->tx_size, tx_pub, tx_prod);  /* held back by cork */
+        readable = smc_ring_readable(ep);
+        sent = atomic_load_explicit(&ep->tx_hdr->prod_bytes, memory_order_relaxed);
+        tx_msgs = atomic_load_explicit(&ep->tx_hdr->prod_msgs, memory_order_relaxed);
+        rx_msgs = atomic_load_explicit(&ep->rx_hdr->prod_msgs, memory_order_relaxed);
+        our_recvs = atomic_load_explicit(&ep->rx_hdr->cons_msgs, memory_order_relaxed);
+        peer_recvs = atomic_load_explicit(&ep->tx_hdr->cons_msgs, memory_order_relaxed);
+        mss = tcp_mss(s, &advmss, &pmtu);
+        unacked = (unread + mss - 1) / mss;
+
+        ti->tcpi_options = tcp_timestamps() ? TCPI_OPTS_LOOPBACK : TCPI_OPTS_LOOPBACK & ~1u;
+        ti->tcpi_snd_wscale = tcp_wscale(ep->tx_size) & 0xf;
+        ti->tcpi_rcv_wscale = tcp_wscale(ep->rx_size) & 0xf;
+        ti->tcpi_rto = TCPI_RTO_US;
+        ti->tcpi_snd_mss = ti->tcpi_rcv_mss = mss;
+        ti->tcpi_advmss = advmss;
+        ti->tcpi_pmtu = pmtu;
+        ti->tcpi_unacked = unacked;
+        ti->tcpi_rcv_ssthresh = ti->tcpi_rcv_space = ep->rx_size;
+        ti->tcpi_rtt = ti->tcpi_min_rtt = TCPI_RTT_US;
+        ti->tcpi_rttvar = TCPI_RTT_US;
+        ti->tcpi_snd_ssthresh = TCPI_INFINITE_SSTHRESH;
+        ti->tcpi_reordering = TCPI_REORDERING;
+        ti->tcpi_pacing_rate = ti->tcpi_max_pacing_rate = UINT64_MAX; /* no pacing */
+        ti->tcpi_bytes_sent = sent;
+        ti->tcpi_bytes_acked = sent >= unread ? sent - unread : 0;
+        ti->tcpi_bytes_received = atomic_load_explicit(&ep->rx_hdr->prod_bytes, memory_order_relaxed);
+        ti->tcpi_data_segs_out = (uint32_t) tx_msgs;
+        ti->tcpi_data_segs_in = (uint32_t) rx_msgs;
+        ti->tcpi_segs_out = (uint32_t) (tx_msgs + our_recvs);
+        ti->tcpi_segs_in = (uint32_t) (rx_msgs + peer_recvs);
+        ti->tcpi_delivered = tx_msgs >= unacked ? (uint32_t) (tx_msgs - unacked) : 0;
+        ti->tcpi_notsent_bytes = unpub;
+        ti->tcpi_snd_wnd = ep->tx_size - unread;
+        ti->tcpi_rcv_wnd = ep->rx_size - (readable < ep->rx_size ? readable : ep->rx_size);
+        if (real) {
+                /* the path is the TCP connection's */
+                ti->tcpi_options = k.ti.tcpi_options;
+                ti->tcpi_snd_wscale = k.ti.tcpi_snd_wscale;
+                ti->tcpi_rcv_wscale = k.ti.tcpi_rcv_wscale;
+                ti->tcpi_rto = k.ti.tcpi_rto;
+                ti->tcpi_snd_mss = k.ti.tcpi_snd_mss;
+                ti->tcpi_rcv_mss = k.ti.tcpi_rcv_mss;
+                ti->tcpi_advmss = k.ti.tcpi_advmss;
+                ti->tcpi_pmtu = k.ti.tcpi_pmtu;
+                ti->tcpi_rtt = k.ti.tcpi_rtt;
+                ti->tcpi_rttvar = k.ti.tcpi_rttvar;
+                ti->tcpi_min_rtt = k.ti.tcpi_min_rtt;
+                mss = ti->tcpi_snd_mss > 0 ? ti->tcpi_snd_mss : mss;
+        }
+        /* the window the peer's ring gives, in segments */
+        ti->tcpi_snd_cwnd = (ep->tx_size + mss - 1) / mss;
+
+        if (*len > klen)
+                *len = klen;
+        if (*len > 0)
+                memcpy(val, &u, *len);
+        return 0;
+}
+
+/* getsockopt(TCP_MAXSEG) on SMC connection @s: the TCP connection's own MSS where
+ * one is under it (SMC-R, the connecting side), else as tcp_mss(). */
+static int tcp_maxseg_smc(struct smc_sock *s, void *val, socklen_t *len) {
+        if (s->smcr && s->hidden >= 0)
+                return neg_errno(sys_getsockopt(s->hidden, IPPROTO_TCP, TCP_MAXSEG, val, len));
+        return put_int(val, len, (int) tcp_mss(s, NULL, NULL));
 }
 
 SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
@@ -1771,11 +2265,18 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                         s->nodelay = v != 0;
                         if (smcd && v)
                                 (void) smc_ring_flush(&s->ep); /* as Linux: NODELAY pushes */
-                }
+                } else
+                        s->cork = v != 0; /* not connected yet: for the ring to come */
                 goto out;
         }
         t = opt_fd(s);
         r = t < 0 ? -ENOMEM : neg_errno(sys_setsockopt(t, level, name, val, len));
+        if (r == 0 && !smcd && sock_state(s) != SOCK_TCP) {
+                /* not connected yet, or listening: for the connections to come */
+                if (level == IPPROTO_TCP && name == TCP_MAXSEG && get_int(val, len, &v) == 0)
+                        s->user_mss = v;
+                opt_record(s, level, name, val, len);
+        }
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
                 /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */
                 s->rcvtimeo_set = true;
@@ -1831,14 +2332,18 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                                 return ret_errno(put_int(val, len, IPPROTO_TCP));
                         case SO_ACCEPTCONN:
                                 return ret_errno(put_int(val, len, 0));
-                        case SO_SNDBUF:
-                                return ret_errno(put_int(val, len, (int) s->ep.tx_size));
+                        case SO_SNDBUF: /* twice the ring, as Linux's SMC and TCP's doubling */
+                                return ret_errno(put_int(val, len, (int) (2 * s->ep.tx_size)));
                         case SO_RCVBUF:
-                                return ret_errno(put_int(val, len, (int) s->ep.rx_size));
+                                return ret_errno(put_int(val, len, (int) (2 * s->ep.rx_size)));
                         default:
                                 break;
                         }
                 } else if (level == IPPROTO_TCP) {
+                        if (name == TCP_INFO)
+                                return ret_errno(tcp_info_smc(s, val, len));
+                        if (name == TCP_MAXSEG)
+                                return ret_errno(tcp_maxseg_smc(s, val, len));
                         if (name == TCP_NODELAY)
                                 return ret_errno(put_int(val, len, s->nodelay));
                         if (name == TCP_CORK)
@@ -1994,8 +2499,10 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                 pthread_mutex_unlock(&s->lock);
                 return r;
         }
-        case FIONREAD: /* = SIOCINQ: bytes ready to read */
-        case SIOCOUTQ: { /* bytes sent that the peer has not read yet */
+        case FIONREAD:     /* = SIOCINQ: bytes ready to read */
+        case SIOCOUTQ:     /* bytes written that the peer has not read yet (TCP: not
+                            * acknowledged yet), held back by cork or not */
+        case SIOCOUTQNSD: { /* ... of them, those held back (TCP: not sent yet) */
                 int v;
 
                 if (st == SOCK_LISTEN_SMC || st == SOCK_LISTEN_TCP)
@@ -2007,11 +2514,16 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                 if (req == FIONREAD)
                         v = (int) smc_ring_readable(&s->ep);
                 else
-                        v = (int) smc_curs_diff(s->ep.tx_size, atomic_load(&s->ep.tx_hdr->cons),
-                                                atomic_load(&s->ep.tx_hdr->prod));
+                        v = (int) smc_curs_diff(s->ep.tx_size,
+                                                req == SIOCOUTQ ? atomic_load(&s->ep.tx_hdr->cons)
+                                                                : atomic_load(&s->ep.tx_hdr->prod),
+                                                __atomic_load_n(&s->ep.tx_prod, __ATOMIC_RELAXED));
                 memcpy(arg, &v, sizeof(v));
                 return 0;
         }
+        case FIOCLEX:  /* close-on-exec: a flag of the app's descriptor itself (CPython's */
+        case FIONCLEX: /* set_inheritable() uses these), not of the TCP socket underneath */
+                return sys_ioctl(fd, req, arg);
         default:
                 /* everything else concerns the TCP socket underneath */
                 if ((st == SOCK_SMCD || st == SOCK_LISTEN_SMC) && s->hidden >= 0)
@@ -2031,6 +2543,12 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
         va_end(ap);
 
         s = sock_lookup(fd);
+        if (s && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+                r = sys_fcntl(fd, cmd, arg);
+                if (r >= 0)
+                        smc_fd_dup(fd, r); /* the copy is an SMC socket too */
+                return r;
+        }
         if (!s || cmd != F_SETFL)
                 return sys_fcntl(fd, cmd, arg);
         pthread_mutex_lock(&s->lock);
@@ -2039,4 +2557,820 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
                 atomic_store(&s->nonblock, (arg & O_NONBLOCK) != 0);
         pthread_mutex_unlock(&s->lock);
         return r;
+}
+
+/* ------------------------------------------------------------------------- */
+/* exec: SMC-D sockets that survive execve() (socket-internal.h, smcrun(1)) */
+
+/* The process the library last knew it ran in (set at load and in a fork child): a
+ * vfork() child, or a raw clone, runs the parent's memory under another pid, so a
+ * socket it passes on is still held by the parent. */
+static pid_t exec_known_pid;
+
+static void exec_atfork_child(void) {
+        exec_known_pid = getpid();
+}
+
+__attribute__((constructor)) static void exec_init(void) {
+        exec_known_pid = getpid();
+        pthread_atfork(NULL, NULL, exec_atfork_child);
+}
+
+/* Take @m for an exec, waiting at most about 100 ms: in the child of a fork() made
+ * while another thread held it, it is held forever (that thread does not exist
+ * there), and an exec must not hang on it. Returns true if it was taken; otherwise
+ * the caller goes on without it (only this thread runs in such a child). */
+static bool exec_lock(pthread_mutex_t *m) {
+        for (unsigned i = 0; i < 100; i++) {
+                struct timespec ts = { .tv_nsec = 1000000L };
+
+                if (pthread_mutex_trylock(m) == 0)
+                        return true;
+                nanosleep(&ts, NULL);
+        }
+        return false;
+}
+
+static void exec_unlock(pthread_mutex_t *m, bool locked) {
+        if (locked)
+                pthread_mutex_unlock(m);
+}
+
+/* Parse the decimal (@hex false) or hexadecimal number of @len bytes at @s, at most
+ * @max: plain digits only, no sign, blank, prefix or leading "+". */
+static bool inherit_num(const char *s, size_t len, bool hex, uint64_t max, uint64_t *ret) {
+        uint64_t v = 0;
+        unsigned base = hex ? 16 : 10;
+
+        if (len == 0 || len > (hex ? 16 : 20))
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                unsigned d;
+                char ch = s[i];
+
+                if (ch >= '0' && ch <= '9')
+                        d = (unsigned) (ch - '0');
+                else if (hex && ch >= 'a' && ch <= 'f')
+                        d = (unsigned) (ch - 'a' + 10);
+                else if (hex && ch >= 'A' && ch <= 'F')
+                        d = (unsigned) (ch - 'A' + 10);
+                else
+                        return false;
+                if (v > (UINT64_MAX - d) / base)
+                        return false;
+                v = v * base + d;
+        }
+        if (v > max)
+                return false;
+        *ret = v;
+        return true;
+}
+
+static bool inherit_ring_size(uint64_t v) {
+        return v >= SMC_DMB_MIN_SIZE && v <= SMC_DMB_MAX_SIZE && (v & (v - 1)) == 0;
+}
+
+int smc_inherit_parse_entry(const char *s, size_t len, struct smc_inherit_entry *e) {
+        const char *f[10];
+        size_t fl[10], nf = 0, start = 0;
+        uint64_t v[10];
+
+        if (!s || !e)
+                return -EINVAL;
+        for (size_t i = 0; i <= len; i++) {
+                if (i < len && s[i] == '\0')
+                        return -EINVAL;
+                if (i == len || s[i] == ':') {
+                        if (nf == 10)
+                                return -EINVAL;
+                        f[nf] = s + start;
+                        fl[nf++] = i - start;
+                        start = i + 1;
+                }
+        }
+        if (nf != 10)
+                return -EINVAL;
+        /* X: a descriptor; T: a descriptor or -1 */
+        if (!inherit_num(f[0], fl[0], false, FD_MAX - 1, &v[0]))
+                return -EINVAL;
+        if (fl[1] == 2 && f[1][0] == '-' && f[1][1] == '1')
+                v[1] = UINT64_MAX;
+        else if (!inherit_num(f[1], fl[1], false, FD_MAX - 1, &v[1]))
+                return -EINVAL;
+        if (!inherit_num(f[2], fl[2], true, UINT64_MAX, &v[2]) || !inherit_num(f[3], fl[3], true, UINT64_MAX, &v[3]) ||
+            !inherit_num(f[4], fl[4], false, SMC_DMB_MAX_SIZE, &v[4]) ||
+            !inherit_num(f[5], fl[5], true, UINT64_MAX, &v[5]) ||
+            !inherit_num(f[6], fl[6], false, SMC_DMB_MAX_SIZE, &v[6]) ||
+            !inherit_num(f[7], fl[7], true, SMC_INHERIT_F_MASK, &v[7]) ||
+            !inherit_num(f[8], fl[8], false, SMC_INHERIT_OWED_MAX, &v[8]) ||
+            !inherit_num(f[9], fl[9], false, SMC_DMB_MAX_SIZE, &v[9]))
+                return -EINVAL;
+        if (v[2] == 0 || v[3] == 0 || v[5] == 0 || v[3] == v[5] || !inherit_ring_size(v[4]) ||
+            !inherit_ring_size(v[6]) || v[1] == v[0] || v[9] > v[6])
+                return -EINVAL;
+        *e = (struct smc_inherit_entry) {
+                .x = (int) v[0],
+                .t = v[1] == UINT64_MAX ? -1 : (int) v[1],
+                .conn_id = v[2],
+                .rx_id = v[3],
+                .rx_size = (uint32_t) v[4],
+                .tx_id = v[5],
+                .tx_size = (uint32_t) v[6],
+                .flags = (uint32_t) v[7],
+                .owed = (uint32_t) v[8],
+                .unpub = (uint32_t) v[9],
+        };
+        return 0;
+}
+
+int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%d:%d:%llx:%llx:%u:%llx:%u:%x:%u:%u", e->x, e->t,
+                         (unsigned long long) e->conn_id, (unsigned long long) e->rx_id, e->rx_size,
+                         (unsigned long long) e->tx_id, e->tx_size, e->flags, e->owed, e->unpub);
+
+        if (n < 0 || (size_t) n >= size)
+                return -ENOBUFS;
+        return n;
+}
+
+/* A TCP socket of @family (AF_INET6 falls back to AF_INET) whose connection was reset
+ * by its peer: recv() gives ECONNRESET once, then 0; send() EPIPE; poll()
+ * POLLIN|POLLERR|POLLHUP. Made over loopback (a listener, a connect, an accept, an
+ * abortive close). If loopback cannot be used: an unconnected TCP socket (ENOTCONN /
+ * EPIPE). Close-on-exec. Returns the descriptor or -errno. */
+static int reset_socket(int family) {
+        int fams[2] = { family, AF_INET };
+
+        for (unsigned k = 0; k < 2; k++) {
+                struct sockaddr_storage ss = { .ss_family = (sa_family_t) fams[k] };
+                socklen_t sl = fams[k] == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+                struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+                struct pollfd p;
+                int l, c = -1, a = -1;
+
+                if (k == 1 && family == AF_INET)
+                        break;
+                if (fams[k] == AF_INET6)
+                        ((struct sockaddr_in6 *) &ss)->sin6_addr = in6addr_loopback;
+                else
+                        ((struct sockaddr_in *) &ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                l = sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (l < 0)
+                        continue;
+                if (sys_bind(l, (struct sockaddr *) &ss, sl) < 0 || sys_listen(l, 1) < 0 ||
+                    sys_getsockname(l, (struct sockaddr *) &ss, &sl) < 0)
+                        goto next;
+                /* nonblocking and bounded: a firewall that drops loopback SYNs must not
+                 * stall an exec or a program's start */
+                c = sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (c < 0 || (sys_connect(c, (struct sockaddr *) &ss, sl) < 0 && errno != EINPROGRESS))
+                        goto next;
+                p = (struct pollfd) { .fd = l, .events = POLLIN };
+                if (sys_poll(&p, 1, 200) <= 0)
+                        goto next;
+                a = sys_accept4(l, NULL, NULL, SOCK_CLOEXEC);
+                if (a < 0 || sys_setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) < 0)
+                        goto next;
+                p = (struct pollfd) { .fd = c, .events = POLLOUT };
+                (void) sys_poll(&p, 1, 200); /* the SYN-ACK: at once over loopback */
+                (void) set_nonblock(c, false);
+                sys_close(a); /* RST */
+                sys_close(l);
+                p = (struct pollfd) { .fd = c, .events = POLLIN };
+                (void) sys_poll(&p, 1, 200); /* loopback delivers it at once; bounded */
+                return c;
+        next:
+                if (a >= 0)
+                        sys_close(a);
+                if (c >= 0)
+                        sys_close(c);
+                sys_close(l);
+        }
+        family = family == AF_INET6 ? AF_INET6 : AF_INET;
+        {
+                int t = sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+                return t < 0 ? -errno : t;
+        }
+}
+
+/* Put a reset TCP socket in place of descriptor @fd (its close-on-exec flag and
+ * O_NONBLOCK kept). Returns 0 or -errno (@fd unchanged). */
+static int stub_in_place(int fd, int family) {
+        int fdfl = sys_fcntl(fd, F_GETFD, 0), fl = sys_fcntl(fd, F_GETFL, 0), t, r = 0;
+
+        if (fdfl < 0 || fl < 0)
+                return -errno;
+        t = reset_socket(family);
+        if (t < 0)
+                return t;
+        if (fl & O_NONBLOCK)
+                (void) set_nonblock(t, true);
+        if (sys_dup3(t, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+                r = -errno;
+        sys_close(t);
+        return r;
+}
+
+struct exec_fd {
+        struct smc_sock *s;
+        bool listener;  /* an SMC listener: its TCP socket took the epoll fd's place */
+        int x;          /* X (a listener: the app's fd) */
+        int y, t;       /* close-on-exec cleared on these (-1: none) */
+        int saved;      /* X's socketpair end, when a stub took its place (-1: none) */
+        int x_fdflags;  /* X's F_GETFD, for the restore */
+        uint32_t unpub; /* the ring's unpublished bytes handed to the entry, and its */
+        uint64_t tx_prod; /* cursor and held flag then (restored by a failed exec) */
+        bool tx_held;
+};
+
+struct smc_exec_undo {
+        char **env;     /* the environment handed to exec (a copy), or NULL */
+        char *var;      /* its SMCRUN_INHERIT=... string */
+        size_t n, cap;
+        struct exec_fd fds[];
+};
+
+/* Append @sz bytes of @p to the malloc'd string *@buf (length *@len, room *@cap). */
+static bool str_append(char **buf, size_t *len, size_t *cap, const char *p, size_t sz) {
+        if (*len + sz + 1 > *cap) {
+                size_t nc = (*cap ? *cap * 2 : 256);
+                char *nb;
+
+                while (nc < *len + sz + 1)
+                        nc *= 2;
+                nb = realloc(*buf, nc);
+                if (!nb)
+                        return false;
+                *buf = nb;
+                *cap = nc;
+        }
+        memcpy(*buf + *len, p, sz);
+        *len += sz;
+        (*buf)[*len] = '\0';
+        return true;
+}
+
+static struct exec_fd *undo_add(struct smc_exec_undo **u) {
+        if (!*u || (*u)->n == (*u)->cap) {
+                size_t cap = *u && (*u)->cap ? (*u)->cap * 2 : 8;
+                struct smc_exec_undo *nu = realloc(*u, sizeof(**u) + cap * sizeof(struct exec_fd));
+
+                if (!nu)
+                        return NULL;
+                if (!*u) {
+                        nu->env = NULL;
+                        nu->var = NULL;
+                        nu->n = 0;
+                }
+                nu->cap = cap;
+                *u = nu;
+        }
+        return &(*u)->fds[(*u)->n++];
+}
+
+/* One SMC socket before an exec (s->lock held). Returns false on ENOMEM. */
+static bool exec_prepare_one(struct smc_sock *s, bool preloaded, bool may_stub, bool pid_moved,
+                             struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
+        struct smc_ring_ep *ep = &s->ep;
+        int fdfl, y;
+        struct exec_fd *f;
+
+        fdfl = sys_fcntl(s->fd, F_GETFD, 0);
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+        /* Data a cork held back is the app's. It goes out now if the peer can be rung
+         * (as at close), or the new image publishes it (it is in the peer's ring
+         * already): a program may have closed every other descriptor before the exec
+         * (CPython's close_fds), Y too, and a published batch without its doorbell
+         * byte would leave the peer asleep for good. */
+        if (__atomic_load_n(&ep->tx_unpub, __ATOMIC_RELAXED) > 0 && y >= 0 && sys_fcntl(y, F_GETFD, 0) >= 0 &&
+            pthread_mutex_trylock(&ep->tx_lock) == 0) {
+                pthread_mutex_unlock(&ep->tx_lock);
+                (void) smc_ring_flush(ep);
+        }
+        if (fdfl < 0 || (fdfl & FD_CLOEXEC))
+                return true; /* closed by the exec, as a TCP socket would be */
+        if (!preloaded || s->smcr || y < 0) {
+                int saved, r;
+
+                if (!may_stub)
+                        return true;
+                saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+                if (saved < 0)
+                        return true;
+                r = stub_in_place(s->fd, s->family);
+                if (r < 0) {
+                        sys_close(saved);
+                        return true;
+                }
+                f = undo_add(u);
+                if (!f) {
+                        (void) sys_dup3(saved, s->fd, 0);
+                        sys_close(saved);
+                        return false;
+                }
+                *f = (struct exec_fd) { .s = s, .x = s->fd, .y = -1, .t = -1, .saved = saved, .x_fdflags = fdfl };
+                smc_debug("exec: fd %d (%s) cannot live on in the new image (%s): a reset TCP socket takes its place",
+                          s->fd, s->smcr ? "SMC-R" : "SMC-D",
+                          s->smcr ? "SMC-R" : !preloaded ? "libsmcrun.so not in its LD_PRELOAD" : "no doorbell");
+                return true;
+        }
+        {
+                struct smc_inherit_entry e = {
+                        .x = s->fd,
+                        .t = s->hidden,
+                        .conn_id = s->conn_id,
+                        .rx_id = 0,
+                        .rx_size = ep->rx_size,
+                        .tx_id = 0,
+                        .tx_size = ep->tx_size,
+                        .flags = (s->family == AF_INET6 ? SMC_INHERIT_F_INET6 : 0) |
+                                 (__atomic_load_n(&ep->corked, __ATOMIC_RELAXED) ? SMC_INHERIT_F_CORK : 0) |
+                                 (s->nodelay ? SMC_INHERIT_F_NODELAY : 0) |
+                                 (s->rcvtimeo_set ? SMC_INHERIT_F_RCVTIMEO : 0) |
+                                 (pid_moved || s->conn_fork_gen != atomic_load(&fork_gen) ? SMC_INHERIT_F_SHARED : 0),
+                        .owed = __atomic_load_n(&ep->owed, __ATOMIC_RELAXED),
+                };
+                char buf[160];
+                bool locked, txl;
+                int n;
+
+                /* the buffer ids: the mapping cache knows them by base address */
+                locked = exec_lock(&buf_lock);
+                for (unsigned i = 0; i < BUF_HASH; i++)
+                        for (struct buf_map *b = buf_hash[i]; b; b = b->next) {
+                                if (b->base == (void *) ep->rx_hdr)
+                                        e.rx_id = b->id;
+                                if (b->base == (void *) ep->tx_hdr)
+                                        e.tx_id = b->id;
+                        }
+                exec_unlock(&buf_lock, locked);
+                if (e.owed > SMC_INHERIT_OWED_MAX)
+                        e.owed = SMC_INHERIT_OWED_MAX;
+                /* what is still unpublished goes with the entry: this image forgets it
+                 * (a vfork() parent would publish it again later, over the new
+                 * image's data); smc_exec_finish() gives it back if the exec fails */
+                txl = exec_lock(&ep->tx_lock);
+                e.unpub = ep->tx_unpub;
+                n = smc_inherit_format_entry(&e, buf, sizeof(buf));
+                if (n < 0 || e.rx_id == 0 || e.tx_id == 0 || e.conn_id == 0 || e.unpub > ep->tx_size) {
+                        exec_unlock(&ep->tx_lock, txl);
+                        return true;
+                }
+                f = undo_add(u);
+                if (!f) {
+                        exec_unlock(&ep->tx_lock, txl);
+                        return false;
+                }
+                if ((*len > 0 && !str_append(var, len, cap, ",", 1)) || !str_append(var, len, cap, buf, (size_t) n)) {
+                        exec_unlock(&ep->tx_lock, txl);
+                        (*u)->n--;
+                        return false;
+                }
+                *f = (struct exec_fd) { .s = s, .x = s->fd, .y = -1, .t = s->hidden, .saved = -1, .x_fdflags = fdfl,
+                                        .unpub = ep->tx_unpub, .tx_prod = ep->tx_prod, .tx_held = ep->tx_held };
+                if (ep->tx_unpub > 0) {
+                        ep->tx_unpub = 0;
+                        ep->tx_held = false;
+                        __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
+                }
+                exec_unlock(&ep->tx_lock, txl);
+                if (pid_moved)
+                        /* a vfork() child writes its parent's memory: the parent's close
+                         * must only let go of its copy, the new image holds one too */
+                        s->conn_fork_gen = atomic_load(&fork_gen) - 1;
+                if (s->hidden >= 0)
+                        (void) set_cloexec(s->hidden, false);
+                smc_debug("exec: fd %d (SMC-D %016llx) goes to the new image: %s", s->fd,
+                          (unsigned long long) s->conn_id, buf);
+        }
+        return true;
+}
+
+/* An SMC listener before an exec (s->lock held): its app fd is an epoll fd that no
+ * new image could accept on. Its listening TCP socket T takes the fd's place (the
+ * epoll fd kept in a hidden close-on-exec copy for a failed exec); a new image that
+ * loads libsmcrun.so registers it with smcd again ("L:fd:flags" entry), others accept
+ * plain TCP on it. Connections still queued on the accept channel are lost with it
+ * (their peers see a reset), as those of a listener that is closed. Returns false on
+ * ENOMEM. */
+static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, struct smc_exec_undo **u, char **var,
+                                  size_t *len, size_t *cap) {
+        int fdfl = sys_fcntl(s->fd, F_GETFD, 0), saved;
+        struct exec_fd *f;
+        char buf[64];
+        int n;
+
+        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0)
+                return true;
+        n = snprintf(buf, sizeof(buf), "L:%d:%x", s->fd, s->family == AF_INET6 ? SMC_INHERIT_F_INET6 : 0u);
+        f = undo_add(u);
+        if (!f)
+                return false;
+        if (preloaded && ((*len > 0 && !str_append(var, len, cap, ",", 1)) ||
+                          !str_append(var, len, cap, buf, (size_t) n))) {
+                (*u)->n--;
+                return false;
+        }
+        saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+        if (saved < 0 || sys_dup3(s->hidden, s->fd, 0) < 0) {
+                if (saved >= 0)
+                        sys_close(saved);
+                (*u)->n--; /* (an entry already written names a TCP listener: harmless) */
+                return true;
+        }
+        (void) set_nonblock(s->fd, atomic_load(&s->nonblock)); /* T's file is shared with the fd now */
+        *f = (struct exec_fd) { .s = s, .listener = true, .x = s->fd, .y = -1, .t = -1, .saved = saved,
+                                .x_fdflags = fdfl };
+        smc_debug("exec: listener fd %d: its TCP socket goes to the new image%s", s->fd,
+                  preloaded ? " (registered with smcd again there)" : "");
+        return true;
+}
+
+char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
+                        struct smc_exec_undo **ret_undo) {
+        static const char prefix[] = SMC_INHERIT_ENV "=";
+        struct smc_exec_undo *u = NULL;
+        char *var = NULL;
+        size_t len = 0, cap = 0, nenv = 0, k = 0;
+        /* another process keeps X: our vfork() parent, or we ourselves (a spawn) */
+        bool pid_moved = getpid() != exec_known_pid || spawn, ok = true;
+
+        *ret_undo = NULL;
+        for (unsigned top = 0; top < FD_TOP && ok; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                if (!c)
+                        continue;
+                for (unsigned i = 0; i < FD_CHUNK && ok; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s || (sock_state(s) != SOCK_SMCD && (sock_state(s) != SOCK_LISTEN_SMC || !may_stub)))
+                                continue;
+                        bool locked = exec_lock(&s->lock);
+
+                        if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
+                                ok = exec_prepare_one(s, preloaded, may_stub, pid_moved, &u, &var, &len, &cap);
+                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
+                                ok = exec_prepare_listener(s, preloaded, &u, &var, &len, &cap);
+                        exec_unlock(&s->lock, locked);
+                }
+        }
+        bool stale = false;
+
+        if (!ok) {
+                free(var);
+                smc_exec_finish(u, true);
+                return (char **) envp;
+        }
+        if (envp)
+                for (; envp[nenv]; nenv++)
+                        stale = stale || strncmp(envp[nenv], prefix, sizeof(prefix) - 1) == 0;
+        if (len == 0 && !stale) {
+                free(var);
+                *ret_undo = u; /* only stubs, or nothing (NULL) */
+                return (char **) envp;
+        }
+        /* our SMCRUN_INHERIT=entries; a stale one in @envp (the program's own copy of
+         * an environment) would name descriptors that are something else by now */
+        if (!u) {
+                u = calloc(1, sizeof(*u));
+                if (!u) {
+                        free(var);
+                        return (char **) envp;
+                }
+        }
+        *ret_undo = u;
+        u->var = len > 0 ? malloc(sizeof(prefix) + len) : NULL;
+        u->env = malloc((nenv + 2) * sizeof(char *));
+        if ((len > 0 && !u->var) || !u->env) {
+                free(var);
+                smc_exec_finish(u, true);
+                *ret_undo = NULL;
+                return (char **) envp;
+        }
+        if (len > 0) {
+                memcpy(u->var, prefix, sizeof(prefix) - 1);
+                memcpy(u->var + sizeof(prefix) - 1, var, len + 1);
+        }
+        free(var);
+        for (size_t i = 0; i < nenv; i++)
+                if (strncmp(envp[i], prefix, sizeof(prefix) - 1) != 0)
+                        u->env[k++] = envp[i];
+        if (u->var)
+                u->env[k++] = u->var;
+        u->env[k] = NULL;
+        if (spawn)
+                smc_debug("spawn: %zu SMC socket(s) inherited by the new process", u->n);
+        return u->env;
+}
+
+void smc_exec_finish(struct smc_exec_undo *u, bool failed) {
+        int saved_errno = errno;
+
+        if (!u)
+                return;
+        for (size_t i = 0; i < u->n; i++) {
+                struct exec_fd *f = &u->fds[i];
+
+                if (f->listener) {
+                        /* the epoll fd back in place; T is hidden and nonblocking again */
+                        (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+                        sys_close(f->saved);
+                        if (f->s->hidden >= 0)
+                                (void) set_nonblock(f->s->hidden, true);
+                        continue;
+                }
+                if (failed) {
+                        if (f->unpub > 0) {
+                                /* this image keeps the data it had held back */
+                                bool txl = exec_lock(&f->s->ep.tx_lock);
+
+                                f->s->ep.tx_unpub = f->unpub;
+                                f->s->ep.tx_held = f->tx_held;
+                                __atomic_store_n(&f->s->ep.tx_prod, f->tx_prod, __ATOMIC_RELAXED);
+                                exec_unlock(&f->s->ep.tx_lock, txl);
+                        }
+                        if (f->y >= 0)
+                                (void) set_cloexec(f->y, true);
+                        if (f->t >= 0)
+                                (void) set_cloexec(f->t, true);
+                        if (f->saved >= 0) {
+                                (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+                                sys_close(f->saved);
+                        }
+                } else {
+                        /* a new process holds X too (posix_spawn): a close here only
+                         * detaches, smcd ends the connection with the last copy */
+                        bool locked = exec_lock(&f->s->lock);
+
+                        if (sock_state(f->s) == SOCK_SMCD && f->s->fd == f->x)
+                                f->s->conn_fork_gen = atomic_load(&fork_gen) - 1;
+                        exec_unlock(&f->s->lock, locked);
+                        if (f->y >= 0)
+                                (void) set_cloexec(f->y, true);
+                        if (f->t >= 0)
+                                (void) set_cloexec(f->t, true);
+                        if (f->saved >= 0) {
+                                (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+                                sys_close(f->saved);
+                        }
+                }
+        }
+        free(u->env);
+        free(u->var);
+        free(u);
+        errno = saved_errno;
+}
+
+/* Is @fd a socket of @domain and SOCK_STREAM? */
+static bool fd_is_stream(int fd, int domain) {
+        int v;
+        socklen_t l = sizeof(v);
+
+        if (fd < 0 || sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_STREAM)
+                return false;
+        l = sizeof(v);
+        if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0)
+                return false;
+        return domain == AF_INET ? (v == AF_INET || v == AF_INET6) : v == domain;
+}
+
+static bool adopt_give_up;
+
+/* Free bytes in the peer's ring of @ep, from its published cursors. */
+static uint32_t smc_ring_tx_space_for(struct smc_ring_ep *ep) {
+        return ep->tx_size - smc_curs_diff(ep->tx_size, atomic_load(&ep->tx_hdr->cons), atomic_load(&ep->tx_hdr->prod));
+}
+
+/* Rebuild the SMC-D socket of entry @e in this image. Returns 0, or -errno (nothing
+ * changed then, the memfds closed). */
+/* Is @fd (>= 0) a TCP socket bound to @port (0: any) that is neither connected nor
+ * listening, as the connecting side's hidden T is? */
+static bool exec_is_hidden_tcp(int fd, uint16_t port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        struct smc_ctl_addr a;
+        int v;
+        socklen_t l = sizeof(v);
+
+        if (fd < 0 || !fd_is_stream(fd, AF_INET) || sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || v)
+                return false;
+        if (sys_getpeername(fd, (struct sockaddr *) &ss, &sl) == 0 || errno != ENOTCONN)
+                return false;
+        sl = sizeof(ss);
+        if (sys_getsockname(fd, (struct sockaddr *) &ss, &sl) < 0 ||
+            smc_ctl_addr_from_sockaddr(&a, (struct sockaddr *) &ss, sl) < 0)
+                return false;
+        return a.port != 0 && (port == 0 || a.port == port);
+}
+
+static int exec_adopt(const struct smc_inherit_entry *e) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS], n, r, fl, y;
+        void *rx = NULL, *tx = NULL;
+        struct smc_sock *s;
+
+        smc_ctl_init(&m, SMC_CTL_ADOPT, 0);
+        m.adopt.conn_id = e->conn_id;
+        if (adopt_give_up)
+                return -ETIMEDOUT;
+        n = smc_ctl_client_call_timeout(&m, NULL, 0, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
+        if (n == -ETIMEDOUT)
+                adopt_give_up = true; /* smcd is stuck: do not wait again for each socket */
+        if (n < 0)
+                return n;
+        if (reply.hdr.type == SMC_CTL_ERROR) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                smc_debug("exec: ADOPT %016llx: ERROR %s: %s", (unsigned long long) e->conn_id,
+                          strerror(-reply.error.error), reply.error.msg);
+                return reply.error.error;
+        }
+        if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3 || reply.conn.conn_id != e->conn_id ||
+            reply.conn.rx.id != e->rx_id || reply.conn.rx.size != e->rx_size || reply.conn.tx.id != e->tx_id ||
+            reply.conn.tx.size != e->tx_size) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                smc_debug("exec: ADOPT %016llx: reply of type %u does not match the entry", (unsigned long long) e->conn_id,
+                          reply.hdr.type);
+                return -EPROTO;
+        }
+        y = fds[2];
+        r = buf_get(&reply.conn.rx, fds[0], &rx);
+        if (buf_get(&reply.conn.tx, fds[1], &tx) < 0 && r == 0)
+                r = -EPROTO;
+        fl = sys_fcntl(e->x, F_GETFL, 0);
+        if (r == 0 && fl < 0)
+                r = -errno;
+        s = r == 0 ? sock_alloc(e->x, (e->flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET, SOCK_NEW,
+                                fl & O_NONBLOCK)
+                   : NULL;
+        if (r == 0 && !s)
+                r = -ENOMEM;
+        if (r < 0) {
+                sys_close(y);
+                return r;
+        }
+        s->conn_id = e->conn_id;
+        if (addr_for_family(&reply.conn.local, s->family, &s->local, &s->local_len) < 0 ||
+            addr_for_family(&reply.conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
+                sys_close(y);
+                sock_release(s);
+                return -EPROTO;
+        }
+        r = smc_ring_init(&s->ep, rx, e->rx_size, tx, e->tx_size, e->x, y);
+        if (r < 0) {
+                sys_close(y);
+                sock_release(s);
+                return r;
+        }
+        ep_tune(&s->ep, &reply);
+        /* the local state of the ring that lives in no DMB header: doorbell bytes the
+         * old image owed, and bytes it had copied into the peer's ring but not
+         * published (they must fit in the free space) */
+        if (e->unpub > smc_ring_tx_space_for(&s->ep)) {
+                sys_close(y);
+                pthread_mutex_destroy(&s->ep.tx_lock);
+                pthread_mutex_destroy(&s->ep.rx_lock);
+                sock_release(s);
+                return -EPROTO;
+        }
+        s->ep.owed = e->owed;
+        if (e->unpub > 0) {
+                s->ep.tx_prod = smc_curs_add(s->ep.tx_prod, e->unpub, s->ep.tx_size);
+                s->ep.tx_unpub = e->unpub;
+                s->ep.tx_held = true;
+        }
+        s->ep.wr_shut = (atomic_load(&s->ep.tx_hdr->conn_flags) & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED |
+                                                                    SMC_DMB_CONN_ABORT)) != 0;
+        s->ep.rd_shut = (atomic_load(&s->ep.rx_hdr->reader_flags) & SMC_DMB_READER_SHUT_RD) != 0;
+        if (e->flags & SMC_INHERIT_F_CORK) {
+                s->cork = true;
+                (void) smc_ring_set_cork(&s->ep, true);
+        }
+        if (e->unpub > 0)
+                /* out now, corked or not, as the old image would have sent them if it
+                 * could have rung the peer (TCP sends corked data after 200 ms) */
+                (void) smc_ring_flush(&s->ep);
+        s->nodelay = (e->flags & SMC_INHERIT_F_NODELAY) != 0;
+        s->rcvtimeo_set = (e->flags & SMC_INHERIT_F_RCVTIMEO) != 0;
+        /* T (connecting side: it keeps the port) if it still is that socket: a TCP
+         * socket bound to the connection's local port and not connected */
+        if (exec_is_hidden_tcp(e->t, reply.conn.local.port)) {
+                s->hidden = e->t;
+                (void) set_cloexec(e->t, true);
+        }
+        s->conn_fork_gen = atomic_load(&fork_gen) - ((e->flags & SMC_INHERIT_F_SHARED) ? 1 : 0);
+        s->conn_euid = geteuid();
+        sock_set_state(s, SOCK_SMCD);
+        r = sock_insert(s);
+        if (r < 0) {
+                sock_set_state(s, SOCK_NEW);
+                s->hidden = -1;
+                sys_close(y);
+                pthread_mutex_destroy(&s->ep.tx_lock);
+                pthread_mutex_destroy(&s->ep.rx_lock);
+                sock_release(s);
+                return r;
+        }
+        return 0;
+}
+
+/* A listener entry "L:FD:FLAGS" (FLAGS: SMC_INHERIT_F_INET6 or 0): FD is the listening
+ * TCP socket of an SMC listener of the old image. Make it an SMC listener again (as
+ * listen() does: registered with smcd, else a plain TCP listener). The backlog given
+ * to smcd is SOMAXCONN (the old one is not known; the kernel keeps its own); options
+ * recorded for accepted connections are not carried over. */
+static void exec_inherit_listener(const char *p, size_t len) {
+        uint64_t fd, flags;
+        const char *c1, *c2;
+        struct smc_sock *s;
+        int v, fl, r;
+        socklen_t l = sizeof(v);
+
+        c1 = len > 2 ? memchr(p + 2, ':', len - 2) : NULL;
+        c2 = c1 ? memchr(c1 + 1, ':', (size_t) (p + len - c1 - 1)) : NULL;
+        if (len < 5 || p[1] != ':' || !c1 || c2 || !inherit_num(p + 2, (size_t) (c1 - p - 2), false, FD_MAX - 1, &fd) ||
+            !inherit_num(c1 + 1, (size_t) (p + len - c1 - 1), true, SMC_INHERIT_F_INET6, &flags)) {
+                smc_debug("exec: " SMC_INHERIT_ENV " entry \"%.*s\" is malformed: ignored", (int) (len < 200 ? len : 200), p);
+                return;
+        }
+        if (!fd_is_stream((int) fd, AF_INET) || sock_lookup((int) fd) ||
+            sys_getsockopt((int) fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v ||
+            (fl = sys_fcntl((int) fd, F_GETFL, 0)) < 0) {
+                smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged TCP listener: ignored", (int) fd);
+                return;
+        }
+        s = sock_alloc((int) fd, (flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET, SOCK_LISTEN_TCP, fl & O_NONBLOCK);
+        if (!s)
+                return;
+        if (sock_insert(s) < 0) {
+                sock_release(s);
+                return;
+        }
+        pthread_mutex_lock(&s->lock);
+        r = env_disable || adopt_give_up ? -ECANCELED : listen_register(s, SOMAXCONN);
+        pthread_mutex_unlock(&s->lock);
+        smc_debug("exec: listener fd %d: %s%s", (int) fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",
+                  r < 0 ? strerror(-r) : "");
+}
+
+static void exec_inherit_one(const char *p, size_t len) {
+        struct smc_inherit_entry e;
+        int r;
+
+        if (len > 0 && p[0] == 'L') {
+                exec_inherit_listener(p, len);
+                return;
+        }
+        if (smc_inherit_parse_entry(p, len, &e) < 0) {
+                smc_debug("exec: " SMC_INHERIT_ENV " entry \"%.*s\" is malformed: ignored", (int) (len < 200 ? len : 200), p);
+                return;
+        }
+        /* X must be the socketpair end the entry says; anything else is left alone */
+        if (!fd_is_stream(e.x, AF_UNIX) || sock_lookup(e.x)) {
+                smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged AF_UNIX stream socket: ignored",
+                          e.x);
+                return;
+        }
+        r = exec_adopt(&e);
+        if (r == 0) {
+                smc_debug("exec: fd %d: SMC-D connection %016llx adopted", e.x, (unsigned long long) e.conn_id);
+                return;
+        }
+        /* never hand the app the bare socketpair end: a reset connection instead */
+        smc_debug("exec: fd %d: adopting SMC-D connection %016llx failed: %s: it is reset", e.x,
+                  (unsigned long long) e.conn_id, strerror(-r));
+        if (exec_is_hidden_tcp(e.t, 0))
+                sys_close(e.t); /* the connection's hidden TCP socket: nobody needs it */
+        if (stub_in_place(e.x, (e.flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET) < 0)
+                (void) sys_shutdown(e.x, SHUT_RDWR); /* at least EOF, never doorbell bytes */
+}
+
+void smc_exec_adopt_inherited(void) {
+        const char *v = getenv(SMC_INHERIT_ENV);
+        char *copy;
+        size_t start = 0, len, count = 0;
+
+        if (!v)
+                return;
+        env_load();
+        copy = strdup(v);
+        (void) unsetenv(SMC_INHERIT_ENV); /* for this image only: a later exec makes its own */
+        if (!copy)
+                return;
+        len = strlen(copy);
+        for (size_t i = 0; i <= len; i++) {
+                if (i < len && copy[i] != ',')
+                        continue;
+                if (++count > SMC_INHERIT_MAX_ENTRIES) {
+                        smc_debug("exec: more than %u " SMC_INHERIT_ENV " entries: the rest ignored",
+                                  SMC_INHERIT_MAX_ENTRIES);
+                        break;
+                }
+                exec_inherit_one(copy + start, i - start);
+                start = i + 1;
+        }
+        free(copy);
 }

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -24,6 +25,11 @@ static inline ssize_t sys_read(int fd, void *b, size_t n) { return syscall(SYS_r
 static inline ssize_t sys_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
 static inline ssize_t sys_readv(int fd, const struct iovec *v, int n) { return syscall(SYS_readv, fd, v, n); }
 static inline ssize_t sys_pread(int fd, void *b, size_t n, int64_t off) { return syscall(SYS_pread64, fd, b, n, off); }
+/* preadv(2): the offset goes to the kernel as two longs (low, high), as glibc passes it */
+static inline ssize_t sys_preadv(int fd, const struct iovec *v, int n, int64_t off) {
+        return syscall(SYS_preadv, fd, v, n, (unsigned long) off,
+                       (unsigned long) (sizeof(long) >= 8 ? 0 : (uint64_t) off >> 32));
+}
 static inline int64_t sys_lseek(int fd, int64_t off, int whence) { return syscall(SYS_lseek, fd, off, whence); }
 static inline ssize_t sys_sendfile(int out, int in, int64_t *off, size_t n) { return syscall(SYS_sendfile, out, in, off, n); }
 static inline ssize_t sys_writev(int fd, const struct iovec *v, int n) { return syscall(SYS_writev, fd, v, n); }

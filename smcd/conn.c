@@ -234,6 +234,58 @@ static uint32_t died_flags(const Conn *conn, unsigned side) {
         return SMC_DMB_CONN_CLOSED;
 }
 
+/* Stop watching @e's Y copy and close it. */
+static void hold_release(Manager *m, Endpoint *e) {
+        if (e->hold_fd < 0)
+                return;
+        manager_unwatch(m, e->hold_fd, e->hold_key | WATCH_ENDPOINT);
+        close(e->hold_fd);
+        e->hold_fd = -1;
+}
+
+/* Keep @fd (Y of @e's pair) and watch it for the HUP that says the last copy of X
+ * is gone. Takes @fd in every case. Returns 0 or -errno (then @fd is closed). */
+static int hold_take(Manager *m, Endpoint *e, int fd) {
+        int r;
+
+        e->hold_key = ++m->next_hold_key;
+        r = manager_watch(m, fd, EPOLLHUP, e->hold_key | WATCH_ENDPOINT, e);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        e->hold_fd = fd;
+        return 0;
+}
+
+/* Wake the reader and a blocked writer of @e after its peer went away: drain the
+ * plug bytes its writer left in Y (its X turns writable: POLLOUT), then shut Y's
+ * writing side (X reads EOF: POLLIN|POLLRDHUP). The flags in the DMBs say why. */
+static void hold_wake(Endpoint *e) {
+        char buf[4096];
+
+        if (e->hold_fd < 0)
+                return;
+        for (unsigned i = 0; i < 64; i++)
+                if (read(e->hold_fd, buf, sizeof(buf)) <= 0)
+                        break;
+        (void) shutdown(e->hold_fd, SHUT_WR);
+}
+
+void endpoint_on_hold_hup(Endpoint *e) {
+        Conn *conn = e->conn;
+        Manager *m = conn->manager;
+        Endpoint *peer = &conn->ep[!ep_side(e)];
+
+        /* as at a process's last close(2) of a TCP socket: unless the library closed
+         * it itself (its CLOSED / ABORT stand), FIN if everything sent to it was
+         * read, else RST (died_flags) */
+        log_debug("Endpoint %016" PRIx64 ": the last copy of its socket is closed.", e->id);
+        if (!peer->closed)
+                hold_wake(peer);
+        endpoint_close(m, e, false, true);
+}
+
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         Conn *conn;
         unsigned side;
@@ -267,6 +319,7 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         }
         e->closed = true;
         e->aborted = aborted;
+        hold_release(m, e);
         u64map_remove(m->endpoints, e->id);
         if (e->owner) {
                 LIST_REMOVE(by_client, e->owner->endpoints, e);
@@ -299,6 +352,9 @@ void conn_free_all(Manager *m) {
                         continue;
                 }
                 Endpoint *peer = &e->conn->ep[!ep_side(e)];
+                if (e->hold_fd >= 0)
+                        close(e->hold_fd); /* the inner epoll goes next */
+                e->hold_fd = -1;
                 if (peer->closed)
                         free(e->conn);
                 else
@@ -490,7 +546,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         }
         conn->buf[EP_CLIENT] = cbuf;
         conn->buf[EP_SERVER] = sbuf;
+        conn->manager = m;
         for (unsigned i = 0; i < 2; i++) {
+                conn->ep[i].hold_fd = -1;
                 conn->ep[i].conn = conn;
                 conn->ep[i].id = manager_new_endpoint_id(m);
                 /* reserve the id before drawing the second one */
@@ -541,8 +599,12 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
         }
         close(bb[0]);
-        close(ab[1]);
         l->n_conns++;
+        /* smcd keeps Y_a: its HUP says that the last copy of X_a is gone */
+        if (hold_take(m, &conn->ep[EP_CLIENT], ab[1]) < 0)
+                log_warning("Cannot watch endpoint %016" PRIx64 ": it is freed when its client exits.",
+                            conn->ep[EP_CLIENT].id);
+        ab[1] = -1;
 
         /* the connection exists now: both endpoints are owned and counted */
         conn->ep[EP_CLIENT].owner = c;
@@ -577,7 +639,10 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         describe_buf(c, sbuf, &msg.conn.tx, fds, &nfds);
         r = client_send(c, &msg, fds, nfds);
         close(ab[0]);
-        close(bb[1]);
+        /* ... and Y_b, for X_b */
+        if (hold_take(m, &conn->ep[EP_SERVER], bb[1]) < 0)
+                log_warning("Cannot watch endpoint %016" PRIx64 ": it is freed when its listener's client exits.",
+                            conn->ep[EP_SERVER].id);
         if (r < 0)
                 return r; /* the client dies; its endpoint is aborted with it */
         mark_mapped(c, cbuf);
@@ -613,14 +678,14 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
 
         /* the owner, or another client of its uid (a forked child: manager.h); other
          * uids learn nothing, not even that the id exists */
-        if (!e || !e->owner || e->owner->uid != c->uid) {
+        if (!e || e->uid != c->uid) {
                 /* not a protocol error: e.g. a connection set up by an smcd that has
                  * restarted since */
                 m->stats.close_unknown++;
                 return client_send_error(c, req->hdr.seq, ENOENT, 0, "no connection %016" PRIx64 " of this uid",
                                          req->conn_id);
         }
-        if (e->owner != c && !e->smcr) {
+        if (e->owner && e->owner != c && !e->smcr) {
                 Listener *l = ep_side(e) == EP_SERVER ? manager_get_listener(m, e->conn->listener_id) : NULL;
 
                 log_debug("Client %" PRIu64 " (pid %d) closes endpoint %016" PRIx64 " of client %" PRIu64
@@ -642,5 +707,62 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         }
         /* the endpoint's uid is the closer's: per-uid accounting needs no transfer */
         endpoint_close(m, e, (req->flags & SMC_CTL_CLOSE_ABORT) != 0, false);
+        return 0;
+}
+
+/* ADOPT (ctl-proto.h): a process image that inherited endpoint req->conn_id's X over
+ * execve() asks for its buffers again (the old image's mappings are gone with it). */
+int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
+        Manager *m = c->manager;
+        Endpoint *e = u64map_get(m->endpoints, req->conn_id), *peer;
+        union smc_ctl_msg msg;
+        int fds[SMC_CTL_MAX_FDS], dead[2] = { -1, -1 };
+        size_t nfds = 0;
+        unsigned side;
+        int r;
+
+        /* as CLOSE: other uids learn nothing, not even that the id exists; SMC-R
+         * endpoints cannot be adopted (smcd is their peer and ended them with the old
+         * image's control connection) */
+        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn)
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no SMC-D connection %016" PRIx64 " of this uid",
+                                         req->conn_id);
+        side = ep_side(e);
+        peer = &e->conn->ep[!side];
+        smc_ctl_init(&msg, SMC_CTL_ADOPT_REPLY, req->hdr.seq);
+        msg.conn.conn_id = e->id;
+        msg.conn.mode = SMC_CTL_MODE_SMCD;
+        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
+        msg.conn.params.autocork_size = m->config.autocork_size;
+        msg.conn.local = e->local;
+        msg.conn.peer = e->peer;
+        /* both memfds, whatever smcd believes this client has mapped */
+        describe_buf(NULL, e->conn->buf[side], &msg.conn.rx, fds, &nfds);
+        describe_buf(NULL, e->conn->buf[!side], &msg.conn.tx, fds, &nfds);
+        /* Y: the end that rings the peer, i.e. smcd's copy held for the peer
+         * endpoint; once the peer closed, a dead end (EPIPE: the flags in the DMBs
+         * say how it ended) */
+        if (peer->hold_fd >= 0)
+                fds[nfds++] = peer->hold_fd;
+        else {
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dead) < 0)
+                        return client_send_error(c, req->hdr.seq, errno, 0, "socketpair: %m");
+                close(dead[1]);
+                fds[nfds++] = dead[0];
+        }
+        r = client_send(c, &msg, fds, nfds);
+        if (dead[0] >= 0)
+                close(dead[0]);
+        if (r < 0)
+                return r;
+        mark_mapped(c, e->conn->buf[EP_CLIENT]);
+        mark_mapped(c, e->conn->buf[EP_SERVER]);
+        if (!e->owner) {
+                /* the old image's control connection is gone: the new image owns it */
+                e->owner = c;
+                LIST_PREPEND(by_client, c->endpoints, e);
+        }
+        log_debug("Client %" PRIu64 " (pid %d) adopted endpoint %016" PRIx64 " after an exec.", c->id, (int) c->pid,
+                  e->id);
         return 0;
 }

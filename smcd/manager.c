@@ -259,6 +259,8 @@ static int client_process_one(Client *c) {
         }
         case SMC_CTL_CLOSE:
                 return client_handle_close(c, &msg.close);
+        case SMC_CTL_ADOPT:
+                return client_handle_adopt(c, &msg.adopt);
         case SMC_CTL_FALLBACK:
                 return client_handle_fallback(c, &msg.fallback);
         case SMC_CTL_SMCR:
@@ -333,17 +335,25 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
                         return 0;
                 return log_error_errno(errno, "epoll_wait on the client sockets failed: %m");
         }
-        for (int i = 0; i < n; i++) {
-                uint64_t key = ev[i].data.u64;
-                void *obj = u64map_get(m->watches, key);
+        /* endpoints last: a library sends CLOSE before it closes X, so a client's
+         * CLOSE ready in this batch goes first (and names the abort itself) */
+        for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < n; i++) {
+                        uint64_t key = ev[i].data.u64;
+                        void *obj;
 
-                if (!obj)
-                        continue;
-                if (key & WATCH_LISTENER)
-                        listener_on_channel_hup(obj);
-                else
-                        client_on_io(obj);
-        }
+                        if (!!(key & WATCH_ENDPOINT) != (pass == 1))
+                                continue;
+                        obj = u64map_get(m->watches, key);
+                        if (!obj)
+                                continue;
+                        if (key & WATCH_LISTENER)
+                                listener_on_channel_hup(obj);
+                        else if (key & WATCH_ENDPOINT)
+                                endpoint_on_hold_hup(obj);
+                        else
+                                client_on_io(obj);
+                }
         return 0;
 }
 
@@ -491,8 +501,17 @@ static void client_free(Client *c, bool died) {
 
         smcr_client_gone(c); /* its SMC-R handshakes in progress */
         if (died) {
-                LIST_FOREACH_SAFE(by_client, e, en, c->endpoints)
-                        endpoint_close(m, e, false, true);
+                /* SMC-R: as TCP closes a dead process's sockets. SMC-D endpoints are
+                 * closed when the last copy of their fd is gone (endpoint_on_hold_hup):
+                 * a forked child may still hold them; this one only stops owning them */
+                LIST_FOREACH_SAFE(by_client, e, en, c->endpoints) {
+                        if (e->smcr || e->hold_fd < 0)
+                                endpoint_close(m, e, false, true);
+                        else {
+                                LIST_REMOVE(by_client, c->endpoints, e);
+                                e->owner = NULL;
+                        }
+                }
         } else {
                 LIST_FOREACH_SAFE(by_client, e, en, c->endpoints) {
                         LIST_REMOVE(by_client, c->endpoints, e);

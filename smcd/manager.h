@@ -15,23 +15,30 @@
  *                 until both Endpoints are closed; then its DMBs go back to the pool.
  *   Endpoint ids are unguessable 64-bit values (SipHash of a counter under a random
  *   key), so knowing one proves that a client received it.
- *   A per-endpoint request (CLOSE) is accepted from the owner and from any other
- *   client of the owner's uid: after fork() the child's library has a control
- *   connection of its own, and a child of a pre-forking server closes connections
- *   it accepted from the inherited accept channel (whose endpoints the listener's
- *   client owns). Same-uid processes can signal and ptrace each other, so this
- *   grants nothing new; per-uid accounting is by the endpoint's uid and stays right.
- *   Clients of other uids get ENOENT, as for an unknown id.
+ *   A per-endpoint request (CLOSE) is accepted from any client of the endpoint's uid:
+ *   after fork() the child's library has a control connection of its own, and a
+ *   child of a pre-forking server closes connections it accepted from the inherited
+ *   accept channel (whose endpoints the listener's client owns). Same-uid processes
+ *   can signal and ptrace each other, so this grants nothing new; per-uid accounting
+ *   is by the endpoint's uid and stays right. Clients of other uids get ENOENT, as
+ *   for an unknown id (a root-started server whose workers switched uid: their
+ *   library sends no CLOSE, the end of X tells smcd, below).
  *
  * Lifecycle rules:
  *   - CLOSE marks one Endpoint closed; the last close releases both DMBs.
- *   - A client that dies (EOF/HUP/error on its socket, or a reply that cannot be
- *     sent without blocking) has every Endpoint it owns closed as TCP closes the
- *     sockets of a process that exits: unless the dead one already set CLOSED or
- *     ABORT itself, smcd ORs SMC_DMB_CONN_ABORT (data left unread in the dead one's
+ *   - SMC-D: smcd keeps a copy of Y, the far end of each endpoint's app fd X
+ *     (Endpoint.hold_fd). When the last copy of X is closed, in whatever process
+ *     (the one that set it up, a forked child, a worker that switched uid, or the
+ *     kernel at a process's exit), Y gets EPOLLHUP and the endpoint is closed as TCP
+ *     closes a socket at its last close: unless its library already set CLOSED or
+ *     ABORT itself (a CLOSE), smcd ORs SMC_DMB_CONN_ABORT (data left unread in its
  *     rx DMB: RST) or else SMC_DMB_CONN_CLOSED (FIN) into the survivor's rx DMB
- *     (conn_flags) and into the dead one's rx DMB (reader_flags); its Listeners are
- *     removed, its TCP fallback entries (fallback.h) forgotten.
+ *     (conn_flags) and into its own rx DMB (reader_flags), then wakes the survivor
+ *     (drains its writer's plug from the survivor's Y, shuts Y for writing: EOF).
+ *   - A client that dies (EOF/HUP/error on its socket, or a reply that cannot be
+ *     sent without blocking) stops owning its SMC-D endpoints (a forked child may
+ *     hold them; the rule above closes them), has its SMC-R endpoints closed as
+ *     above, its Listeners removed, its TCP fallback entries (fallback.h) forgotten.
  *   - Control sockets and accept channels are not sd-event sources of their own:
  *     they sit in one inner epoll (Manager.watch_fd) whose readiness is one source,
  *     and each wakeup handles a bounded batch of ready fds. So N clients that hang
@@ -206,10 +213,18 @@ struct Endpoint {
         bool aborted;       /* CLOSE with ABORT, or its owner died */
         struct smc_ctl_addr local; /* its own address and its peer's, as the CONNECT_REPLY */
         struct smc_ctl_addr peer;  /* or NEW_CONN told its client (for ListConnections) */
+        /* SMC-D: smcd's copy of Y, the far end of the endpoint's app fd X (its peer
+         * rings it through Y), in Manager.watch_fd (key = hold_key | WATCH_ENDPOINT).
+         * Y gets EPOLLHUP when the last copy of X is gone in every process: the
+         * kernel's count of X's holders, across fork, setuid and death, decides when
+         * the endpoint closes (conn.c endpoint_on_hold_hup). -1 once closed. */
+        int hold_fd;
+        uint64_t hold_key;
         LIST_FIELDS(Endpoint, by_client);
 };
 
 struct Conn {
+        Manager *manager;
         Endpoint ep[2];         /* EP_CLIENT, EP_SERVER */
         struct smc_buf *buf[2]; /* buf[i]: the rx DMB of ep[i] */
         uint64_t listener_id;   /* the Listener that got the NEW_CONN (it may be gone:
@@ -243,6 +258,7 @@ struct Manager {
 
         uint64_t next_client_id;
         uint64_t next_listener_id;
+        uint64_t next_hold_key;        /* Endpoint.hold_key */
         uint64_t ep_counter;
         uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
         size_t msg_truesize; /* kernel bytes of one queued NEW_CONN datagram */
@@ -291,6 +307,7 @@ int manager_write_stats(Manager *m);
 
 /* internal, between manager.c, listener.c and conn.c */
 #define WATCH_LISTENER (UINT64_C(1) << 63) /* watch key bit: a Listener's channel */
+#define WATCH_ENDPOINT (UINT64_C(1) << 62) /* watch key bit: an SMC-D Endpoint's Y copy */
 /* Watch @fd for @events (EPOLLIN, EPOLLHUP, ...) in the inner epoll; @key (a client
  * id, or a listener id | WATCH_LISTENER) finds @obj. Returns 0 or -errno. */
 int manager_watch(Manager *m, int fd, uint32_t events, uint64_t key, void *obj);
@@ -310,6 +327,9 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
+/* The last copy of @e's app fd is gone (HUP on its Y copy): close @e as TCP closes a
+ * socket at its last close (conn.c). */
+void endpoint_on_hold_hup(Endpoint *e);
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
@@ -320,6 +340,10 @@ uint64_t manager_new_endpoint_id(Manager *m);
 uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes);
 void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes);
 int client_handle_close(Client *c, const struct smc_ctl_close *req);
+/* ADOPT (conn.c): hand both buffers of an open SMC-D endpoint of the client's uid to
+ * a process image that inherited it over execve(). Returns 0 (also after an ERROR
+ * reply) or a negative errno from sending (the client is dropped). */
+int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
 /* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed
  * it itself, mark CLOSED (nothing unread in its rx DMB) or ABORT (data unread) in
  * both DMBs, and count it aborted accordingly (@aborted is ignored). Releases the

@@ -2916,6 +2916,7 @@ static void hs_done(SmcrHs *hs) {
         }
         c->ep.smcr = c;
         c->ep.uid = hs->uid;
+        c->ep.hold_fd = -1; /* SMC-D only */
         c->ep.local = hs->local;
         c->ep.peer = hs->peer;
         c->ep.role_server = hs->server;

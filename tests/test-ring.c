@@ -9,6 +9,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -888,6 +889,368 @@ static void test_eintr(void) {
         printf("ok EINTR\n");
 }
 
+/* ---- sendfile: one copy from a file into the peer's ring ---------------------------- */
+
+/* A temporary file of @n pattern bytes (stream @seed), unlinked. */
+static int pattern_file(size_t n, uint64_t seed) {
+        char path[] = "/tmp/test-ring-sendfile-XXXXXX";
+        uint8_t *b = malloc(n ? n : 1);
+        int fd = mkstemp(path);
+
+        CHECK(b && fd >= 0, "mkstemp: %m");
+        CHECK(unlink(path) == 0, "unlink: %m");
+        fill(b, n, seed, 0);
+        CHECK(pwrite(fd, b, n, 0) == (ssize_t) n, "pwrite: %m");
+        free(b);
+        return fd;
+}
+
+/* Receive exactly @n bytes on @ep (nonblocking: they must be there) and check them
+ * against stream @seed from @pos. */
+static void recv_check(struct smc_ring_ep *ep, size_t n, uint64_t seed, uint64_t pos, const char *what) {
+        uint8_t *b = malloc(n ? n : 1);
+        size_t got = 0;
+
+        CHECK(b, "malloc");
+        while (got < n) {
+                ssize_t k = xrecv(ep, b + got, n - got, 0, true);
+                CHECK(k > 0, "%s: recv after %zu of %zu bytes: %zd %s", what, got, n, k, ERRSTR(k));
+                got += (size_t) k;
+        }
+        verify(b, n, seed, pos, what);
+        free(b);
+}
+
+struct sendfile_arg {
+        struct smc_ring_ep *ep;
+        int fd;
+        size_t len;
+        uint64_t seed;
+        int64_t off;
+        ssize_t result;
+};
+
+static void *sendfile_all(void *p) {
+        struct sendfile_arg *a = p;
+        int64_t off = 0;
+
+        while ((size_t) off < a->len) {
+                ssize_t k = smc_ring_sendfile(a->ep, a->fd, &off, a->len - (size_t) off, 0, false, -1);
+                CHECK(k > 0, "blocking sendfile at %" PRId64 ": %zd %s", off, k, ERRSTR(k));
+        }
+        a->off = off;
+        return NULL;
+}
+
+#define HDR_B(c) ((struct smc_dmb_hdr *) (c)->dmb_b)
+
+static void test_sendfile(void) {
+        const size_t flen = 100000;
+        const uint64_t seed = 77;
+        struct conn c;
+        int64_t off;
+        ssize_t k;
+        int fd;
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE); /* B's ring (A writes): 16 KiB */
+        fd = pattern_file(flen, seed);
+
+        /* an offset: data, offset, the file position untouched, the doorbell rung, one
+         * message and one sendfile call counted */
+        {
+                uint64_t msgs = atomic_load(&HDR_B(&c)->prod_msgs);
+
+                CHECK(lseek(fd, 5, SEEK_SET) == 5, "lseek");
+                off = 1000;
+                k = smc_ring_sendfile(&c.a, fd, &off, 3000, 0, false, -1);
+                CHECK(k == 3000 && off == 4000, "sendfile at 1000: %zd %s, offset %" PRId64, k, ERRSTR(k), off);
+                CHECK(lseek(fd, 0, SEEK_CUR) == 5, "the file position moved with an offset given");
+                CHECK(kpoll(c.xb, POLLIN) & POLLIN, "X_b not readable after sendfile");
+                CHECK(atomic_load(&HDR_B(&c)->prod_msgs) == msgs + 1, "prod_msgs");
+                CHECK(atomic_load(&HDR_B(&c)->prod_sendfile_calls) == 1 &&
+                      atomic_load(&HDR_B(&c)->prod_sendfile_bytes) == 3000, "sendfile counters");
+                recv_check(&c.b, 3000, seed, 1000, "sendfile at an offset");
+                CHECK(!(kpoll(c.xb, POLLIN) & POLLIN), "X_b readable on an empty ring");
+        }
+
+        /* wrap-around: prod at 10000 of 16384, then 12000 bytes: two pieces in one call */
+        {
+                uint8_t pad[10000 - 3000];
+
+                memset(pad, 0, sizeof(pad));
+                CHECK(xsend(&c.a, pad, sizeof(pad), 0, false) == (ssize_t) sizeof(pad), "send pad");
+                CHECK(xrecv(&c.b, pad, sizeof(pad), MSG_WAITALL, false) == (ssize_t) sizeof(pad), "recv pad");
+                CHECK(smc_curs_count(atomic_load(&HDR_B(&c)->prod)) == 10000, "prod at 10000");
+                off = 20000;
+                k = smc_ring_sendfile(&c.a, fd, &off, 12000, 0, true, -1);
+                CHECK(k == 12000 && off == 32000, "wrapping sendfile: %zd %s", k, ERRSTR(k));
+                CHECK(smc_curs_count(atomic_load(&HDR_B(&c)->prod)) == 10000 + 12000 - SMC_DMB_MIN_SIZE,
+                      "prod after the wrap");
+                recv_check(&c.b, 12000, seed, 20000, "wrapping sendfile");
+        }
+
+        /* the file position (offset NULL): it moves by exactly what was sent */
+        {
+                CHECK(lseek(fd, 50000, SEEK_SET) == 50000, "lseek");
+                k = smc_ring_sendfile(&c.a, fd, NULL, 7000, 0, false, -1);
+                CHECK(k == 7000 && lseek(fd, 0, SEEK_CUR) == 57000, "file position: %zd %s", k, ERRSTR(k));
+                recv_check(&c.b, 7000, seed, 50000, "sendfile at the file position");
+        }
+
+        /* a count past the end of the file: what is there, then 0 (nothing sent) */
+        {
+                uint64_t calls = atomic_load(&HDR_B(&c)->prod_sendfile_calls);
+
+                off = (int64_t) flen - 10;
+                k = smc_ring_sendfile(&c.a, fd, &off, 1000, 0, false, -1);
+                CHECK(k == 10 && off == (int64_t) flen, "past the end: %zd %s", k, ERRSTR(k));
+                k = smc_ring_sendfile(&c.a, fd, &off, 1000, 0, false, -1);
+                CHECK(k == 0 && off == (int64_t) flen, "at the end: %zd %s", k, ERRSTR(k));
+                off = (int64_t) flen + 5000;
+                k = smc_ring_sendfile(&c.a, fd, &off, 1000, 0, false, -1);
+                CHECK(k == 0 && off == (int64_t) flen + 5000, "beyond the end: %zd %s", k, ERRSTR(k));
+                recv_check(&c.b, 10, seed, flen - 10, "past the end");
+                CHECK(atomic_load(&HDR_B(&c)->prod_sendfile_calls) == calls + 1, "an empty sendfile counted");
+                /* the same through the file position */
+                CHECK(lseek(fd, (off_t) flen - 3, SEEK_SET) == (off_t) flen - 3, "lseek");
+                k = smc_ring_sendfile(&c.a, fd, NULL, 1000, 0, false, -1);
+                CHECK(k == 3 && lseek(fd, 0, SEEK_CUR) == (off_t) flen, "past the end (position): %zd", k);
+                recv_check(&c.b, 3, seed, flen - 3, "past the end (position)");
+        }
+
+        /* nonblocking, more than the ring holds: what fits, the offset counting only
+         * that; then EAGAIN with nothing moved; then the rest after draining */
+        {
+                int64_t sent = 0;
+
+                off = 0;
+                k = smc_ring_sendfile(&c.a, fd, &off, 40000, 0, true, -1);
+                CHECK(k == SMC_DMB_MIN_SIZE && off == k, "nonblocking, full: %zd %s", k, ERRSTR(k));
+                CHECK(smc_ring_readable(&c.b) == SMC_DMB_MIN_SIZE, "ring full: %u", smc_ring_readable(&c.b));
+                k = smc_ring_sendfile(&c.a, fd, &off, 40000, MSG_DONTWAIT, false, -1);
+                CHECK(k == -EAGAIN && off == SMC_DMB_MIN_SIZE, "full ring: %zd %s, offset %" PRId64, k, ERRSTR(k), off);
+                while (sent < 40000) {
+                        size_t n = smc_ring_readable(&c.b);
+
+                        recv_check(&c.b, n, seed, (uint64_t) sent, "nonblocking sendfile");
+                        sent += (int64_t) n;
+                        if (off < 40000) {
+                                k = smc_ring_sendfile(&c.a, fd, &off, 40000 - (size_t) off, 0, true, -1);
+                                CHECK(k > 0, "nonblocking sendfile after a drain: %zd %s", k, ERRSTR(k));
+                        }
+                }
+                CHECK(off == 40000 && sent == 40000, "nonblocking: %" PRId64 " / %" PRId64, off, sent);
+        }
+
+        /* cork, MSG_MORE, autocork: held as a send's bytes are, with the send around it */
+        {
+                CHECK(smc_ring_set_cork(&c.a, true) == 0, "cork");
+                CHECK(xsend(&c.a, "HDR", 3, 0, false) == 3, "corked header");
+                off = 100;
+                k = smc_ring_sendfile(&c.a, fd, &off, 500, 0, false, -1);
+                CHECK(k == 500, "corked sendfile: %zd %s", k, ERRSTR(k));
+                CHECK(smc_ring_readable(&c.b) == 0 && !(kpoll(c.xb, POLLIN) & POLLIN), "corked sendfile visible");
+                CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
+                CHECK(smc_ring_readable(&c.b) == 503, "uncork published %u", smc_ring_readable(&c.b));
+                {
+                        char h[3];
+                        CHECK(xrecv(&c.b, h, 3, 0, true) == 3 && memcmp(h, "HDR", 3) == 0, "header");
+                }
+                recv_check(&c.b, 500, seed, 100, "corked sendfile");
+
+                off = 0;
+                k = smc_ring_sendfile(&c.a, fd, &off, 300, MSG_MORE, false, -1);
+                CHECK(k == 300 && smc_ring_readable(&c.b) == 0, "MSG_MORE sendfile: %zd, visible %u", k,
+                      smc_ring_readable(&c.b));
+                k = smc_ring_sendfile(&c.a, fd, &off, 200, 0, false, -1);
+                CHECK(k == 200 && smc_ring_readable(&c.b) == 500, "sendfile after MSG_MORE: %zd, visible %u", k,
+                      smc_ring_readable(&c.b));
+                recv_check(&c.b, 500, seed, 0, "MSG_MORE sendfile");
+
+                c.a.autocork_size = 1000;
+                CHECK(smc_ring_set_cork(&c.a, true) == 0, "cork");
+                off = 0;
+                for (int i = 0; i < 5; i++)
+                        CHECK(smc_ring_sendfile(&c.a, fd, &off, 300, 0, false, -1) == 300, "corked sendfile");
+                CHECK(smc_ring_readable(&c.b) == 1200, "autocork published %u, want 1200", smc_ring_readable(&c.b));
+                CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
+                recv_check(&c.b, 1500, seed, 0, "autocorked sendfile");
+                c.a.autocork_size = SMC_DMB_MIN_SIZE / 2;
+        }
+
+        /* errors of the file: nothing sent, the offset untouched, the connection fine */
+        {
+                int p[2], wfd, dfd;
+                uint64_t prod = atomic_load(&HDR_B(&c)->prod);
+
+                CHECK(pipe(p) == 0, "pipe");
+                CHECK(write(p[1], "xyz", 3) == 3, "write pipe");
+                off = 0;
+                k = smc_ring_sendfile(&c.a, p[0], &off, 3, 0, false, -1);
+                CHECK(k == -ESPIPE && off == 0, "pipe with an offset: %zd %s", k, ERRSTR(k));
+                close(p[0]);
+                close(p[1]);
+                wfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                CHECK(wfd >= 0, "open /dev/null");
+                k = smc_ring_sendfile(&c.a, wfd, &off, 3, 0, false, -1);
+                CHECK(k == -EBADF && off == 0, "write-only source: %zd %s", k, ERRSTR(k));
+                close(wfd);
+                dfd = open("/tmp", O_RDONLY | O_DIRECTORY);
+                k = smc_ring_sendfile(&c.a, dfd, &off, 3, 0, false, -1);
+                CHECK(k == -EISDIR && off == 0, "directory: %zd %s", k, ERRSTR(k));
+                close(dfd);
+                k = smc_ring_sendfile(&c.a, 987654, &off, 3, 0, false, -1);
+                CHECK(k == -EBADF, "closed descriptor: %zd %s", k, ERRSTR(k));
+                off = -1;
+                k = smc_ring_sendfile(&c.a, fd, &off, 3, 0, false, -1);
+                CHECK(k == -EINVAL && off == -1, "negative offset: %zd %s", k, ERRSTR(k));
+                CHECK(atomic_load(&HDR_B(&c)->prod) == prod, "a failed sendfile moved prod");
+                off = 0;
+                CHECK(smc_ring_sendfile(&c.a, fd, &off, 0, 0, false, -1) == 0 && off == 0, "count 0");
+        }
+
+        /* blocking, 100000 bytes through the 16 KiB ring to a receiver thread */
+        {
+                struct sendfile_arg a = { .ep = &c.a, .fd = fd, .len = flen, .seed = seed };
+                uint8_t *b = malloc(flen);
+                pthread_t t;
+
+                CHECK(b, "malloc");
+                CHECK(pthread_create(&t, NULL, sendfile_all, &a) == 0, "pthread_create");
+                CHECK(xrecv(&c.b, b, flen, MSG_WAITALL, false) == (ssize_t) flen, "recv all");
+                pthread_join(t, NULL);
+                CHECK(a.off == (int64_t) flen, "offset %" PRId64, a.off);
+                verify(b, flen, seed, 0, "blocking sendfile");
+                free(b);
+        }
+
+        /* SO_SNDTIMEO of @timeo_fd: a full ring, nobody reading: what fit, then EAGAIN
+         * after the timeout */
+        {
+                struct timeval tv = { 0, 200000 };
+                int sp[2];
+                uint64_t t0;
+
+                CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+                CHECK(setsockopt(sp[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "SO_SNDTIMEO");
+                off = 0;
+                t0 = mono_ns();
+                k = smc_ring_sendfile(&c.a, fd, &off, 40000, 0, false, sp[0]);
+                CHECK(k == SMC_DMB_MIN_SIZE && off == k, "timed out sendfile: %zd %s", k, ERRSTR(k));
+                t0 = mono_ns() - t0;
+                CHECK(t0 >= 190000000u && t0 < 2000000000u, "timed out after %" PRIu64 " ms", t0 / 1000000);
+                t0 = mono_ns();
+                k = smc_ring_sendfile(&c.a, fd, &off, 40000, 0, false, sp[0]);
+                CHECK(k == -EAGAIN && off == SMC_DMB_MIN_SIZE, "timed out, nothing sent: %zd %s", k, ERRSTR(k));
+                t0 = mono_ns() - t0;
+                CHECK(t0 >= 190000000u && t0 < 2000000000u, "timed out after %" PRIu64 " ms", t0 / 1000000);
+                /* the same limit on a send */
+                {
+                        uint8_t z[100] = { 0 };
+                        struct iovec v = { z, sizeof(z) };
+
+                        t0 = mono_ns();
+                        k = smc_ring_send_timeo(&c.a, &v, 1, 0, false, sp[0]);
+                        t0 = mono_ns() - t0;
+                        CHECK(k == -EAGAIN && t0 >= 190000000u && t0 < 2000000000u,
+                              "timed out send: %zd %s after %" PRIu64 " ms", k, ERRSTR(k), t0 / 1000000);
+                        CHECK(smc_ring_send_timeo(&c.a, &v, 1, 0, true, sp[0]) == -EAGAIN, "nonblocking send_timeo");
+                }
+                recv_check(&c.b, SMC_DMB_MIN_SIZE, seed, 0, "sendfile before the timeout");
+                {
+                        uint8_t z[100] = { 0 };
+                        struct iovec v = { z, sizeof(z) };
+
+                        CHECK(smc_ring_send_timeo(&c.a, &v, 1, 0, false, sp[0]) == 100, "send_timeo with room");
+                        CHECK(smc_ring_send_timeo(&c.a, &v, 1, 0, false, -1) == 100, "send_timeo without a limit");
+                        recv_check(&c.b, 0, seed, 0, "nothing");
+                        CHECK(xrecv(&c.b, z, sizeof(z), MSG_WAITALL, false) == 100 &&
+                              xrecv(&c.b, z, sizeof(z), MSG_WAITALL, false) == 100, "recv the sends");
+                }
+                close(sp[0]);
+                close(sp[1]);
+        }
+
+        /* the peer closed: EPIPE, nothing read from the file */
+        {
+                smc_ring_close(&c.b);
+                off = 0;
+                k = smc_ring_sendfile(&c.a, fd, &off, 100, 0, false, -1);
+                CHECK(k == -EPIPE && off == 0, "sendfile after the peer closed: %zd %s", k, ERRSTR(k));
+        }
+        close(fd);
+        conn_close(&c);
+        printf("ok sendfile (offset, file position, wrap, past the end, nonblocking, cork / MSG_MORE / "
+               "autocork, file errors, blocking, SO_SNDTIMEO on sendfile and send, EPIPE)\n");
+}
+
+/* A file streamed by sendfile calls of random sizes (some with MSG_MORE, some through
+ * the file position) into a thread that checks every byte: the TSan check of the
+ * one-copy path (the kernel's writes into the ring, then the prod store). */
+struct sendfile_stress {
+        struct smc_ring_ep *ep;
+        int fd;
+        uint64_t total, rnd;
+        size_t max_io;
+        bool nonblock;
+};
+
+static void *sendfile_stress_sender(void *p) {
+        struct sendfile_stress *a = p;
+        int64_t off = 0;
+
+        while ((uint64_t) off < a->total) {
+                size_t n = rand_size(&a->rnd, a->max_io);
+                uint64_t r = xorshift(&a->rnd);
+                bool by_pos = r % 4 == 0;
+                int64_t before = off;
+                ssize_t k;
+
+                if (n > a->total - (uint64_t) off)
+                        n = (size_t) (a->total - (uint64_t) off);
+                if (by_pos)
+                        CHECK(lseek(a->fd, off, SEEK_SET) == off, "lseek");
+                k = smc_ring_sendfile(a->ep, a->fd, by_pos ? NULL : &off, n, (r >> 8) % 8 == 0 ? MSG_MORE : 0,
+                                      a->nonblock, -1);
+                if (k == -EAGAIN && a->nonblock) {
+                        wait_fd(a->ep->x, POLLOUT, "sendfile sender");
+                        continue;
+                }
+                CHECK(k > 0 && (size_t) k <= n && (a->nonblock || (size_t) k == n),
+                      "sendfile %zu at %" PRId64 ": %zd %s", n, before, k, ERRSTR(k));
+                if (by_pos) {
+                        off += k;
+                        CHECK(lseek(a->fd, 0, SEEK_CUR) == off, "file position after sendfile");
+                } else
+                        CHECK(off == before + k, "offset after sendfile");
+        }
+        CHECK(smc_ring_flush(a->ep) == 0, "flush");
+        return NULL;
+}
+
+static void test_sendfile_stress(uint64_t total, uint32_t ring, bool nonblock) {
+        struct sendfile_stress s;
+        struct stream_arg r;
+        struct conn c;
+        pthread_t t[2];
+        int fd = pattern_file(total, 21);
+
+        conn_open(&c, ring, ring);
+        s = (struct sendfile_stress) { &c.a, fd, total, 5, 3 * ring, nonblock };
+        r = (struct stream_arg) { &c.b, total, 21, 6, 3 * ring, 0, nonblock, 0 };
+        CHECK(pthread_create(&t[0], NULL, sendfile_stress_sender, &s) == 0, "pthread_create");
+        CHECK(pthread_create(&t[1], NULL, receiver, &r) == 0, "pthread_create");
+        pthread_join(t[0], NULL);
+        pthread_join(t[1], NULL);
+        CHECK(smc_ring_readable(&c.b) == 0 && !(kpoll(c.xb, POLLIN) & POLLIN), "leftover data");
+        CHECK(atomic_load(&HDR_B(&c)->prod_sendfile_bytes) == total, "sendfile_bytes %" PRIu64,
+              (uint64_t) atomic_load(&HDR_B(&c)->prod_sendfile_bytes));
+        close(fd);
+        conn_close(&c);
+        printf("ok sendfile stress%s: %" PRIu64 " MiB, ring %u KiB\n", nonblock ? " (nonblocking + poll(X))" : "",
+               total >> 20, ring >> 10);
+}
+
 /* ---- latency benchmark ----------------------------------------------------------- */
 
 struct pingpong {
@@ -1068,6 +1431,9 @@ int main(int argc, char **argv) {
         test_peer_death();
         test_shutdown_other_thread();
         test_eintr();
+        test_sendfile();
+        test_sendfile_stress((mb / 4 ? mb / 4 : 1) << 20, SMC_DMB_MIN_SIZE, false);
+        test_sendfile_stress((mb / 8 ? mb / 8 : 1) << 20, SMC_DMB_DEFAULT_SIZE, true);
         test_stress(mb << 20, 0, SMC_DMB_DEFAULT_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 20000, SMC_DMB_MIN_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 0, SMC_DMB_MIN_SIZE, true);

@@ -1,8 +1,12 @@
 #!/bin/bash
 # Real programs patterns under smcrun over a private smcd: asyncio (nonblocking sockets
 # set with ioctl(FIONBIO), epoll, many connections), a server that exits without
-# closing (EOF, as over TCP), and sendfile(2) (offset / file position, nonblocking,
-# past the end, a pipe: tests/apps/sendfile.py; counted in smcd's sendfile_calls).
+# closing (EOF, as over TCP), sendfile(2) (offset / file position, nonblocking, past
+# the end, a pipe: tests/apps/sendfile.py; counted in smcd's sendfile_calls),
+# connections shared by fork (fork-share.py) and by dup (dup-share.py),
+# sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
+# plain TCP peers on either side with the reason recorded (mixed-worlds.py),
+# SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py).
 # Args: SMCD LIBSMCRUN SMCRUN
 set -u
 smcd=$1 lib=$2 smcrun=$3
@@ -21,7 +25,7 @@ if [ -n "$san" ]; then
         export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 failed=0
-for app in asyncio-echo exit-without-close sendfile; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else

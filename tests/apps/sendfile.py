@@ -1,9 +1,10 @@
 # sendfile(2) onto SMC sockets (smcrun intercepts it): every byte arrives, in order,
 # with the file position or offset moved by exactly what was sent. Cases: an offset,
 # the file position (offset None), a nonblocking socket with a file larger than the
-# ring (short sends, EAGAIN), a count past the end of the file, a pipe (EINVAL, as TCP).
+# ring (short sends, EAGAIN), a count past the end of the file, a pipe (EINVAL, as TCP),
+# TCP_CORK around writev + sendfile (nginx), SO_SNDTIMEO against a peer that does not read.
 # The server (a thread) answers each connection with "LENGTH SHA256" after EOF.
-import hashlib, os, select, socket, sys, tempfile, threading
+import hashlib, os, select, socket, struct, sys, tempfile, threading
 
 srv = socket.socket()
 srv.bind(("127.0.0.1", 0))
@@ -123,4 +124,58 @@ except OSError as e:
 os.close(r)
 os.close(w)
 check("a pipe as the source: EINVAL, as over TCP", c, b"")
+
+# 6. nginx's pattern: TCP_CORK, the header by writev, the body by sendfile, uncork
+with open(tmp.name, "rb") as f:
+    c = connect()
+    hdr = b"HTTP/1.1 200 OK\r\nContent-Length: 4096\r\n\r\n"
+    for i in range(3):
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        os.writev(c.fileno(), [hdr])
+        k = os.sendfile(c.fileno(), f.fileno(), 4096 * i, 4096)
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        if k != 4096:
+            print("not ok - corked sendfile sent %d of 4096" % k)
+            failed += 1
+    check("TCP_CORK + writev + sendfile + uncork, 3 times", c,
+          b"".join(hdr + data[4096 * i:4096 * (i + 1)] for i in range(3)))
+
+# 7. SO_SNDTIMEO: a peer that does not read; a blocking sendfile returns what went out
+# before the timeout, the next one fails with EAGAIN after it (as over TCP)
+import time
+quiet = socket.socket()
+quiet.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+quiet.bind(("127.0.0.1", 0))
+quiet.listen(1)
+with open(tmp.name, "rb") as f:
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+    c.connect(("127.0.0.1", quiet.getsockname()[1]))
+    q, _ = quiet.accept()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 300000))
+    off, eagain, t0 = 0, False, time.monotonic()
+    try:
+        for _ in range(100):  # TCP may take a few calls to fill its buffers
+            off += os.sendfile(c.fileno(), f.fileno(), off, len(data) - off)
+    except BlockingIOError:
+        eagain = True
+    dt = time.monotonic() - t0
+    if eagain and 0 < off < len(data) and 0.25 < dt < 60:
+        print("ok - SO_SNDTIMEO: %d bytes, then EAGAIN after %.2f s" % (off, dt))
+    else:
+        print("not ok - SO_SNDTIMEO: sent %d, EAGAIN %s, %.2f s" % (off, eagain, dt))
+        failed += 1
+    got = b""
+    c.shutdown(socket.SHUT_WR)
+    while True:
+        d = q.recv(1 << 16)
+        if not d:
+            break
+        got += d
+    if got != data[:off]:
+        print("not ok - SO_SNDTIMEO: the peer got %d bytes, want the %d sent" % (len(got), off))
+        failed += 1
+    c.close()
+    q.close()
+quiet.close()
 sys.exit(1 if failed else 0)

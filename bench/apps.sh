@@ -1,0 +1,461 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# bench/apps.sh [BUILDDIR]   (also: bench/run apps [BUILDDIR])
+#
+# The application table of issue 5 item 7: real programs under smcrun (SMC-D over a
+# private smcd) and over plain TCP loopback, back to back in the same run, as ratios
+# smcrun/TCP, with the issue's targets beside them:
+#   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
+#   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
+#     off), wrk "Connection: close", a 1 MiB file; and sendfile on vs off under smcrun
+#   - iperf3 -P1 and -P4, with smcd's default ring (64 KiB RMB) and with --rmem 1M
+#   - qperf tcp_lat and tcp_bw
+#   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
+# Each measurement runs BENCH_APPS_REPEAT times (default 3), TCP and smcrun
+# alternating; the table shows medians. Servers of single-threaded programs run on CPU 1
+# and their clients on CPU 0 when there are two CPUs (nginx and wrk are not pinned).
+# smcd's counters after the smcrun runs must show no fallback, else their numbers are
+# not SMC-D numbers (exit 1).
+#
+# Needs: jq, taskset, python3, and redis-server redis-tools nginx-light iperf3 qperf wrk
+# (scripts/install-deps.sh); a missing program's rows are left out. Environment:
+#   BENCH_APPS_REPEAT   runs per measurement and transport (default 3)
+#   BENCH_APPS_TIME     seconds per wrk / iperf3 / qperf / echo run (default 2)
+#   BENCH_RAW=1         also print every measured value
+# Exit: 0 when everything ran (missed targets are reported, not fatal), 1 when a
+# measurement failed or smcrun runs fell back to TCP, 2 on bad usage or a missing tool.
+
+set -u
+
+BUILD=${1:-./build}
+if [ ! -d "$BUILD" ]; then
+        echo "usage: $0 [BUILDDIR]   ($BUILD is not a directory)" >&2
+        exit 2
+fi
+BUILD=$(realpath "$BUILD")
+top=$(realpath "$(dirname "$0")/..")
+REPEAT=${BENCH_APPS_REPEAT:-3}
+DUR=${BENCH_APPS_TIME:-2}
+for tool in jq taskset python3; do
+        if ! command -v "$tool" >/dev/null; then
+                echo "bench/apps: $tool is not installed (scripts/install-deps.sh)" >&2
+                exit 2
+        fi
+done
+for f in "$BUILD/smcd/smcd" "$BUILD/libsmcproto/libsmcrun.so" "$BUILD/libsmcproto/smcrun"; do
+        if [ ! -e "$f" ]; then
+                echo "bench/apps: $f is missing: build first (ninja -C $BUILD)" >&2
+                exit 2
+        fi
+done
+
+# shellcheck source=tests/apps/lib.sh
+. "$top/tests/apps/lib.sh"
+load_before=$(cut -d ' ' -f 1-3 /proc/loadavg)
+apps_init "$BUILD/smcd/smcd" "$BUILD/libsmcproto/libsmcrun.so" "$BUILD/libsmcproto/smcrun" \
+        smcd-bench-apps || exit 1
+[ -n "$APPS_SANITIZER" ] && echo "bench/apps: warning: a sanitizer build ($BUILD): numbers mean little" >&2
+apps_smcd_start || exit 1
+
+failed=0
+RES=$APPS_DIR/results
+: >"$RES"
+warn() { echo "bench/apps: $*" >&2; }
+note() { echo "bench/apps: $*" >&2; }
+T() { timeout -k 5 "$@"; }
+
+if [ "$(nproc)" -ge 2 ]; then
+        CPU_CLIENT=(taskset -c 0)
+        CPU_SERVER=(taskset -c 1)
+else
+        CPU_CLIENT=()
+        CPU_SERVER=()
+fi
+
+# wrap MODE: the command prefix for tcp (nothing) or smc (smcrun)
+wrap() {
+        if [ "$1" = smc ]; then W=("${SMCRUN[@]}"); else W=(); fi
+}
+
+# res KEY MODE VALUE: record one measurement (nothing when VALUE is empty)
+res() {
+        if [ -z "${3:-}" ]; then
+                warn "$1 ($2): no result"
+                failed=1
+                return
+        fi
+        printf '%s %s %s\n' "$1" "$2" "$3" >>"$RES"
+        [ "${BENCH_RAW:-0}" = 1 ] && echo "bench/apps: $1 $2 $3" >&2
+        return 0
+}
+
+# median KEY MODE: the median of the recorded values
+median() {
+        awk -v k="$1" -v m="$2" '$1 == k && $2 == m { print $3 }' "$RES" | sort -g |
+                awk '{ v[++n] = $1 } END { if (!n) exit; if (n % 2) print v[(n + 1) / 2]; else print (v[n / 2] + v[n / 2 + 1]) / 2 }'
+}
+
+# stop_server PID: stop a server started with apps_bg
+stop_server() {
+        pkill -TERM -P "$1" 2>/dev/null
+        apps_stop "$1" TERM 5
+}
+
+# --- redis ----------------------------------------------------------------------------------
+bench_redis() {
+        local mode=$1 port pid p n
+        wrap "$mode"
+        port=$(apps_free_port)
+        apps_bg "redis-$mode" "${CPU_SERVER[@]}" "${W[@]}" redis-server --port "$port" --bind 127.0.0.1 \
+                --save "" --appendonly no --daemonize no --dir "$APPS_DIR" --logfile ""
+        pid=$APPS_BG_PID
+        if ! apps_wait_port "$port" 10 "$pid"; then
+                warn "redis-server ($mode) did not start"
+                failed=1
+                stop_server "$pid"
+                return
+        fi
+        for p in 1 16; do
+                # about 2 s per test over TCP
+                n=100000
+                [ $p = 16 ] && n=1000000
+                if ! T 120 "${CPU_CLIENT[@]}" "${W[@]}" redis-benchmark -p "$port" -t set,get -n $n -P $p \
+                        --csv >"$APPS_DIR/redis-$mode-P$p.csv" 2>&1 ||
+                        grep -qi error "$APPS_DIR/redis-$mode-P$p.csv"; then
+                        warn "redis-benchmark -P $p ($mode) failed:"
+                        tail -n 5 "$APPS_DIR/redis-$mode-P$p.csv" >&2
+                        failed=1
+                        continue
+                fi
+                res "redis-set-P$p" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
+                res "redis-get-P$p" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
+        done
+        stop_server "$pid"
+}
+
+# --- nginx ----------------------------------------------------------------------------------
+NGINX_EVENTS=""
+nginx_setup() {
+        local d=$APPS_DIR/nginx
+        mkdir -p "$d/www" "$d/tmp"
+        chmod 0755 "$d" "$d/www"
+        head -c 4096 /dev/urandom >"$d/www/4k.bin"
+        head -c 1048576 /dev/urandom >"$d/www/1m.bin"
+        chmod 0644 "$d/www/"*
+        printf '%s\n' 'done = function(s, l, r)' \
+                '  io.write(string.format("{\"requests\": %d, \"bytes\": %d, \"errors\": %d, \"duration_us\": %d}\n",' \
+                '    s.requests, s.bytes, s.errors.connect + s.errors.read + s.errors.write + s.errors.status' \
+                '    + s.errors.timeout, s.duration))' \
+                'end' >"$d/summary.lua"
+}
+
+nginx_conf() { # nginx_conf DIR PORT SENDFILE
+        cat <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+pid $1/nginx.pid;
+error_log $1/error.log notice;
+events { worker_connections 4096; $NGINX_EVENTS }
+http {
+    access_log off;
+    sendfile $3;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path $1/tmp/body;
+    proxy_temp_path $1/tmp/proxy;
+    fastcgi_temp_path $1/tmp/fastcgi;
+    uwsgi_temp_path $1/tmp/uwsgi;
+    scgi_temp_path $1/tmp/scgi;
+    server { listen 127.0.0.1:$2; root $1/www; }
+}
+CONF
+}
+
+# nginx_start MODE PORT SENDFILE: NGINX_PID; 0 when both workers serve
+nginx_start() {
+        local d=$APPS_DIR/nginx
+        wrap "$1"
+        nginx_conf "$d" "$2" "$3" >"$d/nginx.conf"
+        : >"$d/error.log"
+        apps_bg "nginx-$1" "${W[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
+        NGINX_PID=$APPS_BG_PID
+        apps_wait_port "$2" 10 "$NGINX_PID" || return 1
+        for _ in $(seq 20); do
+                [ "$(pgrep -c -P "$NGINX_PID")" = 2 ] &&
+                        T 3 curl -sf -o /dev/null "http://127.0.0.1:$2/4k.bin" && return 0
+                kill -0 "$NGINX_PID" 2>/dev/null || return 1
+                sleep 0.1
+        done
+        return 1
+}
+
+# bench_nginx MODE KEY SENDFILE FILE [WRK-ARGS...]: one fresh nginx, one wrk run
+bench_nginx() {
+        local mode=$1 key=$2 sendfile=$3 file=$4 port out d=$APPS_DIR/nginx
+        shift 4
+        port=$(apps_free_port)
+        if ! nginx_start "$mode" "$port" "$sendfile"; then
+                warn "nginx ($mode) did not serve:"
+                grep -E '\[(alert|emerg|crit)\]' "$d/error.log" | head -n 2 >&2
+                failed=1
+                apps_stop "$NGINX_PID" QUIT 5
+                return
+        fi
+        wrap "$mode"
+        T $((DUR + 30)) "${W[@]}" wrk -t 1 -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
+                "http://127.0.0.1:$port/$file" >"$APPS_DIR/wrk-$key-$mode.log" 2>&1
+        out=$(grep '^{' "$APPS_DIR/wrk-$key-$mode.log" | tail -n 1)
+        apps_stop "$NGINX_PID" QUIT 10
+        if [ -z "$out" ]; then
+                warn "wrk $key ($mode) failed:"
+                tail -n 5 "$APPS_DIR/wrk-$key-$mode.log" >&2
+                failed=1
+                return
+        fi
+        [ "$(jq .errors <<<"$out")" = 0 ] || note "wrk $key ($mode): $(jq .errors <<<"$out") socket errors"
+        res "nginx-$key" "$mode" "$(jq '.requests * 1000000 / .duration_us' <<<"$out")"
+        res "nginx-$key-MBps" "$mode" "$(jq '.bytes / .duration_us' <<<"$out")"
+}
+
+# --- iperf3 ---------------------------------------------------------------------------------
+bench_iperf3() { # bench_iperf3 MODE KEY STREAMS
+        local mode=$1 key=$2 n=$3 port pid
+        wrap "$mode"
+        port=$(apps_free_port)
+        apps_bg "iperf3-$key-$mode" "${CPU_SERVER[@]}" "${W[@]}" iperf3 -s -1 -p "$port" -B 127.0.0.1
+        pid=$APPS_BG_PID
+        if ! apps_wait_port "$port" 10 "$pid"; then
+                warn "iperf3 server ($mode) did not start"
+                failed=1
+                stop_server "$pid"
+                return
+        fi
+        T $((DUR + 30)) "${CPU_CLIENT[@]}" "${W[@]}" iperf3 -c 127.0.0.1 -p "$port" -t "$DUR" -P "$n" -J \
+                >"$APPS_DIR/iperf3-$key-$mode.json" 2>&1
+        apps_stop "$pid" 0 10
+        res "iperf3-$key" "$mode" "$(jq -r 'select(.error == null) | .end.sum_received.bits_per_second / 1e9' \
+                "$APPS_DIR/iperf3-$key-$mode.json" 2>/dev/null)"
+}
+
+# --- qperf ----------------------------------------------------------------------------------
+bench_qperf() {
+        local mode=$1 port pid log=$APPS_DIR/qperf-$1.log
+        wrap "$mode"
+        port=$(apps_free_port)
+        apps_bg "qperf-server-$mode" "${CPU_SERVER[@]}" "${W[@]}" qperf -lp "$port"
+        pid=$APPS_BG_PID
+        if ! apps_wait_port "$port" 10 "$pid"; then
+                warn "qperf server ($mode) did not start"
+                failed=1
+                stop_server "$pid"
+                return
+        fi
+        # -uu: latency in ns, bandwidth in bytes/s
+        T $((2 * DUR + 30)) "${CPU_CLIENT[@]}" "${W[@]}" qperf -lp "$port" -t "$DUR" -uu 127.0.0.1 \
+                tcp_lat tcp_bw >"$log" 2>&1
+        stop_server "$pid"
+        res qperf-lat "$mode" "$(awk '/latency *=/ { print $3 / 1000 }' "$log")"
+        res qperf-bw "$mode" "$(awk '/bw *=/ { print $3 / 1e9 }' "$log")"
+        grep -q 'failed' "$log" && warn "qperf ($mode): $(grep -m 1 failed "$log")"
+}
+
+# --- python echo ----------------------------------------------------------------------------
+bench_echo() { # bench_echo MODE KIND
+        local mode=$1 kind=$2 pid port pf=$APPS_DIR/echo-$2-$1.port
+        wrap "$mode"
+        rm -f "$pf"
+        apps_bg "echo-$kind-$mode" "${CPU_SERVER[@]}" "${W[@]}" python3 "$top/tests/apps/echo.py" server \
+                --kind "$kind" --port-file "$pf"
+        pid=$APPS_BG_PID
+        for _ in $(seq 100); do
+                [ -s "$pf" ] && break
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        port=$(cat "$pf" 2>/dev/null)
+        if [ -z "$port" ]; then
+                warn "python $kind echo server ($mode) did not start"
+                failed=1
+                stop_server "$pid"
+                return
+        fi
+        res "echo-$kind" "$mode" "$(T $((DUR + 30)) "${CPU_CLIENT[@]}" "${W[@]}" python3 "$top/tests/apps/echo.py" \
+                client --port "$port" --pingpong 64 --time "$DUR" 2>/dev/null | jq -r 'select(.errors == 0) | .rtt_per_s')"
+        stop_server "$pid"
+}
+
+have() { command -v "$1" >/dev/null || { warn "$1 is not installed: no $1 rows"; return 1; }; }
+
+# --- the runs -------------------------------------------------------------------------------
+has_redis=0 has_nginx=0 has_iperf3=0 has_qperf=0
+have redis-server && have redis-benchmark && has_redis=1
+have nginx && have wrk && have curl && has_nginx=1
+have iperf3 && has_iperf3=1
+have qperf && has_qperf=1
+
+if [ $has_nginx = 1 ]; then
+        nginx_setup
+        # nginx's default (accept_mutex off: EPOLLEXCLUSIVE on the shared listener) under
+        # smcrun; if its workers cannot start, both transports run with the accept mutex
+        port=$(apps_free_port)
+        if ! nginx_start smc "$port" on; then
+                NGINX_EVENTS="accept_mutex on;"
+                nginx_note="nginx ran with 'accept_mutex on' (both transports): with nginx's default, its workers fail under smcrun: $(grep -m 1 -E '\[(alert|emerg|crit)\]' "$APPS_DIR/nginx/error.log" | cut -d ' ' -f 4-)"
+                warn "$nginx_note"
+        fi
+        apps_stop "$NGINX_PID" QUIT 5
+fi
+
+for ((r = 1; r <= REPEAT; r++)); do
+        note "round $r of $REPEAT ..."
+        for mode in tcp smc; do
+                [ $has_redis = 1 ] && bench_redis $mode
+                if [ $has_nginx = 1 ]; then
+                        bench_nginx $mode 4k-ka-on on 4k.bin
+                        bench_nginx $mode 4k-ka-off off 4k.bin
+                        bench_nginx $mode 4k-close on 4k.bin -H 'Connection: close'
+                        bench_nginx $mode 1m-ka-on on 1m.bin
+                fi
+                if [ $has_iperf3 = 1 ]; then
+                        bench_iperf3 $mode P1 1
+                        bench_iperf3 $mode P4 4
+                fi
+                [ $has_qperf = 1 ] && bench_qperf $mode
+                bench_echo $mode socket
+                bench_echo $mode asyncio
+        done
+done
+apps_wait_idle 5 || warn "smcd still has $APPS_CONNS_CURRENT connections after the default-ring runs"
+apps_stats
+fallbacks=$(apps_stat fallback_total)
+counters="default ring: SMC-D connections client $(apps_stat conns_client) server $(apps_stat conns_server), fallbacks $fallbacks"
+
+# iperf3 with a 1 MiB ring (RMB): smcd --rmem 1M
+if [ $has_iperf3 = 1 ]; then
+        apps_smcd_stop || warn "smcd exited with status $?"
+        apps_smcd_start --rmem 1M || exit 1
+        for ((r = 1; r <= REPEAT; r++)); do
+                bench_iperf3 smc P1-1M 1
+                bench_iperf3 smc P4-1M 4
+        done
+        apps_wait_idle 5 || warn "smcd still has $APPS_CONNS_CURRENT connections after the 1 MiB ring runs"
+        apps_stats
+        f=$(apps_stat fallback_total)
+        fallbacks=$((fallbacks + f))
+        counters="$counters; --rmem 1M: client $(apps_stat conns_client) server $(apps_stat conns_server), fallbacks $f"
+fi
+
+# --- the table ------------------------------------------------------------------------------
+rows=$APPS_DIR/rows
+: >"$rows"
+met_n=0
+miss_n=0
+row() { # row METRIC TCP SMC RATIO TARGET MET
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"
+        case $6 in
+        yes) met_n=$((met_n + 1)) ;;
+        NO) miss_n=$((miss_n + 1)) ;;
+        esac
+}
+fmt() {
+        [ -z "${1:-}" ] && { echo -; return; }
+        awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.0f", v; else if (v >= 100) printf "%.1f", v;
+                else if (v >= 10) printf "%.2f", v; else printf "%.3f", v }'
+}
+ratio() {
+        if [ -z "${1:-}" ] || [ -z "${2:-}" ]; then echo -; return; fi
+        awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'
+}
+check() { # check VALUE LIMIT: yes / NO / - (>=)
+        if [ -z "${1:-}" ] || [ "$1" = - ]; then echo -; return; fi
+        awk -v v="$1" -v l="$2" 'BEGIN { print (v >= l) ? "yes" : "NO" }'
+}
+# pair LABEL KEY [TARGET]: TCP vs smcrun medians of KEY, ratio smcrun/TCP
+pair() {
+        local t s q
+        t=$(median "$2" tcp)
+        s=$(median "$2" smc)
+        q=$(ratio "$s" "$t")
+        if [ -n "${3:-}" ]; then
+                row "$1" "$(fmt "$t")" "$(fmt "$s")" "${q}x" ">= ${3}x" "$(check "$q" "$3")"
+        else
+                row "$1" "$(fmt "$t")" "$(fmt "$s")" "${q}x" "" "-"
+        fi
+}
+
+if [ $has_redis = 1 ]; then
+        pair "redis-benchmark SET -P 1 (req/s)" redis-set-P1 1.5
+        pair "redis-benchmark GET -P 1 (req/s)" redis-get-P1 1.5
+        pair "redis-benchmark SET -P 16 (req/s)" redis-set-P16 1.5
+        pair "redis-benchmark GET -P 16 (req/s)" redis-get-P16 1.5
+fi
+if [ $has_nginx = 1 ]; then
+        pair "nginx 4 KiB keep-alive, sendfile on (req/s)" nginx-4k-ka-on 1.5
+        pair "nginx 4 KiB keep-alive, sendfile off (req/s)" nginx-4k-ka-off
+        pair "nginx 4 KiB Connection: close (req/s)" nginx-4k-close 1.0
+        pair "nginx 1 MiB keep-alive, sendfile on (MB/s)" nginx-1m-ka-on-MBps
+        # seed 001: sendfile on vs off, both under smcrun (TCP's own on/off beside it)
+        t=$(ratio "$(median nginx-4k-ka-on tcp)" "$(median nginx-4k-ka-off tcp)")
+        s=$(ratio "$(median nginx-4k-ka-on smc)" "$(median nginx-4k-ka-off smc)")
+        row "nginx 4 KiB keep-alive sendfile on/off (ratio)" "${t}x" "${s}x" "${s}x" ">= 1.45x" "$(check "$s" 1.45)"
+fi
+if [ $has_iperf3 = 1 ]; then
+        pair "iperf3 -P1 (Gbit/s)" iperf3-P1 3
+        pair "iperf3 -P4 (Gbit/s)" iperf3-P4 3
+        t=$(median iperf3-P1 tcp)
+        s=$(median iperf3-P1-1M smc)
+        q=$(ratio "$s" "$t")
+        row "iperf3 -P1, smcd --rmem 1M (Gbit/s)" "$(fmt "$t")" "$(fmt "$s")" "${q}x" ">= 3x" "$(check "$q" 3)"
+        t=$(median iperf3-P4 tcp)
+        s=$(median iperf3-P4-1M smc)
+        q=$(ratio "$s" "$t")
+        row "iperf3 -P4, smcd --rmem 1M (Gbit/s)" "$(fmt "$t")" "$(fmt "$s")" "${q}x" ">= 3x" "$(check "$q" 3)"
+fi
+if [ $has_qperf = 1 ]; then
+        pair "qperf tcp_lat (us, lower is better)" qperf-lat
+        pair "qperf tcp_bw (GB/s)" qperf-bw
+fi
+pair "python socket echo 64 B ping-pong (round trips/s)" echo-socket
+pair "python asyncio echo 64 B ping-pong (round trips/s)" echo-asyncio
+
+echo
+echo "smcd application table: each program under smcrun (SMC-D) and over TCP loopback, one run"
+echo "machine: $(nproc) CPU(s), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)," \
+        "kernel $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC'), load average before the run $load_before"
+echo
+awk -F '\t' '
+        BEGIN { h[1] = "metric"; h[2] = "TCP"; h[3] = "smcrun"; h[4] = "smcrun/TCP"; h[5] = "target"; h[6] = "met?" }
+        { n++; for (i = 1; i <= 6; i++) { c[n, i] = ($i == "" || $i == "x" || $i == "-x") ? "-" : $i } }
+        END {
+                for (i = 1; i <= 6; i++) { w[i] = length(h[i]) }
+                for (r = 1; r <= n; r++) for (i = 1; i <= 6; i++) if (length(c[r, i]) > w[i]) w[i] = length(c[r, i])
+                line = "|"
+                for (i = 1; i <= 6; i++) line = line sprintf(i == 1 ? " %-*s |" : " %*s |", w[i], h[i])
+                print line
+                line = "|"
+                for (i = 1; i <= 6; i++) { s = ""; for (k = 0; k < w[i] + 2; k++) s = s "-"; line = line s "|" }
+                print line
+                for (r = 1; r <= n; r++) {
+                        line = "|"
+                        for (i = 1; i <= 6; i++) line = line sprintf(i == 1 ? " %-*s |" : " %*s |", w[i], c[r, i])
+                        print line
+                }
+        }' "$rows"
+echo
+echo "targets met: $met_n, missed: $miss_n"
+echo "notes: medians of $REPEAT runs per transport, TCP and smcrun alternating; $DUR s per wrk,"
+echo "  iperf3, qperf and echo run. redis-benchmark: 50 clients, -n 100000 (-P 1) or 1000000"
+echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t 1 -c 32, tcp_nopush on;"
+echo "  'sendfile on/off' compares 4 KiB keep-alive req/s of the two configurations (TCP column:"
+echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 64 KiB, '--rmem 1M'"
+echo "  restarts smcd with 1 MiB RMBs. Single-threaded servers on CPU 1, clients on CPU 0."
+[ -n "${nginx_note:-}" ] && echo "  $nginx_note"
+echo "  smcd counters: $counters"
+if [ "${fallbacks:-0}" != 0 ]; then
+        warn "$fallbacks smcrun connections fell back to TCP: their numbers are not SMC-D numbers"
+        failed=1
+fi
+apps_smcd_stop || { warn "smcd exited with status $?"; failed=1; }
+exit $failed

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+# Duplicates of a connection (dup, dup2, dup3, F_DUPFD_CLOEXEC) under smcrun, as over
+# TCP: every copy is the same connection; it ends at the last copy's close.
+#  1. dup(2): write through the copy, read through the original; close the original,
+#     go on through the copy; then close it: the peer reads every byte, then EOF.
+#  2. dup2(2) onto another number, F_DUPFD_CLOEXEC: the same, in a chain.
+#  3. A reader thread on one copy and a writer thread on another, at once (1 MiB each
+#     way, checked).
+#  4. A duplicate of a listener accepts; closing the original listener leaves the
+#     copy listening.
+#  5. dup2 onto the number of another connection: that one is closed (its peer reads
+#     EOF), the number is now the first connection.
+# Prints one line; exit status 0 only if every case held.
+import fcntl
+import hashlib
+import os
+import socket
+import sys
+import threading
+
+
+def pair():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    c = socket.create_connection(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    return c, s
+
+
+def recv_all(s, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = s.recv(min(65536, n - len(buf)))
+        if not b:
+            break
+        buf += b
+    return bytes(buf)
+
+
+def eof(s):
+    s.settimeout(5)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+
+
+def case_dup():
+    c, s = pair()
+    d = socket.socket(fileno=os.dup(c.fileno()))
+    d.sendall(b"one")
+    s.sendall(b"two")
+    ok = recv_all(s, 3) == b"one" and recv_all(c, 3) == b"two"
+    c.close()  # the copy goes on
+    d.sendall(b"three")
+    s.sendall(b"four")
+    ok = ok and recv_all(s, 5) == b"three" and recv_all(d, 4) == b"four"
+    d.close()  # the last copy
+    ok = ok and eof(s)
+    s.close()
+    return ok, "dup"
+
+
+def case_dup2_chain():
+    c, s = pair()
+    n = os.dup2(c.fileno(), 200)
+    m = fcntl.fcntl(n, fcntl.F_DUPFD_CLOEXEC, 300)
+    ok = n == 200 and m >= 300 and (fcntl.fcntl(m, fcntl.F_GETFD) & fcntl.FD_CLOEXEC) != 0
+    c.close()
+    os.write(n, b"x" * 1000)
+    os.close(n)
+    os.write(m, b"y" * 1000)
+    ok = ok and recv_all(s, 2000) == b"x" * 1000 + b"y" * 1000
+    s.sendall(b"back")
+    ok = ok and os.read(m, 4) == b"back"
+    os.close(m)
+    ok = ok and eof(s)
+    s.close()
+    return ok, "dup2-chain"
+
+
+def case_threads():
+    c, s = pair()
+    d = socket.socket(fileno=os.dup(c.fileno()))
+    out = os.urandom(1 << 20)
+    back = os.urandom(1 << 20)
+    got = {}
+
+    def reader():
+        got["c"] = recv_all(c, len(back))
+
+    def writer():
+        d.sendall(out)
+
+    def peer():
+        got["s"] = recv_all(s, len(out))
+
+    ts = [threading.Thread(target=f) for f in (reader, writer, peer)]
+    for t in ts:
+        t.start()
+    s.sendall(back)
+    for t in ts:
+        t.join()
+    ok = hashlib.sha256(got["c"]).digest() == hashlib.sha256(back).digest() and got["s"] == out
+    c.close()
+    d.close()
+    ok = ok and eof(s)
+    s.close()
+    return ok, "reader-and-writer-copies"
+
+
+def case_listener():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    addr = ls.getsockname()
+    ld = socket.socket(fileno=os.dup(ls.fileno()))
+    c1 = socket.create_connection(addr)
+    s1, _ = ld.accept()
+    ls.close()
+    c2 = socket.create_connection(addr)
+    s2, _ = ld.accept()
+    c1.sendall(b"a")
+    c2.sendall(b"b")
+    ok = s1.recv(1) == b"a" and s2.recv(1) == b"b"
+    for x in (c1, c2, s1, s2, ld):
+        x.close()
+    return ok, "listener-copy"
+
+
+def case_dup2_over_connection():
+    c1, s1 = pair()
+    c2, s2 = pair()
+    os.dup2(c1.fileno(), c2.fileno())  # c2's connection is closed here
+    ok = eof(s2)
+    os.write(c2.fileno(), b"via-number")
+    ok = ok and recv_all(s1, 10) == b"via-number"
+    c2.close()
+    c1.close()
+    ok = ok and eof(s1)
+    s1.close()
+    s2.close()
+    return ok, "dup2-over-connection"
+
+
+def main():
+    results = [case_dup(), case_dup2_chain(), case_threads(), case_listener(), case_dup2_over_connection()]
+    bad = [name for ok, name in results if not ok]
+    print("%d dup cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+# Connections shared by fork(), under smcrun, as over TCP: a connection ends only when
+# the last process holding it closes it (or exits).
+#  1. qperf's pattern: the server forks after accept; the parent closes its copy at
+#     once; the child serves the connection (echo) and closes: the client gets every
+#     byte back, then EOF.
+#  2. redis BGSAVE's pattern: the server forks a child that exits without closing
+#     anything (os._exit); the parent goes on serving the connection, then closes:
+#     the client sees no EOF before the parent's close, and EOF after it.
+#  3. The parent closes, the child exits without closing: the client gets EOF.
+#  4. The child closes, the parent goes on, then exits without closing (EOF).
+#  6. Both write in turn: the parent, then its child, then the parent again; the
+#     client reads the three parts in that order.
+#  5. The connecting side forks: the child sends, the parent waits and closes its
+#     copy after the child exited; the server gets the child's bytes, then EOF.
+# Prints one line; exit status 0 only if every case held.
+import os
+import socket
+import sys
+import threading
+import time
+
+PAYLOAD = bytes(range(256)) * 1024  # 256 KiB: more than one ring of the default size
+
+
+def listener():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    return ls, ls.getsockname()
+
+
+def recv_all(s, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = s.recv(min(65536, n - len(buf)))
+        if not b:
+            break
+        buf += b
+    return bytes(buf)
+
+
+def send_and_read(s):
+    """send PAYLOAD from a thread while reading its echo (the rings are smaller than
+    the payload)"""
+    t = threading.Thread(target=s.sendall, args=(PAYLOAD,))
+    t.start()
+    back = recv_all(s, len(PAYLOAD))
+    t.join()
+    return back
+
+
+def echo(c, n):
+    got = 0
+    while got < n:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+        got += len(b)
+
+
+def expect_eof(s, timeout=5.0):
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+
+
+def reap(pid):
+    _, st = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(st)
+
+
+def case_fork_after_accept():
+    ls, addr = listener()
+    srv = os.fork()
+    if srv == 0:
+        c, _ = ls.accept()
+        ls.close()
+        ch = os.fork()
+        if ch == 0:
+            echo(c, len(PAYLOAD))
+            c.close()
+            os._exit(0)
+        c.close()  # the parent's copy: ends nothing
+        os._exit(reap(ch))
+    ls.close()
+    s = socket.create_connection(addr)
+    back = send_and_read(s)
+    eof = expect_eof(s)
+    s.close()
+    return back == PAYLOAD and eof and reap(srv) == 0, "fork-after-accept"
+
+
+def case_child_exits_silently():
+    ls, addr = listener()
+    srv = os.fork()
+    if srv == 0:
+        c, _ = ls.accept()
+        ls.close()
+        ch = os.fork()
+        if ch == 0:
+            os._exit(0)  # exits holding a copy of c: no close(2)
+        reap(ch)
+        echo(c, len(PAYLOAD))  # the connection must still work
+        time.sleep(0.3)
+        c.close()
+        os._exit(0)
+    ls.close()
+    s = socket.create_connection(addr)
+    back = send_and_read(s)
+    # no EOF while the parent holds it (it closes 0.3 s after echoing)
+    s.settimeout(0.1)
+    early = True
+    try:
+        early = s.recv(1) == b""
+    except socket.timeout:
+        early = False
+    eof = expect_eof(s)
+    s.close()
+    return back == PAYLOAD and not early and eof and reap(srv) == 0, "child-exits-silently"
+
+
+def case_parent_closes_child_exits():
+    ls, addr = listener()
+    srv = os.fork()
+    if srv == 0:
+        c, _ = ls.accept()
+        ls.close()
+        ch = os.fork()
+        if ch == 0:
+            c.sendall(b"x" * 1000)
+            time.sleep(0.2)
+            os._exit(0)  # the last copy goes with the process
+        c.close()
+        os._exit(reap(ch))
+    ls.close()
+    s = socket.create_connection(addr)
+    data = recv_all(s, 1001)
+    s.close()
+    return data == b"x" * 1000 and reap(srv) == 0, "parent-closes-child-exits"
+
+
+def case_child_closes_parent_exits():
+    ls, addr = listener()
+    srv = os.fork()
+    if srv == 0:
+        c, _ = ls.accept()
+        ls.close()
+        ch = os.fork()
+        if ch == 0:
+            c.close()
+            os._exit(0)
+        reap(ch)
+        c.sendall(b"y" * 5000)
+        os._exit(0)  # no close: the kernel's, as for TCP
+    ls.close()
+    s = socket.create_connection(addr)
+    data = recv_all(s, 5001)
+    s.close()
+    return data == b"y" * 5000 and reap(srv) == 0, "child-closes-parent-exits"
+
+
+def case_client_forks():
+    ls, addr = listener()
+    s = socket.create_connection(addr)
+    c, _ = ls.accept()
+    ls.close()
+    ch = os.fork()
+    if ch == 0:
+        s.sendall(PAYLOAD)
+        os._exit(0)
+    data = recv_all(c, len(PAYLOAD))
+    rc = reap(ch)
+    # the child is gone, the parent still holds s: no EOF yet
+    c.settimeout(0.1)
+    try:
+        early = c.recv(1) == b""
+    except socket.timeout:
+        early = False
+    s.close()  # the last copy: EOF now
+    eof = expect_eof(c)
+    c.close()
+    return rc == 0 and data == PAYLOAD and not early and eof, "client-forks"
+
+
+def case_write_in_turn():
+    n = 100000
+    ls, addr = listener()
+    srv = os.fork()
+    if srv == 0:
+        c, _ = ls.accept()
+        ls.close()
+        c.sendall(b"A" * n)
+        ch = os.fork()
+        if ch == 0:
+            c.sendall(b"B" * n)
+            os._exit(0)
+        rc = reap(ch)
+        c.sendall(b"C" * n)
+        c.close()
+        os._exit(rc)
+    ls.close()
+    s = socket.create_connection(addr)
+    data = recv_all(s, 3 * n + 1)
+    s.close()
+    return data == b"A" * n + b"B" * n + b"C" * n and reap(srv) == 0, "write-in-turn"
+
+
+def main():
+    results = [case_write_in_turn(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
+               case_child_closes_parent_exits(), case_client_forks()]
+    bad = [name for ok, name in results if not ok]
+    print("%d fork cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

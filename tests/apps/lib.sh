@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# shellcheck shell=bash disable=SC2034
+# (SC2034: APPS_SANITIZER, SMCRUN ... are set here for the sourcing script)
+#
+# Shell helpers for running real programs under smcrun against a private smcd: used by
+# tests/test-real-apps.sh and bench/apps.sh. Source it from bash, then:
+#
+#   apps_init SMCD LIBSMCRUN SMCRUN NAME   a private runtime directory $APPS_DIR
+#                                          (/tmp/NAME.XXXXXX, mode 0755 so that setuid
+#                                          workers such as nginx's reach smcd.sock),
+#                                          exports SMCD_RUNTIME_DIR and SMCRUN_LIB, sets
+#                                          SMCRUN=(...) the smcrun command (with the
+#                                          sanitizer runtime preloaded for a sanitizer
+#                                          build) and an EXIT trap that stops everything
+#   apps_smcd_start [ARGS...]              start smcd (0, or 1 with its log on stderr)
+#   apps_smcd_stop                         SIGTERM smcd, wait up to 5 s; its exit status
+#   apps_bg NAME CMD...                    start CMD in the background, output in
+#                                          $APPS_DIR/NAME.log; its PID in APPS_BG_PID
+#   apps_stop PID [SIGNAL] [SECONDS]       signal (TERM; 0: none, only wait), wait (5 s),
+#                                          then SIGKILL; returns the process's exit status
+#                                          (137 if it had to be killed)
+#   apps_stats                             fresh $APPS_DIR/stats.json (smcd SIGUSR1)
+#   apps_stat KEY                          .smcd.KEY of the last apps_stats
+#   apps_mark / apps_delta KEY             .smcd.KEY now (last apps_stats) minus at the mark
+#   apps_wait_idle [SECONDS]               wait until smcd's conns_current is 0 (5 s);
+#                                          status 1 if it is not (APPS_CONNS_CURRENT holds
+#                                          the last value)
+#   apps_free_port                         a TCP port free on 127.0.0.1 right now
+#   apps_wait_port PORT [SECONDS] [PID]    wait until something listens on TCP PORT
+#                                          (IPv4 or IPv6, 10 s), giving up if PID exits
+#
+# Every process started with apps_bg (and smcd) is stopped by PID on exit.
+
+APPS_PIDS=()
+APPS_SMCD_PID=
+APPS_DIR=
+APPS_CONNS_CURRENT=
+
+apps_init() {
+        local smcd=$1 lib=$2 smcrun=$3 name=$4 san
+        APPS_SMCD=$(realpath "$smcd") || return 1
+        SMCRUN_LIB=$(realpath "$lib") || return 1
+        export SMCRUN_LIB
+        APPS_SMCRUN_SCRIPT=$(realpath "$smcrun") || return 1
+        APPS_DIR=$(mktemp -d "/tmp/$name.XXXXXX") || return 1
+        chmod 0755 "$APPS_DIR"
+        export SMCD_RUNTIME_DIR=$APPS_DIR
+        # A sanitizer build of libsmcrun.so needs its runtime preloaded ahead of it (the
+        # programs are not instrumented; smcrun keeps sanitizer runtimes at the head of
+        # LD_PRELOAD). Leak checking is off: the programs' allocations are not ours.
+        san=$(ldd "$SMCRUN_LIB" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
+        APPS_SANITIZER=$san
+        if [ -n "$san" ]; then
+                SMCRUN=(env LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
+                        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+                        sh "$APPS_SMCRUN_SCRIPT")
+        else
+                # the build-tree copy of smcrun is not executable: run it with sh
+                SMCRUN=(sh "$APPS_SMCRUN_SCRIPT")
+        fi
+        trap apps_cleanup EXIT
+        trap 'exit 1' INT TERM
+}
+
+apps_cleanup() {
+        local rc=$? p
+        for p in "${APPS_PIDS[@]}"; do
+                kill -0 "$p" 2>/dev/null || continue
+                kill -TERM "$p" 2>/dev/null
+        done
+        for p in "${APPS_PIDS[@]}"; do
+                for _ in $(seq 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$p" 2>/dev/null
+                wait "$p" 2>/dev/null
+        done
+        if [ -n "$APPS_SMCD_PID" ]; then
+                kill -TERM "$APPS_SMCD_PID" 2>/dev/null
+                for _ in $(seq 50); do kill -0 "$APPS_SMCD_PID" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$APPS_SMCD_PID" 2>/dev/null
+                wait "$APPS_SMCD_PID" 2>/dev/null
+        fi
+        [ -n "$APPS_DIR" ] && [ -z "${APPS_KEEP:-}" ] && rm -rf "$APPS_DIR"
+        exit $rc
+}
+
+apps_smcd_start() {
+        rm -f "$APPS_DIR/smcd.sock" "$APPS_DIR/stats.json"
+        "$APPS_SMCD" --runtime-dir "$APPS_DIR" "$@" >>"$APPS_DIR/smcd.log" 2>&1 &
+        APPS_SMCD_PID=$!
+        for _ in $(seq 100); do
+                [ -S "$APPS_DIR/smcd.sock" ] && return 0
+                kill -0 "$APPS_SMCD_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        echo "smcd did not start (no $APPS_DIR/smcd.sock); its log:" >&2
+        cat "$APPS_DIR/smcd.log" >&2
+        return 1
+}
+
+apps_smcd_stop() {
+        local rc
+        [ -n "$APPS_SMCD_PID" ] || return 0
+        kill -TERM "$APPS_SMCD_PID" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$APPS_SMCD_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$APPS_SMCD_PID" 2>/dev/null
+        wait "$APPS_SMCD_PID"
+        rc=$?
+        APPS_SMCD_PID=
+        return $rc
+}
+
+apps_bg() {
+        local name=$1
+        shift
+        "$@" >"$APPS_DIR/$name.log" 2>&1 &
+        APPS_BG_PID=$!
+        APPS_PIDS+=("$APPS_BG_PID")
+}
+
+apps_stop() {
+        local pid=$1 sig=${2:-TERM} secs=${3:-5} rc i
+        kill -"$sig" "$pid" 2>/dev/null
+        for ((i = 0; i < secs * 10; i++)); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        rc=$?
+        return $rc
+}
+
+apps_stats() {
+        rm -f "$APPS_DIR/stats.json"
+        kill -USR1 "$APPS_SMCD_PID" 2>/dev/null || return 1
+        for _ in $(seq 50); do
+                [ -s "$APPS_DIR/stats.json" ] && return 0
+                sleep 0.05
+        done
+        echo "smcd wrote no stats.json on SIGUSR1" >&2
+        return 1
+}
+
+apps_stat() {
+        jq -r ".smcd.$1 // empty" "$APPS_DIR/stats.json" 2>/dev/null
+}
+
+apps_mark() {
+        apps_stats && cp "$APPS_DIR/stats.json" "$APPS_DIR/stats.mark.json"
+}
+
+apps_delta() {
+        local now before
+        now=$(apps_stat "$1")
+        before=$(jq -r ".smcd.$1 // empty" "$APPS_DIR/stats.mark.json" 2>/dev/null)
+        echo $(( ${now:-0} - ${before:-0} ))
+}
+
+apps_wait_idle() {
+        local secs=${1:-5} i
+        for ((i = 0; i <= secs * 10; i++)); do
+                apps_stats || return 1
+                APPS_CONNS_CURRENT=$(apps_stat conns_current)
+                [ "$APPS_CONNS_CURRENT" = 0 ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+apps_free_port() {
+        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+apps_wait_port() {
+        local port=$1 secs=${2:-10} pid=${3:-} hex i
+        hex=$(printf ':%04X ' "$port")
+        for ((i = 0; i < secs * 20; i++)); do
+                # local address ":PORT", state 0A (LISTEN)
+                if awk -v p="$hex" 'index($2 " ", p) && $4 == "0A" { f = 1 } END { exit !f }' \
+                        /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+                        return 0
+                fi
+                if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+                        return 1
+                fi
+                sleep 0.05
+        done
+        return 1
+}

@@ -1,0 +1,470 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Real programs, unmodified, under smcrun over a private smcd (issue 5 item 6): qperf,
+# iperf3 (1 and 4 streams), redis-server with redis-benchmark (pipelining off and on) and
+# redis-cli, nginx (2 workers, master process, sendfile on and off) with wrk (keep-alive
+# and "Connection: close") and curl, python3 socket and asyncio echo servers. sockperf
+# has its own test (test-sockperf.sh).
+#
+# Each run is bounded in time and checked: exit status, the errors the program reports
+# (0), response bodies (sha256), and smcd's counters (stats.json, SIGUSR1): SMC-D
+# connections made, no fallback, sendfile used when nginx has it on, and smcd's
+# conns_current back to 0 after each program (nothing leaked in smcd).
+# One line per check: "ok - ..." or "not ok - ..." (TAP-like; "ok - ... # SKIP" when a
+# program is not installed). Exit: 0 all passed, 1 a check failed, 77 (skip) when a
+# program is missing and nothing failed.
+#
+# usage: test-real-apps.sh SMCD LIBSMCRUN SMCRUN
+# Environment: APPS_KEEP=1 keeps the temporary directory (logs) for a look afterwards.
+
+set -u
+
+if [ $# -ne 3 ]; then
+        echo "usage: $0 SMCD LIBSMCRUN SMCRUN" >&2
+        exit 2
+fi
+here=$(dirname "$(realpath "$0")")
+# shellcheck source=tests/apps/lib.sh
+. "$here/apps/lib.sh"
+
+for tool in jq python3 sha256sum; do
+        command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
+done
+
+apps_init "$1" "$2" "$3" smcd-test-apps || exit 1
+apps_smcd_start || exit 1
+[ -n "$APPS_SANITIZER" ] && echo "# sanitizer build: preloading $APPS_SANITIZER"
+
+failed=0
+n_ok=0
+n_fail=0
+n_skip=0
+ok() { echo "ok - $*"; n_ok=$((n_ok + 1)); }
+nok() { echo "not ok - $*"; n_fail=$((n_fail + 1)); failed=1; }
+# check COND-STATUS MESSAGE: ok when the status is 0
+check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+skip() { echo "ok - $* # SKIP"; n_skip=$((n_skip + 1)); }
+# have PROG...: all installed, else a SKIP line
+have() {
+        local p missing=()
+        for p in "$@"; do command -v "$p" >/dev/null || missing+=("$p"); done
+        [ ${#missing[@]} -eq 0 ] && return 0
+        skip "${missing[*]} not installed"
+        return 1
+}
+# log NAME [LINES]: indented tail of a log, after a failure
+log() {
+        [ -s "$APPS_DIR/$1" ] || return 0
+        echo "#   --- $1 (last ${2:-10} lines)"
+        tail -n "${2:-10}" "$APPS_DIR/$1" | sed 's/\x1b\[[0-9;]*m//g; s/^/#   /'
+}
+# smc_used WHAT MIN: at least MIN SMC-D connections each side since the mark, no fallback
+smc_used() {
+        local what=$1 min=$2 c s f
+        apps_stats
+        c=$(apps_delta conns_client)
+        s=$(apps_delta conns_server)
+        f=$(apps_delta fallback_total)
+        [ "$c" -ge "$min" ] && [ "$s" -ge "$min" ] && [ "$f" = 0 ]
+        check $? "$what: SMC-D used (smcd: conns_client +$c, conns_server +$s, want >= $min; fallback_total +$f)"
+}
+# idle WHAT: smcd's conns_current back to 0 within 5 s
+idle() {
+        apps_wait_idle 5
+        check $? "$1: smcd conns_current back to 0 (now ${APPS_CONNS_CURRENT:-?}, close_unknown $(apps_stat close_unknown))"
+}
+T() { timeout -k 5 "$@"; }
+
+# --- qperf --------------------------------------------------------------------------------
+# qperf's server forks after accepting the control connection; the child listens on an
+# ephemeral port for the data connection (pselect on the control fd, blocking data).
+test_qperf() {
+        have qperf || return
+        local port pid rc out
+        port=$(apps_free_port)
+        apps_mark
+        apps_bg qperf-server "${SMCRUN[@]}" qperf -lp "$port"
+        pid=$APPS_BG_PID
+        if ! apps_wait_port "$port" 10 "$pid"; then
+                nok "qperf server did not listen on port $port"
+                log qperf-server.log
+                apps_stop "$pid"
+                return
+        fi
+        T 30 "${SMCRUN[@]}" qperf -lp "$port" -t 2 127.0.0.1 tcp_lat tcp_bw >"$APPS_DIR/qperf.log" 2>&1
+        rc=$?
+        out=$(tr -s ' \n' ' ' <"$APPS_DIR/qperf.log")
+        if [ $rc = 0 ] && grep -q 'latency *= *[0-9.]' "$APPS_DIR/qperf.log" &&
+                grep -q 'bw *= *[0-9.]' "$APPS_DIR/qperf.log"; then
+                ok "qperf tcp_lat tcp_bw: $out"
+        else
+                nok "qperf tcp_lat tcp_bw: exit $rc: $out"
+                log qperf-server.log 5
+        fi
+        # each test: a control connection and a data connection
+        smc_used "qperf" 2
+        # a forked child left behind by a failed test, then the server
+        pkill -TERM -P "$pid" 2>/dev/null
+        apps_stop "$pid"
+        idle "qperf"
+}
+
+# --- iperf3 -------------------------------------------------------------------------------
+test_iperf3() {
+        have iperf3 || return
+        local streams port pid rc src
+        for streams in 1 4; do
+                port=$(apps_free_port)
+                apps_mark
+                apps_bg "iperf3-P$streams-server" "${SMCRUN[@]}" iperf3 -s -1 -J -p "$port" \
+                        -B 127.0.0.1
+                pid=$APPS_BG_PID
+                if ! apps_wait_port "$port" 10 "$pid"; then
+                        nok "iperf3 -P$streams: the server did not listen on port $port"
+                        log "iperf3-P$streams-server.log"
+                        apps_stop "$pid"
+                        continue
+                fi
+                T 30 "${SMCRUN[@]}" iperf3 -c 127.0.0.1 -p "$port" -t 2 -P "$streams" -J \
+                        >"$APPS_DIR/iperf3-P$streams.log" 2>&1
+                rc=$?
+                # the server exits by itself after one test (-1)
+                apps_stop "$pid" 0 10
+                src=$?
+                # the JSON of both ends: no error, bytes both ways of the data streams
+                python3 - "$APPS_DIR/iperf3-P$streams.log" "$APPS_DIR/iperf3-P$streams-server.log" \
+                        "$rc" "$src" "$streams" <<'PY'
+import json, sys
+cli, srv, rc, src, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception as e:
+        return {"error": "no JSON (%s)" % e}
+c, s = load(cli), load(srv)
+def end(j, k):
+    return j.get("end", {}).get(k, {}).get("bytes", 0)
+streams = len(c.get("end", {}).get("streams", []))
+good = rc == 0 and src == 0 and "error" not in c and "error" not in s and streams == n and \
+    end(c, "sum_sent") > 0 and end(c, "sum_received") > 0 and end(s, "sum_received") > 0
+gbit = c.get("end", {}).get("sum_received", {}).get("bits_per_second", 0) / 1e9
+print("%s - iperf3 -P%d -t 2: client exit %d, server exit %d, errors %s / %s, %d streams, "
+      "sent %d B, received %d B (client) %d B (server), %.2f Gbit/s" % (
+          "ok" if good else "not ok", n, rc, src, c.get("error"), s.get("error"), streams,
+          end(c, "sum_sent"), end(c, "sum_received"), end(s, "sum_received"), gbit))
+sys.exit(0 if good else 1)
+PY
+                if [ $? = 0 ]; then
+                        n_ok=$((n_ok + 1))
+                else
+                        n_fail=$((n_fail + 1))
+                        failed=1
+                        log "iperf3-P$streams.log" 5
+                        log "iperf3-P$streams-server.log" 5
+                fi
+                # the control connection and the data streams
+                smc_used "iperf3 -P$streams" $((streams + 1))
+                idle "iperf3 -P$streams"
+        done
+}
+
+# --- redis --------------------------------------------------------------------------------
+test_redis() {
+        have redis-server redis-cli redis-benchmark || return
+        local port pid rc p out bad len
+        port=$(apps_free_port)
+        mkdir -p "$APPS_DIR/redis"
+        apps_mark
+        apps_bg redis-server "${SMCRUN[@]}" redis-server --port "$port" --bind 127.0.0.1 \
+                --save "" --appendonly no --daemonize no --dir "$APPS_DIR/redis" --logfile ""
+        pid=$APPS_BG_PID
+        if ! apps_wait_port "$port" 10 "$pid"; then
+                nok "redis-server did not listen on port $port"
+                log redis-server.log
+                apps_stop "$pid"
+                return
+        fi
+        rcli() { T 10 "${SMCRUN[@]}" redis-cli -p "$port" "$@"; }
+        out=$(rcli PING 2>&1)
+        [ "$out" = PONG ]
+        check $? "redis-cli PING: $out"
+
+        for p in 1 16; do
+                T 60 "${SMCRUN[@]}" redis-benchmark -p "$port" -t set,get,lpush -n 20000 -P "$p" --csv \
+                        >"$APPS_DIR/redis-bench-P$p.log" 2>&1
+                rc=$?
+                # --csv: "SET","74349.45",...; errors would be "Error from server: ..."
+                out=$(awk -F '"' '$2 ~ /^(SET|GET|LPUSH)$/ && $4 > 0 { printf "%s %.0f/s ", $2, $4; n++ }
+                        END { exit n != 3 }' "$APPS_DIR/redis-bench-P$p.log")
+                bad=$?
+                if [ $rc = 0 ] && [ $bad = 0 ] && ! grep -qi 'error' "$APPS_DIR/redis-bench-P$p.log"; then
+                        ok "redis-benchmark -t set,get,lpush -n 20000 -P $p: $out"
+                else
+                        nok "redis-benchmark -P $p: exit $rc, results: ${out:-none}"
+                        log "redis-bench-P$p.log" 5
+                fi
+        done
+        # every LPUSH arrived: 20000 per run
+        len=$(rcli LLEN mylist 2>&1)
+        [ "$len" = 40000 ]
+        check $? "redis LLEN mylist after two benchmark runs: $len (want 40000)"
+
+        # a 100 KiB binary value (larger than a 64 KiB ring) in and out, three times
+        head -c 102400 /dev/urandom >"$APPS_DIR/redis-value"
+        local want got i good=0
+        want=$(sha256sum <"$APPS_DIR/redis-value" | cut -d ' ' -f 1)
+        for i in 1 2 3; do
+                rcli -x SET "big$i" <"$APPS_DIR/redis-value" >/dev/null 2>&1
+                # --raw prints the value and a newline
+                got=$(rcli --raw GET "big$i" 2>/dev/null | head -c -1 | sha256sum | cut -d ' ' -f 1)
+                [ "$got" = "$want" ] && good=$((good + 1))
+        done
+        [ $good = 3 ]
+        check $? "redis SET/GET of a 100 KiB value: $good/3 sha256 match"
+
+        # BGSAVE forks a child that inherits every SMC socket and exits without closing
+        # them: the parent's connections must not notice
+        rcli BGSAVE >/dev/null 2>&1
+        for _ in $(seq 50); do
+                rcli INFO persistence 2>/dev/null | grep -q '^rdb_bgsave_in_progress:0' && break
+                sleep 0.1
+        done
+        out=$(rcli INFO persistence 2>/dev/null | tr -d '\r' | grep '^rdb_last_bgsave_status:')
+        got=$(rcli --raw GET big1 2>/dev/null | head -c -1 | sha256sum | cut -d ' ' -f 1)
+        [ "$out" = "rdb_last_bgsave_status:ok" ] && [ "$got" = "$want" ]
+        check $? "redis BGSAVE (a forked child): ${out:-no status}, GET after it ${got:0:12}... (want ${want:0:12}...)"
+
+        # redis-benchmark: 50 connections per test
+        smc_used "redis" 100
+        rcli SHUTDOWN NOSAVE >/dev/null 2>&1
+        apps_stop "$pid" TERM 10
+        rc=$?
+        check $rc "redis-server exit status $rc after SHUTDOWN"
+        idle "redis"
+}
+
+# --- nginx --------------------------------------------------------------------------------
+# nginx_conf DIR PORT SENDFILE [EVENTS]: 2 workers and a master process, no 'env' lines
+# (the library keeps SMCD_RUNTIME_DIR from load time; nginx clears its workers'
+# environment). Everything nginx writes goes to DIR. As root, the workers run as nobody.
+nginx_conf() {
+        cat <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+pid $1/nginx.pid;
+error_log $1/error.log info;
+events { worker_connections 1024; $4 }
+http {
+    access_log off;
+    sendfile $3;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path $1/tmp/body;
+    proxy_temp_path $1/tmp/proxy;
+    fastcgi_temp_path $1/tmp/fastcgi;
+    uwsgi_temp_path $1/tmp/uwsgi;
+    scgi_temp_path $1/tmp/scgi;
+    server { listen 127.0.0.1:$2; root $1/www; }
+}
+CONF
+}
+
+# nginx_start DIR PORT: start nginx under smcrun (DIR/nginx.conf); 0 when both workers
+# are up and serve (a plain TCP curl). NGINX_PID: the master.
+nginx_start() {
+        local d=$1 port=$2
+        : >"$d/error.log"
+        apps_bg nginx "${SMCRUN[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
+        NGINX_PID=$APPS_BG_PID
+        apps_wait_port "$port" 10 "$NGINX_PID" || return 1
+        for _ in $(seq 20); do
+                [ "$(pgrep -c -P "$NGINX_PID")" = 2 ] &&
+                        T 3 curl -sf -o /dev/null "http://127.0.0.1:$port/4k.bin" && return 0
+                kill -0 "$NGINX_PID" 2>/dev/null || return 1
+                sleep 0.1
+        done
+        return 1
+}
+
+nginx_alerts() {
+        grep -E '\[(alert|emerg|crit)\]' "$1/error.log" | head -n "${2:-3}" | cut -d ' ' -f 4- | paste -sd '|'
+}
+
+# wrk's summary as JSON (done() of a wrk Lua script)
+WRK_LUA='done = function(s, l, r)
+  io.write(string.format("{\"requests\": %d, \"bytes\": %d, \"connect\": %d, \"read\": %d, " ..
+    "\"write\": %d, \"status\": %d, \"timeout\": %d, \"duration_us\": %d}\n", s.requests, s.bytes,
+    s.errors.connect, s.errors.read, s.errors.write, s.errors.status, s.errors.timeout, s.duration))
+end'
+
+# nginx_clients DIR PORT MODE: curl and wrk against a running nginx
+nginx_clients() {
+        local d=$1 port=$2 mode=$3 f i good want got size conn name rc out hdr
+        for f in 4k 1m; do
+                want=$(sha256sum <"$d/www/$f.bin" | cut -d ' ' -f 1)
+                size=$(stat -c %s "$d/www/$f.bin")
+                # curl: the bodies, byte for byte, a connection each (curl deadlocks in a
+                # futex at start with a sanitizer runtime preloaded, with or without us)
+                if [ -z "$APPS_SANITIZER" ]; then
+                        good=0
+                        for i in 1 2 3; do
+                                got=$(T 10 "${SMCRUN[@]}" curl -sf "http://127.0.0.1:$port/$f.bin" |
+                                        sha256sum | cut -d ' ' -f 1)
+                                [ "$got" = "$want" ] && good=$((good + 1))
+                        done
+                        [ $good = 3 ]
+                        check $? "nginx sendfile $mode: curl $f.bin 3 times, $good/3 sha256 match"
+                fi
+                # ten responses on one keep-alive connection, every body checked
+                out=$(T 30 "${SMCRUN[@]}" python3 "$here/apps/http-get.py" "$port" "/$f.bin" 10 2>&1)
+                good=$(grep -c "^200 $size $want\$" <<<"$out")
+                [ "$good" = 10 ]
+                check $? "nginx sendfile $mode: $f.bin 10 times on one keep-alive connection (python http.client), $good/10 sha256 match${out:+$([ "$good" = 10 ] || echo ": $(tail -n 1 <<<"$out")")}"
+        done
+        # wrk, 4 connections: keep-alive and Connection: close, both files. Requests > 0, no
+        # error of any kind, each response the file plus headers (< 1 KiB); wrk also
+        # counts the bytes of the responses still in flight when it stops.
+        for f in 4k 1m; do
+                size=$(stat -c %s "$d/www/$f.bin")
+                for conn in keep-alive close; do
+                        name=wrk-$mode-$f-$conn
+                        hdr=()
+                        [ $conn = close ] && hdr=(-H 'Connection: close')
+                        T 20 "${SMCRUN[@]}" wrk -t 1 -c 4 -d 2 "${hdr[@]}" -s "$d/summary.lua" \
+                                "http://127.0.0.1:$port/$f.bin" >"$APPS_DIR/$name.log" 2>&1
+                        rc=$?
+                        out=$(grep '^{' "$APPS_DIR/$name.log" | tail -n 1)
+                        if [ $rc = 0 ] && [ -n "$out" ] && jq -e --argjson size "$size" '
+                                .requests > 0 and .connect == 0 and .read == 0 and .write == 0
+                                and .status == 0 and .timeout == 0
+                                and .bytes >= .requests * $size
+                                and .bytes <= (.requests + 4) * ($size + 1024)' <<<"$out" >/dev/null; then
+                                ok "nginx sendfile $mode: wrk $f.bin $conn: $(jq -r '"\(.requests) requests, \(.requests * 1000000 / .duration_us | floor)/s, errors 0, non-2xx 0, \(.bytes) bytes"' <<<"$out")"
+                        else
+                                nok "nginx sendfile $mode: wrk $f.bin $conn: exit $rc, ${out:-no summary}"
+                                log "$name.log" 5
+                        fi
+                done
+        done
+}
+
+test_nginx() {
+        have nginx wrk curl || return
+        local d=$APPS_DIR/nginx mode port events="" rc out sf
+        mkdir -p "$d/www" "$d/tmp"
+        chmod 0755 "$d" "$d/www"
+        head -c 4096 /dev/urandom >"$d/www/4k.bin"
+        head -c 1048576 /dev/urandom >"$d/www/1m.bin"
+        chmod 0644 "$d/www/"*
+        echo "$WRK_LUA" >"$d/summary.lua"
+
+        for mode in on off; do
+                port=$(apps_free_port)
+                apps_mark
+                nginx_conf "$d" "$port" "$mode" "$events" >"$d/nginx.conf"
+                if [ $mode = on ]; then
+                        # nginx's defaults: accept_mutex off, so the 2 workers add the
+                        # shared listener to their epoll sets with EPOLLEXCLUSIVE
+                        if nginx_start "$d" "$port"; then
+                                ok "nginx (2 workers, accept_mutex off: EPOLLEXCLUSIVE) serves under smcrun"
+                        else
+                                nok "nginx (2 workers, accept_mutex off: EPOLLEXCLUSIVE) serves under smcrun:" \
+                                        "$(nginx_alerts "$d" 1)"
+                                log nginx.log 5
+                                apps_stop "$NGINX_PID" QUIT 5
+                                # the rest with the accept mutex (no EPOLLEXCLUSIVE)
+                                echo "# nginx: the rest with 'accept_mutex on'"
+                                events="accept_mutex on;"
+                                nginx_conf "$d" "$port" "$mode" "$events" >"$d/nginx.conf"
+                        fi
+                fi
+                if ! kill -0 "$NGINX_PID" 2>/dev/null && ! nginx_start "$d" "$port"; then
+                        nok "nginx sendfile $mode ($events) serves under smcrun: $(nginx_alerts "$d" 1)"
+                        log nginx.log 5
+                        apps_stop "$NGINX_PID" QUIT 5
+                        continue
+                fi
+                [ "$(id -u)" = 0 ] && [ $mode = on ] &&
+                        echo "# nginx workers run as: $(ps -o user= --ppid "$NGINX_PID" | sort -u | paste -sd ,)"
+                nginx_clients "$d" "$port" "$mode"
+                # the clients are gone: nginx closed its side of every connection (a
+                # worker, running as nobody, closes what the root master's listener got)
+                idle "nginx sendfile $mode (running, after its clients)"
+                apps_stop "$NGINX_PID" QUIT 10
+                rc=$?
+                check $rc "nginx sendfile $mode: exit status $rc after SIGQUIT (graceful)"
+                out=$(nginx_alerts "$d")
+                [ -z "$out" ]
+                check $? "nginx sendfile $mode: error.log has no alert/crit/emerg${out:+: $out}"
+                idle "nginx sendfile $mode (stopped)"
+                # 6 curl and 4 wrk runs (4 connections each, and many with Connection: close)
+                smc_used "nginx sendfile $mode" 22
+                sf=$(apps_delta sendfile_calls)
+                if [ $mode = on ]; then
+                        [ "$sf" -gt 0 ]
+                        check $? "nginx sendfile on: smcd sendfile_calls +$sf (want > 0), sendfile_bytes +$(apps_delta sendfile_bytes), cork_flushes +$(apps_delta cork_flushes)"
+                else
+                        [ "$sf" = 0 ]
+                        check $? "nginx sendfile off: smcd sendfile_calls +$sf (want 0), cork_flushes +$(apps_delta cork_flushes)"
+                fi
+        done
+}
+
+# --- python echo servers ------------------------------------------------------------------
+test_python() {
+        local kind pid port out rc
+        for kind in socket asyncio; do
+                apps_mark
+                rm -f "$APPS_DIR/echo-$kind.port"
+                apps_bg "echo-$kind-server" "${SMCRUN[@]}" python3 "$here/apps/echo.py" server \
+                        --kind "$kind" --port-file "$APPS_DIR/echo-$kind.port"
+                pid=$APPS_BG_PID
+                for _ in $(seq 100); do
+                        [ -s "$APPS_DIR/echo-$kind.port" ] && break
+                        kill -0 "$pid" 2>/dev/null || break
+                        sleep 0.1
+                done
+                port=$(cat "$APPS_DIR/echo-$kind.port" 2>/dev/null)
+                if [ -z "$port" ]; then
+                        nok "python $kind echo server did not start"
+                        log "echo-$kind-server.log"
+                        apps_stop "$pid"
+                        continue
+                fi
+                out=$(T 60 "${SMCRUN[@]}" python3 "$here/apps/echo.py" client --port "$port" --conns 4 \
+                        --rounds 100 2>&1)
+                rc=$?
+                check $rc "python $kind echo server, 4 connections x 100 messages of 1 B..256 KiB: exit $rc, $out"
+                smc_used "python $kind echo" 4
+                apps_stop "$pid" TERM 5
+                rc=$?
+                check $rc "python $kind echo server exit status $rc after SIGTERM"
+                [ $rc = 0 ] || log "echo-$kind-server.log"
+                idle "python $kind echo"
+        done
+}
+
+test_qperf
+test_iperf3
+test_redis
+test_nginx
+test_python
+
+apps_stats
+echo "# smcd: $(jq -c '.smcd | {conns_client, conns_server, conns_current, conns_aborted, fallback_total,
+        close_unknown, sendfile_calls, sendfile_bytes, cork_flushes}' "$APPS_DIR/stats.json")"
+apps_smcd_stop
+rc=$?
+check $rc "smcd exit status $rc after SIGTERM"
+[ $rc = 0 ] || log smcd.log
+
+echo "1..$((n_ok + n_fail + n_skip))"
+echo "# $n_ok passed, $n_fail failed, $n_skip skipped"
+# a program missing: SKIP (77) unless something failed, so that a partial run does not
+# pass as a whole one
+if [ $failed = 0 ] && [ $n_skip -gt 0 ]; then
+        exit 77
+fi
+exit $failed
