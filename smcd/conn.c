@@ -650,9 +650,10 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         {
                 char a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
                 log_debug("Client %" PRIu64 ": SMC-D %s -> %s via listener %" PRIu64 ", ids %016" PRIx64
-                          "/%016" PRIx64 ", DMBs %u/%u KiB",
+                          "/%016" PRIx64 ", DMBs %" PRIu64 "/%" PRIu64 " of %u/%u KiB",
                           c->id, smcd_addr_to_string(&src, a), smcd_addr_to_string(&dst, b), l->id,
-                          conn->ep[EP_CLIENT].id, conn->ep[EP_SERVER].id, csize >> 10, ssize >> 10);
+                          conn->ep[EP_CLIENT].id, conn->ep[EP_SERVER].id, cbuf->id, sbuf->id, csize >> 10,
+                          ssize >> 10);
         }
         return 0;
 
