@@ -39,7 +39,9 @@
  *    poll(X), IDLE between calls). A writer that finds ACTIVE or IDLE moves bell
  *    NONE -> TENTATIVE instead of ringing, waits (bounded) for cons to reach its prod
  *    or for SLEEPING, then resolves: cons == prod: TENTATIVE -> NONE, no byte; else
- *    TENTATIVE -> SET and write the byte. The reader's drain protocol only ever takes SET, never
+ *    TENTATIVE -> SET, then, if cons reached prod meanwhile, SET -> NONE unless the
+ *    reader took it, and only then write the byte (as after W2: a byte for data
+ *    already read would leave X readable on an empty ring). The reader's drain protocol only ever takes SET, never
  *    TENTATIVE, so the writer alone resolves it (ring.c has the full argument).
  *  - Plug (writer wakeup, POLLOUT): when the peer's DMB is full the writer fills X's
  *    socket send buffer ("plugs" it: POLLOUT clears), then sets writer_waiting

@@ -428,6 +428,16 @@ static int tx_resolve(struct smc_ring_ep *ep) {
         b = SMC_DMB_BELL_TENTATIVE;
         if (!atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_SET))
                 return 0; /* cannot happen: the reader never takes TENTATIVE */
+        /* As W3/W4 in tx_publish(): the reader may have consumed everything since the
+         * check above, and settled while the bell was TENTATIVE (which it leaves
+         * alone): a byte now would leave its X readable on an empty ring, and a
+         * nonblocking read after EPOLLIN would get EAGAIN (wrk counts that as an
+         * error). Take the bell back unless the reader took it (it owes a byte). */
+        if (atomic_load(&ep->tx_hdr->cons) == prod) {
+                b = SMC_DMB_BELL_SET;
+                if (atomic_compare_exchange_strong(&ep->tx_hdr->bell, &b, SMC_DMB_BELL_NONE))
+                        return 0;
+        }
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED); /* smc_ring_close() may race */
         if (y < 0)
                 return -EPIPE;
