@@ -18,33 +18,13 @@ import socket
 import sys
 import threading
 
-
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    return c, s
+from streams import expect_eof as eof, pair, recv_all
 
 
-def recv_all(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        b = s.recv(min(65536, n - len(buf)))
-        if not b:
-            break
-        buf += b
-    return bytes(buf)
 
 
-def eof(s):
-    s.settimeout(5)
-    try:
-        return s.recv(1) == b""
-    except socket.timeout:
-        return False
+
+
 
 
 def case_dup():

@@ -20,24 +20,13 @@ import sys
 import threading
 import time
 
+from streams import expect_eof, listener, recv_all
+
 PAYLOAD = bytes(range(256)) * 1024  # 256 KiB: more than one ring of the default size
 
 
-def listener():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    return ls, ls.getsockname()
 
 
-def recv_all(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        b = s.recv(min(65536, n - len(buf)))
-        if not b:
-            break
-        buf += b
-    return bytes(buf)
 
 
 def send_and_read(s):
@@ -60,12 +49,6 @@ def echo(c, n):
         got += len(b)
 
 
-def expect_eof(s, timeout=5.0):
-    s.settimeout(timeout)
-    try:
-        return s.recv(1) == b""
-    except socket.timeout:
-        return False
 
 
 def reap(pid):

@@ -15,6 +15,8 @@ import socket
 import sys
 import threading
 
+from streams import pair, recv_all
+
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -35,24 +37,8 @@ class mmsghdr(ctypes.Structure):
 MSG_WAITFORONE = 0x10000
 
 
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    return c, s
 
 
-def recv_all(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        b = s.recv(min(65536, n - len(buf)))
-        if not b:
-            break
-        buf += b
-    return bytes(buf)
 
 
 def make_msgs(parts_list, keep):
