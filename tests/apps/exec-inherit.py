@@ -40,6 +40,8 @@ import subprocess
 import sys
 import threading
 
+from streams import recv_all
+
 SOL_SMC, SMC_PROTO_MODE, MODE_SMCD = 286, 0x5301, 1
 ME = os.path.abspath(__file__)
 PY = sys.executable
@@ -47,16 +49,6 @@ FIRST = 1000
 EXTRA = 32 << 10  # less than the smallest ring (64 KiB by default)
 SIZE = 1 << 20
 PAYLOAD = bytes((i * 7 + (i >> 10)) & 0xFF for i in range(SIZE))
-
-
-def recv_all(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        b = s.recv(min(65536, n - len(buf)))
-        if not b:
-            break
-        buf += b
-    return bytes(buf)
 
 
 def recv_line(s):
