@@ -27,8 +27,10 @@
  * fork needs nothing here: the child has a copy of the library's state, and a socket
  * set up before the last fork is only let go of at close (socket.c sock_teardown).
  *
- * Not handled (a later issue): splice, sendmmsg/recvmmsg.
- * sendfile is intercepted (smc_sendfile).
+ * sendfile, splice, sendmmsg and recvmmsg are intercepted for SMC sockets.
+ *
+ * C stdio (fdopen, stdin/stdout/stderr on an SMC connection, dprintf): see "C stdio" at
+ * the end of this file.
  *
  * Environment: SMCRUN_DISABLE=1 (any value but "" and "0") makes socket() always create
  * a plain socket, so everything passes through. SMCD_RUNTIME_DIR is read by the library
@@ -170,12 +172,15 @@ static bool smcrun_disabled(void) {
 }
 
 static void exec_init_self_path(void);
+static void stdio_check(int fd);
 
 /* Resolve everything early (before main), so the hot paths never take the slow path.
  * Calls made before this constructor runs resolve lazily. */
 __attribute__((constructor)) static void smcrun_init(void) {
         /* SMC sockets an exec handed over (smc_exec_prepare() in the old image) */
         smc_exec_adopt_inherited();
+        for (int fd = 0; fd <= 2; fd++)
+                stdio_check(fd); /* inetd's pattern: the connection is stdin/stdout */
         exec_init_self_path();
         (void) smcrun_disabled();
         (void) real_socket();
@@ -254,8 +259,13 @@ _public_ int listen(int fd, int backlog) {
 _public_ int accept(int fd, struct sockaddr *addr, socklen_t *len) {
         __typeof__(accept) *f;
 
-        if (managed(fd))
-                return smc_accept(fd, addr, len);
+        if (managed(fd)) {
+                int r = smc_accept(fd, addr, len);
+
+                if (_unlikely_(r >= 0 && r <= 2))
+                        stdio_check(r);
+                return r;
+        }
         f = real_accept();
         return f ? f(fd, addr, len) : sys_accept4(fd, addr, len, 0);
 }
@@ -263,8 +273,13 @@ _public_ int accept(int fd, struct sockaddr *addr, socklen_t *len) {
 _public_ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
         __typeof__(accept4) *f;
 
-        if (managed(fd))
-                return smc_accept4(fd, addr, len, flags);
+        if (managed(fd)) {
+                int r = smc_accept4(fd, addr, len, flags);
+
+                if (_unlikely_(r >= 0 && r <= 2))
+                        stdio_check(r);
+                return r;
+        }
         f = real_accept4();
         return f ? f(fd, addr, len, flags) : sys_accept4(fd, addr, len, flags);
 }
@@ -272,8 +287,15 @@ _public_ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
 _public_ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
         __typeof__(connect) *f;
 
-        if (managed(fd))
-                return smc_connect(fd, addr, len);
+        if (managed(fd)) {
+                int r = smc_connect(fd, addr, len), e = errno;
+
+                if (_unlikely_(fd <= 2)) {
+                        stdio_check(fd);
+                        errno = e;
+                }
+                return r;
+        }
         f = real_connect();
         return f ? f(fd, addr, len) : sys_connect(fd, addr, len);
 }
@@ -340,8 +362,11 @@ _public_ int dup(int oldfd) {
         __typeof__(dup) *f = real_dup();
         int r = f ? f(oldfd) : sys_fcntl(oldfd, F_DUPFD, 0);
 
-        if (r >= 0 && managed(oldfd))
+        if (r >= 0 && managed(oldfd)) {
                 smc_fd_dup(oldfd, r);
+                if (r <= 2)
+                        stdio_check(r);
+        }
         return r;
 }
 
@@ -353,8 +378,11 @@ _public_ int dup2(int oldfd, int newfd) {
                 smc_fd_forget(newfd);
         f = real_dup2();
         r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
-        if (r >= 0 && oldfd != newfd && managed(oldfd))
+        if (r >= 0 && oldfd != newfd && managed(oldfd)) {
                 smc_fd_dup(oldfd, r);
+                if (r <= 2)
+                        stdio_check(r);
+        }
         return r;
 }
 
@@ -366,8 +394,11 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
                 smc_fd_forget(newfd);
         f = real_dup3();
         r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
-        if (r >= 0 && managed(oldfd))
+        if (r >= 0 && managed(oldfd)) {
                 smc_fd_dup(oldfd, r);
+                if (r <= 2)
+                        stdio_check(r);
+        }
         return r;
 }
 
@@ -769,11 +800,16 @@ static int fcntl_common(bool is64, int fd, int cmd, va_list ap) {
                 i = va_arg(ap, int);
 
         if (managed(fd)) {
+                int r;
+
                 if (kind == FCNTL_ARG_PTR)
                         return smc_fcntl(fd, cmd, p);
-                if (kind == FCNTL_ARG_INT)
-                        return smc_fcntl(fd, cmd, i);
-                return smc_fcntl(fd, cmd);
+                if (kind != FCNTL_ARG_INT)
+                        return smc_fcntl(fd, cmd);
+                r = smc_fcntl(fd, cmd, i);
+                if (_unlikely_(r >= 0 && r <= 2 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)))
+                        stdio_check(r);
+                return r;
         }
 
         if (is64)
@@ -1082,4 +1118,270 @@ _public_ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_ac
 _public_ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         return do_spawn(true, pid, file, fa, attr, argv, envp);
+}
+
+/* ---- C stdio ------------------------------------------------------------------------
+ *
+ * glibc's FILE streams read and write through glibc-internal calls that no preload can
+ * see: a stream on an SMC connection's descriptor X would move the socketpair's doorbell
+ * bytes, not the connection's data. So every stream this library can see coming sits on
+ * a fopencookie(3) stream whose callbacks are this library's read, write and close of
+ * the descriptor (the "SMC stream" below):
+ *  - fdopen() of an SMC connection returns one;
+ *  - when an SMC connection lands on descriptor 0, 1 or 2 (an image that adopted it
+ *    across exec: inetd's pattern, a forked child running tr, grep or sha256sum on the
+ *    connection; or an accept, connect or dup onto those numbers), stdin, stdout or
+ *    stderr is replaced by one, with the old stream's buffering mode and the bytes it
+ *    still held (written but not flushed, or read ahead but not consumed).
+ * fileno() of an SMC stream gives its descriptor: glibc marks cookie streams with
+ * _fileno -2 and only tests it for < 0 (fileno) and != -1 (is it open), so setting it is
+ * safe. Its callbacks go through the interposed read and write, which serve whatever the
+ * descriptor is at the time (an SMC connection, or a file dup2'ed there later).
+ * The replaced stdin/stdout/stderr FILE (glibc's static one) is left on descriptor -1:
+ * code that kept its address from before (a C++ iostream initialised earlier) gets
+ * EBADF, never the doorbell bytes.
+ * dprintf/vdprintf (glibc writes through a temporary FILE on the descriptor) format
+ * into memory and write that through this library.
+ * Not covered (smcrun(1)): wide-character I/O on an SMC stream (a cookie stream has
+ * none), POSIX AIO, and any other glibc-internal read or write of the descriptor. */
+
+#include <stdio.h>
+
+/* glibc's libio flag bits (libio.h, not installed; stable ABI since glibc 2.1) */
+#define LIBIO_UNBUFFERED 0x0002
+#define LIBIO_LINE_BUF 0x0200
+
+DEFINE_REAL(fdopen)
+DEFINE_REAL(vdprintf)
+
+int __vasprintf_chk(char **result, int flag, const char *fmt, va_list ap);
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
+DEFINE_REAL(__vdprintf_chk)
+
+struct smc_stream {
+        int fd;
+        char *carry; /* bytes read ahead by the stream this one replaced (malloc'ed) */
+        size_t carry_len, carry_off;
+};
+
+static ssize_t smc_stream_read(void *cookie, char *buf, size_t size) {
+        struct smc_stream *k = cookie;
+
+        if (k->carry) {
+                size_t n = k->carry_len - k->carry_off;
+
+                if (n > size)
+                        n = size;
+                memcpy(buf, k->carry + k->carry_off, n);
+                k->carry_off += n;
+                if (k->carry_off == k->carry_len) {
+                        free(k->carry);
+                        k->carry = NULL;
+                }
+                return (ssize_t) n;
+        }
+        return read(k->fd, buf, size);
+}
+
+/* All of @size, as glibc's file write loop does for a descriptor; a short count means an
+ * error (glibc then marks the stream). */
+static ssize_t smc_stream_write(void *cookie, const char *buf, size_t size) {
+        struct smc_stream *k = cookie;
+        size_t done = 0;
+
+        while (done < size) {
+                ssize_t r = write(k->fd, buf + done, size - done);
+
+                if (r <= 0)
+                        return done > 0 ? (ssize_t) done : -1;
+                done += (size_t) r;
+        }
+        return (ssize_t) done;
+}
+
+/* A socket cannot seek; glibc tries (ftell, or a flush of an update stream) */
+static int smc_stream_seek(void *cookie, off64_t *off, int whence) {
+        (void) cookie;
+        (void) off;
+        (void) whence;
+        errno = ESPIPE;
+        return -1;
+}
+
+static int smc_stream_close(void *cookie) {
+        struct smc_stream *k = cookie;
+        int r = k->fd >= 0 ? close(k->fd) : 0;
+
+        free(k->carry);
+        free(k);
+        return r;
+}
+
+/* A new SMC stream on @fd with @mode (fopen's "r", "w", "a", optionally "+" or "b");
+ * owns @carry (may be NULL). NULL with errno on failure (EINVAL: bad mode, ENOMEM). */
+static FILE *smc_stream_open(int fd, const char *mode, char *carry, size_t carry_len) {
+        static const cookie_io_functions_t fns = {
+                .read = smc_stream_read,
+                .write = smc_stream_write,
+                .seek = smc_stream_seek,
+                .close = smc_stream_close,
+        };
+        struct smc_stream *k = calloc(1, sizeof(*k));
+        FILE *f;
+
+        if (!k) {
+                free(carry);
+                errno = ENOMEM;
+                return NULL;
+        }
+        k->fd = fd;
+        k->carry = carry_len > 0 ? carry : NULL;
+        k->carry_len = carry_len;
+        if (!k->carry)
+                free(carry);
+        f = fopencookie(k, mode, fns);
+        if (!f) {
+                free(k->carry);
+                free(k);
+                return NULL;
+        }
+        f->_fileno = fd;
+        return f;
+}
+
+_public_ FILE *fdopen(int fd, const char *mode) {
+        __typeof__(fdopen) *f;
+
+        if (fd >= 0 && smc_fd_is_smc_conn(fd))
+                return smc_stream_open(fd, mode, NULL, 0);
+        f = real_fdopen();
+        if (!f) {
+                errno = ENOSYS;
+                return NULL;
+        }
+        return f(fd, mode);
+}
+
+static FILE *stdio_ours[3];
+
+/* If SMC connection @fd is 0, 1 or 2 and the matching stdin/stdout/stderr is still a
+ * stream on that descriptor, replace it by an SMC stream (see above). Called after
+ * anything that can make 0-2 an SMC connection; never under the library's locks (the
+ * moved bytes may be written at once). */
+static void stdio_check(int fd) {
+        FILE **slot, *old, *n;
+        char *carry = NULL;
+        size_t carry_len = 0;
+
+        if (fd < 0 || fd > 2 || !smc_fd_is_smc_conn(fd))
+                return;
+        slot = fd == 0 ? &stdin : fd == 1 ? &stdout : &stderr;
+        old = *slot;
+        if (!old || old == stdio_ours[fd])
+                return;
+        flockfile(old);
+        if (old->_fileno != fd) {
+                /* the program pointed stdout elsewhere itself */
+                funlockfile(old);
+                return;
+        }
+        if (fd == 0 && old->_IO_read_ptr && old->_IO_read_ptr < old->_IO_read_end) {
+                carry_len = (size_t) (old->_IO_read_end - old->_IO_read_ptr);
+                carry = malloc(carry_len);
+                if (!carry) {
+                        funlockfile(old);
+                        return;
+                }
+                memcpy(carry, old->_IO_read_ptr, carry_len);
+        }
+        n = smc_stream_open(fd, fd == 0 ? "r" : "w", carry, carry_len);
+        if (!n) {
+                funlockfile(old);
+                return;
+        }
+        if (old->_flags & LIBIO_UNBUFFERED)
+                setvbuf(n, NULL, _IONBF, 0);
+        else if (old->_flags & LIBIO_LINE_BUF)
+                setvbuf(n, NULL, _IOLBF, BUFSIZ);
+        if (fd == 0)
+                old->_IO_read_ptr = old->_IO_read_end;
+        else if (old->_IO_write_ptr > old->_IO_write_base) {
+                /* written before the descriptor changed, not flushed: TCP would send it
+                 * on the new descriptor at the next flush */
+                fwrite(old->_IO_write_base, 1, (size_t) (old->_IO_write_ptr - old->_IO_write_base), n);
+                old->_IO_write_ptr = old->_IO_write_base;
+        }
+        old->_fileno = -1;
+        stdio_ours[fd] = n;
+        *slot = n;
+        funlockfile(old);
+}
+
+/* dprintf's glibc path writes through a FILE on the descriptor: format here, write
+ * through this library. @chk: _FORTIFY_SOURCE's flag, or -1 (plain). */
+static int smc_vdprintf(int fd, int chk, const char *fmt, va_list ap) {
+        char *s = NULL;
+        int n = chk >= 0 ? __vasprintf_chk(&s, chk, fmt, ap) : vasprintf(&s, fmt, ap);
+        size_t done = 0;
+
+        if (n < 0)
+                return -1;
+        while (done < (size_t) n) {
+                ssize_t r = write(fd, s + done, (size_t) n - done);
+
+                if (r <= 0) {
+                        free(s);
+                        return -1;
+                }
+                done += (size_t) r;
+        }
+        free(s);
+        return n;
+}
+
+_public_ int vdprintf(int fd, const char *fmt, va_list ap) {
+        __typeof__(vdprintf) *f;
+
+        if (fd >= 0 && smc_fd_is_smc_conn(fd))
+                return smc_vdprintf(fd, -1, fmt, ap);
+        f = real_vdprintf();
+        if (!f) {
+                errno = ENOSYS;
+                return -1;
+        }
+        return f(fd, fmt, ap);
+}
+
+_public_ int dprintf(int fd, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vdprintf(fd, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+_public_ int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap) {
+        __typeof__(__vdprintf_chk) *f;
+
+        if (fd >= 0 && smc_fd_is_smc_conn(fd))
+                return smc_vdprintf(fd, flag, fmt, ap);
+        f = real___vdprintf_chk();
+        if (!f) {
+                errno = ENOSYS;
+                return -1;
+        }
+        return f(fd, flag, fmt, ap);
+}
+
+_public_ int __dprintf_chk(int fd, int flag, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = __vdprintf_chk(fd, flag, fmt, ap);
+        va_end(ap);
+        return r;
 }

@@ -28,6 +28,11 @@ void smc_fd_dup(int oldfd, int newfd);
 /* Is @fd an SMC listener (its descriptor is an epoll instance: smcproto.h)? */
 bool smc_fd_is_smc_listener(int fd);
 
+/* Is @fd an SMC connection (SMC-D or SMC-R: its descriptor is the socketpair end X, whose
+ * own bytes are doorbells, not the stream; smcproto.h)? C stdio must not touch it
+ * directly (preload.c, "C stdio"). */
+bool smc_fd_is_smc_conn(int fd);
+
 /* ---- exec (smcrun(1), "exec") ----
  *
  * An SMC-D socket whose descriptor X survives execve() (not close-on-exec, as a TCP

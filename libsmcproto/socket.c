@@ -787,6 +787,12 @@ bool smc_fd_is_smc_listener(int fd) {
         return s && sock_state(s) == SOCK_LISTEN_SMC;
 }
 
+bool smc_fd_is_smc_conn(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+
+        return s && sock_state(s) == SOCK_SMCD;
+}
+
 bool smc_fd_managed(int fd) {
         return sock_lookup(fd) != NULL;
 }

@@ -6,10 +6,12 @@
 # connections shared by fork (fork-share.py) and by dup (dup-share.py),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
-# SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py).
-# Args: SMCD LIBSMCRUN SMCRUN
+# SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
+# connections: inetd's pattern with tr/sed/grep/sort/sha256sum/... (stdio-inetd.py) and
+# fdopen/dprintf/dup2 onto stdin/stdout/stderr (tests/stdio-smc.c).
+# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC
 set -u
-smcd=$1 lib=$2 smcrun=$3
+smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4
 here=$(dirname "$0")
 rundir=$(mktemp -d /tmp/smcd-test-apps.XXXXXX)
 export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
@@ -25,7 +27,7 @@ if [ -n "$san" ]; then
         export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 failed=0
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
@@ -33,6 +35,13 @@ for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-sp
                 failed=1
         fi
 done
+if out=$(printf 'first\nsecond\n' | timeout 60 sh "$smcrun" "$stdio_smc" 2>&1); then
+        echo "ok - stdio-smc:"
+else
+        echo "not ok - stdio-smc:"
+        failed=1
+fi
+echo "$out" | sed 's/^/    /'
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1
