@@ -72,6 +72,11 @@ static void help(void) {
                 n = printf("     --%s %s", opt, metavar);
                 printf("%*s%s\n", n < 31 ? 31 - n : 2, "", text);
         }
+        printf("\nEnvironment:\n"
+               "     SMCD_RUNTIME_DIR          Default of --runtime-dir (an absolute path); the client\n"
+               "                               library and smcrun(1) find smcd.sock there too\n"
+               "     STATE_DIRECTORY           Directory of the default state file (set by systemd)\n"
+               "\nSIGUSR1 writes the counters to stats.json in the runtime directory. See smcd(8).\n");
 }
 
 /* A decimal number at the start of @s (digits only, no sign or space); *end is set
