@@ -65,7 +65,7 @@ static const char *const smcr_rows[] = {
 };
 
 static const char *const pool_rows[] = {
-        "buf_clear", "alloc", "reuse", "free", "clear", "bytes_cleared", "clear_ns", "downgrade", "in_use",
+        "buf_clear", "alloc", "reuse", "free", "clear", "bytes_cleared", "clear_ns", "downgrade", "idle_trimmed", "in_use",
         "bytes_in_use", "free_count", "pending_clear", "bytes_total",
 };
 

@@ -59,6 +59,8 @@ static void help(void) {
                "     --state-file FILE         Tunables state file (default %s)\n"
                "     --prepopulate N           Fresh buffers of the default size to create\n"
                "     --max-fallback-conns N    TCP fallback connections listed (default 65536)\n"
+               "     --pool-idle-sec N         Free buffers unused this long are given back\n"
+               "                               (default 60, 0 = keep them)\n"
                "     --roce-dev DEV[:PORT]     RoCE device SMC-R may use (repeatable; default: all)\n"
                "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n"
                "\nTunables (smcd-tunables(5); the state file overrides these):\n",
@@ -211,6 +213,16 @@ static int opt_max_fallback_conns(ManagerConfig *cfg, const char *key, const cha
         return 0;
 }
 
+static int opt_pool_idle_sec(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        uint64_t v;
+
+        if (parse_uint(value, 86400, &v) < 0)
+                return log_error_errno(EINVAL, "%s: pool-idle-sec: expected seconds 0..86400 (0 = keep free buffers): %s",
+                                       where, value);
+        cfg->pool_idle_usec = v * 1000000u;
+        return 0;
+}
+
 static int opt_roce_dev(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
         size_t n = 0;
         char **l;
@@ -251,6 +263,7 @@ static const struct {
         { "state-file", opt_state_file },
         { "prepopulate", opt_prepopulate },
         { "max-fallback-conns", opt_max_fallback_conns },
+        { "pool-idle-sec", opt_pool_idle_sec },
         { "roce-dev", opt_roce_dev },
         { "verbose", opt_verbose }, /* config file only: -v on the command line */
 };
@@ -483,6 +496,7 @@ int main(int argc, char *argv[]) {
         int r;
 
         tunables_set_defaults(&cfg);
+        cfg.pool_idle_usec = SMCD_POOL_TRIM_USEC;
         {
                 struct group *gr = getgrnam(SMCD_DEFAULT_ADMIN_GROUP);
 

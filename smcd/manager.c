@@ -73,6 +73,22 @@ static void status_send(Manager *m) {
         m->status_last_usec = manager_now(m);
 }
 
+/* Give back the buffers that stayed free for a whole interval (pool.h), keeping the
+ * pre-populated ones, and re-arm (every --pool-idle-sec). */
+static int on_pool_trim(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        unsigned keep[SMC_DMB_NCLASSES] = { 0 };
+        unsigned n;
+
+        keep[smc_dmb_class(SMC_DMB_DEFAULT_SIZE)] = m->config.prepopulate;
+        n = smc_pool_trim_idle(m->pool, keep);
+        if (n > 0)
+                log_debug("Gave back %u idle buffers.", n);
+        if (sd_event_source_set_time(s, usec + m->config.pool_idle_usec) >= 0)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
@@ -828,6 +844,9 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 r = sd_event_source_set_priority(m->reclaim_idle, SD_EVENT_PRIORITY_IDLE);
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->reclaim_idle, SD_EVENT_OFF);
+        if (r >= 0 && cfg->pool_idle_usec > 0)
+                r = sd_event_add_time_relative(m->event, &m->pool_trim, CLOCK_MONOTONIC, cfg->pool_idle_usec,
+                                               cfg->pool_idle_usec / 10, on_pool_trim, m);
         if (r < 0) {
                 manager_free(m);
                 return log_error_errno(r, "Failed to set up buffer reclaim: %m");
@@ -922,6 +941,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->reclaim_idle);
+        sd_event_source_disable_unref(m->pool_trim);
         sd_event_source_disable_unref(m->watch_io);
         if (m->watch_fd >= 0)
                 close(m->watch_fd);

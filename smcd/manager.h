@@ -92,6 +92,10 @@ enum smcd_cq_poll {
 
 /* SMC-R v2 User EIDs (tunable "ueid"): at most 4 of 32 characters, as the kernel's
  * SMC_MAX_UEID / SMC_MAX_EID_LEN (net/smc/smc_clc.h) */
+/* How often smcd gives back buffers that stayed free (smc_pool_trim_idle(), keeping
+ * --prepopulate), by default (--pool-idle-sec): after a burst of connections, free
+ * memory returns within one to two intervals. */
+#define SMCD_POOL_TRIM_USEC (60u * 1000000u)
 #define SMCD_MAX_UEIDS 4
 #define SMCD_UEID_LEN 32
 #define SMCD_DEFAULT_UEID "SMCD-USERSPACE"
@@ -133,6 +137,8 @@ typedef struct ManagerConfig {
                                       * default (fallback.h) */
         char **roce_devs;           /* --roce-dev: RoCE devices SMC-R may use ("name" or
                                      * "name:port"); NULL = every RoCE port */
+        uint64_t pool_idle_usec;    /* --pool-idle-sec: smc_pool_trim_idle() interval, us;
+                                     * 0 = never (manager_config_init: SMCD_POOL_TRIM_USEC) */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -273,6 +279,7 @@ struct Manager {
         /* sd_notify STATUS=, at most once per second */
         sd_event_source *status_timer;
         sd_event_source *reclaim_idle; /* clears released buffers when the loop is idle */
+        sd_event_source *pool_trim;    /* every SMCD_POOL_TRIM_USEC: smc_pool_trim_idle() */
         uint64_t status_last_usec;
         char *status_last;
         bool exiting; /* manager_free() runs: no more STATUS= */

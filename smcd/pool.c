@@ -106,6 +106,9 @@ struct smc_pool {
         _Atomic uint64_t alloc, reuse, free, clear, bytes_cleared, clear_ns;
         _Atomic uint64_t in_use[SMC_DMB_NCLASSES];
         _Atomic uint64_t free_count[SMC_DMB_NCLASSES];
+        _Atomic uint64_t free_low[SMC_DMB_NCLASSES]; /* least free_count since the last
+                                                      * smc_pool_trim_idle() */
+        _Atomic uint64_t idle_trimmed;
         _Atomic uint64_t pending_clear;
         _Atomic uint64_t bytes_total;
         _Atomic uint64_t downgrade;
@@ -360,6 +363,18 @@ static void buf_destroy(struct smc_pool *p, struct pool_slot *s, bool recycle_sl
                 slot_release_dead(p, s);
 }
 
+/* A free buffer of @class was taken, leaving @left: keep the low-water mark that
+ * smc_pool_trim_idle() reads. A race with the trim's reset can only lose a lower
+ * value for one interval (the trim then frees less). */
+static void note_low(struct smc_pool *p, unsigned class, uint64_t left) {
+        uint64_t low = atomic_load_explicit(&p->free_low[class], memory_order_relaxed);
+
+        while (left < low && !atomic_compare_exchange_weak_explicit(&p->free_low[class], &low, left,
+                                                                    memory_order_relaxed,
+                                                                    memory_order_relaxed))
+                ;
+}
+
 /* Destroy one free buffer to make room: fresh buffers first, then other domains'
  * buffers, then @own's buffers of other classes than @class. Returns true if one
  * was destroyed. */
@@ -381,7 +396,8 @@ static bool trim_one(struct smc_pool *p, struct pool_domain *own, unsigned class
                                 s = stack_pop(p, &d->head[c]);
                                 if (!s)
                                         continue;
-                                atomic_fetch_sub_explicit(&p->free_count[c], 1, memory_order_relaxed);
+                                note_low(p, (unsigned) c,
+                                         atomic_fetch_sub_explicit(&p->free_count[c], 1, memory_order_relaxed) - 1);
                                 buf_destroy(p, s, true);
                                 return true;
                         }
@@ -536,6 +552,7 @@ int smc_pool_new(const struct smc_pool_config *cfg, struct smc_pool **ret) {
                                 return r;
                         }
                         atomic_fetch_add_explicit(&p->free_count[c], 1, memory_order_relaxed);
+                        atomic_fetch_add_explicit(&p->free_low[c], 1, memory_order_relaxed);
                         stack_push(p, &p->fresh.head[c], s);
                 }
 
@@ -609,7 +626,7 @@ static int acquire_class(struct smc_pool *p, struct pool_domain *d, unsigned cla
         if (!s)
                 s = stack_pop(p, &p->fresh.head[class]);
         if (s) {
-                atomic_fetch_sub_explicit(&p->free_count[class], 1, memory_order_relaxed);
+                note_low(p, class, atomic_fetch_sub_explicit(&p->free_count[class], 1, memory_order_relaxed) - 1);
                 atomic_fetch_add_explicit(&p->reuse, 1, memory_order_relaxed);
                 if (s->dirty) {
                         buf_clear(p, s);
@@ -751,6 +768,7 @@ void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret) {
         ret->pending_clear = atomic_load_explicit(&p->pending_clear, memory_order_relaxed);
         ret->bytes_total = atomic_load_explicit(&p->bytes_total, memory_order_relaxed);
         ret->downgrade = atomic_load_explicit(&p->downgrade, memory_order_relaxed);
+        ret->idle_trimmed = atomic_load_explicit(&p->idle_trimmed, memory_order_relaxed);
         for (unsigned i = 0; i < SMC_HIST_BUCKETS; i++)
                 ret->acquire.bucket[i] = atomic_load_explicit(&p->acquire_hist[i], memory_order_relaxed);
         ret->acquire.sum = atomic_load_explicit(&p->acquire_ns, memory_order_relaxed);
@@ -766,6 +784,7 @@ void smc_pool_reset_stats(struct smc_pool *p) {
         atomic_store_explicit(&p->bytes_cleared, 0, memory_order_relaxed);
         atomic_store_explicit(&p->clear_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&p->downgrade, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->idle_trimmed, 0, memory_order_relaxed);
         for (unsigned i = 0; i < SMC_HIST_BUCKETS; i++)
                 atomic_store_explicit(&p->acquire_hist[i], 0, memory_order_relaxed);
         atomic_store_explicit(&p->acquire_ns, 0, memory_order_relaxed);
@@ -783,4 +802,44 @@ struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id) {
             atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_IN_USE)
                 return NULL;
         return &s->buf;
+}
+
+/* One free buffer of @class: the domains' first (they serve one pair of uids), the
+ * fresh ones (any domain) last. NULL if there is none. */
+static struct pool_slot *pop_free_of_class(struct smc_pool *p, unsigned class) {
+        struct pool_slot *s;
+
+        for (struct pool_domain *d = atomic_load_explicit(&p->all, memory_order_acquire); d;
+             d = atomic_load_explicit(&d->all_next, memory_order_acquire)) {
+                s = stack_pop(p, &d->head[class]);
+                if (s)
+                        return s;
+        }
+        return stack_pop(p, &p->fresh.head[class]);
+}
+
+unsigned smc_pool_trim_idle(struct smc_pool *p, const unsigned keep[SMC_DMB_NCLASSES]) {
+        unsigned n = 0;
+
+        if (!p)
+                return 0;
+        for (unsigned c = 0; c < SMC_DMB_NCLASSES; c++) {
+                uint64_t low = atomic_load_explicit(&p->free_low[c], memory_order_relaxed);
+                uint64_t k = keep ? keep[c] : 0;
+
+                for (uint64_t surplus = low > k ? low - k : 0; surplus > 0; surplus--) {
+                        struct pool_slot *s = pop_free_of_class(p, c);
+
+                        if (!s)
+                                break;
+                        atomic_fetch_sub_explicit(&p->free_count[c], 1, memory_order_relaxed);
+                        buf_destroy(p, s, true);
+                        n++;
+                }
+                /* the next interval starts from what is free now */
+                atomic_store_explicit(&p->free_low[c], atomic_load_explicit(&p->free_count[c], memory_order_relaxed),
+                                      memory_order_relaxed);
+        }
+        atomic_fetch_add_explicit(&p->idle_trimmed, n, memory_order_relaxed);
+        return n;
 }

@@ -70,6 +70,7 @@ struct smc_pool_stats {
         uint64_t bytes_total;     /* memfd bytes that exist */
         uint64_t downgrade;       /* acquires that handed out a smaller class than
                                    * wanted (smc_pool_acquire_fit) */
+        uint64_t idle_trimmed;    /* free buffers destroyed by smc_pool_trim_idle() */
         struct smc_hist acquire;  /* duration of each successful acquire, ns (with
                                    * cfg.time_acquire): from entry to return, so a
                                    * new memfd's creation or a CLEAR_CREATE clear is
@@ -140,6 +141,15 @@ void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret);
  * free_count, pending_clear, bytes_total) stay. Events that race with the reset may
  * land on either side of it. */
 void smc_pool_reset_stats(struct smc_pool *p);
+
+/* Give idle memory back: destroy the free buffers of each class that stayed free
+ * since the previous call (the least number free in between, less @keep[class]; @keep
+ * may be NULL: keep none), the domains' buffers before the fresh ones, and start a
+ * new interval. So after a burst, buffers nobody took for one to two intervals are
+ * freed (their memfd closed, smcd's mapping unmapped; clients' mappings go when they
+ * unmap). Called periodically by the owner (smcd: every SMCD_POOL_TRIM_USEC). Returns
+ * the number destroyed (also counted in idle_trimmed and free). */
+unsigned smc_pool_trim_idle(struct smc_pool *p, const unsigned keep[SMC_DMB_NCLASSES]);
 
 /* Look up a buffer by id (for validating client requests). Returns NULL if unknown. */
 struct smc_buf *smc_pool_lookup(struct smc_pool *p, uint64_t id);

@@ -274,6 +274,7 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
                 add_u64(o, "bytes_cleared", p->bytes_cleared);
                 add_u64(o, "clear_ns", p->clear_ns);
                 add_u64(o, "downgrade", p->downgrade);
+                add_u64(o, "idle_trimmed", p->idle_trimmed);
                 a = u64_array(p->in_use, SMC_DMB_NCLASSES, &sum);
                 add_u64(o, "in_use", sum);
                 json_object_object_add(o, "in_use_by_class", a);

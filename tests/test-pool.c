@@ -177,6 +177,59 @@ static void test_basic(void) {
         printf("basic: ok\n");
 }
 
+/* smc_pool_trim_idle(): buffers that stayed free for a whole interval go (the domains'
+ * before the fresh ones), those taken in between and the kept ones stay. */
+static void test_trim_idle(void) {
+        struct smc_pool_config cfg = { .prepopulate = { 2 } };
+        unsigned keep[SMC_DMB_NCLASSES] = { 1 };
+        struct smc_pool_stats st;
+        struct smc_buf *b[8];
+        struct smc_pool *p;
+
+        ASSERT_OK(smc_pool_new(&cfg, &p));
+        /* a burst: 8 buffers of class 0 (2 from the fresh list, 6 new), and one class 2 */
+        for (int i = 0; i < 8; i++)
+                ASSERT_OK(smc_pool_acquire(p, 1, 2, 0, &b[i]));
+        /* within the interval the free list ran empty: nothing is idle yet */
+        for (int i = 0; i < 8; i++)
+                smc_pool_release(p, b[i]);
+        smc_pool_flush(p);
+        ASSERT_EQ(smc_pool_trim_idle(p, keep), 0);
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.free_count[0], 8);
+        /* the next interval: 3 taken and given back, so at least 5 stayed free all along */
+        for (int i = 0; i < 3; i++)
+                ASSERT_OK(smc_pool_acquire(p, 1, 2, 0, &b[i]));
+        for (int i = 0; i < 3; i++)
+                smc_pool_release(p, b[i]);
+        smc_pool_flush(p);
+        ASSERT_EQ(smc_pool_trim_idle(p, keep), 4); /* 5 idle, keep 1 */
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.free_count[0], 4);
+        ASSERT_EQ(st.idle_trimmed, 4);
+        ASSERT_EQ(st.bytes_total, 4 * buf_bytes(0));
+        /* an interval without use: all but the kept one go */
+        ASSERT_EQ(smc_pool_trim_idle(p, keep), 3);
+        ASSERT_EQ(smc_pool_trim_idle(p, keep), 0);
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.free_count[0], 1);
+        ASSERT_EQ(st.bytes_total, buf_bytes(0));
+        /* what is left still serves, zeroed */
+        ASSERT_OK(smc_pool_acquire(p, 2, 1, 0, &b[0]));
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.alloc, 8); /* 2 pre-populated + 6: the kept one was reused */
+        ASSERT(buf_zero_full(b[0]));
+        smc_pool_release(p, b[0]);
+        smc_pool_flush(p);
+        ASSERT_EQ(smc_pool_trim_idle(NULL, keep), 0);
+        ASSERT_EQ(smc_pool_trim_idle(p, NULL), 0); /* the acquire emptied the list */
+        ASSERT_EQ(smc_pool_trim_idle(p, NULL), 1);
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.bytes_total, 0);
+        smc_pool_free(p);
+        printf("trim idle: ok\n");
+}
+
 static void test_limit(void) {
         struct smc_pool_config cfg = { .max_bytes = 3 * buf_bytes(0) };
         struct smc_pool_stats st;
@@ -635,11 +688,13 @@ int main(void) {
         test_aba_replay();
         test_basic();
         test_limit();
+        test_trim_idle();
         test_set_clear();
         test_aba();
 #else
         test_basic();
         test_limit();
+        test_trim_idle();
         test_set_clear();
         test_aba();
         test_stress(0);
