@@ -112,15 +112,13 @@ bench_redis() {
         local mode=$1 port pid p n
         wrap "$mode"
         port=$(apps_free_port)
-        apps_bg "redis-$mode" "${CPU_SERVER[@]}" "${W[@]}" redis-server --port "$port" --bind 127.0.0.1 \
-                --save "" --appendonly no --daemonize no --dir "$APPS_DIR" --logfile ""
-        pid=$APPS_BG_PID
-        if ! apps_wait_port "$port" 10 "$pid"; then
+        if ! apps_redis_start "redis-$mode" "$port" "$APPS_DIR" "${CPU_SERVER[@]}" "${W[@]}"; then
                 warn "redis-server ($mode) did not start"
                 failed=1
-                stop_server "$pid"
+                stop_server "$APPS_BG_PID"
                 return
         fi
+        pid=$APPS_BG_PID
         for p in 1 16; do
                 # about 2 s per test over TCP
                 n=100000
@@ -143,11 +141,7 @@ bench_redis() {
 NGINX_EVENTS=""
 nginx_setup() {
         local d=$APPS_DIR/nginx
-        mkdir -p "$d/www" "$d/tmp"
-        chmod 0755 "$d" "$d/www"
-        head -c 4096 /dev/urandom >"$d/www/4k.bin"
-        head -c 1048576 /dev/urandom >"$d/www/1m.bin"
-        chmod 0644 "$d/www/"*
+        apps_nginx_www "$d"
         printf '%s\n' 'done = function(s, l, r)' \
                 '  io.write(string.format("{\"requests\": %d, \"bytes\": %d, \"errors\": %d, \"duration_us\": %d}\n",' \
                 '    s.requests, s.bytes, s.errors.connect + s.errors.read + s.errors.write + s.errors.status' \
@@ -155,45 +149,13 @@ nginx_setup() {
                 'end' >"$d/summary.lua"
 }
 
-nginx_conf() { # nginx_conf DIR PORT SENDFILE
-        cat <<CONF
-daemon off;
-master_process on;
-worker_processes 2;
-pid $1/nginx.pid;
-error_log $1/error.log notice;
-events { worker_connections 4096; $NGINX_EVENTS }
-http {
-    access_log off;
-    sendfile $3;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path $1/tmp/body;
-    proxy_temp_path $1/tmp/proxy;
-    fastcgi_temp_path $1/tmp/fastcgi;
-    uwsgi_temp_path $1/tmp/uwsgi;
-    scgi_temp_path $1/tmp/scgi;
-    server { listen 127.0.0.1:$2; root $1/www; }
-}
-CONF
-}
-
-# nginx_start MODE PORT SENDFILE: NGINX_PID; 0 when both workers serve
+# nginx_start MODE PORT SENDFILE: a fresh nginx.conf (4096 connections a worker,
+# NGINX_EVENTS), nginx started; APPS_NGINX_PID; 0 when both workers serve
 nginx_start() {
         local d=$APPS_DIR/nginx
         wrap "$1"
-        nginx_conf "$d" "$2" "$3" >"$d/nginx.conf"
-        : >"$d/error.log"
-        apps_bg "nginx-$1" "${W[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
-        NGINX_PID=$APPS_BG_PID
-        apps_wait_port "$2" 10 "$NGINX_PID" || return 1
-        for _ in $(seq 20); do
-                [ "$(pgrep -c -P "$NGINX_PID")" = 2 ] &&
-                        T 3 curl -sf -o /dev/null "http://127.0.0.1:$2/4k.bin" && return 0
-                kill -0 "$NGINX_PID" 2>/dev/null || return 1
-                sleep 0.1
-        done
-        return 1
+        apps_nginx_conf "$d" "$2" "$3" 4096 notice "$NGINX_EVENTS" >"$d/nginx.conf"
+        apps_nginx_start "$d" "$2" "nginx-$1" "${W[@]}"
 }
 
 # bench_nginx MODE KEY SENDFILE FILE [WRK-ARGS...]: one fresh nginx, one wrk run
@@ -205,14 +167,14 @@ bench_nginx() {
                 warn "nginx ($mode) did not serve:"
                 grep -E '\[(alert|emerg|crit)\]' "$d/error.log" | head -n 2 >&2
                 failed=1
-                apps_stop "$NGINX_PID" QUIT 5
+                apps_stop "$APPS_NGINX_PID" QUIT 5
                 return
         fi
         wrap "$mode"
         T $((DUR + 30)) "${W[@]}" wrk -t 1 -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
                 "http://127.0.0.1:$port/$file" >"$APPS_DIR/wrk-$key-$mode.log" 2>&1
         out=$(grep '^{' "$APPS_DIR/wrk-$key-$mode.log" | tail -n 1)
-        apps_stop "$NGINX_PID" QUIT 10
+        apps_stop "$APPS_NGINX_PID" QUIT 10
         if [ -z "$out" ]; then
                 warn "wrk $key ($mode) failed:"
                 tail -n 5 "$APPS_DIR/wrk-$key-$mode.log" >&2
@@ -268,18 +230,11 @@ bench_qperf() {
 
 # --- python echo ----------------------------------------------------------------------------
 bench_echo() { # bench_echo MODE KIND
-        local mode=$1 kind=$2 pid port pf=$APPS_DIR/echo-$2-$1.port
+        local mode=$1 kind=$2 pid port
         wrap "$mode"
-        rm -f "$pf"
-        apps_bg "echo-$kind-$mode" "${CPU_SERVER[@]}" "${W[@]}" python3 "$top/tests/apps/echo.py" server \
-                --kind "$kind" --port-file "$pf"
+        apps_echo_start "echo-$kind-$mode" "$kind" "$APPS_DIR/echo-$kind-$mode.port" "${CPU_SERVER[@]}" "${W[@]}"
         pid=$APPS_BG_PID
-        for _ in $(seq 100); do
-                [ -s "$pf" ] && break
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        port=$(cat "$pf" 2>/dev/null)
+        port=$APPS_ECHO_PORT
         if [ -z "$port" ]; then
                 warn "python $kind echo server ($mode) did not start"
                 failed=1
@@ -310,7 +265,7 @@ if [ $has_nginx = 1 ]; then
                 nginx_note="nginx ran with 'accept_mutex on' (both transports): with nginx's default, its workers fail under smcrun: $(grep -m 1 -E '\[(alert|emerg|crit)\]' "$APPS_DIR/nginx/error.log" | cut -d ' ' -f 4-)"
                 warn "$nginx_note"
         fi
-        apps_stop "$NGINX_PID" QUIT 5
+        apps_stop "$APPS_NGINX_PID" QUIT 5
 fi
 
 for ((r = 1; r <= REPEAT; r++)); do

@@ -81,6 +81,7 @@
 #include <unistd.h>
 
 #include "dmb.h"
+#include "bench-util.h"
 #include "smcproto.h"
 
 #define STREAM_WRITE (64u << 10)
@@ -623,12 +624,6 @@ struct run {
         struct lat_stats lat; /* connect only */
 };
 
-static int cmp_run(const void *a, const void *b) {
-        double x = ((const struct run *) a)->value, y = ((const struct run *) b)->value;
-
-        return x < y ? -1 : x > y;
-}
-
 static int test_stream(const struct cfg *c, const struct net_ops *o, double seconds, struct run *ret) {
         struct server s = {};
         uint64_t sent = 0, got = 0, t0, t1, deadline;
@@ -1002,7 +997,7 @@ static void run_repeated(const struct cfg *c, struct results *res, int test) {
 
                 if (n[m] == 0)
                         continue;
-                qsort(runs[m], n[m], sizeof(runs[m][0]), cmp_run);
+                bench_sort_by_double(runs[m], n[m], sizeof(runs[m][0]), offsetof(struct run, value));
                 md = &runs[m][(n[m] - 1) / 2];
                 lo = runs[m][0].value;
                 hi = runs[m][n[m] - 1].value;
@@ -1271,18 +1266,12 @@ int main(int argc, char **argv) {
                 case 'F':
                         report_fd = atoi(optarg);
                         break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return 2;
+                default: /* 'h' (--help): exit 0; '?' (a bad option): 2 */
+                        return bench_usage_exit(usage, opt == 'h' ? 0 : 2);
                 }
         }
-        if (optind < argc) {
-                usage(stderr);
-                return 2;
-        }
+        if (optind < argc)
+                return bench_usage_exit(usage, 2);
 
         if (serve_kind) {
                 const struct net_ops *o = ops_by_name(mode);

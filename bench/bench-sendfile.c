@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "smcproto.h"
 
 #define MAX_SIZES 8
@@ -280,18 +281,6 @@ struct run {
         double mb_s, calls_s;
         double cpu_us; /* the sending thread's CPU time (user + system) per call */
 };
-
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-
-        return x < y ? -1 : x > y;
-}
-
-static int cmp_run(const void *a, const void *b) {
-        double x = ((const struct run *) a)->mb_s, y = ((const struct run *) b)->mb_s;
-
-        return x < y ? -1 : x > y;
-}
 
 static void report_error(const struct cfg *c, enum mode m, size_t size, const char *what, int e) {
         if (c->json)
@@ -541,18 +530,12 @@ int main(int argc, char **argv) {
                 case 'j':
                         c.json = true;
                         break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return 2;
+                default: /* 'h' (--help): exit 0; '?' (a bad option): 2 */
+                        return bench_usage_exit(usage, o == 'h' ? 0 : 2);
                 }
         }
-        if (optind < argc) {
-                usage(stderr);
-                return 2;
-        }
+        if (optind < argc)
+                return bench_usage_exit(usage, 2);
         c.pinned = sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2 && CPU_ISSET(0, &set) &&
                    CPU_ISSET(1, &set);
         if (c.pinned)
@@ -591,8 +574,8 @@ int main(int argc, char **argv) {
                                 continue;
                         for (int i = 0; i < n; i++)
                                 cpu[i] = rs[i].cpu_us;
-                        qsort(cpu, (size_t) n, sizeof(*cpu), cmp_double);
-                        qsort(rs, (size_t) n, sizeof(*rs), cmp_run);
+                        bench_sort_by_double(cpu, (size_t) n, sizeof(*cpu), 0);
+                        bench_sort_by_double(rs, (size_t) n, sizeof(*rs), offsetof(struct run, mb_s));
                         med = rs[n / 2];
                         if (c.json)
                                 printf("{\"bench\":\"sendfile\",\"mode\":\"%s\",\"size\":%zu,\"cork\":%s,\"bufsize\":%d,"

@@ -70,6 +70,8 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include "debug.h"
+#include "smc-clc.h"
 #include "smcproto.h"
 #include "socket-internal.h"
 #include "sys.h"
@@ -173,10 +175,13 @@ static bool smcrun_disabled(void) {
 
 static void exec_init_self_path(void);
 static void stdio_check(int fd);
+static void uring_init(void);
 
 /* Resolve everything early (before main), so the hot paths never take the slow path.
  * Calls made before this constructor runs resolve lazily. */
 __attribute__((constructor)) static void smcrun_init(void) {
+        /* io_uring first: an image that uses it adopts no SMC socket */
+        uring_init();
         /* SMC sockets an exec handed over (smc_exec_prepare() in the old image) */
         smc_exec_adopt_inherited();
         for (int fd = 0; fd <= 2; fd++)
@@ -225,6 +230,96 @@ static inline int recv_flags(int flags) {
         return flags & ~MSG_NOSIGNAL;
 }
 
+/* ---- io_uring -----------------------------------------------------------------------
+ *
+ * io_uring reads and writes descriptors in the kernel, past this library: on an SMC
+ * connection it would move the socketpair's doorbell bytes, not the data. So a program
+ * seen to use io_uring gets plain TCP for every connect and listen from then on
+ * (smc_set_tcp_only(SMCD_DECL_IOURING), told to smcd as each fallback's reason), and
+ * SMC sockets inherited across exec become reset TCP sockets. Seen: liburing loaded at
+ * start (dl_iterate_phdr); a ring descriptor ("anon_inode:[io_uring]" in /proc/self/fd)
+ * at every listen(), and at connect() at most every URING_SCAN_NS. liburing issues
+ * its system calls itself, so io_uring_setup cannot be intercepted; a ring made after
+ * a connection was set up is not seen for that connection (smcrun(1)).
+ * SMCRUN_IO_URING=ignore: the program's io_uring never touches its sockets, keep SMC. */
+
+#include <dirent.h>
+#include <link.h>
+
+#define URING_SCAN_NS 100000000ll /* 100 ms */
+
+static bool uring_ignore;
+static atomic_bool uring_seen;
+static _Atomic int64_t uring_last_scan;
+
+static void uring_flag(const char *why) {
+        if (!atomic_exchange(&uring_seen, true)) {
+                smc_set_tcp_only(SMCD_DECL_IOURING);
+                smc_debug("smcrun: %s: new connections and listeners are TCP (SMCD_DECL_IOURING)", why);
+        }
+}
+
+static int uring_lib_cb(struct dl_phdr_info *info, size_t size, void *data) {
+        (void) size;
+        (void) data;
+        return info->dlpi_name && strstr(info->dlpi_name, "/liburing.so") ? 1 : 0;
+}
+
+/* Does this process hold an io_uring descriptor? */
+static bool uring_fd_present(void) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        bool found = false;
+
+        if (!d)
+                return false;
+        while (!found && (de = readdir(d))) {
+                char link[64];
+                ssize_t n;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                n = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+                if (n <= 0)
+                        continue;
+                link[n] = 0;
+                found = strcmp(link, "anon_inode:[io_uring]") == 0;
+        }
+        closedir(d);
+        return found;
+}
+
+/* Before a listen (@always) or a connect (at most every URING_SCAN_NS). */
+static void uring_check(bool always) {
+        struct timespec ts;
+        int64_t now, last;
+
+        if (uring_ignore || atomic_load_explicit(&uring_seen, memory_order_relaxed))
+                return;
+        if (!always) {
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                now = (int64_t) ts.tv_sec * 1000000000ll + ts.tv_nsec;
+                last = atomic_load_explicit(&uring_last_scan, memory_order_relaxed);
+                if (last && now - last < URING_SCAN_NS)
+                        return;
+                atomic_store_explicit(&uring_last_scan, now, memory_order_relaxed);
+        }
+        if (uring_fd_present())
+                uring_flag("the program has an io_uring");
+}
+
+static void uring_init(void) {
+        const char *e = getenv("SMCRUN_IO_URING");
+
+        uring_ignore = e && strcmp(e, "ignore") == 0;
+        if (uring_ignore)
+                return;
+        if (dl_iterate_phdr(uring_lib_cb, NULL))
+                uring_flag("liburing is loaded");
+        else if (getenv(SMC_INHERIT_ENV))
+                uring_check(true); /* a ring inherited across exec */
+}
+
 /* ---- sockets --------------------------------------------------------------------------- */
 
 _public_ int socket(int domain, int type, int protocol) {
@@ -250,8 +345,10 @@ _public_ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
 _public_ int listen(int fd, int backlog) {
         __typeof__(listen) *f;
 
-        if (managed(fd))
+        if (managed(fd)) {
+                uring_check(true);
                 return smc_listen(fd, backlog);
+        }
         f = real_listen();
         return f ? f(fd, backlog) : sys_listen(fd, backlog);
 }
@@ -288,7 +385,11 @@ _public_ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
         __typeof__(connect) *f;
 
         if (managed(fd)) {
-                int r = smc_connect(fd, addr, len), e = errno;
+                int r, e;
+
+                uring_check(false);
+                r = smc_connect(fd, addr, len);
+                e = errno;
 
                 if (_unlikely_(fd <= 2)) {
                         stdio_check(fd);

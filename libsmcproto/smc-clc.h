@@ -40,6 +40,7 @@
  * the wire carries SMC_CLC_DECL_PEERDECL's family instead). */
 #define SMCD_DECL_POLICY         0x0b010000u /* an smcctl policy rule says TCP */
 #define SMCD_DECL_HSRATE         0x0b020000u /* the uid's handshakes-per-second limit */
+#define SMCD_DECL_IOURING        0x0b030000u /* the program uses io_uring (smcrun) */
 
 /* How smcd uses them for loopback ISM (SMC-D):
  *   NOSMCDDEV   smcd not reachable (not running, socket missing, handshake failed)
@@ -50,6 +51,9 @@
  *   OPTUNSUPP   a socket option that SMC cannot honour was set before connect
  *   SMCD_DECL_POLICY  a policy rule (smcctl policy) selects TCP for this connection
  *   SMCD_DECL_HSRATE  the uid made more handshakes per second than allowed
+ *   SMCD_DECL_IOURING the program (under smcrun) has an io_uring or loaded liburing:
+ *                     io_uring acts on descriptors in the kernel, past the library, so
+ *                     its sockets stay TCP (decided by the library, told to smcd)
  *   INTERR      anything else that went wrong inside smcd or the library */
 
 /* Name of a reason code ("SMC_CLC_DECL_PEERNOSMC"), or "SMC_CLC_DECL_UNKNOWN". */
@@ -86,6 +90,7 @@ static inline const char *smc_clc_decl_name(unsigned int code) {
         case SMC_CLC_DECL_ERR_REGBUF: return "SMC_CLC_DECL_ERR_REGBUF";
         case SMCD_DECL_POLICY: return "SMCD_DECL_POLICY";
         case SMCD_DECL_HSRATE: return "SMCD_DECL_HSRATE";
+        case SMCD_DECL_IOURING: return "SMCD_DECL_IOURING";
         default: return "SMC_CLC_DECL_UNKNOWN";
         }
 }

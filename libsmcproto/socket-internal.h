@@ -33,6 +33,13 @@ bool smc_fd_is_smc_listener(int fd);
  * directly (preload.c, "C stdio"). */
 bool smc_fd_is_smc_conn(int fd);
 
+/* From now on, every connect and listen of this process is plain TCP with fallback
+ * @reason (an SMC_CLC_DECL_* or SMCD_DECL_* code; 0 undoes it): as with no smcd, but
+ * smcd is told of each fallback connection with @reason (smcctl connections / stats).
+ * Connections and listeners that exist stay as they are. smcrun uses it when the
+ * program has an io_uring (preload.c). Thread-safe. */
+void smc_set_tcp_only(uint32_t reason);
+
 /* ---- exec (smcrun(1), "exec") ----
  *
  * An SMC-D socket whose descriptor X survives execve() (not close-on-exec, as a TCP

@@ -94,6 +94,8 @@ static void atfork_count(void) {
         atomic_fetch_add(&fork_gen, 1);
 }
 static bool env_disable;
+/* smc_set_tcp_only(): 0, or the reason every new connection and listener is TCP */
+static _Atomic uint32_t tcp_only_reason;
 /* The default when neither the environment nor smcd (protocol version 1) says. */
 #define DEFAULT_BUSY_POLL_NS 50000u /* measured: see README, Benchmarks */
 static bool env_busy_poll_set; /* SMC_BUSY_POLL_US given: it wins over smcd */
@@ -595,7 +597,11 @@ static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_
             smc_ctl_addr_from_sockaddr(&m.fallback.peer, peer, peer_len) == 0) {
                 m.fallback.role = role;
                 m.fallback.reason = reason;
-                (void) smc_ctl_client_notify(&m, 2);
+                if (reason == SMCD_DECL_IOURING)
+                        /* decided here, never asked smcd: connect to tell it (counted) */
+                        (void) smc_ctl_client_send(&m);
+                else
+                        (void) smc_ctl_client_notify(&m, 2);
         }
         errno = saved;
 }
@@ -787,6 +793,10 @@ bool smc_fd_is_smc_listener(int fd) {
         return s && sock_state(s) == SOCK_LISTEN_SMC;
 }
 
+void smc_set_tcp_only(uint32_t reason) {
+        atomic_store_explicit(&tcp_only_reason, reason, memory_order_relaxed);
+}
+
 bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
@@ -971,7 +981,7 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                 if (r < 0)
                         break;
                 sock_set_state(s, SOCK_LISTEN_TCP);
-                if (!env_disable) {
+                if (!env_disable && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
                         int k = listen_register(s, backlog);
 
                         if (k < 0)
@@ -1328,6 +1338,11 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         if (env_disable) {
                 smc_debug("connect fd %d: SMCPROTO_DISABLE: TCP, reason NOSMCDDEV", s->fd);
                 *ret_reason = SMC_CLC_DECL_NOSMCDDEV;
+                return 0;
+        }
+        if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
+                *ret_reason = atomic_load_explicit(&tcp_only_reason, memory_order_relaxed);
+                smc_debug("connect fd %d: TCP only, reason %s", s->fd, smc_clc_decl_name(*ret_reason));
                 return 0;
         }
         if (dst->port == 0) {
@@ -3181,6 +3196,8 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
         m.adopt.conn_id = e->conn_id;
         if (adopt_give_up)
                 return -ETIMEDOUT;
+        if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed))
+                return -ECANCELED; /* (io_uring) this image must not have SMC sockets */
         n = smc_ctl_client_call_timeout(&m, NULL, 0, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
         if (n == -ETIMEDOUT)
                 adopt_give_up = true; /* smcd is stuck: do not wait again for each socket */
@@ -3316,7 +3333,8 @@ static void exec_inherit_listener(const char *p, size_t len) {
                 return;
         }
         pthread_mutex_lock(&s->lock);
-        r = env_disable || adopt_give_up ? -ECANCELED : listen_register(s, SOMAXCONN);
+        r = env_disable || adopt_give_up || atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)
+                    ? -ECANCELED : listen_register(s, SOMAXCONN);
         pthread_mutex_unlock(&s->lock);
         smc_debug("exec: listener fd %d: %s%s", (int) fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",
                   r < 0 ? strerror(-r) : "");

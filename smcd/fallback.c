@@ -258,6 +258,10 @@ int client_handle_fallback(Client *c, const struct smc_ctl_fallback *req) {
         SockDiag *d;
         int r;
 
+        /* a fallback the library decided alone (smcrun: the program uses io_uring) never
+         * came through CONNECT: count it here, as CONNECT counts the ones smcd decides */
+        if (req->role == SMC_CTL_ROLE_CLIENT && req->reason == SMCD_DECL_IOURING)
+                smcd_stats_count_fallback(&m->stats, req->reason);
         if (!t || !(d = diag_get(t)))
                 return 0;
         r = sockdiag_lookup(d, &req->local, &req->peer, 0, false, &i); /* tcp_info at List time */

@@ -62,6 +62,7 @@
 #include "helpers.h"
 #include "smc-clc.h"
 #include "smcproto.h"
+#include "sock-ops.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -108,74 +109,8 @@ static bool failed(void) {
         return atomic_load(&shm->failed) != 0;
 }
 
-/* ---- the two socket APIs: libc (real TCP) and libsmcproto ---- */
-
-struct sock_ops {
-        const char *name;
-        bool smc;
-        int (*socket)(int, int, int);
-        int (*bind)(int, const struct sockaddr *, socklen_t);
-        int (*listen)(int, int);
-        int (*accept)(int, struct sockaddr *, socklen_t *);
-        int (*connect)(int, const struct sockaddr *, socklen_t);
-        ssize_t (*send)(int, const void *, size_t, int);
-        ssize_t (*recv)(int, void *, size_t, int);
-        int (*shutdown)(int, int);
-        int (*close)(int);
-        int (*setsockopt)(int, int, int, const void *, socklen_t);
-        int (*getsockopt)(int, int, int, void *, socklen_t *);
-        int (*getsockname)(int, struct sockaddr *, socklen_t *);
-        int (*getpeername)(int, struct sockaddr *, socklen_t *);
-        int (*poll)(struct pollfd *, nfds_t, int);
-        int (*set_nonblock)(int, bool);
-};
-
-static int tcp_socket(int d, int t, int p) { return socket(d, t, p); }
-static int tcp_bind(int fd, const struct sockaddr *a, socklen_t l) { return bind(fd, a, l); }
-static int tcp_listen(int fd, int b) { return listen(fd, b); }
-static int tcp_accept(int fd, struct sockaddr *a, socklen_t *l) { return accept(fd, a, l); }
-static int tcp_connect(int fd, const struct sockaddr *a, socklen_t l) { return connect(fd, a, l); }
-static ssize_t tcp_send(int fd, const void *b, size_t n, int f) { return send(fd, b, n, f); }
-static ssize_t tcp_recv(int fd, void *b, size_t n, int f) { return recv(fd, b, n, f); }
-static int tcp_shutdown(int fd, int how) { return shutdown(fd, how); }
-static int tcp_close(int fd) { return close(fd); }
-static int tcp_setsockopt(int fd, int lv, int nm, const void *v, socklen_t l) { return setsockopt(fd, lv, nm, v, l); }
-static int tcp_getsockopt(int fd, int lv, int nm, void *v, socklen_t *l) { return getsockopt(fd, lv, nm, v, l); }
-static int tcp_getsockname(int fd, struct sockaddr *a, socklen_t *l) { return getsockname(fd, a, l); }
-static int tcp_getpeername(int fd, struct sockaddr *a, socklen_t *l) { return getpeername(fd, a, l); }
-static int tcp_poll(struct pollfd *p, nfds_t n, int t) { return poll(p, n, t); }
-static int tcp_set_nonblock(int fd, bool on) {
-        int fl = fcntl(fd, F_GETFL);
-
-        if (fl < 0)
-                return -1;
-        return fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
-static int smc_set_nonblock(int fd, bool on) {
-        int fl = smc_fcntl(fd, F_GETFL);
-
-        if (fl < 0)
-                return -1;
-        return smc_fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
-
-static const struct sock_ops tcp_ops = {
-        .name = "tcp", .smc = false,
-        .socket = tcp_socket, .bind = tcp_bind, .listen = tcp_listen, .accept = tcp_accept,
-        .connect = tcp_connect, .send = tcp_send, .recv = tcp_recv, .shutdown = tcp_shutdown,
-        .close = tcp_close, .setsockopt = tcp_setsockopt, .getsockopt = tcp_getsockopt,
-        .getsockname = tcp_getsockname, .getpeername = tcp_getpeername, .poll = tcp_poll,
-        .set_nonblock = tcp_set_nonblock,
-};
-
-static const struct sock_ops smc_ops = {
-        .name = "smc", .smc = true,
-        .socket = smc_socket, .bind = smc_bind, .listen = smc_listen, .accept = smc_accept,
-        .connect = smc_connect, .send = smc_send, .recv = smc_recv, .shutdown = smc_shutdown,
-        .close = smc_close, .setsockopt = smc_setsockopt, .getsockopt = smc_getsockopt,
-        .getsockname = smc_getsockname, .getpeername = smc_getpeername, .poll = smc_poll,
-        .set_nonblock = smc_set_nonblock,
-};
+/* ---- the two socket APIs: sock_ops_tcp (libc, real TCP) and sock_ops_smc
+ * (libsmcproto), tests/sock-ops.h ---- */
 
 /* ---- small socket helpers ---- */
 
@@ -603,7 +538,7 @@ static void __attribute__((noreturn)) pair_client(struct pair *p, pair_fn fn) {
 
 static int pair_start(struct pair *p, pair_fn server, pair_fn client) {
         if (!p->sops)
-                p->sops = &smc_ops;
+                p->sops = &sock_ops_smc;
         if (!p->cops)
                 p->cops = p->sops;
         if (!p->listen_ip)
@@ -799,7 +734,7 @@ static int echo_server(struct pair *p, int fd) {
                 }
                 if (n == 0)
                         break;
-                w = send_all(&smc_ops, fd, buf, (size_t) n);
+                w = send_all(&sock_ops_smc, fd, buf, (size_t) n);
                 if (w < 0) {
                         errno = (int) -w;
                         FAIL("echo server: send: %m");
@@ -831,9 +766,9 @@ static int echo_client_body(struct pair *p, int fd) {
                         ssize_t n;
 
                         pattern_fill(1000 + i, (uint64_t) round * 40000, want, sizes[i]);
-                        n = send_all(&smc_ops, fd, want, sizes[i]);
+                        n = send_all(&sock_ops_smc, fd, want, sizes[i]);
                         CHECK(n == (ssize_t) sizes[i], "echo: send %zu: %s", sizes[i], strerror((int) -n));
-                        n = recv_all(&smc_ops, fd, got, sizes[i]);
+                        n = recv_all(&sock_ops_smc, fd, got, sizes[i]);
                         CHECK(n == (ssize_t) sizes[i], "echo: recv %zu: got %zd (%s)", sizes[i], n,
                               n < 0 ? strerror((int) -n) : "EOF");
                         CHECK(memcmp(want, got, sizes[i]) == 0, "echo: %zu bytes came back different", sizes[i]);
@@ -1014,7 +949,7 @@ static int many_server(struct pair *p, int lfd) {
                                 goto out;
                         }
                         snprintf(want, sizeof(want), "ack  %09d", i);
-                        if (send_all(&smc_ops, pf[i].fd, want, sizeof(want)) != (ssize_t) sizeof(want)) {
+                        if (send_all(&sock_ops_smc, pf[i].fd, want, sizeof(want)) != (ssize_t) sizeof(want)) {
                                 FAIL("server conn %d: send failed", i);
                                 goto out;
                         }
@@ -1044,7 +979,7 @@ static int many_client(struct pair *p, int unused) {
         for (; opened < MANY; opened++) {
                 char who[32];
 
-                if (pair_connect(p, &smc_ops, &fds[opened]) < 0)
+                if (pair_connect(p, &sock_ops_smc, &fds[opened]) < 0)
                         goto out;
                 snprintf(who, sizeof(who), "client conn %d", opened);
                 if (expect_mode(fds[opened], who, SMC_PROTO_MODE_SMCD, REASON_ANY) < 0) {
@@ -1065,13 +1000,13 @@ static int many_client(struct pair *p, int unused) {
         for (int i = 0; i < MANY; i++) {
                 memset(msg, 0, sizeof(msg));
                 snprintf(msg, sizeof(msg), "conn %d", i);
-                if (send_all(&smc_ops, fds[i], msg, sizeof(msg)) != (ssize_t) sizeof(msg)) {
+                if (send_all(&sock_ops_smc, fds[i], msg, sizeof(msg)) != (ssize_t) sizeof(msg)) {
                         FAIL("client conn %d: send failed: %m", i);
                         goto out;
                 }
         }
         for (int i = 0; i < MANY; i++) {
-                ssize_t k = recv_all(&smc_ops, fds[i], got, sizeof(got));
+                ssize_t k = recv_all(&sock_ops_smc, fds[i], got, sizeof(got));
 
                 snprintf(want, sizeof(want), "ack  %09d", i);
                 if (k != (ssize_t) sizeof(got) || memcmp(got, want, sizeof(want)) != 0) {
@@ -1692,7 +1627,7 @@ static int case_semantics(struct ctx *c) {
                 { "nonblocking connect", nbconnect_server, nbconnect_client, true, NULL },
                 { "ECONNREFUSED", NULL, NULL, false, refused_body },
         };
-        const struct sock_ops *ops[] = { &tcp_ops, &smc_ops };
+        const struct sock_ops *ops[] = { &sock_ops_tcp, &sock_ops_smc };
         char first[sizeof(shm->reason)] = "";
         int bad = 0;
 
@@ -1834,7 +1769,7 @@ static int killsnd_client(struct pair *p, int fd) {
                 return FAIL("out of memory");
         for (;;) {
                 pattern_fill(48, off, buf, chunk);
-                if (send_all(&smc_ops, fd, buf, chunk) < 0) {
+                if (send_all(&sock_ops_smc, fd, buf, chunk) < 0) {
                         free(buf);
                         return FAIL("sender: send failed before it was killed: %m");
                 }
@@ -1856,7 +1791,7 @@ static int killrcv_server(struct pair *p, int fd) {
                 ssize_t n;
 
                 pattern_fill(49, off, buf, chunk);
-                n = send_all(&smc_ops, fd, buf, chunk);
+                n = send_all(&sock_ops_smc, fd, buf, chunk);
                 if (n < 0) {
                         if (n != -ECONNRESET && n != -EPIPE) {
                                 FAIL("sender: after the receiver was killed: expected ECONNRESET or EPIPE, got %s",
@@ -1971,8 +1906,8 @@ static int smcdkill_server(struct pair *p, int lfd) {
         if (pair_accept(p, lfd, &fd) < 0)
                 return -1;
         if (expect_mode(fd, "server conn 1", SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
-            recv_all(&smc_ops, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
-            send_all(&smc_ops, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf)) {
+            recv_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+            send_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf)) {
                 smc_close(fd);
                 return FAIL("server conn 1: ping before the kill");
         }
@@ -1980,7 +1915,7 @@ static int smcdkill_server(struct pair *p, int lfd) {
                 smc_close(fd);
                 return FAIL("server: no go");
         }
-        if (xfer_bidir(&smc_ops, fd, MiB, 71, 70, "server conn 1 after smcd died", NULL) < 0) {
+        if (xfer_bidir(&sock_ops_smc, fd, MiB, 71, 70, "server conn 1 after smcd died", NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -1992,7 +1927,7 @@ static int smcdkill_server(struct pair *p, int lfd) {
                 if (pair_accept(p, lfd, &fd) < 0)
                         return -1;
                 if (expect_mode(fd, who, SMC_PROTO_MODE_TCP, REASON_ANY) < 0 ||
-                    xfer_bidir(&smc_ops, fd, MiB, 70 + 2 * i + 1, 70 + 2 * i, who, NULL) < 0) {
+                    xfer_bidir(&sock_ops_smc, fd, MiB, 70 + 2 * i + 1, 70 + 2 * i, who, NULL) < 0) {
                         smc_close(fd);
                         return -1;
                 }
@@ -2006,10 +1941,10 @@ static int smcdkill_newconn(struct pair *p, int i) {
         int fd;
 
         snprintf(who, sizeof(who), "client conn %d after smcd died", i);
-        if (pair_connect(p, &smc_ops, &fd) < 0)
+        if (pair_connect(p, &sock_ops_smc, &fd) < 0)
                 return -1;
         if (expect_mode(fd, who, SMC_PROTO_MODE_TCP, SMC_CLC_DECL_NOSMCDDEV) < 0 ||
-            xfer_bidir(&smc_ops, fd, MiB, 70 + 2 * i, 70 + 2 * i + 1, who, NULL) < 0) {
+            xfer_bidir(&sock_ops_smc, fd, MiB, 70 + 2 * i, 70 + 2 * i + 1, who, NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -2022,12 +1957,12 @@ static int smcdkill_client(struct pair *p, int unused) {
         uint64_t v;
         int fd;
 
-        if (pair_connect(p, &smc_ops, &fd) < 0)
+        if (pair_connect(p, &sock_ops_smc, &fd) < 0)
                 return -1;
         pattern_fill(69, 0, buf, sizeof(buf));
         if (expect_mode(fd, "client conn 1", SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
-            send_all(&smc_ops, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
-            recv_all(&smc_ops, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+            send_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+            recv_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
             pattern_check(69, 0, buf, sizeof(buf)) >= 0) {
                 smc_close(fd);
                 return FAIL("client conn 1: ping before the kill");
@@ -2036,7 +1971,7 @@ static int smcdkill_client(struct pair *p, int unused) {
                 smc_close(fd);
                 return FAIL("client: no go");
         }
-        if (xfer_bidir(&smc_ops, fd, MiB, 70, 71, "client conn 1 after smcd died", NULL) < 0) {
+        if (xfer_bidir(&sock_ops_smc, fd, MiB, 70, 71, "client conn 1 after smcd died", NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -2123,25 +2058,26 @@ static int addrinuse_body(void *arg) {
         int l1, l2, l3;
 
         /* a port held by a plain TCP listener: smc_bind gets EADDRINUSE */
-        l1 = listen_on(&tcp_ops, "127.0.0.1", 0, 16, &p1);
+        l1 = listen_on(&sock_ops_tcp, "127.0.0.1", 0, 16, &p1);
         CHECK(l1 >= 0, "tcp listener");
-        CHECK(bind_expect(&smc_ops, "127.0.0.1", p1, EADDRINUSE) == 0, "smc bind on a TCP listener's port");
-        CHECK(bind_expect(&smc_ops, "0.0.0.0", p1, EADDRINUSE) == 0, "smc bind 0.0.0.0 on a TCP listener's port");
+        CHECK(bind_expect(&sock_ops_smc, "127.0.0.1", p1, EADDRINUSE) == 0, "smc bind on a TCP listener's port");
+        CHECK(bind_expect(&sock_ops_smc, "0.0.0.0", p1, EADDRINUSE) == 0, "smc bind 0.0.0.0 on a TCP listener's port");
         close(l1);
 
         /* a port held by an SMC listener: plain bind and smc_bind get EADDRINUSE */
-        l2 = listen_on(&smc_ops, "127.0.0.1", 0, 16, &p2);
+        l2 = listen_on(&sock_ops_smc, "127.0.0.1", 0, 16, &p2);
         CHECK(l2 >= 0, "smc listener");
-        CHECK(bind_expect(&tcp_ops, "127.0.0.1", p2, EADDRINUSE) == 0, "tcp bind on an SMC listener's port");
-        CHECK(bind_expect(&smc_ops, "127.0.0.1", p2, EADDRINUSE) == 0, "smc bind on an SMC listener's port");
-        l3 = listen_on(&smc_ops, "0.0.0.0", 0, 16, &p3);
+        CHECK(bind_expect(&sock_ops_tcp, "127.0.0.1", p2, EADDRINUSE) == 0, "tcp bind on an SMC listener's port");
+        CHECK(bind_expect(&sock_ops_smc, "127.0.0.1", p2, EADDRINUSE) == 0, "smc bind on an SMC listener's port");
+        l3 = listen_on(&sock_ops_smc, "0.0.0.0", 0, 16, &p3);
         CHECK(l3 >= 0, "smc wildcard listener");
-        CHECK(bind_expect(&tcp_ops, "127.0.0.1", p3, EADDRINUSE) == 0, "tcp bind on an SMC wildcard listener's port");
+        CHECK(bind_expect(&sock_ops_tcp, "127.0.0.1", p3, EADDRINUSE) == 0,
+              "tcp bind on an SMC wildcard listener's port");
 
         /* closing the SMC listener frees the port */
         CHECK(smc_close(l2) == 0 && smc_close(l3) == 0, "close listeners: %m");
-        CHECK(bind_expect(&tcp_ops, "127.0.0.1", p2, 0) == 0, "port of a closed SMC listener");
-        CHECK(bind_expect(&tcp_ops, "127.0.0.1", p3, 0) == 0, "port of a closed SMC listener");
+        CHECK(bind_expect(&sock_ops_tcp, "127.0.0.1", p2, 0) == 0, "port of a closed SMC listener");
+        CHECK(bind_expect(&sock_ops_tcp, "127.0.0.1", p3, 0) == 0, "port of a closed SMC listener");
         fprintf(stderr, "# EADDRINUSE both ways between TCP and SMC listeners; ports freed on close\n");
         return 0;
 }
@@ -2159,7 +2095,7 @@ static int mixed_server(struct pair *p, int lfd) {
         while (fd < 0 && errno == EINTR);
         CHECK(fd >= 0, "accept of a plain TCP client: %m");
         if (expect_mode(fd, "server side of a plain TCP client", SMC_PROTO_MODE_TCP, REASON_ANY) < 0 ||
-            xfer_bidir(&smc_ops, fd, 256 * KiB, 81, 80, "server (TCP client)", NULL) < 0) {
+            xfer_bidir(&sock_ops_smc, fd, 256 * KiB, 81, 80, "server (TCP client)", NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -2179,7 +2115,7 @@ static int mixed_server(struct pair *p, int lfd) {
         /* 2: an SMC client on the same listener */
         CHECK(pair_accept(p, lfd, &fd) == 0, "accept");
         if (expect_mode(fd, "server side of an SMC client", SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
-            xfer_bidir(&smc_ops, fd, 256 * KiB, 83, 82, "server (SMC client)", NULL) < 0) {
+            xfer_bidir(&sock_ops_smc, fd, 256 * KiB, 83, 82, "server (SMC client)", NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -2192,18 +2128,18 @@ static int mixed_client(struct pair *p, int unused) {
         socklen_t l = sizeof(self);
         int fd;
 
-        CHECK(pair_connect(p, &tcp_ops, &fd) == 0, "plain connect");
+        CHECK(pair_connect(p, &sock_ops_tcp, &fd) == 0, "plain connect");
         CHECK(getsockname(fd, (struct sockaddr *) &self, &l) == 0, "getsockname: %m");
-        if (xfer_bidir(&tcp_ops, fd, 256 * KiB, 80, 81, "plain TCP client", NULL) < 0) {
+        if (xfer_bidir(&sock_ops_tcp, fd, 256 * KiB, 80, 81, "plain TCP client", NULL) < 0) {
                 close(fd);
                 return -1;
         }
         close(fd);
         CHECK(chan_put(p->c2s[1], addr_port(&self)) == 0, "side channel");
 
-        CHECK(pair_connect(p, &smc_ops, &fd) == 0, "smc connect");
+        CHECK(pair_connect(p, &sock_ops_smc, &fd) == 0, "smc connect");
         if (expect_mode(fd, "SMC client", SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
-            xfer_bidir(&smc_ops, fd, 256 * KiB, 82, 83, "SMC client", NULL) < 0) {
+            xfer_bidir(&sock_ops_smc, fd, 256 * KiB, 82, 83, "SMC client", NULL) < 0) {
                 smc_close(fd);
                 return -1;
         }
@@ -2216,7 +2152,7 @@ static int case_listen(struct ctx *c) {
         struct pair mixed = { .manual = true, .timeout_s = 30 };
         /* an SMC client to a plain TCP listener: TCP, PEERNOSMC */
         struct pair plain = {
-                .sops = &tcp_ops, .cops = &smc_ops, .cmode = SMC_PROTO_MODE_TCP,
+                .sops = &sock_ops_tcp, .cops = &sock_ops_smc, .cmode = SMC_PROTO_MODE_TCP,
                 .creason = SMC_CLC_DECL_PEERNOSMC, .arg = &a, .timeout_s = 30,
         };
 
@@ -2248,9 +2184,9 @@ static int limit_server(struct pair *p, int lfd) {
                 snprintf(who, sizeof(who), "server conn %d", i + 1);
                 if (pair_accept(p, lfd, &fds[i]) < 0 || expect_mode(fds[i], who, modes[i], REASON_ANY) < 0)
                         goto out;
-                if (recv_all(&smc_ops, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+                if (recv_all(&sock_ops_smc, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
                     pattern_check(90 + (uint64_t) i, 0, buf, sizeof(buf)) >= 0 ||
-                    send_all(&smc_ops, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf)) {
+                    send_all(&sock_ops_smc, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf)) {
                         FAIL("%s: echo failed", who);
                         goto out;
                 }
@@ -2296,11 +2232,11 @@ static int limit_client(struct pair *p, int unused) {
                                 goto out;
                         }
                 }
-                if (pair_connect(p, &smc_ops, &fds[i]) < 0 || expect_mode(fds[i], who, mode, a->reason) < 0)
+                if (pair_connect(p, &sock_ops_smc, &fds[i]) < 0 || expect_mode(fds[i], who, mode, a->reason) < 0)
                         goto out;
                 pattern_fill(90 + (uint64_t) i, 0, buf, sizeof(buf));
-                if (send_all(&smc_ops, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
-                    recv_all(&smc_ops, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+                if (send_all(&sock_ops_smc, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+                    recv_all(&sock_ops_smc, fds[i], buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
                     pattern_check(90 + (uint64_t) i, 0, buf, sizeof(buf)) >= 0) {
                         FAIL("%s: echo failed", who);
                         goto out;

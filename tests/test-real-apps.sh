@@ -176,15 +176,13 @@ test_redis() {
         port=$(apps_free_port)
         mkdir -p "$APPS_DIR/redis"
         apps_mark
-        apps_bg redis-server "${SMCRUN[@]}" redis-server --port "$port" --bind 127.0.0.1 \
-                --save "" --appendonly no --daemonize no --dir "$APPS_DIR/redis" --logfile ""
-        pid=$APPS_BG_PID
-        if ! apps_wait_port "$port" 10 "$pid"; then
+        if ! apps_redis_start redis-server "$port" "$APPS_DIR/redis" "${SMCRUN[@]}"; then
                 nok "redis-server did not listen on port $port"
                 log redis-server.log
-                apps_stop "$pid"
+                apps_stop "$APPS_BG_PID"
                 return
         fi
+        pid=$APPS_BG_PID
         rcli() { T 10 "${SMCRUN[@]}" redis-cli -p "$port" "$@"; }
         out=$(rcli PING 2>&1)
         [ "$out" = PONG ]
@@ -245,47 +243,16 @@ test_redis() {
 }
 
 # --- nginx --------------------------------------------------------------------------------
-# nginx_conf DIR PORT SENDFILE [EVENTS]: 2 workers and a master process, no 'env' lines
-# (the library keeps SMCD_RUNTIME_DIR from load time; nginx clears its workers'
-# environment). Everything nginx writes goes to DIR. As root, the workers run as nobody.
+# nginx_conf DIR PORT SENDFILE [EVENTS]: apps_nginx_conf with 1024 connections a worker
+# and error_log at info
 nginx_conf() {
-        cat <<CONF
-daemon off;
-master_process on;
-worker_processes 2;
-pid $1/nginx.pid;
-error_log $1/error.log info;
-events { worker_connections 1024; $4 }
-http {
-    access_log off;
-    sendfile $3;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    client_body_temp_path $1/tmp/body;
-    proxy_temp_path $1/tmp/proxy;
-    fastcgi_temp_path $1/tmp/fastcgi;
-    uwsgi_temp_path $1/tmp/uwsgi;
-    scgi_temp_path $1/tmp/scgi;
-    server { listen 127.0.0.1:$2; root $1/www; }
-}
-CONF
+        apps_nginx_conf "$1" "$2" "$3" 1024 info "${4:-}"
 }
 
-# nginx_start DIR PORT: start nginx under smcrun (DIR/nginx.conf); 0 when both workers
-# are up and serve (a plain TCP curl). NGINX_PID: the master.
+# nginx_start DIR PORT: apps_nginx_start under smcrun (DIR/nginx.conf, log nginx.log);
+# 0 when both workers are up and serve. APPS_NGINX_PID: the master.
 nginx_start() {
-        local d=$1 port=$2
-        : >"$d/error.log"
-        apps_bg nginx "${SMCRUN[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
-        NGINX_PID=$APPS_BG_PID
-        apps_wait_port "$port" 10 "$NGINX_PID" || return 1
-        for _ in $(seq 20); do
-                [ "$(pgrep -c -P "$NGINX_PID")" = 2 ] &&
-                        T 3 curl -sf -o /dev/null "http://127.0.0.1:$port/4k.bin" && return 0
-                kill -0 "$NGINX_PID" 2>/dev/null || return 1
-                sleep 0.1
-        done
-        return 1
+        apps_nginx_start "$1" "$2" nginx "${SMCRUN[@]}"
 }
 
 nginx_alerts() {
@@ -356,11 +323,7 @@ nginx_clients() {
 test_nginx() {
         have nginx wrk curl || return
         local d=$APPS_DIR/nginx mode port events="" rc out sf
-        mkdir -p "$d/www" "$d/tmp"
-        chmod 0755 "$d" "$d/www"
-        head -c 4096 /dev/urandom >"$d/www/4k.bin"
-        head -c 1048576 /dev/urandom >"$d/www/1m.bin"
-        chmod 0644 "$d/www/"*
+        apps_nginx_www "$d"
         echo "$WRK_LUA" >"$d/summary.lua"
 
         for mode in on off; do
@@ -376,26 +339,26 @@ test_nginx() {
                                 nok "nginx (2 workers, accept_mutex off: EPOLLEXCLUSIVE) serves under smcrun:" \
                                         "$(nginx_alerts "$d" 1)"
                                 log nginx.log 5
-                                apps_stop "$NGINX_PID" QUIT 5
+                                apps_stop "$APPS_NGINX_PID" QUIT 5
                                 # the rest with the accept mutex (no EPOLLEXCLUSIVE)
                                 echo "# nginx: the rest with 'accept_mutex on'"
                                 events="accept_mutex on;"
                                 nginx_conf "$d" "$port" "$mode" "$events" >"$d/nginx.conf"
                         fi
                 fi
-                if ! kill -0 "$NGINX_PID" 2>/dev/null && ! nginx_start "$d" "$port"; then
+                if ! kill -0 "$APPS_NGINX_PID" 2>/dev/null && ! nginx_start "$d" "$port"; then
                         nok "nginx sendfile $mode ($events) serves under smcrun: $(nginx_alerts "$d" 1)"
                         log nginx.log 5
-                        apps_stop "$NGINX_PID" QUIT 5
+                        apps_stop "$APPS_NGINX_PID" QUIT 5
                         continue
                 fi
                 [ "$(id -u)" = 0 ] && [ $mode = on ] &&
-                        echo "# nginx workers run as: $(ps -o user= --ppid "$NGINX_PID" | sort -u | paste -sd ,)"
+                        echo "# nginx workers run as: $(ps -o user= --ppid "$APPS_NGINX_PID" | sort -u | paste -sd ,)"
                 nginx_clients "$d" "$port" "$mode"
                 # the clients are gone: nginx closed its side of every connection (a
                 # worker, running as nobody, closes what the root master's listener got)
                 idle "nginx sendfile $mode (running, after its clients)"
-                apps_stop "$NGINX_PID" QUIT 10
+                apps_stop "$APPS_NGINX_PID" QUIT 10
                 rc=$?
                 check $rc "nginx sendfile $mode: exit status $rc after SIGQUIT (graceful)"
                 out=$(nginx_alerts "$d")
@@ -420,16 +383,9 @@ test_python() {
         local kind pid port out rc
         for kind in socket asyncio; do
                 apps_mark
-                rm -f "$APPS_DIR/echo-$kind.port"
-                apps_bg "echo-$kind-server" "${SMCRUN[@]}" python3 "$here/apps/echo.py" server \
-                        --kind "$kind" --port-file "$APPS_DIR/echo-$kind.port"
+                apps_echo_start "echo-$kind-server" "$kind" "$APPS_DIR/echo-$kind.port" "${SMCRUN[@]}"
                 pid=$APPS_BG_PID
-                for _ in $(seq 100); do
-                        [ -s "$APPS_DIR/echo-$kind.port" ] && break
-                        kill -0 "$pid" 2>/dev/null || break
-                        sleep 0.1
-                done
-                port=$(cat "$APPS_DIR/echo-$kind.port" 2>/dev/null)
+                port=$APPS_ECHO_PORT
                 if [ -z "$port" ]; then
                         nok "python $kind echo server did not start"
                         log "echo-$kind-server.log"

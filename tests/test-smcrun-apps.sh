@@ -8,24 +8,17 @@
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
 # connections: inetd's pattern with tr/sed/grep/sort/sha256sum/... (stdio-inetd.py) and
-# fdopen/dprintf/dup2 onto stdin/stdout/stderr (tests/stdio-smc.c).
-# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC
+# fdopen/dprintf/dup2 onto stdin/stdout/stderr (tests/stdio-smc.c); programs that use
+# io_uring get TCP (SMCD_DECL_IOURING), every byte right (tests/iouring-smc.c; liburing
+# loaded into python).
+# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
-smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4
+smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
 here=$(dirname "$0")
-rundir=$(mktemp -d /tmp/smcd-test-apps.XXXXXX)
-export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
-"$smcd" --runtime-dir "$rundir" >"$rundir/smcd.log" 2>&1 &
-spid=$!
-trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$rundir"' EXIT
-for _ in $(seq 100); do [ -S "$rundir/smcd.sock" ] && break; sleep 0.05; done
-# A sanitizer build of libsmcrun.so needs its runtime preloaded ahead of it (python3 is
-# not instrumented); leak checking is off for python's own allocations.
-san=$(ldd "$lib" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
-if [ -n "$san" ]; then
-        export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
-        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
+# shellcheck source=tests/apps/smcrun-env.sh
+. "$here/apps/smcrun-env.sh"
+# private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
+smcrun_env "$smcd" "$lib" smcd-test-apps || exit 1
 failed=0
 for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
@@ -42,6 +35,33 @@ else
         failed=1
 fi
 echo "$out" | sed 's/^/    /'
+# io_uring: a ring (raw system calls), then liburing loaded (no ring): both TCP
+uring=0
+out=$(timeout 60 sh "$smcrun" "$iouring_smc" 2>&1); rc=$?
+case $rc in
+0) echo "ok - iouring-smc: $out"; uring=$((uring + 1)) ;;
+77) echo "ok - iouring-smc: skipped: $out" ;;
+*) echo "not ok - iouring-smc: exit $rc: $out"; failed=1 ;;
+esac
+liburing=$(ls /usr/lib/*/liburing.so.2 /usr/lib/liburing.so.2 2>/dev/null | head -n 1)
+if [ -n "$liburing" ]; then
+        if out=$(LD_PRELOAD="$liburing${LD_PRELOAD:+:$LD_PRELOAD}" timeout 60 sh "$smcrun" python3 -c '
+import socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.create_connection(l.getsockname()); s, _ = l.accept()
+c.sendall(b"uring" * 1000); c.close()
+b = b""
+while len(b) < 5000:
+    d = s.recv(65536)
+    if not d: break
+    b += d
+assert b == b"uring" * 1000, len(b)
+print("liburing loaded: 5000 bytes over TCP")' 2>&1); then
+                echo "ok - liburing: $out"; uring=$((uring + 1))
+        else
+                echo "not ok - liburing: $out"; failed=1
+        fi
+fi
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1
@@ -52,6 +72,15 @@ ok = s["conns_client"] >= 11 and s["conns_server"] >= 11 and s["sendfile_calls"]
     s["sendfile_bytes"] >= 3 * (4 << 20)
 print("%s - stats: conns_client %d, conns_server %d (SMC-D), sendfile_calls %d, sendfile_bytes %d" %
       ("ok" if ok else "not ok", s["conns_client"], s["conns_server"], s["sendfile_calls"], s["sendfile_bytes"]))
+sys.exit(0 if ok else 1)
+PY
+python3 - "$rundir/stats.json" "$uring" <<'PY' || failed=1
+import json, sys
+f = json.load(open(sys.argv[1]))["fallback"]
+n = sum(e["count"] for e in f["by_reason"] if e["name"] == "SMCD_DECL_IOURING")
+want = int(sys.argv[2])
+ok = n == want
+print("%s - io_uring fallbacks recorded as SMCD_DECL_IOURING: %d (want %d)" % ("ok" if ok else "not ok", n, want))
 sys.exit(0 if ok else 1)
 PY
 exit $failed

@@ -8,18 +8,10 @@ set -u
 smcd=$1 lib=$2 smcrun=$3
 export EXEC_VARIANTS=$4
 here=$(dirname "$0")
-rundir=$(mktemp -d /tmp/smcd-test-exec.XXXXXX)
-export SMCD_RUNTIME_DIR=$rundir SMCRUN_LIB=$lib
-"$smcd" --no-bus --runtime-dir "$rundir" >"$rundir/smcd.log" 2>&1 &
-spid=$!
-trap 'kill $spid 2>/dev/null; wait $spid 2>/dev/null; rm -rf "$rundir"' EXIT
-for _ in $(seq 100); do [ -S "$rundir/smcd.sock" ] && break; sleep 0.05; done
-# a sanitizer build: its runtime ahead of libsmcrun.so (as test-smcrun-apps.sh)
-san=$(ldd "$lib" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
-if [ -n "$san" ]; then
-        export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
-        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
+# shellcheck source=tests/apps/smcrun-env.sh
+. "$here/apps/smcrun-env.sh"
+# private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
+smcrun_env "$smcd" "$lib" smcd-test-exec --no-bus || exit 1
 failed=0
 if out=$(timeout 100 sh "$smcrun" python3 "$here/apps/exec-inherit.py" 2>&1); then
         echo "ok - exec-inherit: $out"

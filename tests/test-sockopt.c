@@ -38,6 +38,7 @@
 
 #include "helpers.h"
 #include "smcproto.h"
+#include "sock-ops.h"
 
 static int n_test, n_fail;
 
@@ -55,41 +56,11 @@ static void tap(bool ok, const char *fmt, ...) {
                 n_fail++;
 }
 
-/* ---- the two APIs ---- */
-
-struct api {
-        const char *name;
-        int (*socket)(int, int, int);
-        int (*bind)(int, const struct sockaddr *, socklen_t);
-        int (*listen)(int, int);
-        int (*accept)(int, struct sockaddr *, socklen_t *);
-        int (*connect)(int, const struct sockaddr *, socklen_t);
-        ssize_t (*send)(int, const void *, size_t, int);
-        ssize_t (*recv)(int, void *, size_t, int);
-        int (*shutdown)(int, int);
-        int (*close)(int);
-        int (*setsockopt)(int, int, int, const void *, socklen_t);
-        int (*getsockopt)(int, int, int, void *, socklen_t *);
-        int (*getsockname)(int, struct sockaddr *, socklen_t *);
-        int (*ioctl)(int, unsigned long, void *);
-};
-
-static int tcp_ioctl(int fd, unsigned long req, void *arg) {
-        return ioctl(fd, req, arg);
-}
-
-static const struct api tcp_api = {
-        "TCP", socket, bind, listen, accept, connect, send, recv, shutdown, close, setsockopt, getsockopt,
-        getsockname, tcp_ioctl,
-};
-static const struct api smc_api = {
-        "SMC-D", smc_socket, smc_bind, smc_listen, smc_accept, smc_connect, smc_send, smc_recv, smc_shutdown,
-        smc_close, smc_setsockopt, smc_getsockopt, smc_getsockname, smc_ioctl,
-};
+/* ---- the two APIs: sock_ops_tcp (libc) and sock_ops_smc (smc_*), tests/sock-ops.h ---- */
 
 /* one connection: listener, connecting side, accepted side */
 struct conn {
-        const struct api *o;
+        const struct sock_ops *o;
         int l, c, a;
 };
 
@@ -101,7 +72,7 @@ static int side_fd(const struct conn *k, int side) {
 
 /* What the "options" configuration sets on the listener and on the client before
  * the connection. */
-static int apply_opts(const struct api *o, int fd, bool listener) {
+static int apply_opts(const struct sock_ops *o, int fd, bool listener) {
         int one = 1, v;
         struct linger lg = { 1, 3 };
         struct timeval tv = { 3, 0 };
@@ -144,7 +115,7 @@ static int apply_opts(const struct api *o, int fd, bool listener) {
         return 0;
 }
 
-static int conn_open(struct conn *k, const struct api *o, int family, bool opts) {
+static int conn_open(struct conn *k, const struct sock_ops *o, int family, bool opts) {
         struct sockaddr_storage ss = { .ss_family = (sa_family_t) family };
         socklen_t sl = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
         int one = 1, r;
@@ -477,7 +448,7 @@ static void info_data(const struct conn *t, const struct conn *s, bool opts) {
                 for (int i = 0; i < 2; i++)
                         if (k[i]->o->setsockopt(side_fd(k[i], side), IPPROTO_TCP, TCP_CORK, &one, sizeof(one)) < 0 ||
                             send_all(k[i], side_fd(k[i], side), CORKED) != CORKED)
-                                tap(false, "%s %s cork + send %d: %m", ctx, k[i]->o->name, CORKED);
+                                tap(false, "%s %s cork + send %d: %m", ctx, k[i]->o->label, CORKED);
                 settle();
                 cmp_ioctl(t, s, side, SIOCOUTQ, "SIOCOUTQ corked");
                 cmp_ioctl(t, s, side, SIOCOUTQNSD, "SIOCOUTQNSD corked");
@@ -603,13 +574,13 @@ static void run(int family, bool opts) {
 
         snprintf(name, sizeof(name), "%s %s", family == AF_INET ? "IPv4" : "IPv6", opts ? "options" : "defaults");
         ctx = name;
-        r = conn_open(&t, &tcp_api, family, opts);
+        r = conn_open(&t, &sock_ops_tcp, family, opts);
         if (r < 0) {
                 tap(false, "%s: TCP connection: %s", ctx, strerror(-r));
                 conn_close(&t);
                 return;
         }
-        r = conn_open(&s, &smc_api, family, opts);
+        r = conn_open(&s, &sock_ops_smc, family, opts);
         if (r < 0 || mode(s.c) != SMC_PROTO_MODE_SMCD || mode(s.a) != SMC_PROTO_MODE_SMCD) {
                 tap(false, "%s: SMC-D connection: %s, modes %d %d", ctx, strerror(-r), mode(s.c), mode(s.a));
                 conn_close(&t);
@@ -626,7 +597,7 @@ static void run(int family, bool opts) {
         conn_close(&s);
 
         /* a fresh pair for the reset */
-        if (conn_open(&t, &tcp_api, family, false) == 0 && conn_open(&s, &smc_api, family, false) == 0)
+        if (conn_open(&t, &sock_ops_tcp, family, false) == 0 && conn_open(&s, &sock_ops_smc, family, false) == 0)
                 reset(&t, &s);
         else
                 tap(false, "%s: second connection pair", ctx);

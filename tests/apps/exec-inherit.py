@@ -45,6 +45,9 @@ from streams import recv_all
 SOL_SMC, SMC_PROTO_MODE, MODE_SMCD = 286, 0x5301, 1
 ME = os.path.abspath(__file__)
 PY = sys.executable
+# a program that loads liburing must get no SMC socket (smcrun(1), io_uring); "" if absent
+LIBURING = next((p for p in ("/usr/lib/x86_64-linux-gnu/liburing.so.2", "/usr/lib/aarch64-linux-gnu/liburing.so.2",
+                             "/usr/lib/liburing.so.2") if os.path.exists(p)), "")
 FIRST = 1000
 EXTRA = 32 << 10  # less than the smallest ring (64 KiB by default)
 SIZE = 1 << 20
@@ -185,12 +188,15 @@ def acceptor(kind):
             except OSError:
                 pass  # the directory's own fd
         return serve_here(s)
-    if kind in ("nosmcd", "nopreload"):
+    if kind in ("nosmcd", "nopreload", "iouring"):
         got = recv_all(s, FIRST)
         s.sendall(got)
         env = dict(os.environ)
         if kind == "nosmcd":
             env["SMCD_RUNTIME_DIR"] = "/nonexistent-smcd-dir"
+        elif kind == "iouring":
+            # the new image loads liburing: it must not adopt an SMC socket
+            env["LD_PRELOAD"] = env.get("LD_PRELOAD", "") + ":" + LIBURING
         else:
             env.pop("LD_PRELOAD", None)
         reexec(s, env, "expect-reset")
@@ -447,6 +453,7 @@ def main():
         ("failed exec", lambda: case_simple("enoent", "works")),
         ("no smcd after exec", lambda: case_simple("nosmcd", "eof")),
         ("no libsmcrun after exec", lambda: case_simple("nopreload", "eof")),
+        ("liburing after exec", lambda: LIBURING and case_simple("iouring", "eof")),
         ("bad entries", case_bogus),
         ("stale entries not passed on", lambda: subprocess.run(
             [PY, ME, "check-env"], env=dict(os.environ, SMCRUN_INHERIT="3:-1:1:2:65536:3:65536:0:0:0")).returncode

@@ -28,6 +28,34 @@
 #   apps_free_port                         a TCP port free on 127.0.0.1 right now
 #   apps_wait_port PORT [SECONDS] [PID]    wait until something listens on TCP PORT
 #                                          (IPv4 or IPv6, 10 s), giving up if PID exits
+#   apps_redis_start NAME PORT DIR [PREFIX...]
+#                                          apps_bg NAME PREFIX... redis-server on
+#                                          127.0.0.1:PORT (no persistence, files in DIR),
+#                                          then wait for its port (10 s): 0, or 1 if it
+#                                          does not listen; its PID in APPS_BG_PID
+#   apps_echo_start NAME KIND PORTFILE [PREFIX...]
+#                                          apps_bg NAME PREFIX... tests/apps/echo.py server
+#                                          --kind KIND, wait (10 s) for its PORTFILE: the
+#                                          port in APPS_ECHO_PORT (empty and status 1 if it
+#                                          did not start); its PID in APPS_BG_PID
+#   apps_nginx_www DIR                     DIR/tmp and DIR/www with 4k.bin and 1m.bin
+#                                          (random bytes), readable by nginx's workers
+#   apps_nginx_conf DIR PORT SENDFILE CONNS LOGLEVEL [EVENTS]
+#                                          an nginx.conf on stdout: 2 workers and a master
+#                                          process, worker_connections CONNS and EVENTS (more
+#                                          'events' directives), sendfile SENDFILE (on|off),
+#                                          tcp_nopush on, DIR/www served on 127.0.0.1:PORT,
+#                                          error_log DIR/error.log at LOGLEVEL; no 'env'
+#                                          lines (libsmcrun.so keeps SMCD_RUNTIME_DIR from
+#                                          load time; nginx clears its workers'
+#                                          environment). Everything nginx writes goes to
+#                                          DIR; as root, the workers run as nobody
+#   apps_nginx_start DIR PORT NAME [PREFIX...]
+#                                          apps_bg NAME PREFIX... nginx with DIR/nginx.conf
+#                                          (DIR/error.log emptied first), wait for PORT (10
+#                                          s): 0 when both workers are up and serve /4k.bin
+#                                          (a plain TCP curl) within about 2 s more, else 1;
+#                                          the master's PID in APPS_NGINX_PID
 #
 # Every process started with apps_bg (and smcd) is stopped by PID on exit.
 
@@ -35,6 +63,9 @@ APPS_PIDS=()
 APPS_SMCD_PID=
 APPS_DIR=
 APPS_CONNS_CURRENT=
+APPS_ECHO_PORT=
+APPS_NGINX_PID=
+APPS_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 apps_init() {
         local smcd=$1 lib=$2 smcrun=$3 name=$4 san
@@ -184,6 +215,76 @@ apps_wait_port() {
                         return 1
                 fi
                 sleep 0.05
+        done
+        return 1
+}
+
+apps_redis_start() {
+        local name=$1 port=$2 dir=$3
+        shift 3
+        apps_bg "$name" "$@" redis-server --port "$port" --bind 127.0.0.1 \
+                --save "" --appendonly no --daemonize no --dir "$dir" --logfile ""
+        apps_wait_port "$port" 10 "$APPS_BG_PID"
+}
+
+apps_echo_start() {
+        local name=$1 kind=$2 pf=$3
+        shift 3
+        rm -f "$pf"
+        apps_bg "$name" "$@" python3 "$APPS_LIB_DIR/echo.py" server --kind "$kind" --port-file "$pf"
+        for _ in $(seq 100); do
+                [ -s "$pf" ] && break
+                kill -0 "$APPS_BG_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        APPS_ECHO_PORT=$(cat "$pf" 2>/dev/null)
+        [ -n "$APPS_ECHO_PORT" ]
+}
+
+apps_nginx_www() {
+        local d=$1
+        mkdir -p "$d/www" "$d/tmp"
+        chmod 0755 "$d" "$d/www"
+        head -c 4096 /dev/urandom >"$d/www/4k.bin"
+        head -c 1048576 /dev/urandom >"$d/www/1m.bin"
+        chmod 0644 "$d/www/"*
+}
+
+apps_nginx_conf() {
+        cat <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+pid $1/nginx.pid;
+error_log $1/error.log $5;
+events { worker_connections $4; ${6:-} }
+http {
+    access_log off;
+    sendfile $3;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path $1/tmp/body;
+    proxy_temp_path $1/tmp/proxy;
+    fastcgi_temp_path $1/tmp/fastcgi;
+    uwsgi_temp_path $1/tmp/uwsgi;
+    scgi_temp_path $1/tmp/scgi;
+    server { listen 127.0.0.1:$2; root $1/www; }
+}
+CONF
+}
+
+apps_nginx_start() {
+        local d=$1 port=$2 name=$3
+        shift 3
+        : >"$d/error.log"
+        apps_bg "$name" "$@" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
+        APPS_NGINX_PID=$APPS_BG_PID
+        apps_wait_port "$port" 10 "$APPS_NGINX_PID" || return 1
+        for _ in $(seq 20); do
+                [ "$(pgrep -c -P "$APPS_NGINX_PID")" = 2 ] &&
+                        timeout -k 5 3 curl -sf -o /dev/null "http://127.0.0.1:$port/4k.bin" && return 0
+                kill -0 "$APPS_NGINX_PID" 2>/dev/null || return 1
+                sleep 0.1
         done
         return 1
 }
