@@ -122,7 +122,11 @@ struct smc_dmb_hdr {
         _Atomic uint64_t prod_msgs;      /* send calls that moved data into this ring */
         _Atomic uint64_t prod_cork_flushes; /* batches held back by cork / MSG_MORE
                                              * that were published */
-        uint8_t pad0[64 - 56];
+        _Atomic uint32_t wr_lock;        /* writers in several processes (a connection
+                                          * shared by fork, dup or exec): 0, or the pid
+                                          * of the one writing now (ring.c, "Shared
+                                          * writers"); unused while there is one */
+        uint8_t pad0[64 - 60];
         /* cache line 1: written by the owner (the reader), read by the writer */
         _Atomic uint64_t cons;          /* consumer cursor of this ring */
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */
@@ -145,6 +149,7 @@ _Static_assert(sizeof(struct smc_dmb_hdr) == 192, "DMB header layout");
 _Static_assert(offsetof(struct smc_dmb_hdr, prod) == 8 && offsetof(struct smc_dmb_hdr, prod_bytes) == 32 &&
                offsetof(struct smc_dmb_hdr, cons) == 64 && offsetof(struct smc_dmb_hdr, reader_cpu) == 84,
                "DMB header offsets");
+_Static_assert(offsetof(struct smc_dmb_hdr, wr_lock) == 56, "DMB header: wr_lock in the writer's line");
 _Static_assert(offsetof(struct smc_dmb_hdr, prod_msgs) / 64 == offsetof(struct smc_dmb_hdr, prod) / 64 &&
                offsetof(struct smc_dmb_hdr, cons_msgs) / 64 == offsetof(struct smc_dmb_hdr, cons) / 64,
                "hot counters share their writer's cache line");

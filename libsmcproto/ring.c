@@ -81,9 +81,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <limits.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -326,15 +328,88 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
 
 /* ---- transmit side (tx_lock held) ------------------------------------------------ */
 
-/* -EPIPE / -ECONNRESET if sending is no longer possible, else 0. */
 /* With nothing held back, take the producer cursor from the peer's DMB, where only
  * we write it: another process holding a copy of this connection (fork) may have
- * sent since this one last did. tx_lock held. */
+ * sent since this one last did; shared, the counters too (they are totals of all
+ * writers). tx_lock held (and wr_lock when shared). */
 static void tx_sync(struct smc_ring_ep *ep) {
-        if (ep->tx_unpub == 0)
-                __atomic_store_n(&ep->tx_prod, atomic_load_explicit(&ep->tx_hdr->prod, memory_order_relaxed),
-                                 __ATOMIC_RELAXED);
+        if (ep->tx_unpub != 0)
+                return;
+        __atomic_store_n(&ep->tx_prod, atomic_load_explicit(&ep->tx_hdr->prod, memory_order_relaxed),
+                         __ATOMIC_RELAXED);
+        if (__atomic_load_n(&ep->shared, __ATOMIC_RELAXED)) {
+                ep->tx_bytes = atomic_load_explicit(&ep->tx_hdr->prod_bytes, memory_order_relaxed);
+                ep->tx_msgs = atomic_load_explicit(&ep->tx_hdr->prod_msgs, memory_order_relaxed);
+                ep->tx_cork_flushes = atomic_load_explicit(&ep->tx_hdr->prod_cork_flushes, memory_order_relaxed);
+                ep->tx_sendfile_calls = atomic_load_explicit(&ep->tx_hdr->prod_sendfile_calls, memory_order_relaxed);
+                ep->tx_sendfile_bytes = atomic_load_explicit(&ep->tx_hdr->prod_sendfile_bytes, memory_order_relaxed);
+        }
 }
+
+/* ---- Shared writers ----------------------------------------------------------------
+ *
+ * A connection shared by fork, dup or exec may be written by several processes at
+ * once; tx_lock only orders the threads of one. So a shared endpoint's sends also
+ * hold wr_lock in the peer's DMB header: 0 when free, else the pid of the holder.
+ * The holder copies from the producer cursor in the header (tx_sync) and publishes
+ * everything before it lets go, so the next writer, in any process, continues after
+ * it; it lets go while it sleeps for space. A holder that died (kill -9 in a send) is
+ * found by kill(pid, 0) and its lock taken over; the bytes it copied but did not
+ * publish are overwritten, as a TCP send that never returned may send part of its
+ * buffer. The peer can write the word too, but only to stall or garble its own
+ * traffic: it can never make a writer touch memory outside the ring. */
+#define WR_LOCK_SPINS 256
+#define SHARED_WRITE_WHOLE PIPE_BUF /* bytes: a blocking send up to this is never split */
+#define WR_LOCK_SLEEP_NS 20000 /* between checks once spinning did not get it */
+
+static void tx_lock_shared(struct smc_ring_ep *ep) {
+        uint32_t me = (uint32_t) getpid(), cur;
+
+        for (unsigned round = 0;; round++) {
+                cur = 0;
+                if (atomic_compare_exchange_weak_explicit(&ep->tx_hdr->wr_lock, &cur, me, memory_order_acquire,
+                                                          memory_order_relaxed))
+                        return;
+                if (cur == me || (int32_t) cur <= 0) {
+                        /* our own pid (a thread of a former image of this process, cut off
+                         * by exec; our threads are ordered by tx_lock) or garbage */
+                        if (atomic_compare_exchange_strong_explicit(&ep->tx_hdr->wr_lock, &cur, me,
+                                                                    memory_order_acquire, memory_order_relaxed))
+                                return;
+                        continue;
+                }
+                if (round < WR_LOCK_SPINS) {
+                        cpu_relax();
+                        continue;
+                }
+                if ((round & 63) == 0) {
+                        int saved = errno;
+                        bool dead = kill((pid_t) cur, 0) < 0 && errno == ESRCH;
+
+                        errno = saved;
+                        if (dead && atomic_compare_exchange_strong_explicit(&ep->tx_hdr->wr_lock, &cur, me,
+                                                                            memory_order_acquire,
+                                                                            memory_order_relaxed))
+                                return;
+                }
+                {
+                        struct timespec ts = { 0, WR_LOCK_SLEEP_NS };
+
+                        nanosleep(&ts, NULL);
+                }
+        }
+}
+
+static void tx_unlock_shared(struct smc_ring_ep *ep) {
+        atomic_store_explicit(&ep->tx_hdr->wr_lock, 0, memory_order_release);
+}
+
+void smc_ring_set_shared(struct smc_ring_ep *ep) {
+        if (ep)
+                __atomic_store_n(&ep->shared, true, __ATOMIC_RELAXED);
+}
+
+/* -EPIPE / -ECONNRESET if sending is no longer possible, else 0. */
 
 static int tx_check(struct smc_ring_ep *ep) {
         uint32_t f;
@@ -564,11 +639,12 @@ static int tx_deadline_poll_ms(struct tx_deadline *d) {
         return left < WAIT_SPACE_POLL_MS ? (int) left : WAIT_SPACE_POLL_MS;
 }
 
-/* Wait until the peer's ring has space. Returns 0 (space; *plugged set if X was left
+/* Wait until the peer's ring has @need (>= 1) bytes of space. Returns 0 (space; *plugged set if X was left
  * plugged, in which case the caller must publish), -EAGAIN (nonblock, or the send
  * timeout of @dl passed, as TCP reports it), -EINTR, -EPIPE, -ECONNRESET, or another
  * -errno. @dl may be NULL (no timeout). */
-static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, struct tx_deadline *dl) {
+static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, struct tx_deadline *dl,
+                         uint32_t need) {
         int r, ms;
 
         if (!nonblock && ep->busy_poll_ns > 0 &&
@@ -576,7 +652,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                 uint64_t end = now_ns() + ep->busy_poll_ns;
 
                 do {
-                        if (tx_space(ep) > 0)
+                        if (tx_space(ep) >= need)
                                 return 0;
                         if (peer_flags(ep) & PEER_GONE_FLAGS)
                                 break;
@@ -591,7 +667,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
         for (;;) {
                 struct pollfd p = { .fd = ep->x, .events = POLLOUT };
 
-                if (tx_space(ep) > 0)
+                if (tx_space(ep) >= need)
                         return 0;
                 r = tx_check(ep);
                 if (r < 0)
@@ -601,7 +677,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                         return r;
                 atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_WRITE_BLOCKED);
                 atomic_store(&ep->tx_hdr->writer_waiting, 1);            /* P2 */
-                if (tx_space(ep) > 0) {                                   /* P3 */
+                if (tx_space(ep) >= need) {                               /* P3 */
                         *plugged = true;
                         return 0;
                 }
@@ -689,13 +765,16 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                        struct tx_deadline *dl) {
         bool sendfile = src->file_fd >= 0;
         size_t sent = 0;
-        bool hold, plugged = false;
+        bool hold, plugged = false, shared;
         int r;
 
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
 
         pthread_mutex_lock(&ep->tx_lock);
+        shared = __atomic_load_n(&ep->shared, __ATOMIC_RELAXED);
+        if (shared)
+                tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
         if (r < 0 || total == 0)
@@ -703,14 +782,27 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         hold = ep->corked || (flags & MSG_MORE);
 
         while (sent < total) {
-                uint32_t space = tx_space(ep), n, pos, k, chunk;
+                uint32_t space = tx_space(ep), n, pos, k, chunk, need = 1;
 
+                /* shared: a small blocking send goes in one piece, never split around
+                 * another process's bytes (as a small TCP send; PIPE_BUF as for pipes) */
+                if (shared && sent == 0 && !nonblock && total <= SHARED_WRITE_WHOLE && total <= ep->tx_size &&
+                    space < total) {
+                        need = (uint32_t) total;
+                        space = 0;
+                }
                 if (space == 0) {
                         /* full: a held batch must go out now, or we would wait forever */
-                        r = tx_publish(ep, false);
+                        r = tx_publish(ep, shared);
                         if (r < 0)
                                 break;
-                        r = tx_wait_space(ep, nonblock, &plugged, dl);
+                        if (shared)
+                                tx_unlock_shared(ep); /* others may write while we wait */
+                        r = tx_wait_space(ep, nonblock, &plugged, dl, need);
+                        if (shared) {
+                                tx_lock_shared(ep);
+                                tx_sync(ep); /* on after what they wrote */
+                        }
                         if (r < 0)
                                 break;
                         continue;
@@ -743,7 +835,7 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 if (src->file_short)
                         break; /* the file ended before @total: send what it had */
         }
-        if (plugged || (sent > 0 && !hold)) {
+        if (plugged || (sent > 0 && !hold) || (shared && ep->tx_unpub > 0)) {
                 int q = tx_publish(ep, true);
                 if (q < 0 && r >= 0)
                         r = q;
@@ -770,6 +862,8 @@ out:
         /* a shutdown(SHUT_WR) another thread asked for while we held the lock */
         if (__atomic_exchange_n(&ep->wr_shut_pending, false, __ATOMIC_RELAXED))
                 (void) tx_shutdown_locked(ep);
+        if (shared)
+                tx_unlock_shared(ep);
         pthread_mutex_unlock(&ep->tx_lock);
         if (sent > 0)
                 return (ssize_t) sent; /* an error, if any, is reported by the next call */

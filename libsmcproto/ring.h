@@ -56,6 +56,9 @@ struct smc_ring_ep {
         bool reset_seen;      /* ECONNRESET already reported once */
         bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
                                * after smc_ring_init()); its death is an abort */
+        bool shared;          /* other processes may write this connection too (fork,
+                               * dup, exec): sends take the DMB's wr_lock and publish
+                               * everything before they return (smc_ring_set_shared) */
         uint32_t busy_poll_ns;  /* spin this long before sleeping (0 = never spin) */
         uint32_t autocork_size; /* bytes; flush a corked batch at this size */
         /* statistics, published into the DMB headers (dmb.h, "Counters") */
@@ -66,6 +69,14 @@ struct smc_ring_ep {
         uint64_t tx_sendfile_bytes; /* (tx_lock): prod_sendfile_bytes */
         uint64_t rx_msgs;          /* recv calls that consumed data (rx_lock): cons_msgs */
 };
+
+/* From now on, other processes may hold copies of this connection (after fork, dup
+ * or exec; the socket layer knows): every send takes the cross-process writer lock in
+ * the peer's DMB header (dmb.h wr_lock), starts from the producer cursor and counters
+ * found there, and publishes all it wrote before it returns (TCP_CORK and MSG_MORE
+ * then batch within one call only). So two processes writing at the same time never
+ * mix bytes within a call, as on a TCP socket. Call under no lock. */
+void smc_ring_set_shared(struct smc_ring_ep *ep);
 
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
  * Takes ownership of y_peer. Returns 0 or -errno (pthread_mutex_init). */

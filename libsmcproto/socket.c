@@ -797,6 +797,14 @@ void smc_set_tcp_only(uint32_t reason) {
         atomic_store_explicit(&tcp_only_reason, reason, memory_order_relaxed);
 }
 
+/* A connection set up before the last fork, or a dup / exec copy, may have writers in
+ * other processes: its sends take the cross-process lock from now on (ring.h). */
+static inline void conn_note_shared(struct smc_sock *s) {
+        if (__builtin_expect(s->conn_fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed), 0) &&
+            !__atomic_load_n(&s->ep.shared, __ATOMIC_RELAXED))
+                smc_ring_set_shared(&s->ep);
+}
+
 bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
@@ -1656,6 +1664,7 @@ static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt
         timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
         if (timeo_fd < 0)
                 timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        conn_note_shared(s);
         for (;;) {
                 struct timeval tv = {};
                 socklen_t tl = sizeof(tv);
@@ -1823,6 +1832,7 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
         if (timeo_fd < 0)
                 timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        conn_note_shared(s);
         r = smc_ring_sendfile(&s->ep, in_fd, offset, count, 0,
                               atomic_load_explicit(&s->nonblock, memory_order_relaxed), timeo_fd);
         if (r == -EPIPE)

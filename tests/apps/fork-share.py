@@ -13,6 +13,9 @@
 #     client reads the three parts in that order.
 #  5. The connecting side forks: the child sends, the parent waits and closes its
 #     copy after the child exited; the server gets the child's bytes, then EOF.
+#  7. Writers at the same time: three processes (the parent and two children) send
+#     small records (90 bytes, one sendall each) and 64 KiB blocks concurrently; the
+#     reader gets every byte, every small record whole, each writer's in order.
 # Prints one line; exit status 0 only if every case held.
 import os
 import socket
@@ -192,8 +195,48 @@ def case_write_in_turn():
     return data == b"A" * n + b"B" * n + b"C" * n and reap(srv) == 0, "write-in-turn"
 
 
+def case_concurrent_writers():
+    n, blocks, rec = 20000, 8, 90
+    ls, addr = listener()
+    c = socket.create_connection(addr)
+    s, _ = ls.accept()
+    ls.close()
+    pids = []
+    for w in range(3):
+        pid = os.fork()
+        if pid == 0:
+            s.close()
+            for i in range(n):
+                c.sendall(b"%d:%06d:%s\n" % (w, i, b"x" * (rec - 10)))
+                if i % (n // blocks) == 0:
+                    c.sendall(b"%d:BLOCK:" % w + b"b" * (65536 - 8))  # may be split, as on TCP
+            os._exit(0)
+        pids.append(pid)
+    c.close()
+    data = recv_all(s, 1 << 30)
+    s.close()
+    rcs = [reap(p) for p in pids]
+    want = 3 * (n * rec + blocks * 65536)
+    # take the blocks' bytes out (they may have been split around other records)
+    small = data.replace(b"b", b"")
+    for w in range(3):
+        small = small.replace(b"%d:BLOCK:" % w, b"")
+    recs = small.split(b"\n")[:-1]
+    seen = {0: [], 1: [], 2: []}
+    whole = 0
+    for r in recs:
+        if len(r) == rec - 1 and r[1:2] == b":" and r.endswith(b"x" * (rec - 10)):
+            whole += 1
+            seen[int(r[0:1])].append(int(r[2:8]))
+    ok = len(data) == want and whole == 3 * n and all(seen[w] == list(range(n)) for w in seen) and rcs == [0, 0, 0]
+    if not ok:
+        print("concurrent writers: %d bytes (want %d), %d whole records (want %d)" % (len(data), want, whole, 3 * n),
+              file=sys.stderr)
+    return ok, "concurrent-writers"
+
+
 def main():
-    results = [case_write_in_turn(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
+    results = [case_write_in_turn(), case_concurrent_writers(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
                case_child_closes_parent_exits(), case_client_forks()]
     bad = [name for ok, name in results if not ok]
     print("%d fork cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
