@@ -126,7 +126,10 @@ struct smc_dmb_hdr {
                                           * shared by fork, dup or exec): 0, or the pid
                                           * of the one writing now (ring.c, "Shared
                                           * writers"); unused while there is one */
-        uint8_t pad0[64 - 60];
+        _Atomic uint32_t plug_pending;   /* 1 while the writer plugs its X after a send
+                                          * that left the ring less than half free
+                                          * (ring.c tx_plug_after): a reader that
+                                          * emptied the ring waits for writer_waiting */
         /* cache line 1: written by the owner (the reader), read by the writer */
         _Atomic uint64_t cons;          /* consumer cursor of this ring */
         _Atomic uint32_t bell;          /* a doorbell byte is queued in owner's X */

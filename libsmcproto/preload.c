@@ -1285,8 +1285,11 @@ static ssize_t smc_stream_read(void *cookie, char *buf, size_t size) {
         return read(k->fd, buf, size);
 }
 
-/* All of @size, as glibc's file write loop does for a descriptor; a short count means an
- * error (glibc then marks the stream). */
+/* All of @size, as glibc's file write loop does for a descriptor. On an error
+ * (EAGAIN on a nonblocking socket, EPIPE ...) the bytes written so far, possibly 0,
+ * with errno set: a short count marks the stream's error, as for a descriptor.
+ * Never negative: glibc's buffer code takes the result as a count (fopencookie(3)),
+ * and -1 made fwrite() report more than it was given. */
 static ssize_t smc_stream_write(void *cookie, const char *buf, size_t size) {
         struct smc_stream *k = cookie;
         size_t done = 0;
@@ -1295,7 +1298,7 @@ static ssize_t smc_stream_write(void *cookie, const char *buf, size_t size) {
                 ssize_t r = write(k->fd, buf + done, size - done);
 
                 if (r <= 0)
-                        return done > 0 ? (ssize_t) done : -1;
+                        break; /* EINTR too: glibc's write loop does not retry either */
                 done += (size_t) r;
         }
         return (ssize_t) done;

@@ -358,6 +358,13 @@ static void tx_sync(struct smc_ring_ep *ep) {
  * publish are overwritten, as a TCP send that never returned may send part of its
  * buffer. The peer can write the word too, but only to stall or garble its own
  * traffic: it can never make a writer touch memory outside the ring. */
+/* Writable, as TCP reports it: a socket is writable (POLLOUT) when at least this much
+ * of the peer's ring is free, so that a program that polls for POLLOUT and then makes
+ * a blocking write of a buffer (socat: 8 KiB) finds room for it, and two such
+ * programs never block writing to each other (a TCP sender's POLLOUT likewise waits
+ * for a third to a half of its buffer). The reader drains a writer's plug only then
+ * (rx_unplug_writer), a send that leaves less plugs X (tx_plug_after). */
+#define WRITABLE_MIN(size) ((size) / 2)
 #define WR_LOCK_SPINS 256
 #define SHARED_WRITE_WHOLE PIPE_BUF /* bytes: a blocking send up to this is never split */
 #define WR_LOCK_SLEEP_NS 20000 /* between checks once spinning did not get it */
@@ -698,6 +705,23 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
         }
 }
 
+/* After a send that left less than WRITABLE_MIN free: make X not writable until the
+ * reader frees that much, as TCP's POLLOUT. The reader drains on its cons stores once
+ * there is room (rx_unplug_writer); plug_pending closes the race with a reader that
+ * empties the ring meanwhile. tx_lock held. */
+static void tx_plug_after(struct smc_ring_ep *ep) {
+        if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
+                return;
+        /* Q1 (seq_cst): announce, then look at cons again. A reader that emptied the
+         * ring stores cons (D1) and then loads plug_pending (D2): either Q2 sees D1's
+         * room and we do not plug, or D2 sees Q1 and the reader waits for Q4 or P2 and
+         * drains (rx_unplug_writer). */
+        atomic_store(&ep->tx_hdr->plug_pending, 1);                        /* Q1 */
+        if (tx_space(ep) < WRITABLE_MIN(ep->tx_size) && tx_plug(ep) == 0)  /* Q2, P1 */
+                atomic_store(&ep->tx_hdr->writer_waiting, 1);             /* P2 */
+        atomic_store(&ep->tx_hdr->plug_pending, 0);                        /* Q4 */
+}
+
 /* The SHUT_WR work, with tx_lock held. */
 static int tx_shutdown_locked(struct smc_ring_ep *ep) {
         int y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
@@ -845,6 +869,8 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 if (q < 0 && r >= 0)
                         r = q;
         }
+        if (sent > 0 && r >= 0 && !plugged && ep->tx_unpub == 0)
+                tx_plug_after(ep);
         /* informational (smcss): we are no longer blocked. A plug left behind is
          * drained by the reader on its next cons store, which the publish above makes
          * sure comes. */
@@ -955,7 +981,30 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = SCRATCH_IOVS };
         int y;
 
-        if (atomic_load(&ep->rx_hdr->writer_waiting) == 0 || atomic_exchange(&ep->rx_hdr->writer_waiting, 0) == 0)
+        if (atomic_load(&ep->rx_hdr->writer_waiting) == 0) {
+                /* D2: the writer may be plugging after a send (tx_plug_after, Q1..Q4):
+                 * wait until it is done (it takes a few syscalls), bounded in case it
+                 * is stopped there */
+                for (unsigned tries = 0; atomic_load(&ep->rx_hdr->plug_pending) &&
+                                         !atomic_load(&ep->rx_hdr->writer_waiting);
+                     tries++) {
+                        if (tries < OWED_SPIN_TRIES * 64)
+                                cpu_relax();
+                        else if (tries < OWED_SPIN_TRIES * 64 + OWED_POLL_TRIES * 10) {
+                                struct timespec ts = { 0, 1000000 };
+
+                                nanosleep(&ts, NULL);
+                        } else
+                                break;
+                }
+                if (atomic_load(&ep->rx_hdr->writer_waiting) == 0)
+                        return;
+        }
+        /* not writable yet for the writer (WRITABLE_MIN): its plug stays, the next
+         * cons store looks again */
+        if (ep->rx_size - rx_avail(ep, atomic_load(&ep->rx_hdr->cons)) < WRITABLE_MIN(ep->rx_size))
+                return;
+        if (atomic_exchange(&ep->rx_hdr->writer_waiting, 0) == 0)
                 return;
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
         if (y < 0)
@@ -1018,6 +1067,9 @@ static int rx_settle(struct smc_ring_ep *ep) {
                         break;
                 (void) sys_poll(&p, 1, OWED_POLL_MS);
         }
+        /* the ring is empty: a writer that plugged after its send (tx_plug_after) and
+         * rang because we had emptied it unseen gets its X back */
+        rx_unplug_writer(ep);
         return 0;
 }
 
@@ -1363,7 +1415,8 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
                 m |= POLLIN | POLLRDNORM;
         if ((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
                 m |= POLLIN | POLLRDNORM | POLLRDHUP;
-        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || (pf & PEER_GONE_FLAGS) || tx_space(ep) > 0)
+        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || (pf & PEER_GONE_FLAGS) ||
+            tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
                 m |= POLLOUT | POLLWRNORM; /* as TCP: a shut-down writer gets POLLOUT, then EPIPE */
         if (pf & SMC_DMB_CONN_ABORT) {
                 m |= POLLHUP;

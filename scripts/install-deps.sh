@@ -18,7 +18,7 @@ PKGS=(
         python3 sockperf util-linux procps jq dbus-daemon
         # real programs under smcrun (tests/test-real-apps.sh, bench/apps.sh); the tests
         # run nginx with their own config, prefix and ports, never the system's on port 80
-        redis-server redis-tools nginx-light iperf3 qperf wrk curl
+        redis-server redis-tools nginx-light iperf3 qperf wrk curl socat
         # units test: systemd-analyze verify, systemd-sysusers, systemd-tmpfiles; busctl
         systemd
 )

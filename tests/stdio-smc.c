@@ -6,13 +6,17 @@
  * Cases: fdopen() "r" and "w" (getline, fprintf, fread/fwrite of 2 MiB, fileno, fclose
  * ends the connection), dprintf, dup2() onto stdout with bytes still buffered (they go
  * to the connection at the next flush, as over TCP), dup2() onto stdin after a read
- * ahead from the old stdin (the read-ahead bytes come first, as over TCP), stderr.
+ * ahead from the old stdin (the read-ahead bytes come first, as over TCP), stderr,
+ * fwrite() on a nonblocking socket (short counts with EAGAIN, as over TCP; before,
+ * a crash).
  * stdin must be a pipe holding "first\nsecond\n". Prints one line per case to stderr's
  * original descriptor (kept as fd 9); exit status 0 when all pass.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -268,6 +272,62 @@ static void case_stderr(void) {
         close(c);
 }
 
+struct drain {
+        int fd;
+        size_t len;
+};
+
+static void *drain(void *arg) {
+        struct drain *d = arg;
+
+        free(slurp(d->fd, &d->len));
+        return NULL;
+}
+
+/* fwrite() of 1 MiB pieces to a nonblocking socket while the peer reads slowly: each
+ * short count comes with the stream's error set and errno EAGAIN, never more than
+ * asked (glibc's cookie streams took a -1 from the write callback as a count) */
+static void case_nonblock_fwrite(void) {
+        int c, s;
+        struct drain d = { 0 };
+        size_t big = 1u << 20, total = 0, shorts = 0, bad = 0;
+        char *buf = calloc(1, big);
+        pthread_t t;
+        FILE *f;
+
+        pair(&c, &s);
+        fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+        f = fdopen(s, "w");
+        d.fd = c;
+        pthread_create(&t, NULL, drain, &d);
+        for (int i = 0; i < 16; i++) {
+                size_t n;
+
+                errno = 0;
+                n = fwrite(buf, 1, big, f);
+                if (n > big)
+                        bad++;
+                total += n > big ? 0 : n;
+                if (n < big) {
+                        shorts++;
+                        if (!ferror(f) || errno != EAGAIN)
+                                bad++;
+                        clearerr(f);
+                        poll(&(struct pollfd) { .fd = s, .events = POLLOUT }, 1, 1000);
+                }
+        }
+        while (fflush(f) != 0 && errno == EAGAIN) {
+                clearerr(f);
+                poll(&(struct pollfd) { .fd = s, .events = POLLOUT }, 1, 1000);
+        }
+        fclose(f);
+        pthread_join(t, NULL);
+        report(bad == 0 && total <= 16 * big, "nonblocking fwrite: %zu of %zu bytes taken, %zu short counts (EAGAIN), %zu wrong",
+               total, 16 * big, shorts, bad);
+        free(buf);
+        close(c);
+}
+
 int main(void) {
         struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 
@@ -281,5 +341,6 @@ int main(void) {
         case_stdout();
         case_stdin();
         case_stderr();
+        case_nonblock_fwrite();
         return failures ? 1 : 0;
 }

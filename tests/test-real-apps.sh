@@ -4,8 +4,9 @@
 # Real programs, unmodified, under smcrun over a private smcd (issue 5 item 6): qperf,
 # iperf3 (1 and 4 streams), redis-server with redis-benchmark (pipelining off and on) and
 # redis-cli, nginx (2 workers, master process, sendfile on and off) with wrk (keep-alive
-# and "Connection: close") and curl, python3 socket and asyncio echo servers. sockperf
-# has its own test (test-sockperf.sh).
+# and "Connection: close") and curl, python3 socket and asyncio echo servers, socat (a
+# select-then-blocking-write relay, both ways at once, with a C stdio filter on the
+# connection: base64, and cat). sockperf has its own test (test-sockperf.sh).
 #
 # Each run is bounded in time and checked: exit status, the errors the program reports
 # (0), response bodies (sha256), and smcd's counters (stats.json, SIGUSR1): SMC-D
@@ -405,11 +406,42 @@ test_python() {
         done
 }
 
+# --- socat ----------------------------------------------------------------------------------
+# socat waits for POLLOUT, then writes 8 KiB blocking, on both connections at once: it
+# needs TCP's POLLOUT (room for such a write), else both sides block writing and
+# neither reads again. The server runs the filter on the connection (EXEC, nofork:
+# inetd's pattern, C stdio).
+test_socat() {
+        local filter port pid want got in=$APPS_DIR/socat.in
+        have socat base64 || return 0
+        head -c 3000000 /dev/urandom >"$in"
+        for filter in base64 cat; do
+                apps_mark
+                port=$(apps_free_port)
+                apps_bg "socat-$filter" "${SMCRUN[@]}" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr"                         "EXEC:$(command -v $filter),nofork"
+                pid=$APPS_BG_PID
+                if ! apps_wait_port "$port" 10 "$pid"; then
+                        nok "socat $filter server did not start"
+                        log "socat-$filter.log"
+                        apps_stop "$pid"
+                        continue
+                fi
+                want=$($filter <"$in" | sha256sum | cut -d ' ' -f 1)
+                got=$(T 60 "${SMCRUN[@]}" socat - "TCP:127.0.0.1:$port" <"$in" | sha256sum | cut -d ' ' -f 1)
+                [ "$got" = "$want" ]
+                check $? "socat relay with $filter on the connection, 3 MB both ways at once: every byte ($got)"
+                smc_used "socat $filter" 1
+                apps_stop "$pid" TERM 5 >/dev/null
+                idle "socat $filter"
+        done
+}
+
 test_qperf
 test_iperf3
 test_redis
 test_nginx
 test_python
+test_socat
 
 apps_stats
 echo "# smcd: $(jq -c '.smcd | {conns_client, conns_server, conns_current, conns_aborted, fallback_total,
