@@ -50,6 +50,8 @@
 #undef _TIME_BITS
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1082,9 +1084,84 @@ static bool env_preloads_us(char *const envp[]) {
         return false;
 }
 
+/* Is the ELF file at @fd dynamically linked (a PT_INTERP program header: ld.so runs
+ * and honours LD_PRELOAD)? A static binary ignores LD_PRELOAD, so it could not adopt
+ * an SMC socket: that socket must become a reset TCP socket instead (smcrun(1)).
+ * Anything that is not a readable ELF file (a #! script, whose interpreter is a
+ * dynamic program; an execute-only file) counts as dynamic. */
+static bool fd_elf_dynamic(int fd) {
+        union {
+                Elf64_Ehdr e64;
+                Elf32_Ehdr e32;
+        } h;
+        bool is64;
+        uint64_t off;
+        unsigned n, sz;
+
+        if (pread(fd, &h, sizeof(h), 0) < (ssize_t) sizeof(h.e32) || memcmp(h.e64.e_ident, ELFMAG, SELFMAG) != 0)
+                return true;
+        is64 = h.e64.e_ident[EI_CLASS] == ELFCLASS64;
+        off = is64 ? h.e64.e_phoff : h.e32.e_phoff;
+        n = is64 ? h.e64.e_phnum : h.e32.e_phnum;
+        sz = is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);
+        if (n > 256)
+                return true;
+        for (unsigned i = 0; i < n; i++) {
+                union {
+                        Elf64_Phdr p64;
+                        Elf32_Phdr p32;
+                } ph;
+
+                if (pread(fd, &ph, sz, (off_t) (off + (uint64_t) i * sz)) != (ssize_t) sz)
+                        return true;
+                if ((is64 ? ph.p64.p_type : ph.p32.p_type) == PT_INTERP)
+                        return true;
+        }
+        return false;
+}
+
+/* Will the program exec'ed from @path (relative to @dirfd; looked up in PATH when
+ * @search and it has no '/') with environment @envp load this library? Only then can
+ * it adopt SMC sockets (smc_exec_prepare()). */
+static bool exec_loads_us(int dirfd, const char *path, bool search, char *const envp[]) {
+        char buf[4096];
+        int fd;
+        bool r;
+
+        if (!env_preloads_us(envp))
+                return false;
+        if (!path)
+                return true;
+        if (search && !strchr(path, '/')) {
+                const char *dirs = getenv("PATH"), *p;
+
+                if (!dirs)
+                        dirs = "/bin:/usr/bin";
+                for (p = dirs;; p += strcspn(p, ":") + 1) {
+                        size_t n = strcspn(p, ":");
+
+                        if (n + strlen(path) + 2 <= sizeof(buf)) {
+                                snprintf(buf, sizeof(buf), "%.*s/%s", (int) n, n ? p : ".", path);
+                                if (access(buf, X_OK) == 0) {
+                                        path = buf;
+                                        break;
+                                }
+                        }
+                        if (!p[n])
+                                return true; /* not found: the exec fails anyway */
+                }
+        }
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return true;
+        r = fd_elf_dynamic(fd);
+        sys_close(fd);
+        return r;
+}
+
 static int do_execve(const char *path, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, false, envp), true, false, &u);
         __typeof__(execve) *f = real_execve();
         int r = f ? f(path, argv, env) : (int) syscall(SYS_execve, path, argv, env);
 
@@ -1094,7 +1171,7 @@ static int do_execve(const char *path, char *const argv[], char *const envp[]) {
 
 static int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, file, true, envp), true, false, &u);
         __typeof__(execvpe) *f = real_execvpe();
         int r;
 
@@ -1126,7 +1203,7 @@ _public_ int execvp(const char *file, char *const argv[]) {
 
 _public_ int fexecve(int fd, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp) && fd_elf_dynamic(fd), true, false, &u);
         __typeof__(fexecve) *f = real_fexecve();
         int r = f ? f(fd, argv, env) : (int) syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
 
@@ -1141,7 +1218,11 @@ static _Atomic(void *) real_execveat_slot;
 
 _public_ int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp), true, false, &u);
+        char **env = smc_exec_prepare(envp,
+                                      (flags & AT_EMPTY_PATH) && !*path
+                                              ? env_preloads_us(envp) && fd_elf_dynamic(dirfd)
+                                              : exec_loads_us(dirfd, path, false, envp),
+                                      true, false, &u);
         __typeof__(execveat) *f = (__typeof__(execveat) *) resolve(&real_execveat_slot, "execveat");
         int r = f ? f(dirfd, path, argv, env, flags) : (int) syscall(SYS_execveat, dirfd, path, argv, env, flags);
 
@@ -1203,7 +1284,7 @@ _public_ int execle(const char *path, const char *arg, ...) {
 static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                     const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp), false, true, &u);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true, &u);
         __typeof__(posix_spawn) *f = path_search ? real_posix_spawnp() : real_posix_spawn();
         int r = f ? f(pid, path, fa, attr, argv, env) : ENOSYS;
 
