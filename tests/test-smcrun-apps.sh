@@ -45,7 +45,7 @@ case $rc in
 esac
 liburing=$(ls /usr/lib/*/liburing.so.2 /usr/lib/liburing.so.2 2>/dev/null | head -n 1)
 if [ -n "$liburing" ]; then
-        if out=$(LD_PRELOAD="$liburing${LD_PRELOAD:+:$LD_PRELOAD}" timeout 60 sh "$smcrun" python3 -c '
+        if out=$(LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$liburing" timeout 60 sh "$smcrun" python3 -c '
 import socket
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
 c = socket.create_connection(l.getsockname()); s, _ = l.accept()
