@@ -1031,8 +1031,8 @@ _public_ int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fds
  * __execve, so every public name is wrapped here; the l-variants build an argv and take
  * the v-variant's path. If the exec fails, everything is put back (smc_exec_finish).
  * system(3) and popen(3) spawn /bin/sh through glibc-internal calls that are not
- * interposable: an SMC socket they inherit is not described (the shell does not use
- * it; a process the shell execs in turn would see a bare descriptor). */
+ * interposable: they are wrapped too, and run with the prepared environment (see
+ * there). */
 
 extern char **environ;
 
@@ -1300,6 +1300,53 @@ _public_ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_ac
 _public_ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         return do_spawn(true, pid, file, fa, attr, argv, envp);
+}
+
+/* system(3) and popen(3): glibc starts /bin/sh with posix_spawn internally (not
+ * interposable) and the process environment. So the environment is prepared as for
+ * posix_spawn (SMCRUN_INHERIT) and swapped in for the call: a shell that loads this
+ * library adopts the inherited SMC sockets and hands them on to the command it execs.
+ * environ is swapped for the duration of the call: another thread's setenv() at that
+ * moment would go to the copy (getenv() sees the same variables). */
+DEFINE_REAL(system)
+DEFINE_REAL(popen)
+
+_public_ int system(const char *cmd) {
+        __typeof__(system) *f = real_system();
+        struct smc_exec_undo *u;
+        char **saved = environ, **env;
+        int r;
+
+        if (!f) {
+                errno = ENOSYS;
+                return -1;
+        }
+        if (!cmd)
+                return f(cmd);
+        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, &u);
+        environ = env;
+        r = f(cmd);
+        environ = saved;
+        smc_exec_finish(u, r == -1 && errno != ECHILD);
+        return r;
+}
+
+_public_ FILE *popen(const char *cmd, const char *mode) {
+        __typeof__(popen) *f = real_popen();
+        struct smc_exec_undo *u;
+        char **saved = environ, **env;
+        FILE *r;
+
+        if (!f) {
+                errno = ENOSYS;
+                return NULL;
+        }
+        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, &u);
+        environ = env;
+        r = f(cmd, mode);
+        environ = saved;
+        smc_exec_finish(u, !r);
+        return r;
 }
 
 /* ---- C stdio ------------------------------------------------------------------------

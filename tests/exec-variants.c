@@ -67,6 +67,27 @@ int main(int argc, char **argv) {
                 if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st))
                         return 3;
                 return WEXITSTATUS(st);
+        } else if (!strcmp(v, "system") || !strcmp(v, "popen")) {
+                /* the shell glibc starts hands the socket on to python (exec) */
+                char cmd[8192];
+                FILE *f;
+                int st;
+
+                snprintf(cmd, sizeof(cmd), "exec '%s' '%s' serve %s", argv[3], argv[4], argv[2]);
+                if (!strcmp(v, "system"))
+                        st = system(cmd);
+                else {
+                        f = popen(cmd, "r");
+                        if (!f)
+                                return 3;
+                        while (fgetc(f) != EOF)
+                                ;
+                        st = pclose(f);
+                }
+                close(atoi(argv[2])); /* ends nothing until the child's copy is gone */
+                if (st == -1 || !WIFEXITED(st))
+                        return 3;
+                return WEXITSTATUS(st);
         } else
                 return 2;
         fprintf(stderr, "exec-variants: %s: %s\n", v, strerror(errno));

@@ -477,7 +477,7 @@ def main():
     if os.environ.get("EXEC_VARIANTS"):
         # tests/exec-variants.c: each wrapper of the exec family
         for v in ("execl", "execlp", "execle", "execv", "execvp", "execvpe", "fexecve", "execveat",
-                  "posix_spawnp"):
+                  "posix_spawnp", "system", "popen"):
             cases.append((v, lambda v=v: case_accept_other("variant:" + v)))
     only = os.environ.get("EXEC_CASE")  # debugging: run the cases whose name has this
     if only:
