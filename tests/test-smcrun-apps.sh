@@ -62,6 +62,16 @@ print("liburing loaded: 5000 bytes over TCP")' 2>&1); then
                 echo "not ok - liburing: $out"; failed=1
         fi
 fi
+# a statically linked program: smcrun warns on a terminal (script(1) gives it one)
+busybox=$(command -v busybox)
+if [ -n "$busybox" ] && command -v script >/dev/null && ! head -c 8192 "$busybox" | grep -q ld-linux; then
+        out=$(SMCRUN_LIB=$SMCRUN_LIB script -qec "sh $smcrun $busybox true" /dev/null 2>&1)
+        if echo "$out" | grep -q "statically linked"; then
+                echo "ok - static program: smcrun warns on a terminal"
+        else
+                echo "not ok - static program: no warning: $out"; failed=1
+        fi
+fi
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1
