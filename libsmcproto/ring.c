@@ -984,7 +984,13 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
         if (atomic_load(&ep->rx_hdr->writer_waiting) == 0) {
                 /* D2: the writer may be plugging after a send (tx_plug_after, Q1..Q4):
                  * wait until it is done (it takes a few syscalls), bounded in case it
-                 * is stopped there */
+                 * is stopped there; after one such timeout not again until it moved */
+                if (!atomic_load(&ep->rx_hdr->plug_pending)) {
+                        ep->plug_wait_gave_up = false;
+                        return;
+                }
+                if (ep->plug_wait_gave_up)
+                        return;
                 for (unsigned tries = 0; atomic_load(&ep->rx_hdr->plug_pending) &&
                                          !atomic_load(&ep->rx_hdr->writer_waiting);
                      tries++) {
@@ -994,8 +1000,10 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
                                 struct timespec ts = { 0, 1000000 };
 
                                 nanosleep(&ts, NULL);
-                        } else
+                        } else {
+                                ep->plug_wait_gave_up = true;
                                 break;
+                        }
                 }
                 if (atomic_load(&ep->rx_hdr->writer_waiting) == 0)
                         return;

@@ -43,6 +43,8 @@ struct smc_ring_ep {
         pthread_mutex_t tx_lock;
         pthread_mutex_t rx_lock;
         uint32_t owed;        /* doorbell bytes still to read from x (rx_lock) */
+        bool plug_wait_gave_up; /* rx_unplug_writer() waited out a stopped writer's
+                                 * plug_pending (rx_lock) */
         uint64_t tx_prod;     /* our producer cursor, published or not (tx_lock) */
         uint32_t tx_unpub;    /* bytes copied but not yet published (cork) */
         uint64_t tx_bytes;    /* bytes published so far (tx_lock) */
