@@ -279,6 +279,20 @@ static uint32_t tx_space(struct smc_ring_ep *ep) {
         return ep->tx_size - smc_curs_diff(ep->tx_size, cons, __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED));
 }
 
+/* tx_space() for a sender that does not hold wr_lock (waiting for room, or poll): a
+ * shared connection's other writers may have moved the producer cursor past ours, so
+ * take it from the header (nothing of ours is unpublished then: shared sends publish
+ * before they let go). */
+static uint32_t tx_space_unlocked(struct smc_ring_ep *ep) {
+        uint64_t cons, prod;
+
+        if (!__atomic_load_n(&ep->shared, __ATOMIC_RELAXED))
+                return tx_space(ep);
+        prod = atomic_load(&ep->tx_hdr->prod);
+        cons = atomic_load(&ep->tx_hdr->cons);
+        return ep->tx_size - smc_curs_diff(ep->tx_size, cons, prod);
+}
+
 int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void *tx_base, uint32_t tx_size,
                   int x, int y_peer) {
         int r;
@@ -659,7 +673,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                 uint64_t end = now_ns() + ep->busy_poll_ns;
 
                 do {
-                        if (tx_space(ep) >= need)
+                        if (tx_space_unlocked(ep) >= need)
                                 return 0;
                         if (peer_flags(ep) & PEER_GONE_FLAGS)
                                 break;
@@ -674,7 +688,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
         for (;;) {
                 struct pollfd p = { .fd = ep->x, .events = POLLOUT };
 
-                if (tx_space(ep) >= need)
+                if (tx_space_unlocked(ep) >= need)
                         return 0;
                 r = tx_check(ep);
                 if (r < 0)
@@ -684,7 +698,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                         return r;
                 atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_WRITE_BLOCKED);
                 atomic_store(&ep->tx_hdr->writer_waiting, 1);            /* P2 */
-                if (tx_space(ep) >= need) {                               /* P3 */
+                if (tx_space_unlocked(ep) >= need) {                               /* P3 */
                         *plugged = true;
                         return 0;
                 }
@@ -712,6 +726,21 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
 static void tx_plug_after(struct smc_ring_ep *ep) {
         if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
                 return;
+        /* a reader busy on another CPU usually frees the room in microseconds: spin for
+         * it as a blocked sender does (tx_wait_space) rather than plug, sleep and be
+         * woken (socat's select-then-write loop: 5x the time without this) */
+        if (ep->busy_poll_ns > 0 &&
+            atomic_load_explicit(&ep->tx_hdr->reader_cpu, memory_order_relaxed) != cur_cpu()) {
+                uint64_t end = now_ns() + ep->busy_poll_ns;
+
+                do {
+                        if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
+                                return;
+                        if (peer_flags(ep) & PEER_GONE_FLAGS)
+                                return;
+                        cpu_relax();
+                } while (now_ns() < end);
+        }
         /* Q1 (seq_cst): announce, then look at cons again. A reader that emptied the
          * ring stores cons (D1) and then loads plug_pending (D2): either Q2 sees D1's
          * room and we do not plug, or D2 sees Q1 and the reader waits for Q4 or P2 and
@@ -808,10 +837,10 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         while (sent < total) {
                 uint32_t space = tx_space(ep), n, pos, k, chunk, need = 1;
 
-                /* shared: a small blocking send goes in one piece, never split around
-                 * another process's bytes (as a small TCP send; PIPE_BUF as for pipes) */
-                if (shared && sent == 0 && !nonblock && total <= SHARED_WRITE_WHOLE && total <= ep->tx_size &&
-                    space < total) {
+                /* shared: a small send goes in one piece, never split around another
+                 * process's bytes (as a small TCP send; PIPE_BUF as for pipes): a
+                 * blocking one waits for the room, a nonblocking one gets EAGAIN */
+                if (shared && sent == 0 && total <= SHARED_WRITE_WHOLE && total <= ep->tx_size && space < total) {
                         need = (uint32_t) total;
                         space = 0;
                 }
@@ -1424,7 +1453,7 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         if ((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
                 m |= POLLIN | POLLRDNORM | POLLRDHUP;
         if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || (pf & PEER_GONE_FLAGS) ||
-            tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
+            tx_space_unlocked(ep) >= WRITABLE_MIN(ep->tx_size))
                 m |= POLLOUT | POLLWRNORM; /* as TCP: a shut-down writer gets POLLOUT, then EPIPE */
         if (pf & SMC_DMB_CONN_ABORT) {
                 m |= POLLHUP;

@@ -14,10 +14,12 @@
 #  5. The connecting side forks: the child sends, the parent waits and closes its
 #     copy after the child exited; the server gets the child's bytes, then EOF.
 #  7. Writers at the same time: three processes (the parent and two children) send
-#     small records (90 bytes, one sendall each) and 64 KiB blocks concurrently; the
-#     reader gets every byte, every small record whole, each writer's in order.
+#     small records (90 bytes, one sendall each; one writer with nonblocking sends and
+#     select) and 64 KiB blocks concurrently; the reader gets every byte, every small
+#     record whole, each writer's in order.
 # Prints one line; exit status 0 only if every case held.
 import os
+import select
 import socket
 import sys
 import threading
@@ -207,7 +209,16 @@ def case_concurrent_writers():
         if pid == 0:
             s.close()
             for i in range(n):
-                c.sendall(b"%d:%06d:%s\n" % (w, i, b"x" * (rec - 10)))
+                r = b"%d:%06d:%s\n" % (w, i, b"x" * (rec - 10))
+                if w == 2:
+                    # nonblocking sends (MSG_DONTWAIT), select for room: as whole
+                    while r:
+                        try:
+                            r = r[c.send(r, socket.MSG_DONTWAIT):]
+                        except BlockingIOError:
+                            select.select([], [c], [], 5)
+                else:
+                    c.sendall(r)
                 if i % (n // blocks) == 0:
                     c.sendall(b"%d:BLOCK:" % w + b"b" * (65536 - 8))  # may be split, as on TCP
             os._exit(0)
