@@ -377,13 +377,13 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         return r;
 }
 
-int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version) {
+static int notify(union smc_ctl_msg *req, uint16_t min_version, bool connect) {
         int r;
 
         if (!req)
                 return -EINVAL;
         pthread_mutex_lock(&ctl_lock);
-        if (ctl_fd >= 0 && ctl_gen != fork_gen) {
+        if ((ctl_fd >= 0 && ctl_gen != fork_gen) || (connect && ctl_fd < 0)) {
                 /* a child of a process that talked to smcd (a pre-forked server
                  * accepting): its own connection, as its first request would open */
                 r = ensure_locked();
@@ -405,6 +405,14 @@ int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version) {
 out:
         pthread_mutex_unlock(&ctl_lock);
         return r;
+}
+
+int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version) {
+        return notify(req, min_version, false);
+}
+
+int smc_ctl_client_notify_connect(union smc_ctl_msg *req, uint16_t min_version) {
+        return notify(req, min_version, true);
 }
 
 /* fork(): never leave the child with a mutex held by a thread that does not exist

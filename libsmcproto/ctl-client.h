@@ -60,5 +60,10 @@ int smc_ctl_client_send(union smc_ctl_msg *req);
  * from sending (the connection is dropped if it broke). */
 int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version);
 
+/* As smc_ctl_client_notify(), but connects first when there is no control connection
+ * (a notice about a decision the library made without asking smcd). Errors as there,
+ * and those of connecting (-ENOENT, -ECONNREFUSED ... : smcd not running). */
+int smc_ctl_client_notify_connect(union smc_ctl_msg *req, uint16_t min_version);
+
 /* Drop the connection (e.g. in tests). Safe to call at any time. */
 void smc_ctl_client_reset(void);

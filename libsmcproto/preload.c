@@ -248,7 +248,7 @@ static inline int recv_flags(int flags) {
 #include <dirent.h>
 #include <link.h>
 
-#define URING_SCAN_NS 100000000ll /* 100 ms */
+#define URING_SCAN_NS 10000000000ll /* 10 s: a scan reads the link of every descriptor */
 
 static bool uring_ignore;
 static atomic_bool uring_seen;

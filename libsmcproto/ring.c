@@ -380,7 +380,7 @@ static void tx_sync(struct smc_ring_ep *ep) {
  * (rx_unplug_writer), a send that leaves less plugs X (tx_plug_after). */
 #define WRITABLE_MIN(size) ((size) / 2)
 #define WR_LOCK_SPINS 256
-#define SHARED_WRITE_WHOLE PIPE_BUF /* bytes: a blocking send up to this is never split */
+#define SHARED_WRITE_WHOLE PIPE_BUF /* bytes: a shared send up to this is never split */
 #define WR_LOCK_SLEEP_NS 20000 /* between checks once spinning did not get it */
 
 static void tx_lock_shared(struct smc_ring_ep *ep) {

@@ -599,7 +599,7 @@ static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_
                 m.fallback.reason = reason;
                 if (reason == SMCD_DECL_IOURING)
                         /* decided here, never asked smcd: connect to tell it (counted) */
-                        (void) smc_ctl_client_send(&m);
+                        (void) smc_ctl_client_notify_connect(&m, 2);
                 else
                         (void) smc_ctl_client_notify(&m, 2);
         }

@@ -138,7 +138,7 @@ typedef struct ManagerConfig {
         char **roce_devs;           /* --roce-dev: RoCE devices SMC-R may use ("name" or
                                      * "name:port"); NULL = every RoCE port */
         uint64_t pool_idle_usec;    /* --pool-idle-sec: smc_pool_trim_idle() interval, us;
-                                     * 0 = never (manager_config_init: SMCD_POOL_TRIM_USEC) */
+                                     * 0 = never (default SMCD_POOL_TRIM_USEC, set in main) */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -279,7 +279,7 @@ struct Manager {
         /* sd_notify STATUS=, at most once per second */
         sd_event_source *status_timer;
         sd_event_source *reclaim_idle; /* clears released buffers when the loop is idle */
-        sd_event_source *pool_trim;    /* every SMCD_POOL_TRIM_USEC: smc_pool_trim_idle() */
+        sd_event_source *pool_trim;    /* every --pool-idle-sec: smc_pool_trim_idle() */
         uint64_t status_last_usec;
         char *status_last;
         bool exiting; /* manager_free() runs: no more STATUS= */
