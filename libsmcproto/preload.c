@@ -9,12 +9,13 @@
  * dlsym(RTLD_NEXT, ...). The cost for a descriptor that is not ours is one lookup in the
  * library's descriptor table (smc_fd_managed()) plus an indirect call.
  *
- * Not intercepted, on purpose: select, pselect, ppoll and epoll_* but epoll_ctl (only
- * to take EPOLLEXCLUSIVE off an SMC listener, see there). An SMC socket is a
- * real descriptor whose kernel readiness is exact (an AF_UNIX socketpair end for a
- * connection, an epoll descriptor for a listener; see smcproto.h), so the kernel
- * answers those calls itself. poll() is intercepted only so that a set containing an
- * SMC socket goes through smc_poll(), which also looks at the rings.
+ * Not intercepted, on purpose: ppoll and epoll_* but epoll_ctl (only to take
+ * EPOLLEXCLUSIVE off an SMC listener, see there). An SMC socket is a real descriptor
+ * whose kernel readiness is exact (an AF_UNIX socketpair end for a connection, an epoll
+ * descriptor for a listener; see smcproto.h), so the kernel answers those calls itself.
+ * poll() is intercepted so that a set containing an SMC socket goes through smc_poll(),
+ * which also looks at the rings and busy-polls them before it sleeps; select() and
+ * pselect() only for that busy-poll (see there).
  *
  * dup2/dup3 onto the number of an SMC socket make the library forget that socket (as
  * close would, but the number now names the new file). A duplicate of an SMC socket
@@ -853,6 +854,78 @@ _public_ int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
                 return smc_poll(fds, nfds, timeout);
         f = real_poll();
         return f ? f(fds, nfds, timeout) : sys_poll(fds, nfds, timeout);
+}
+
+/* ---- select, pselect -------------------------------------------------------------- */
+
+/* The kernel answers select and pselect (an SMC socket's kernel readiness is exact),
+ * but it sleeps at once, and the peer then rings a doorbell for every chunk. With an
+ * SMC-D connection in the sets and busy-polling on, smc_select_spin() first looks at
+ * everything once and spins on the rings for up to busy_poll_ns; only when nothing
+ * became ready does the real call run (and sleep). A pending signal that the pselect
+ * mask would let in waits at most that long. */
+
+DEFINE_REAL(select)
+DEFINE_REAL(pselect)
+
+static int64_t timespec_ns(const struct timespec *ts) {
+        if (!ts)
+                return -1;
+        if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L)
+                return 0; /* EINVAL: the real call reports it */
+        return ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1 : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+_public_ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv) {
+        __typeof__(select) *f;
+
+        if (nfds > 0 && (!tv || tv->tv_sec > 0 || tv->tv_usec > 0)) {
+                struct timespec ts;
+                int64_t t0 = 0;
+                int k;
+
+                if (tv) {
+                        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
+                                goto real;
+                        ts = (struct timespec) { .tv_sec = tv->tv_sec, .tv_nsec = tv->tv_usec * 1000 };
+                        t0 = mono_ns();
+                }
+                k = smc_select_spin(nfds, rd, wr, ex, timespec_ns(tv ? &ts : NULL));
+                if (k > 0) {
+                        if (tv) {
+                                /* Linux's select leaves the time not slept in *tv */
+                                int64_t left = timespec_ns(&ts) - (mono_ns() - t0);
+
+                                if (left < 0)
+                                        left = 0;
+                                tv->tv_sec = left / 1000000000;
+                                tv->tv_usec = (left % 1000000000) / 1000;
+                        }
+                        return k;
+                }
+        }
+real:
+        f = real_select();
+        if (f)
+                return f(nfds, rd, wr, ex, tv);
+        errno = ENOSYS;
+        return -1;
+}
+
+_public_ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *mask) {
+        __typeof__(pselect) *f;
+
+        if (nfds > 0 && (!ts || ts->tv_sec > 0 || ts->tv_nsec > 0)) {
+                int k = smc_select_spin(nfds, rd, wr, ex, timespec_ns(ts));
+
+                if (k > 0)
+                        return k;
+        }
+        f = real_pselect();
+        if (f)
+                return f(nfds, rd, wr, ex, ts, mask);
+        errno = ENOSYS;
+        return -1;
 }
 
 /* ---- fcntl --------------------------------------------------------------------------- */

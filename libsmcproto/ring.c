@@ -1465,6 +1465,53 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         return m;
 }
 
+uint32_t smc_ring_spin_budget(struct smc_ring_ep *ep, short events) {
+        uint32_t cpu;
+
+        if (ep->busy_poll_ns == 0)
+                return 0;
+        cpu = cur_cpu();
+        if (cpu == 0)
+                return ep->busy_poll_ns;
+        /* POLLIN waits for the peer as writer into our ring, POLLOUT for it as reader
+         * of its own: either last seen on our CPU cannot run while we spin */
+        if ((events & POLLIN) && atomic_load_explicit(&ep->rx_hdr->writer_cpu, memory_order_relaxed) == cpu)
+                return 0;
+        if ((events & POLLOUT) && atomic_load_explicit(&ep->tx_hdr->reader_cpu, memory_order_relaxed) == cpu)
+                return 0;
+        return ep->busy_poll_ns;
+}
+
+bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events) {
+        uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_relaxed);
+
+        if ((f | atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed)) & SMC_DMB_CONN_ABORT)
+                return true;
+        if ((events & POLLIN) &&
+            (rx_avail(ep, atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed)) > 0 ||
+             (f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)))
+                return true;
+        if ((events & POLLOUT) &&
+            (tx_space_unlocked(ep) >= WRITABLE_MIN(ep->tx_size) || __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) ||
+             (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) & PEER_GONE_FLAGS)))
+                return true;
+        return false;
+}
+
+void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {
+        uint32_t cpu;
+
+        if (ep->busy_poll_ns == 0)
+                return;
+        if (on) {
+                cpu = cur_cpu();
+                if (atomic_load_explicit(&ep->rx_hdr->reader_cpu, memory_order_relaxed) != cpu)
+                        atomic_store_explicit(&ep->rx_hdr->reader_cpu, cpu, memory_order_relaxed);
+                atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
+        } else
+                atomic_store(&ep->rx_hdr->spinning, sleeping ? SMC_DMB_SPIN_SLEEPING : SMC_DMB_SPIN_IDLE);
+}
+
 uint32_t smc_ring_readable(struct smc_ring_ep *ep) {
         return rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
 }

@@ -167,6 +167,22 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x);
  * from the rings and flags, settling a stale doorbell first. */
 short smc_ring_poll(struct smc_ring_ep *ep);
 
+/* Busy-polling in poll()/select() (socket.c): whether the endpoint is worth spinning
+ * on for @events (POLLIN and/or POLLOUT): busy_poll_ns > 0 and the peer did not last run
+ * on our CPU (it could not run while we spin). Returns the endpoint's budget in ns, 0 for
+ * "do not spin". */
+uint32_t smc_ring_spin_budget(struct smc_ring_ep *ep, short events);
+
+/* A cheap readiness check for such a spin: no system call, no lock, no settling. True
+ * when smc_ring_poll() would report one of @events (or an error/hang-up) now. */
+bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events);
+
+/* Publish the reader's busy-poll state while poll()/select() spins on this endpoint's
+ * ring (dmb.h "spinning"): @on true before the spin (a writer hands data over without a
+ * doorbell byte), false after it, with @sleeping telling whether the caller goes on to
+ * sleep in the kernel (the writer must ring from then on) or returns ready (IDLE). */
+void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping);
+
 /* Bytes ready to read (FIONREAD). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
 

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/select.h>
 
 /* True if @fd is a socket made by smc_socket() or smc_accept*() of AF_INET/AF_INET6
  * SOCK_STREAM, in any mode (not connected yet, listener, SMC-D, TCP fallback).
@@ -112,3 +113,11 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed);
  * (SMC_DEBUG says why); waits for smcd at most SMC_ADOPT_TIMEOUT_MS per socket. */
 #define SMC_ADOPT_TIMEOUT_MS 1000u
 void smc_exec_adopt_inherited(void);
+
+/* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every
+ * descriptor once (poll, no wait) and, if none is ready, busy-poll the SMC-D rings for
+ * up to their busy_poll_ns (at most @timeout_ns; negative: no limit). Returns the number
+ * of bits set, with @rd, @wr, @ex rewritten as select() does, when something is ready;
+ * 0 with the sets untouched when nothing is (the caller then calls the real select, which
+ * sleeps, or reports EBADF for a bad descriptor), also when there is nothing to spin on. */
+int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeout_ns);

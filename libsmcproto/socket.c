@@ -2428,6 +2428,21 @@ static uint64_t now_ms(void) {
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* as ring.c's cpu_relax(): a compiler barrier (x86's pause costs ~140 cycles on recent
+ * cores, longer than a look at the rings) */
+#if defined(__aarch64__) || defined(__arm__)
+#define cpu_pause() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_pause() __asm__ __volatile__("" ::: "memory")
+#endif
+
 #define POLL_ALWAYS (POLLERR | POLLHUP | POLLNVAL)
 
 /* The true readiness of SMC-D entries; others left as they are. Returns the
@@ -2442,6 +2457,168 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
                         cnt++;
         }
         return cnt;
+}
+
+/* Busy-poll before a poll or select that would sleep (issue 5: a program that waits in
+ * poll/select between its reads and writes otherwise sleeps in the kernel, and its peer
+ * rings a doorbell, for every chunk). Spins on the SMC-D entries' rings, without system
+ * calls, for the largest of their busy_poll_ns (entries whose peer last ran on our CPU
+ * excepted), at most @timeout_ns (negative: no limit), until one is ready for what it
+ * asks. While spinning, each POLLIN entry's ring shows a spinning reader, so that its
+ * writer hands the data over without a doorbell byte (ring.c, (5)). Returns true when an
+ * entry became ready; the other descriptors are not looked at meanwhile (the caller
+ * checked them just before). */
+static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, int64_t timeout_ns) {
+        uint64_t budget = 0, end, t;
+        bool ready = false;
+        unsigned k = 0;
+
+        for (nfds_t i = 0; i < n; i++)
+                if (socks[i]) {
+                        uint32_t b = smc_ring_spin_budget(&socks[i]->ep, fds[i].events);
+
+                        if (b > budget)
+                                budget = b;
+                }
+        if (timeout_ns >= 0 && (uint64_t) timeout_ns < budget)
+                budget = (uint64_t) timeout_ns;
+        if (budget == 0)
+                return false;
+        for (nfds_t i = 0; i < n; i++)
+                if (socks[i] && (fds[i].events & POLLIN))
+                        smc_ring_spin_state(&socks[i]->ep, true, false);
+        end = now_ns() + budget;
+        for (;;) {
+                for (nfds_t i = 0; i < n && !ready; i++)
+                        ready = socks[i] && smc_ring_ready_quick(&socks[i]->ep, fds[i].events);
+                if (ready)
+                        break;
+                /* the clock costs ~20 ns: look at it every 16 rounds */
+                if ((++k & 15) == 0) {
+                        t = now_ns();
+                        if (t >= end)
+                                break;
+                }
+                cpu_pause();
+        }
+        for (nfds_t i = 0; i < n; i++)
+                if (socks[i] && (fds[i].events & POLLIN))
+                        smc_ring_spin_state(&socks[i]->ep, false, !ready);
+        return ready;
+}
+
+/* The SMC-D entries' readiness after a successful spin, the others' revents 0. */
+static int poll_spin_result(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
+        int cnt = 0;
+
+        for (nfds_t i = 0; i < n; i++) {
+                fds[i].revents = socks[i] ? (short) (smc_ring_poll(&socks[i]->ep) & (fds[i].events | POLL_ALWAYS)) : 0;
+                if (fds[i].revents)
+                        cnt++;
+        }
+        return cnt;
+}
+
+int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeout_ns) {
+        struct pollfd stack_fds[64], *fds = stack_fds;
+        struct smc_sock *stack_socks[64], **socks = stack_socks;
+        nfds_t n = 0, cap = 64;
+        bool any = false;
+        int r = 0;
+
+        if (nfds <= 0 || timeout_ns == 0)
+                return 0;
+        if (nfds > FD_SETSIZE)
+                nfds = FD_SETSIZE;
+        for (int fd = 0; fd < nfds && !any; fd++) {
+                struct smc_sock *s;
+
+                if (!(rd && FD_ISSET(fd, rd)) && !(wr && FD_ISSET(fd, wr)))
+                        continue;
+                s = sock_lookup(fd);
+                any = s && sock_state(s) == SOCK_SMCD && s->ep.busy_poll_ns > 0;
+        }
+        if (!any)
+                return 0;
+
+        for (int fd = 0; fd < nfds; fd++) {
+                short ev = (short) ((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+                                    (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+                struct smc_sock *s;
+
+                if (!ev)
+                        continue;
+                if (n == cap) {
+                        struct pollfd *nf;
+                        struct smc_sock **ns;
+
+                        cap = FD_SETSIZE;
+                        nf = calloc(cap, sizeof(*nf));
+                        ns = calloc(cap, sizeof(*ns));
+                        if (!nf || !ns) {
+                                free(nf);
+                                free(ns);
+                                return 0; /* the caller's select does the job unaided */
+                        }
+                        memcpy(nf, fds, n * sizeof(*nf));
+                        memcpy(ns, socks, n * sizeof(*ns));
+                        fds = nf;
+                        socks = ns;
+                }
+                s = sock_lookup(fd);
+                fds[n] = (struct pollfd) { .fd = fd, .events = ev };
+                socks[n] = s && sock_state(s) == SOCK_SMCD ? s : NULL;
+                n++;
+        }
+
+        /* everything once, as the kernel sees it (an invalid descriptor: leave the
+         * EBADF to the caller's select) */
+        r = sys_poll(fds, n, 0);
+        if (r > 0) {
+                for (nfds_t i = 0; i < n; i++)
+                        if (fds[i].revents & POLLNVAL) {
+                                r = 0;
+                                goto out;
+                        }
+                r = poll_fixup(fds, n, socks);
+        }
+        if (r == 0 && poll_spin(fds, n, socks, timeout_ns))
+                r = poll_spin_result(fds, n, socks);
+        if (r <= 0) {
+                r = 0;
+                goto out;
+        }
+
+        /* as the kernel's select maps poll bits (fs/select.c POLLIN_SET and friends) */
+        if (rd)
+                FD_ZERO(rd);
+        if (wr)
+                FD_ZERO(wr);
+        if (ex)
+                FD_ZERO(ex);
+        r = 0;
+        for (nfds_t i = 0; i < n; i++) {
+                short re = fds[i].revents;
+
+                if ((fds[i].events & POLLIN) && (re & (POLLIN | POLLRDNORM | POLLHUP | POLLERR))) {
+                        FD_SET(fds[i].fd, rd);
+                        r++;
+                }
+                if ((fds[i].events & POLLOUT) && (re & (POLLOUT | POLLWRNORM | POLLERR))) {
+                        FD_SET(fds[i].fd, wr);
+                        r++;
+                }
+                if ((fds[i].events & POLLPRI) && (re & POLLPRI)) {
+                        FD_SET(fds[i].fd, ex);
+                        r++;
+                }
+        }
+out:
+        if (fds != stack_fds) {
+                free(fds);
+                free(socks);
+        }
+        return r;
 }
 
 SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
@@ -2482,6 +2659,19 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                 if (r >= 0)
                         r = poll_fixup(fds, n, socks);
                 goto out;
+        }
+        if (timeout != 0) {
+                /* the other descriptors first (one system call), then spin on the rings */
+                r = sys_poll(fds, n, 0);
+                if (r < 0)
+                        goto out;
+                if (r > 0 && (r = poll_fixup(fds, n, socks)) > 0)
+                        goto out;
+                if (poll_spin(fds, n, socks, timeout < 0 ? -1 : (int64_t) timeout * 1000000)) {
+                        r = poll_spin_result(fds, n, socks);
+                        if (r > 0)
+                                goto out;
+                }
         }
         for (;;) {
                 int left = timeout;

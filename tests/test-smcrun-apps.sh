@@ -10,7 +10,9 @@
 # connections: inetd's pattern with tr/sed/grep/sort/sha256sum/... (stdio-inetd.py) and
 # fdopen/dprintf/dup2 onto stdin/stdout/stderr (tests/stdio-smc.c); programs that use
 # io_uring get TCP (SMCD_DECL_IOURING), every byte right (tests/iouring-smc.c; liburing
-# loaded into python).
+# loaded into python); select/pselect with the library's busy-poll in front of the
+# real call: readiness, timeouts, EBADF, pipes mixed in, 2 x 32 MiB streams
+# (select-spin.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -20,7 +22,7 @@ here=$(dirname "$0")
 # private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
 smcrun_env "$smcd" "$lib" smcd-test-apps || exit 1
 failed=0
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
