@@ -66,6 +66,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,6 +217,8 @@ struct smc_sock {
         uid_t listen_euid;         /* its effective uid then: smcd's endpoints of the
                                     * connections it accepts have this uid */
         _Atomic unsigned accept_turn;
+        int listen_backlog;        /* for a LISTEN again after smcd came back */
+        uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
 
         /* SMCD */
         uint64_t conn_id;
@@ -479,6 +482,8 @@ struct buf_map {
         uint64_t id;
         void *base;
         uint32_t size;
+        dev_t dev; /* the memfd's identity: a memfd sent again for a cached id is */
+        ino_t ino; /* the same buffer (mapped already) unless smcd restarted */
         struct buf_map *next;
 };
 
@@ -498,13 +503,32 @@ static struct buf_map *buf_find_locked(uint64_t id) {
 }
 
 /* Resolve one buffer of a CONNECT_REPLY/NEW_CONN: map @memfd (>= 0, always closed
- * here) or find the cached mapping. Returns 0 and the DMB base, or -errno. */
+ * here) or find the cached mapping. Returns 0 and the DMB base, or -errno.
+ * A memfd sent with an id we have cached, but another file than the cached mapping's,
+ * replaces the cached mapping: a restarted smcd hands out the same ids again for other
+ * buffers (its knowledge of what we hold starts empty with the new control
+ * connection). The old mapping stays (it may still serve a connection made before the
+ * restart: mappings are never unmapped) and is only forgotten by the cache. */
 static int buf_get(const struct smc_ctl_buf *d, int memfd, void **ret_base) {
         struct buf_map *b;
+        struct stat st = {};
         int r = 0;
 
+        if (memfd >= 0 && fstat(memfd, &st) < 0) {
+                sys_close(memfd);
+                return -errno;
+        }
         pthread_mutex_lock(&buf_lock);
         b = buf_find_locked(d->id);
+        if (b && memfd >= 0 && (b->dev != st.st_dev || b->ino != st.st_ino)) {
+                struct buf_map **pp = &buf_hash[buf_slot(d->id)];
+
+                while (*pp != b)
+                        pp = &(*pp)->next;
+                *pp = b->next;
+                free(b); /* the struct only: the mapping stays */
+                b = NULL;
+        }
         if (!b && memfd >= 0) {
                 void *p = mmap(NULL, (size_t) SMC_DMB_HDR_LEN + d->size, PROT_READ | PROT_WRITE,
                                MAP_SHARED | MAP_POPULATE, memfd, 0);
@@ -516,7 +540,8 @@ static int buf_get(const struct smc_ctl_buf *d, int memfd, void **ret_base) {
                                 munmap(p, (size_t) SMC_DMB_HDR_LEN + d->size);
                                 r = -ENOMEM;
                         } else {
-                                *b = (struct buf_map) { .id = d->id, .base = p, .size = d->size };
+                                *b = (struct buf_map) { .id = d->id, .base = p, .size = d->size,
+                                                        .dev = st.st_dev, .ino = st.st_ino };
                                 b->next = buf_hash[buf_slot(d->id)];
                                 buf_hash[buf_slot(d->id)] = b;
                         }
@@ -945,6 +970,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         s->listener_id = reply.listen_reply.listener_id;
         s->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
         s->listen_pid = getpid();
+        s->listen_backlog = backlog;
         s->listen_fork_gen = atomic_load(&fork_gen);
         s->listen_euid = geteuid();
         atomic_store(&s->nonblock, nonblock);
@@ -1030,6 +1056,73 @@ static int accept_chan_tcp(struct smc_sock *l, const union smc_ctl_msg *m, int f
         }
         s->fallback_reason = m->conn.fallback_reason;
         return fd;
+}
+
+/* An SMC listener whose accept channel hit EOF (smcd went away) registers again once
+ * smcd is back, so that new connections get SMC again without a new listen(): tried
+ * from accept (whose callers wake for the TCP connections that arrive meanwhile), at
+ * most every RELISTEN_MS. Only the process that registered it, while it alone holds it
+ * (no fork or dup since: another copy's process would keep seeing a channel it does not
+ * hold readable in the shared epoll instance). Caller holds l->lock. */
+#define RELISTEN_MS 1000
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static void listen_reregister(struct smc_sock *l) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS];
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        struct epoll_event ev = { .events = EPOLLIN };
+        uint64_t now = now_ms();
+        int n;
+
+        if (l->chan >= 0 || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 || getpid() != l->listen_pid ||
+            atomic_load(&fork_gen) != l->listen_fork_gen || geteuid() != l->listen_euid ||
+            (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
+                return;
+        l->relisten_ms = now;
+        if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
+                return;
+        smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
+        if (smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl) < 0)
+                return;
+        m.listen.backlog = l->listen_backlog < 0 ? 0 : (uint32_t) l->listen_backlog;
+        m.listen.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
+        m.listen.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
+        n = smc_ctl_client_call(&m, &l->hidden, 1, &reply, fds);
+        if (n < 0) {
+                smc_debug("accept fd %d: smcd still away (%s): the listener stays TCP", l->fd, strerror(-n));
+                return;
+        }
+        if (reply.hdr.type != SMC_CTL_LISTEN_REPLY || n != 1) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                smc_debug("accept fd %d: LISTEN again refused (%d): the listener stays TCP", l->fd,
+                          reply.hdr.type == SMC_CTL_ERROR ? reply.error.error : -EPROTO);
+                return;
+        }
+        ev.data.fd = fds[0];
+        if (sys_epoll_ctl(l->fd, EPOLL_CTL_ADD, fds[0], &ev) < 0) {
+                smc_ctl_init(&m, SMC_CTL_UNLISTEN, 0);
+                m.unlisten.listener_id = reply.listen_reply.listener_id;
+                chan_drain(fds[0]);
+                sys_close(fds[0]);
+                n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                return;
+        }
+        l->chan = fds[0];
+        l->listener_id = reply.listen_reply.listener_id;
+        l->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
+        smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
+                  (unsigned long long) l->listener_id);
 }
 
 static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len, int flags) {
@@ -1237,6 +1330,11 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
         }
         if (st != SOCK_LISTEN_SMC)
                 return sys_accept4(fd, addr, len, flags); /* EINVAL, as TCP */
+        if (__builtin_expect(s->chan < 0, 0)) {
+                pthread_mutex_lock(&s->lock);
+                listen_reregister(s);
+                pthread_mutex_unlock(&s->lock);
+        }
 
         for (;;) {
                 unsigned turn = atomic_fetch_add(&s->accept_turn, 1);
@@ -2420,13 +2518,6 @@ SMC_PUBLIC int smc_getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
 
 /* ------------------------------------------------------------------------- */
 /* poll, fcntl */
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
-}
 
 static uint64_t now_ns(void) {
         struct timespec ts;

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+# Helper of tests/test-smcd-restart.sh (run under smcrun):
+#   restart-xfer.py server PORTFILE
+#       listen on 127.0.0.1 (one process, no fork: it may register again with a
+#       restarted smcd), write the port to PORTFILE; for every connection (a thread
+#       each): read to EOF, answer "<bytes> <sha256>\n", close.
+#   restart-xfer.py client PORT BYTES SECONDS [MORE]
+#       send BYTES of a deterministic stream paced over about SECONDS, shut down the
+#       write side, read the answer and compare it with its own count and digest;
+#       then MORE connections of 2 MiB each, 1.2 s apart, checked the same way (from
+#       this process, whose buffer cache dates from before an smcd restart).
+#       Prints "ok <bytes> <sha256>" per connection and exits 0, or prints the
+#       difference, exit 1.
+import hashlib
+import socket
+import sys
+import threading
+import time
+
+
+def serve(c):
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        d = c.recv(1 << 20)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+    c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
+    c.close()
+
+
+def server(portfile):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    import os
+    os.rename(portfile + ".tmp", portfile)
+    while True:
+        c, _ = ls.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def client(port, total, seconds, more=0):
+    r = one(port, total, seconds)
+    for _ in range(more):
+        if r:
+            break
+        time.sleep(1.2)
+        r = one(port, 2 << 20, 0)
+    return r
+
+
+def one(port, total, seconds):
+    s = socket.create_connection(("127.0.0.1", port))
+    block = hashlib.sha256(b"smcd").digest() * 8192  # 256 KiB
+    h = hashlib.sha256()
+    sent = 0
+    t0 = time.monotonic()
+    i = 0
+    while sent < total:
+        n = min(len(block), total - sent)
+        # vary the bytes: every block is prefixed with its number
+        chunk = (b"%016d" % i) + block[16:n]
+        s.sendall(chunk[:n])
+        h.update(chunk[:n])
+        sent += n
+        i += 1
+        # pace: at sent/total of the way, be at that fraction of SECONDS
+        ahead = t0 + seconds * sent / total - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    s.shutdown(socket.SHUT_WR)
+    ans = b""
+    while not ans.endswith(b"\n"):
+        d = s.recv(4096)
+        if not d:
+            break
+        ans += d
+    s.close()
+    want = b"%d %s\n" % (total, h.hexdigest().encode())
+    if ans != want:
+        print("server got %r, sent %r" % (ans, want))
+        return 1
+    print("ok %d %s" % (total, h.hexdigest()))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        server(sys.argv[2])
+    else:
+        sys.exit(client(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
+                        int(sys.argv[5]) if len(sys.argv) > 5 else 0))
