@@ -860,51 +860,34 @@ _public_ int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
 
 /* The kernel answers select and pselect (an SMC socket's kernel readiness is exact),
  * but it sleeps at once, and the peer then rings a doorbell for every chunk. With an
- * SMC-D connection in the sets and busy-polling on, smc_select_spin() first looks at
- * everything once and spins on the rings for up to busy_poll_ns; only when nothing
- * became ready does the real call run (and sleep). A pending signal that the pselect
- * mask would let in waits at most that long. */
+ * SMC-D connection in the sets and busy-polling on, smc_select() first looks at
+ * everything once and spins on the rings for up to busy_poll_ns (signals blocked);
+ * only when nothing became ready does it wait in the kernel, with the caller's signal
+ * mask, so a signal that came meanwhile interrupts the call as it would have. */
 
 DEFINE_REAL(select)
 DEFINE_REAL(pselect)
 
-static int64_t timespec_ns(const struct timespec *ts) {
-        if (!ts)
-                return -1;
-        if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L)
-                return 0; /* EINVAL: the real call reports it */
-        return ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1 : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
 _public_ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv) {
         __typeof__(select) *f;
 
-        if (nfds > 0 && (!tv || tv->tv_sec > 0 || tv->tv_usec > 0)) {
-                struct timespec ts;
-                int64_t t0 = 0;
+        if (nfds > 0 && (!tv || ((tv->tv_sec > 0 || tv->tv_usec > 0) && tv->tv_sec >= 0 && tv->tv_usec >= 0 &&
+                                 tv->tv_usec < 1000000))) {
+                struct timespec ts = {};
                 int k;
 
-                if (tv) {
-                        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
-                                goto real;
+                if (tv)
                         ts = (struct timespec) { .tv_sec = tv->tv_sec, .tv_nsec = tv->tv_usec * 1000 };
-                        t0 = mono_ns();
-                }
-                k = smc_select_spin(nfds, rd, wr, ex, timespec_ns(tv ? &ts : NULL));
-                if (k > 0) {
+                k = smc_select(nfds, rd, wr, ex, tv ? &ts : NULL, NULL);
+                if (k != SMC_SELECT_UNHANDLED) {
                         if (tv) {
                                 /* Linux's select leaves the time not slept in *tv */
-                                int64_t left = timespec_ns(&ts) - (mono_ns() - t0);
-
-                                if (left < 0)
-                                        left = 0;
-                                tv->tv_sec = left / 1000000000;
-                                tv->tv_usec = (left % 1000000000) / 1000;
+                                tv->tv_sec = ts.tv_sec;
+                                tv->tv_usec = ts.tv_nsec / 1000;
                         }
                         return k;
                 }
         }
-real:
         f = real_select();
         if (f)
                 return f(nfds, rd, wr, ex, tv);
@@ -915,10 +898,12 @@ real:
 _public_ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *mask) {
         __typeof__(pselect) *f;
 
-        if (nfds > 0 && (!ts || ts->tv_sec > 0 || ts->tv_nsec > 0)) {
-                int k = smc_select_spin(nfds, rd, wr, ex, timespec_ns(ts));
+        if (nfds > 0) {
+                /* pselect leaves the caller's timeout as it was */
+                struct timespec copy = ts ? *ts : (struct timespec) {};
+                int k = smc_select(nfds, rd, wr, ex, ts ? &copy : NULL, mask);
 
-                if (k > 0)
+                if (k != SMC_SELECT_UNHANDLED)
                         return k;
         }
         f = real_pselect();

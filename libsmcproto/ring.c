@@ -1460,7 +1460,10 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
                 if (!__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
                         m |= POLLERR;
         }
-        if ((f & PEER_EOF_FLAGS) && __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+        /* as tcp_poll(): hang-up once both directions are shut, by the peer's FIN or
+         * our own shutdown(SHUT_RD) for the receive side */
+        if (((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)) &&
+            __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
                 m |= POLLHUP;
         return m;
 }

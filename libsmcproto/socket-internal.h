@@ -116,8 +116,13 @@ void smc_exec_adopt_inherited(void);
 
 /* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every
  * descriptor once (poll, no wait) and, if none is ready, busy-poll the SMC-D rings for
- * up to their busy_poll_ns (at most @timeout_ns; negative: no limit). Returns the number
- * of bits set, with @rd, @wr, @ex rewritten as select() does, when something is ready;
- * 0 with the sets untouched when nothing is (the caller then calls the real select, which
- * sleeps, or reports EBADF for a bad descriptor), also when there is nothing to spin on. */
-int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeout_ns);
+ * up to their busy_poll_ns, signals blocked, then wait in the kernel (pselect6) for the
+ * rest of the time with @mask (NULL: the thread's own) as pselect does: a signal that
+ * came during the spin interrupts it (EINTR). @ts: the timeout (NULL: none), updated
+ * to the time not slept as Linux's select does. Returns what select returns (the sets
+ * rewritten as the kernel writes them: only the words below @nfds), or
+ * SMC_SELECT_UNHANDLED with nothing changed and nothing done: no SMC-D connection to
+ * spin on, a zero or invalid timeout, @nfds above FD_SETSIZE: the caller makes the
+ * real call. */
+#define SMC_SELECT_UNHANDLED (-2)
+int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts, const sigset_t *mask);

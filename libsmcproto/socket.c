@@ -2553,17 +2553,17 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
 /* Busy-poll before a poll or select that would sleep (issue 5: a program that waits in
  * poll/select between its reads and writes otherwise sleeps in the kernel, and its peer
  * rings a doorbell, for every chunk). Spins on the SMC-D entries' rings, without system
- * calls, for the largest of their busy_poll_ns (entries whose peer last ran on our CPU
- * excepted), at most @timeout_ns (negative: no limit), until one is ready for what it
- * asks. While spinning, each POLLIN entry's ring shows a spinning reader, so that its
+ * calls, for @budget ns (poll_spin_budget(): the largest of their busy_poll_ns,
+ * entries whose peer last ran on our CPU excepted, at most the caller's timeout; 0 =
+ * do not spin), until one is ready for what it asks. While spinning, each POLLIN entry's ring shows a spinning reader, so that its
  * writer hands the data over without a doorbell byte (ring.c, (5)). Returns true when an
  * entry became ready; the other descriptors are not looked at meanwhile (the caller
  * checked them just before). */
-static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, int64_t timeout_ns) {
-        uint64_t budget = 0, end, t;
-        bool ready = false;
-        unsigned k = 0;
+static uint64_t poll_spin_budget(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, int64_t timeout_ns) {
+        uint64_t budget = 0;
 
+        if (timeout_ns == 0)
+                return 0;
         for (nfds_t i = 0; i < n; i++)
                 if (socks[i]) {
                         uint32_t b = smc_ring_spin_budget(&socks[i]->ep, fds[i].events);
@@ -2571,10 +2571,32 @@ static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **sock
                         if (b > budget)
                                 budget = b;
                 }
-        if (timeout_ns >= 0 && (uint64_t) timeout_ns < budget)
+        if (timeout_ns > 0 && (uint64_t) timeout_ns < budget)
                 budget = (uint64_t) timeout_ns;
-        if (budget == 0)
+        return budget;
+}
+
+/* A signal is pending that @waitmask lets in (the sleeping call would end with EINTR
+ * at once): the spin stops for it. */
+static bool spin_signal_pending(const sigset_t *waitmask) {
+        sigset_t p;
+
+        if (sigpending(&p) < 0 || sigisemptyset(&p))
                 return false;
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sigismember(&p, sig) == 1 && sigismember(waitmask, sig) != 1)
+                        return true;
+        return false;
+}
+
+/* @budget from poll_spin_budget(), > 0; @waitmask: the mask the sleeping call after
+ * the spin will take (signals pending outside it end the spin) */
+static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, uint64_t budget,
+                      const sigset_t *waitmask) {
+        uint64_t end, t;
+        bool ready = false;
+        unsigned k = 0;
+
         for (nfds_t i = 0; i < n; i++)
                 if (socks[i] && (fds[i].events & POLLIN))
                         smc_ring_spin_state(&socks[i]->ep, true, false);
@@ -2584,10 +2606,13 @@ static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **sock
                         ready = socks[i] && smc_ring_ready_quick(&socks[i]->ep, fds[i].events);
                 if (ready)
                         break;
-                /* the clock costs ~20 ns: look at it every 16 rounds */
+                /* the clock costs ~20 ns: look at it every 16 rounds; at pending
+                 * signals (a system call) every 1024 */
                 if ((++k & 15) == 0) {
                         t = now_ns();
                         if (t >= end)
+                                break;
+                        if ((k & 1023) == 0 && spin_signal_pending(waitmask))
                                 break;
                 }
                 cpu_pause();
@@ -2610,17 +2635,52 @@ static int poll_spin_result(struct pollfd *fds, nfds_t n, struct smc_sock **sock
         return cnt;
 }
 
-int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeout_ns) {
+/* Signals during a spin: the spin runs with every signal blocked, and the sleeping
+ * call that may follow takes the caller's mask atomically (ppoll, pselect6), so that a
+ * signal that came while spinning interrupts it (EINTR) as it would have interrupted
+ * the kernel's wait, instead of running its handler and leaving the call asleep.
+ * (glibc keeps its own internal signals out of a pthread_sigmask() set.) */
+static void spin_block_signals(sigset_t *old) {
+        sigset_t all;
+
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+static void spin_restore_signals(const sigset_t *old) {
+        int e = errno;
+
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+        errno = e;
+}
+
+static void ts_from_ns(struct timespec *ts, int64_t ns) {
+        if (ns < 0)
+                ns = 0;
+        ts->tv_sec = ns / 1000000000;
+        ts->tv_nsec = ns % 1000000000;
+}
+
+int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts, const sigset_t *mask) {
         struct pollfd stack_fds[64], *fds = stack_fds;
         struct smc_sock *stack_socks[64], **socks = stack_socks;
         nfds_t n = 0, cap = 64;
-        bool any = false;
+        int64_t timeout_ns = -1;
+        uint64_t budget, t0;
+        sigset_t old;
+        bool any = false, nval = false;
         int r = 0;
 
-        if (nfds <= 0 || timeout_ns == 0)
-                return 0;
-        if (nfds > FD_SETSIZE)
-                nfds = FD_SETSIZE;
+        if (nfds <= 0 || nfds > FD_SETSIZE)
+                return SMC_SELECT_UNHANDLED; /* the kernel's answers, sets beyond 1024 bits */
+        if (ts) {
+                if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L)
+                        return SMC_SELECT_UNHANDLED; /* EINVAL */
+                if (ts->tv_sec == 0 && ts->tv_nsec == 0)
+                        return SMC_SELECT_UNHANDLED;
+                timeout_ns = ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1
+                                                                      : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
+        }
         for (int fd = 0; fd < nfds && !any; fd++) {
                 struct smc_sock *s;
 
@@ -2630,7 +2690,7 @@ int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeou
                 any = s && sock_state(s) == SOCK_SMCD && s->ep.busy_poll_ns > 0;
         }
         if (!any)
-                return 0;
+                return SMC_SELECT_UNHANDLED;
 
         for (int fd = 0; fd < nfds; fd++) {
                 short ev = (short) ((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
@@ -2649,7 +2709,7 @@ int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeou
                         if (!nf || !ns) {
                                 free(nf);
                                 free(ns);
-                                return 0; /* the caller's select does the job unaided */
+                                return SMC_SELECT_UNHANDLED; /* the kernel does it unaided */
                         }
                         memcpy(nf, fds, n * sizeof(*nf));
                         memcpy(ns, socks, n * sizeof(*ns));
@@ -2662,31 +2722,52 @@ int smc_select_spin(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t timeou
                 n++;
         }
 
-        /* everything once, as the kernel sees it (an invalid descriptor: leave the
-         * EBADF to the caller's select) */
+        budget = poll_spin_budget(fds, n, socks, timeout_ns);
+        if (budget == 0) {
+                r = SMC_SELECT_UNHANDLED; /* nothing to spin on (the peers run on our CPU) */
+                goto out;
+        }
+        t0 = now_ns();
+        spin_block_signals(&old);
+        /* everything once, as the kernel sees it; an invalid descriptor: no spin, the
+         * kernel's call below reports EBADF */
         r = sys_poll(fds, n, 0);
         if (r > 0) {
                 for (nfds_t i = 0; i < n; i++)
-                        if (fds[i].revents & POLLNVAL) {
-                                r = 0;
-                                goto out;
-                        }
-                r = poll_fixup(fds, n, socks);
+                        if (fds[i].revents & POLLNVAL)
+                                nval = true;
+                r = nval ? 0 : poll_fixup(fds, n, socks);
         }
-        if (r == 0 && poll_spin(fds, n, socks, timeout_ns))
+        if (r == 0 && !nval && poll_spin(fds, n, socks, budget, mask ? mask : &old))
                 r = poll_spin_result(fds, n, socks);
         if (r <= 0) {
-                r = 0;
+                /* sleep in the kernel for the rest of the time, with the caller's mask */
+                struct timespec left;
+                struct {
+                        const sigset_t *ss;
+                        size_t len;
+                } m = { mask ? mask : &old, _NSIG / 8 };
+
+                if (ts)
+                        ts_from_ns(&left, timeout_ns - (int64_t) (now_ns() - t0));
+                r = (int) syscall(SYS_pselect6, nfds, rd, wr, ex, ts ? &left : NULL, &m);
+                spin_restore_signals(&old);
+                if (ts)
+                        *ts = left; /* what the kernel left of it */
                 goto out;
         }
+        spin_restore_signals(&old);
+        if (ts)
+                ts_from_ns(ts, timeout_ns - (int64_t) (now_ns() - t0));
 
-        /* as the kernel's select maps poll bits (fs/select.c POLLIN_SET and friends) */
+        /* as the kernel's select writes its result: the words that hold bits below
+         * nfds (fs/select.c set_fd_set), its poll bits mapped as POLLIN_SET etc. */
         if (rd)
-                FD_ZERO(rd);
+                memset(rd, 0, ((size_t) nfds + 63) / 64 * 8);
         if (wr)
-                FD_ZERO(wr);
+                memset(wr, 0, ((size_t) nfds + 63) / 64 * 8);
         if (ex)
-                FD_ZERO(ex);
+                memset(ex, 0, ((size_t) nfds + 63) / 64 * 8);
         r = 0;
         for (nfds_t i = 0; i < n; i++) {
                 short re = fds[i].revents;
@@ -2714,8 +2795,9 @@ out:
 
 SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
         struct smc_sock *stack_socks[64], **socks = stack_socks;
-        uint64_t deadline = 0;
-        bool any = false, ready = false;
+        uint64_t deadline = 0, budget;
+        sigset_t old;
+        bool any = false, ready = false, blocked = false;
         int r = 0;
 
         if (n > 0 && !fds)
@@ -2743,7 +2825,7 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                         ready = true;
         }
         if (timeout > 0)
-                deadline = now_ms() + (uint64_t) timeout;
+                deadline = now_ns() + (uint64_t) timeout * 1000000u;
 
         if (ready) {
                 r = sys_poll(fds, n, 0);
@@ -2751,31 +2833,37 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                         r = poll_fixup(fds, n, socks);
                 goto out;
         }
-        if (timeout != 0) {
-                /* the other descriptors first (one system call), then spin on the rings */
+        budget = poll_spin_budget(fds, n, socks, timeout < 0 ? -1 : (int64_t) timeout * 1000000);
+        if (budget > 0) {
+                /* the other descriptors first (one system call), then spin on the rings,
+                 * signals blocked (see spin_block_signals) */
+                spin_block_signals(&old);
+                blocked = true;
                 r = sys_poll(fds, n, 0);
                 if (r < 0)
                         goto out;
                 if (r > 0 && (r = poll_fixup(fds, n, socks)) > 0)
                         goto out;
-                if (poll_spin(fds, n, socks, timeout < 0 ? -1 : (int64_t) timeout * 1000000)) {
+                if (poll_spin(fds, n, socks, budget, &old)) {
                         r = poll_spin_result(fds, n, socks);
                         if (r > 0)
                                 goto out;
                 }
         }
         for (;;) {
-                int left = timeout;
+                struct timespec left = {};
 
                 if (timeout > 0) {
-                        uint64_t now = now_ms();
-                        left = now >= deadline ? 0 : (int) (deadline - now);
+                        uint64_t now = now_ns();
+
+                        ts_from_ns(&left, now >= deadline ? 0 : (int64_t) (deadline - now));
                 }
-                r = sys_poll(fds, n, left);
+                /* after a spin, with the caller's signal mask again (atomically) */
+                r = sys_ppoll(fds, n, timeout < 0 ? NULL : &left, blocked ? &old : NULL);
                 if (r <= 0)
                         goto out;
                 r = poll_fixup(fds, n, socks);
-                if (r > 0 || left == 0)
+                if (r > 0 || timeout == 0 || (left.tv_sec == 0 && left.tv_nsec == 0))
                         goto out;
                 /* only stale wakeups (a doorbell that was already consumed): the
                  * ring settled them, wait again for the remaining time. A ring
@@ -2785,6 +2873,8 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                 nanosleep(&ts, NULL);
         }
 out:
+        if (blocked)
+                spin_restore_signals(&old);
         if (socks != stack_socks)
                 free(socks);
         return r;

@@ -64,8 +64,12 @@ port=$(cat "$tmp/port" 2>/dev/null)
 # the long transfer
 run python3 "$here/apps/restart-xfer.py" client "$port" $((256 << 20)) 6 3 >"$tmp/long.out" 2>&1 &
 long=$!
-sleep 1
-n=$(stat conns_server)
+# wait until it is connected (python under smcrun starts slowly on a loaded machine)
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" = 1 ] && break
+        sleep 0.25
+done
 [ "$n" = 1 ] && ok "the transfer is SMC-D (smcd counts 1 server connection)" \
         || nok "the transfer is not SMC-D: conns_server $n"
 

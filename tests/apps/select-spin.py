@@ -8,7 +8,11 @@
 #   - a closed descriptor in the set: EBADF;
 #   - a stream of 32 MiB between two processes, both nonblocking and waiting in
 #     select (iperf3's pattern) and in pselect through ctypes: every byte right;
-#   - Linux's select leaves the time not slept in the timeval.
+#   - Linux's select leaves the time not slept in the timeval, and writes only the
+#     words of the sets below nfds;
+#   - a signal that comes during the busy-poll interrupts select, pselect and poll
+#     with EINTR (it did not, found by a fresh tester), and poll never returns
+#     before its timeout.
 import ctypes
 import errno
 import hashlib
@@ -137,6 +141,86 @@ def case_timeval_left():
     s.close()
 
 
+def case_small_set():
+    """select writes only the words below nfds (a set sized for nfds, not 128 bytes)"""
+    c, s = pair()
+    c.send(b"z")
+    time.sleep(0.01)
+    fd = s.fileno()
+    if fd >= 64:
+        return
+    buf = (ctypes.c_ubyte * 128)(*([0] * 8 + [0xAA] * 120))
+    buf[fd // 8] |= 1 << (fd % 8)
+    tv = Timeval(1, 0)
+    n = libc.select(fd + 1, buf, None, None, ctypes.byref(tv))
+    guard = bytes(buf[8:])
+    check(n == 1 and buf[fd // 8] & (1 << (fd % 8)) and guard == b"\xaa" * 120,
+          "8-byte fd_set: n %d, guard bytes changed %d" % (n, sum(1 for b in guard if b != 0xAA)))
+    c.close()
+    s.close()
+
+
+class Pollfd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+
+def case_signals():
+    """run in a child with SMC_BUSY_POLL_US=1000000 (a 1 s spin): a signal 0.1 s into
+    select, pselect or poll comes during the spin and must end the call with EINTR at
+    once, as it ends the kernel's wait (before the fix the handler ran and the call
+    slept on to its timeout)"""
+    import signal
+    c, s = pair()
+    fd = s.fileno()
+    signal.signal(signal.SIGALRM, lambda *a: None)
+    bad = []
+    for call in ("select", "pselect", "poll"):
+        for _ in range(3):
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            t0 = time.monotonic()
+            if call == "select":
+                tv = Timeval(5, 0)
+                r = libc.select(fd + 1, fdset(fd), None, None, ctypes.byref(tv))
+            elif call == "pselect":
+                ts = Timespec(5, 0)
+                r = libc.pselect(fd + 1, fdset(fd), None, None, ctypes.byref(ts), None)
+            else:
+                p = Pollfd(fd, 1, 0)
+                r = libc.poll(ctypes.byref(p), 1, 5000)
+            e = ctypes.get_errno()
+            dt = time.monotonic() - t0
+            if not (r == -1 and e == errno.EINTR and dt < 1.0):
+                bad.append("%s: r %d errno %d after %.2f s" % (call, r, e, dt))
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    c.close()
+    s.close()
+    sys.stderr.write("; ".join(bad) + "\n" if bad else "")
+    sys.exit(1 if bad else 0)
+
+
+def case_timeouts():
+    """poll, select and pselect never return before their timeout (the spin's time is
+    taken off exactly, not in whole milliseconds)"""
+    c, s = pair()
+    fd = s.fileno()
+    early = 0
+    for ms in (1, 2, 5):
+        for _ in range(30):
+            p = Pollfd(fd, 1, 0)
+            t0 = time.monotonic()
+            r = libc.poll(ctypes.byref(p), 1, ms)
+            if r == 0 and time.monotonic() - t0 < ms / 1000.0:
+                early += 1
+            tv = Timeval(0, ms * 1000)
+            t0 = time.monotonic()
+            r = libc.select(fd + 1, fdset(fd), None, None, ctypes.byref(tv))
+            if r == 0 and time.monotonic() - t0 < ms / 1000.0:
+                early += 1
+    check(early == 0, "poll/select returned before the timeout %d of 180 times" % early)
+    c.close()
+    s.close()
+
+
 def stream(use_pselect, total=32 << 20):
     """iperf3's pattern: nonblocking sockets, a select before every read and write"""
     c, s = pair()
@@ -202,6 +286,12 @@ def stream(use_pselect, total=32 << 20):
 def main():
     case_readiness()
     case_timeval_left()
+    case_small_set()
+    case_timeouts()
+    import subprocess
+    env = dict(os.environ, SMC_BUSY_POLL_US="1000000")
+    p = subprocess.run([sys.executable, sys.argv[0], "signals"], env=env, stderr=subprocess.PIPE)
+    check(p.returncode == 0, "signals during a 1 s spin: %s" % p.stderr.decode().strip())
     r, w = os.pipe()  # the children print their digests here
     os.dup2(w, 1)
     os.close(w)
@@ -214,4 +304,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "signals":
+        case_signals()
     main()
