@@ -20,7 +20,7 @@ here=$(dirname "$0")
 tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
 spid= srv=
-trap '[ -n "$srv" ] && kill $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 failed=0
 ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; failed=1; }
@@ -28,11 +28,13 @@ nok() { echo "not ok - $*"; failed=1; }
 # a sanitizer build of libsmcrun.so needs its runtime preloaded (smcrun-env.sh)
 san=$(ldd "$lib" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
 export SMCRUN_LIB=$(realpath "$lib") SMCD_RUNTIME_DIR=$tmp/run
+# (always called in a subshell, in the background or in $(...): exec, so that $! is
+# the program itself and the cleanup's kill reaches it)
 run() {
         if [ -n "$san" ]; then
-                LD_PRELOAD="$san" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" sh "$smcrun" "$@"
+                LD_PRELOAD="$san" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" exec sh "$smcrun" "$@"
         else
-                sh "$smcrun" "$@"
+                exec sh "$smcrun" "$@"
         fi
 }
 
@@ -109,7 +111,7 @@ done
 [ "$smc" != "?" ] && [ "$smc" -ge 1 ] && ok "after the restarts new connections are SMC-D again (after $i, the listener registered again)" \
         || nok "after the restarts no connection is SMC-D (conns_server $smc)"
 
-kill "$srv"; wait "$srv" 2>/dev/null; srv=
+kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc = 0 ] || nok "smcd exit $rc at the end: $(tail -5 "$tmp/smcd.log")"
 exit $failed
