@@ -12,6 +12,8 @@ PKGS=(
         libnl-3-dev libnl-route-3-dev libibverbs-dev ibverbs-providers
         # SMC TCP option: BPF sock_ops program (optional at build time)
         clang llvm libbpf-dev bpftool
+        # libFuzzer runtime for the fuzz targets (fuzz/, -Dfuzz=true; a Recommends of clang)
+        libclang-rt-14-dev
         # netlink test: ip, unshare (util-linux)
         iproute2
         # tests and benchmarks

@@ -995,6 +995,24 @@ static void test_addr(void) {
               "truncated len");
 }
 
+/* Inputs found by the libFuzzer target (fuzz/regressions/ctl-proto/). */
+static void test_fuzz_regressions(void) {
+        /* v1-connect-reply-tcp-no-addresses: a version-1 CONNECT_REPLY of mode TCP
+         * (fallback reason 0x03010000), everything else zero: a TCP answer carries no
+         * addresses, so it is valid with AF_UNSPEC local / peer (the target once
+         * wrongly expected addresses in it). The fuzz input's first two bytes are its
+         * flags (to the client) and fd count (0). */
+        union smc_ctl_msg m, r;
+        int fds[4];
+
+        CHECK(smc_ctl_init_v(&m, SMC_CTL_CONNECT_REPLY, 7, 1) == 0 && m.hdr.len == 112, "v1 CONNECT_REPLY");
+        m.conn.fallback_reason = 0x03010000;
+        CHECK(roundtrip_raw(&m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, &r, fds) == 0 &&
+                      r.conn.mode == SMC_CTL_MODE_TCP && r.conn.local.family == AF_UNSPEC &&
+                      r.conn.peer.family == AF_UNSPEC,
+              "fuzz: v1 CONNECT_REPLY TCP without addresses accepted");
+}
+
 int main(void) {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
                 perror("socketpair");
@@ -1007,6 +1025,7 @@ int main(void) {
         test_fallback();
         test_v3();
         test_addr();
+        test_fuzz_regressions();
         /* EOF */
         close(sp[0]);
         union smc_ctl_msg r;

@@ -1387,6 +1387,8 @@ static void roundtrip_random(const uint8_t *b, size_t n) {
                                 if (m.type == SMC_LLC_ADD_LINK) {
                                         CHECK(!memcmp(rk1, rk2, sizeof(rk1[0]) * m.add_link.n_rkeys), "LLC rkeys round trip");
                                         m2.add_link.rkeys = rk1;
+                                        if (m.add_link.n_rkeys == 0) /* 0 reads the same in both byte orders */
+                                                m2.add_link.n_rkeys_le = m.add_link.n_rkeys_le;
                                 }
                                 CHECK(!memcmp(&m, &m2, sizeof(m)), "LLC round trip type %u", m.type);
                                 rt_llc++;
@@ -1483,6 +1485,40 @@ static void test_random(unsigned iterations) {
               "the random loop reached every decoder's success path");
 }
 
+/* ------------------------------------------------------------------------- */
+/* inputs found by the libFuzzer targets (fuzz/regressions/<target>/) */
+
+static void test_fuzz_regressions(void) {
+        /* fuzz/regressions/llc/add-link-v2-le-count-clamped-to-0: an ADD LINK v2 of
+         * 72 bytes (no room for an rkey entry) announcing 4 entries little-endian. The
+         * count is clamped to the 0 entries the length holds, with n_rkeys_le set; a
+         * count of 0 encodes the same in both byte orders, so the flag is the one field
+         * a decode -> encode -> decode round trip cannot keep. */
+        static const uint8_t v[80] = {
+                0x22, 0x00, 0x48, 0x00, [31] = 0x02, 0x03, [38] = 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                0x04, [53] = 0x70, [60] = 0xb8, 0xb8, 0xb8, 0xb8, 0xb8, 0xb8, 0xb8, 0xb8, 0xb8, 0xbc, 0xb8,
+        };
+        static struct smc_llc_rkey_entry rk[SMC_LLC_MAX_ADD_LINK_RKEYS];
+        struct smc_llc_msg m, m2;
+        uint8_t out[SMC_LLC_V2_MAX_LEN];
+        ssize_t e;
+
+        memset(&m, 0, sizeof(m));
+        m.add_link.rkeys = rk;
+        CHECK(dec_exact(dec_llc, v, sizeof(v), &m) == 0 && m.type == SMC_LLC_ADD_LINK && m.v2 && m.length == 72,
+              "fuzz llc: ADD LINK v2 with a count beyond its length decodes");
+        CHECK(m.add_link.n_rkeys == 0 && m.add_link.n_rkeys_le, "fuzz llc: count clamped to 0, little-endian seen");
+        e = smc_llc_encode(&m, out, sizeof(out));
+        CHECK(e == 72 && out[70] == 0 && out[71] == 0, "fuzz llc: re-encoded with count 0 (%zd bytes)", e);
+        memset(&m2, 0, sizeof(m2));
+        m2.add_link.rkeys = rk;
+        CHECK(e == 72 && smc_llc_decode(out, 72, &m2) == 0 && m2.add_link.n_rkeys == 0 && !m2.add_link.n_rkeys_le,
+              "fuzz llc: the re-decoded count 0 reads as big-endian");
+        m2.add_link.n_rkeys_le = m.add_link.n_rkeys_le;
+        m2.add_link.rkeys = m.add_link.rkeys; /* dec_llc() points it at its scratch array */
+        CHECK(memcmp(&m, &m2, sizeof(m)) == 0, "fuzz llc: every other field survives the round trip");
+}
+
 int main(int argc, char **argv) {
         unsigned iterations = 200000;
 
@@ -1495,6 +1531,7 @@ int main(int argc, char **argv) {
         test_cdc();
         test_llc();
         test_size();
+        test_fuzz_regressions();
         test_random(iterations);
         printf("test-smcr-wire: %d checks, %d failed\n", checks, failures);
         return failures ? 1 : 0;
