@@ -898,7 +898,12 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 if (q < 0 && r >= 0)
                         r = q;
         }
-        if (sent > 0 && r >= 0 && !plugged && ep->tx_unpub == 0)
+        /* also after a send that plugged while waiting for room: the reader may have
+         * drained that plug meanwhile (once half its ring was free) while we went on
+         * filling it, and X must not stay writable with less than half free (a socat
+         * relay then wrote 8 KiB into a full ring and blocked, deadlocked with its
+         * filter, under CPU contention) */
+        if (sent > 0 && r >= 0 && ep->tx_unpub == 0)
                 tx_plug_after(ep);
         /* informational (smcss): we are no longer blocked. A plug left behind is
          * drained by the reader on its next cons store, which the publish above makes

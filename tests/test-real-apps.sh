@@ -410,7 +410,8 @@ test_python() {
 # socat waits for POLLOUT, then writes 8 KiB blocking, on both connections at once: it
 # needs TCP's POLLOUT (room for such a write), else both sides block writing and
 # neither reads again. The server runs the filter on the connection (EXEC, nofork:
-# inetd's pattern, C stdio).
+# inetd's pattern, C stdio). The client waits up to 30 s (-t) for the filter's output
+# after its input ended (socat's default 0.5 s cut the output short in a slow ASan run).
 test_socat() {
         local filter port pid want got in=$APPS_DIR/socat.in
         have socat base64 || return 0
@@ -427,7 +428,7 @@ test_socat() {
                         continue
                 fi
                 want=$($filter <"$in" | sha256sum | cut -d ' ' -f 1)
-                got=$(T 60 "${SMCRUN[@]}" socat - "TCP:127.0.0.1:$port" <"$in" | sha256sum | cut -d ' ' -f 1)
+                got=$(T 60 "${SMCRUN[@]}" socat -t 30 - "TCP:127.0.0.1:$port" <"$in" | sha256sum | cut -d ' ' -f 1)
                 [ "$got" = "$want" ]
                 check $? "socat relay with $filter on the connection, 3 MB both ways at once: every byte ($got)"
                 smc_used "socat $filter" 1
