@@ -138,7 +138,10 @@ struct smc_dmb_hdr {
         _Atomic uint32_t reader_cpu;    /* CPU the owner last received on, + 1 */
         /* Statistics: written by the owner (the reader) only. */
         _Atomic uint64_t cons_msgs;     /* recv calls that took data out of this ring */
-        uint8_t pad1[64 - 32];
+        _Atomic uint32_t draining;      /* 1 while the reader drains the writer's plug
+                                         * (ring.c rx_unplug_writer, D0..D3): a writer
+                                         * that plugged meanwhile waits and plugs again */
+        uint8_t pad1[64 - 36];
         /* cache line 2: cold statistics, written by the writer only */
         _Atomic uint64_t prod_sendfile_calls; /* sendfile calls that moved data in */
         _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */

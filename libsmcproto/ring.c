@@ -746,8 +746,38 @@ static void tx_plug_after(struct smc_ring_ep *ep) {
          * room and we do not plug, or D2 sees Q1 and the reader waits for Q4 or P2 and
          * drains (rx_unplug_writer). */
         atomic_store(&ep->tx_hdr->plug_pending, 1);                        /* Q1 */
-        if (tx_space(ep) < WRITABLE_MIN(ep->tx_size) && tx_plug(ep) == 0)  /* Q2, P1 */
+        if (tx_space(ep) < WRITABLE_MIN(ep->tx_size) && tx_plug(ep) == 0) {  /* Q2, P1 */
                 atomic_store(&ep->tx_hdr->writer_waiting, 1);             /* P2 */
+                /* Q3: a reader that decided to drain before our publish (its D0 came
+                 * first, so it did not see our data) may be inside its drain loop, which
+                 * reads Y until EAGAIN and so eats the plug we just made: X would stay
+                 * writable with less than half free (a socat relay then wrote into a
+                 * full ring and deadlocked with its filter, under CPU contention). Wait
+                 * for that drain to end (D3), then plug again if X is writable. A drain
+                 * that starts after our P2 looks at the room after its D0 and sees our
+                 * data. Bounded: a stopped drainer costs us at most ~10 ms. */
+                for (unsigned tries = 0; tries < 16; tries++) {
+                        struct pollfd p = { .fd = ep->x, .events = POLLOUT };
+                        unsigned spins = 0;
+
+                        while (atomic_load(&ep->tx_hdr->draining) && spins < 2000) {
+                                if (++spins < 1000)
+                                        cpu_relax();
+                                else {
+                                        struct timespec ts = { 0, 10000 };
+
+                                        nanosleep(&ts, NULL);
+                                }
+                        }
+                        if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
+                                break;
+                        if (sys_poll(&p, 1, 0) <= 0 || !(p.revents & POLLOUT))
+                                break; /* still plugged */
+                        if (tx_plug(ep) != 0)
+                                break;
+                        atomic_store(&ep->tx_hdr->writer_waiting, 1);
+                }
+        }
         atomic_store(&ep->tx_hdr->plug_pending, 0);                        /* Q4 */
 }
 
@@ -1042,24 +1072,31 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
                 if (atomic_load(&ep->rx_hdr->writer_waiting) == 0)
                         return;
         }
+        /* D0 (seq_cst): announce the drain before looking at the room, so that a writer
+         * that publishes and plugs again meanwhile either is seen here (no drain) or
+         * sees us draining and plugs again after us (tx_plug_after, Q3): a drain reads
+         * Y until EAGAIN and would otherwise eat a plug made after this decision */
+        atomic_store(&ep->rx_hdr->draining, 1);                              /* D0 */
         /* not writable yet for the writer (WRITABLE_MIN): its plug stays, the next
          * cons store looks again */
-        if (ep->rx_size - rx_avail(ep, atomic_load(&ep->rx_hdr->cons)) < WRITABLE_MIN(ep->rx_size))
+        if (ep->rx_size - rx_avail(ep, atomic_load(&ep->rx_hdr->cons)) < WRITABLE_MIN(ep->rx_size) ||
+            atomic_exchange(&ep->rx_hdr->writer_waiting, 0) == 0) {          /* D1 */
+                atomic_store(&ep->rx_hdr->draining, 0);
                 return;
-        if (atomic_exchange(&ep->rx_hdr->writer_waiting, 0) == 0)
-                return;
-        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
-        if (y < 0)
-                return;
-        for (int i = 0; i < SCRATCH_IOVS; i++)
-                iov[i] = (struct iovec) { sink, sizeof(sink) };
-        for (;;) {
-                ssize_t n = sys_recvmsg(y, &mh, MSG_DONTWAIT);
-
-                if (n > 0 || (n < 0 && errno == EINTR))
-                        continue;
-                return; /* EAGAIN: drained; 0: the writer's X is gone; errors: nothing to do */
         }
+        y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+        if (y >= 0) {
+                for (int i = 0; i < SCRATCH_IOVS; i++)
+                        iov[i] = (struct iovec) { sink, sizeof(sink) };
+                for (;;) {
+                        ssize_t n = sys_recvmsg(y, &mh, MSG_DONTWAIT);              /* D2 */
+
+                        if (n > 0 || (n < 0 && errno == EINTR))
+                                continue;
+                        break; /* EAGAIN: drained; 0: the writer's X is gone; errors: nothing to do */
+                }
+        }
+        atomic_store(&ep->rx_hdr->draining, 0);                              /* D3 */
 }
 
 /* The drain protocol (R1, R2, then read owed bytes while the ring is empty). Returns

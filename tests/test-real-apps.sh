@@ -437,12 +437,43 @@ test_socat() {
         done
 }
 
+# The same relay while two busy loops compete for the two CPUs: a reader preempted in
+# the middle of draining a writer's plug used to eat the writer's next plug too, so the
+# writer's socket stayed writable over a full ring and socat deadlocked with base64
+# (ring.c, D0..D3 and Q3). Five relays, each must finish with every byte.
+test_socat_contended() {
+        local port pid want got i bad=0 hogs=() in=$APPS_DIR/socat.in
+        have socat base64 || return 0
+        want=$(base64 <"$in" | sha256sum | cut -d ' ' -f 1)
+        yes >/dev/null & hogs+=($!)
+        yes >/dev/null & hogs+=($!)
+        for i in 1 2 3 4 5; do
+                port=$(apps_free_port)
+                apps_bg "socat-hog-$i" "${SMCRUN[@]}" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr" \
+                        "EXEC:$(command -v base64),nofork"
+                pid=$APPS_BG_PID
+                if ! apps_wait_port "$port" 10 "$pid"; then
+                        bad=$((bad + 1))
+                        apps_stop "$pid"
+                        continue
+                fi
+                got=$(T 60 "${SMCRUN[@]}" socat -t 30 - "TCP:127.0.0.1:$port" <"$in" | sha256sum | cut -d ' ' -f 1)
+                [ "$got" = "$want" ] || bad=$((bad + 1))
+                apps_stop "$pid" TERM 5 >/dev/null
+        done
+        kill "${hogs[@]}" 2>/dev/null
+        wait "${hogs[@]}" 2>/dev/null
+        [ $bad = 0 ]
+        check $? "socat relay with base64 under CPU contention: 5 of 5 complete and right ($bad failed)"
+}
+
 test_qperf
 test_iperf3
 test_redis
 test_nginx
 test_python
 test_socat
+test_socat_contended
 
 apps_stats
 echo "# smcd: $(jq -c '.smcd | {conns_client, conns_server, conns_current, conns_aborted, fallback_total,
