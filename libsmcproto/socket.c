@@ -2552,13 +2552,17 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
 
 /* Busy-poll before a poll or select that would sleep (issue 5: a program that waits in
  * poll/select between its reads and writes otherwise sleeps in the kernel, and its peer
- * rings a doorbell, for every chunk). Spins on the SMC-D entries' rings, without system
- * calls, for @budget ns (poll_spin_budget(): the largest of their busy_poll_ns,
- * entries whose peer last ran on our CPU excepted, at most the caller's timeout; 0 =
- * do not spin), until one is ready for what it asks. While spinning, each POLLIN entry's ring shows a spinning reader, so that its
- * writer hands the data over without a doorbell byte (ring.c, (5)). Returns true when an
- * entry became ready; the other descriptors are not looked at meanwhile (the caller
- * checked them just before). */
+ * rings a doorbell, for every chunk).
+ *
+ * poll_spin_budget(): how long to spin, in ns: the largest busy_poll_ns of the SMC-D
+ * entries (those whose peer last ran on our CPU excepted), at most the caller's timeout
+ * (@timeout_ns, negative: none); 0 = do not spin.
+ *
+ * poll_spin(): spin on the SMC-D entries' rings, without system calls, for @budget ns
+ * until one is ready for what it asks. While spinning, each POLLIN entry's ring shows a
+ * spinning reader, so that its writer hands the data over without a doorbell byte
+ * (ring.c, (5)). Returns true when an entry became ready; the other descriptors are not
+ * looked at meanwhile (the caller checked them just before). */
 static uint64_t poll_spin_budget(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, int64_t timeout_ns) {
         uint64_t budget = 0;
 
