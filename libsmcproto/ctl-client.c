@@ -26,6 +26,7 @@ static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
                            * per request would cost a syscall */
 static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
+static uint32_t ctl_instance; /* HELLO_REPLY.instance; 0 while not connected */
 
 /* Concurrent requests (an SMCR handshake takes network round trips, and other threads
  * must not wait for it): the lock is held to send, not to wait. Every thread waiting
@@ -75,6 +76,7 @@ static void drop_locked(void) {
         }
         ctl_fd = -1;
         ctl_version = 0;
+        ctl_instance = 0;
         ctl_conn_gen++; /* the waiters not served yet give up (-ENOTCONN) */
         pthread_cond_broadcast(&ctl_cond);
 }
@@ -267,6 +269,7 @@ static int connect_locked(void) {
                 return -ENOTCONN;
         }
         ctl_version = (uint16_t) reply.hello_reply.version;
+        ctl_instance = reply.hello_reply.instance;
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
 }
@@ -321,23 +324,32 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 return -EINVAL;
 
         pthread_mutex_lock(&ctl_lock);
-        r = ensure_locked();
-        if (r < 0)
-                goto out;
-        req->hdr.seq = next_seq_locked();
-        r = smc_ctl_set_version(req, ctl_version);
-        if (r < 0)
-                goto out;
-        /* a message that carries fds only in newer versions (CONNECT: v3) sends as
-         * many as it carries in the negotiated one */
-        r = smc_ctl_msg_nfds(req);
-        if (r >= 0 && (size_t) r < nfds)
-                nfds = (size_t) r;
-        r = smc_ctl_send(ctl_fd, req, fds, nfds, 0);
-        if (r < 0) {
+        for (unsigned attempt = 0;; attempt++) {
+                bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
+                size_t n = nfds;
+
+                r = ensure_locked();
+                if (r < 0)
+                        goto out;
+                req->hdr.seq = next_seq_locked();
+                r = smc_ctl_set_version(req, ctl_version);
+                if (r < 0)
+                        goto out;
+                /* a message that carries fds only in newer versions (CONNECT: v3)
+                 * sends as many as it carries in the negotiated one */
+                r = smc_ctl_msg_nfds(req);
+                if (r >= 0 && (size_t) r < n)
+                        n = (size_t) r;
+                r = smc_ctl_send(ctl_fd, req, fds, n, 0);
+                if (r >= 0)
+                        break;
                 smc_debug("ctl: sending request type %u seq %u failed: %s: dropping the control connection",
                           req->hdr.type, req->hdr.seq, strerror(-r));
                 drop_locked();
+                /* the connection we had went to an smcd that is gone (restarted since
+                 * our last request): nothing was sent, so once more on a new one */
+                if (!fresh && attempt == 0 && (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN))
+                        continue;
                 r = -ENOTCONN;
                 goto out;
         }
@@ -354,6 +366,25 @@ uint16_t smc_ctl_client_version(void) {
         v = ctl_fd >= 0 ? ctl_version : 0;
         pthread_mutex_unlock(&ctl_lock);
         return v;
+}
+
+uint32_t smc_ctl_client_instance(void) {
+        uint32_t i;
+
+        pthread_mutex_lock(&ctl_lock);
+        i = ctl_fd >= 0 && ctl_gen == fork_gen && ctl_version ? ctl_instance : 0;
+        pthread_mutex_unlock(&ctl_lock);
+        return i;
+}
+
+uint32_t smc_ctl_client_ensure_instance(void) {
+        uint32_t i = 0;
+
+        pthread_mutex_lock(&ctl_lock);
+        if (ensure_locked() == 0)
+                i = ctl_instance;
+        pthread_mutex_unlock(&ctl_lock);
+        return i;
 }
 
 int smc_ctl_client_send(union smc_ctl_msg *req) {

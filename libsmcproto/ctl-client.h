@@ -46,6 +46,15 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
 /* The protocol version of the established control connection, 0 if there is none. */
 uint16_t smc_ctl_client_version(void);
 
+/* The instance (HELLO_REPLY.instance) of the smcd the established control
+ * connection goes to: 0 if there is none, or if that smcd is older than REREG.
+ * Another value than a connection's was set up under means smcd restarted since. */
+uint32_t smc_ctl_client_instance(void);
+
+/* The same, connecting to smcd first if there is no control connection (as a
+ * request would). 0 if smcd cannot be reached. */
+uint32_t smc_ctl_client_ensure_instance(void);
+
 /* Send @req (seq assigned here) without waiting for a reply (CLOSE). Returns 0,
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);

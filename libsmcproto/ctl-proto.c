@@ -23,6 +23,8 @@ _Static_assert(offsetof(struct smc_ctl_listen_reply, flags) == 24 && sizeof(stru
                "LISTEN_REPLY layout (v1, v2: 24 bytes, v3: 32)");
 _Static_assert(sizeof(struct smc_ctl_smcr) == 40, "SMCR layout (v3 only)");
 _Static_assert(sizeof(struct smc_ctl_adopt) == 24, "ADOPT layout (v3 only)");
+_Static_assert(sizeof(struct smc_ctl_rereg) == 104 && sizeof(struct smc_ctl_rereg_reply) == 24,
+               "REREG layout (v3 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -40,7 +42,9 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_LISTEN_REPLY: return offsetof(struct smc_ctl_listen_reply, flags);
                 case SMC_CTL_SMCR:
                 case SMC_CTL_ADOPT:
-                case SMC_CTL_ADOPT_REPLY: return 0; /* not before version 3 */
+                case SMC_CTL_ADOPT_REPLY:
+                case SMC_CTL_REREG:
+                case SMC_CTL_REREG_REPLY: return 0; /* not before version 3 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -61,6 +65,8 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_SMCR: return sizeof(struct smc_ctl_smcr);
         case SMC_CTL_ADOPT: return sizeof(struct smc_ctl_adopt);
         case SMC_CTL_ADOPT_REPLY: return sizeof(struct smc_ctl_conn);
+        case SMC_CTL_REREG: return sizeof(struct smc_ctl_rereg);
+        case SMC_CTL_REREG_REPLY: return sizeof(struct smc_ctl_rereg_reply);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -77,12 +83,14 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_FALLBACK:
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT:
+        case SMC_CTL_REREG:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN:
         case SMC_CTL_ADOPT_REPLY:
+        case SMC_CTL_REREG_REPLY:
         case SMC_CTL_OK:
         case SMC_CTL_ERROR:
                 return dir == SMC_CTL_TO_CLIENT;
@@ -91,11 +99,15 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         }
 }
 
+/* 16 KiB .. 1 MiB, a power of two (SMC-D compressed sizes 0..6) */
+static bool ring_size_ok(uint32_t size) {
+        return size >= 16384 && size <= (1u << 20) && !(size & (size - 1));
+}
+
 static bool buf_ok(const struct smc_ctl_buf *b) {
         if (b->flags & ~SMC_CTL_BUF_FD)
                 return false;
-        /* 16 KiB .. 1 MiB, a power of two (SMC-D compressed sizes 0..6) */
-        if (b->size < 16384 || b->size > (1u << 20) || (b->size & (b->size - 1)))
+        if (!ring_size_ok(b->size))
                 return false;
         return b->id != 0;
 }
@@ -281,6 +293,15 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
         case SMC_CTL_ADOPT:
                 return m->adopt.conn_id ? 0 : -EBADMSG;
+        case SMC_CTL_REREG:
+                if (!m->rereg.conn_id || !m->rereg.instance ||
+                    (m->rereg.role != SMC_CTL_ROLE_CLIENT && m->rereg.role != SMC_CTL_ROLE_SERVER) ||
+                    !ring_size_ok(m->rereg.rx_size) || !ring_size_ok(m->rereg.tx_size) ||
+                    !addr_ok(&m->rereg.local, false) || !addr_ok(&m->rereg.peer, false))
+                        return -EBADMSG;
+                return 0;
+        case SMC_CTL_REREG_REPLY:
+                return m->rereg_reply.conn_id ? 0 : -EBADMSG;
         case SMC_CTL_ADOPT_REPLY:
                 /* SMC-D only, both memfds always sent */
                 if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason ||

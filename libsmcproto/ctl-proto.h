@@ -140,6 +140,26 @@
  *                      needs no inherited copy, which programs that close every
  *                      descriptor before an exec would lose; if the peer has closed
  *                      already, an end of a pair whose other end is closed).
+ *   REREG        C->D  (v3; added after ADOPT: an smcd without it answers ERROR
+ *                      -EOPNOTSUPP) an SMC-D endpoint this process set up with an
+ *                      earlier smcd: the one whose HELLO_REPLY.instance it recorded,
+ *                      when this control connection's instance differs (smcd was
+ *                      restarted). Sent once per endpoint, on the first request after
+ *                      the reconnect, so that the new smcd lists and counts the
+ *                      connections that outlived the old one. Body: the old id, role,
+ *                      the ring sizes of both DMBs, the DMB tokens read from both DMB
+ *                      headers (random 64-bit values the old smcd wrote there at
+ *                      set-up; only the two processes that map a DMB can read it, so
+ *                      the new smcd joins the two endpoints of one connection when
+ *                      their tokens match crosswise, and no process can claim another's
+ *                      endpoint), the endpoint's local and peer addresses. No fds: the
+ *                      new smcd holds nothing of the connection (it does not have its
+ *                      buffers), so the connection's life does not depend on it
+ *                      (smcd(8), RESTARTS). Reply REREG_REPLY (the new id; the same id
+ *                      again for a second REREG of the same tokens by the same uid, as
+ *                      from a forked copy), or ERROR (-EMFILE: the uid's endpoint
+ *                      limit; -EPROTO: the instance is this smcd's own).
+ *   REREG_REPLY  D->C  (v3) the endpoint's new id. No fds.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -181,6 +201,8 @@ enum smc_ctl_type {
         SMC_CTL_SMCR,     /* v3 */
         SMC_CTL_ADOPT,       /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_ADOPT_REPLY, /* v3 */
+        SMC_CTL_REREG,       /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
+        SMC_CTL_REREG_REPLY, /* v3 */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -228,7 +250,9 @@ struct smc_ctl_hello {
 struct smc_ctl_hello_reply {
         struct smc_ctl_hdr hdr;
         uint32_t version;
-        uint32_t reserved;
+        uint32_t instance; /* random, not 0, drawn at smcd's start: another value than
+                            * before means another smcd (a restart). 0 from an smcd
+                            * older than REREG (this was a reserved field). */
         uint64_t client_id;
 };
 
@@ -333,6 +357,26 @@ struct smc_ctl_adopt {
         uint64_t conn_id;
 };
 
+/* REREG (v3): an SMC-D endpoint set up by an earlier smcd (see Messages). */
+struct smc_ctl_rereg {
+        struct smc_ctl_hdr hdr;
+        uint64_t conn_id;   /* the id the earlier smcd gave the endpoint (logs only) */
+        uint64_t rx_token;  /* DMB token in our rx DMB's header (dmb.h), 0 = none */
+        uint64_t tx_token;  /* ... and in the peer's DMB, which we write */
+        uint32_t role;      /* enum smc_ctl_role */
+        uint32_t instance;  /* the earlier smcd's HELLO_REPLY.instance, not 0 */
+        uint32_t rx_size;   /* ring bytes of our DMB (16 KiB .. 1 MiB, a power of two) */
+        uint32_t tx_size;   /* ring bytes of the peer's DMB */
+        struct smc_ctl_addr local;
+        struct smc_ctl_addr peer;
+};
+
+/* REREG_REPLY (v3): the endpoint's id with this smcd (CLOSE takes it from now on). */
+struct smc_ctl_rereg_reply {
+        struct smc_ctl_hdr hdr;
+        uint64_t conn_id;
+};
+
 struct smc_ctl_ok {
         struct smc_ctl_hdr hdr;
 };
@@ -357,6 +401,8 @@ union smc_ctl_msg {
         struct smc_ctl_fallback fallback;
         struct smc_ctl_smcr smcr;
         struct smc_ctl_adopt adopt;
+        struct smc_ctl_rereg rereg;
+        struct smc_ctl_rereg_reply rereg_reply;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

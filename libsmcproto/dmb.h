@@ -147,7 +147,13 @@ struct smc_dmb_hdr {
         _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */
         _Atomic uint64_t prod_inline_sends;   /* SMC-R only (data inline in the work
                                                * request); SMC-D never writes it: 0 */
-        uint8_t pad2[64 - 24];
+        /* The DMB token: a random value smcd writes when it hands the DMB to a
+         * connection (before either end maps it; cleared with the header at
+         * release). Only the two processes that map the DMB can read it: after an
+         * smcd restart they prove with it which connection they re-register
+         * (ctl-proto.h, REREG). Written by smcd only, then read-only. */
+        uint64_t token;
+        uint8_t pad2[64 - 32];
 };
 
 _Static_assert(sizeof(struct smc_dmb_hdr) == 192, "DMB header layout");
@@ -160,6 +166,7 @@ _Static_assert(offsetof(struct smc_dmb_hdr, prod_msgs) / 64 == offsetof(struct s
                offsetof(struct smc_dmb_hdr, cons_msgs) / 64 == offsetof(struct smc_dmb_hdr, cons) / 64,
                "hot counters share their writer's cache line");
 _Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear length");
+_Static_assert(offsetof(struct smc_dmb_hdr, token) == 152, "DMB header: token in the cold line");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
  * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */

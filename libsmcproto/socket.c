@@ -218,6 +218,8 @@ struct smc_sock {
                                     * connections it accepts have this uid */
         _Atomic unsigned accept_turn;
         int listen_backlog;        /* for a LISTEN again after smcd came back */
+        uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
+                                    * with: its connections' conn_instance */
         uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
 
         /* SMCD */
@@ -225,6 +227,10 @@ struct smc_sock {
         unsigned conn_fork_gen; /* fork_gen when the connection was set up: if it moved,
                                  * another process may hold the connection too */
         uid_t conn_euid;        /* the uid of smcd's endpoint (the CLOSE check) */
+        uint32_t conn_instance; /* the smcd (HELLO_REPLY.instance) conn_id belongs to;
+                                 * 0 = unknown (an smcd without REREG): never re-registered */
+        int8_t conn_role;       /* SMC_CTL_ROLE_*, or -1 = unknown (adopted after an
+                                 * exec): never re-registered */
         struct sockaddr_storage local, peer;
         socklen_t local_len, peer_len;
         struct smc_ring_ep ep;
@@ -582,6 +588,105 @@ static void ctl_close_conn(uint64_t conn_id, bool abort) {
         (void) smc_ctl_client_send(&m);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Re-registration after an smcd restart (ctl-proto.h, REREG)
+ *
+ * smcd is not on the SMC-D data path: a connection outlives the smcd that set it up.
+ * A new smcd knows nothing of it until its processes tell it. Every SMC-D socket
+ * remembers the smcd instance its id belongs to (conn_instance); when the control
+ * connection goes to another instance, the socket is re-registered once: by its close
+ * (before the CLOSE, so that the new smcd counts it), and by the first connect(),
+ * listen() or SMC accept() of the process after the reconnect (rereg_maybe()). A
+ * process that never asks smcd anything again is not re-registered (smcd(8),
+ * RESTARTS). */
+
+static _Atomic uint32_t rereg_done; /* the instance every socket was offered to */
+
+/* Does @s (lock held) need a REREG with smcd instance @inst? Only the SMC-D sockets
+ * set up by another smcd that told its instance, with a known role, whose endpoint
+ * is of our uid (as CLOSE: smcd accepts requests for an endpoint from its uid). */
+static bool rereg_wanted(struct smc_sock *s, uint32_t inst) {
+        return sock_state(s) == SOCK_SMCD && !s->smcr && s->conn_instance != 0 && s->conn_instance != inst &&
+               s->conn_role >= 0 && s->ep.rx_hdr && s->ep.tx_hdr && geteuid() == s->conn_euid;
+}
+
+/* Send REREG for @s (lock held) to smcd instance @inst. On REREG_REPLY, s->conn_id
+ * becomes the new id. Returns 0 (also when smcd refused it: it is not offered again to
+ * that instance) or -ENOTCONN and the like (the control connection broke: try
+ * again later). */
+static int rereg_one(struct smc_sock *s, uint32_t inst) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS];
+        int n;
+
+        smc_ctl_init(&m, SMC_CTL_REREG, 0);
+        m.rereg.conn_id = s->conn_id;
+        m.rereg.instance = s->conn_instance;
+        m.rereg.role = (uint32_t) s->conn_role;
+        m.rereg.rx_token = s->ep.rx_hdr->token;
+        m.rereg.tx_token = s->ep.tx_hdr->token;
+        m.rereg.rx_size = s->ep.rx_size;
+        m.rereg.tx_size = s->ep.tx_size;
+        if (smc_ctl_addr_from_sockaddr(&m.rereg.local, (struct sockaddr *) &s->local, s->local_len) < 0 ||
+            smc_ctl_addr_from_sockaddr(&m.rereg.peer, (struct sockaddr *) &s->peer, s->peer_len) < 0) {
+                s->conn_instance = inst; /* nothing to tell: not again */
+                return 0;
+        }
+        n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
+        if (n < 0) {
+                smc_debug("fd %d: REREG of %016llx failed: %s", s->fd, (unsigned long long) s->conn_id, strerror(-n));
+                return n;
+        }
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        if (smc_ctl_client_instance() != inst)
+                return -ENOTCONN; /* answered by yet another smcd: again with that one */
+        if (reply.hdr.type == SMC_CTL_REREG_REPLY) {
+                smc_debug("fd %d: SMC-D connection %016llx of smcd %08x re-registered as %016llx", s->fd,
+                          (unsigned long long) s->conn_id, s->conn_instance,
+                          (unsigned long long) reply.rereg_reply.conn_id);
+                s->conn_id = reply.rereg_reply.conn_id;
+        } else
+                smc_debug("fd %d: REREG of %016llx refused: %s", s->fd, (unsigned long long) s->conn_id,
+                          reply.hdr.type == SMC_CTL_ERROR ? reply.error.msg : "unexpected reply");
+        s->conn_instance = inst;
+        return 0;
+}
+
+/* After a request to smcd: if the control connection goes to another smcd than our
+ * sockets were set up by, re-register them. Takes each socket's lock with trylock (the
+ * caller may hold its own socket's; any socket busy now is tried again after the
+ * next request). */
+static void rereg_maybe(void) {
+        uint32_t inst = smc_ctl_client_instance();
+        bool all = true;
+
+        if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
+                return;
+        for (unsigned top = 0; top < FD_TOP; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                if (!c)
+                        continue;
+                for (unsigned i = 0; i < FD_CHUNK; i++) {
+                        /* type-stable memory: a struct freed meanwhile is still one */
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s || sock_state(s) != SOCK_SMCD)
+                                continue;
+                        if (pthread_mutex_trylock(&s->lock) != 0) {
+                                all = false;
+                                continue;
+                        }
+                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst) && rereg_one(s, inst) < 0)
+                                all = false;
+                        pthread_mutex_unlock(&s->lock);
+                }
+        }
+        if (all)
+                atomic_store_explicit(&rereg_done, inst, memory_order_release);
+}
+
 /* Busy polling and the cork flush size of a new connection: the environment wins,
  * then what smcd handed over with it (@c of protocol version 2: its tunables), then
  * the defaults. */
@@ -694,7 +799,7 @@ static void sock_teardown(struct smc_sock *s) {
                 break;
         }
         case SOCK_SMCD: {
-                bool abort;
+                bool abort, tell;
 
                 if (!s->smcr && s->conn_fork_gen != atomic_load(&fork_gen)) {
                         /* set up before a fork(): the other process may still use it
@@ -705,11 +810,20 @@ static void sock_teardown(struct smc_sock *s) {
                         smc_ring_detach(&s->ep);
                         break;
                 }
-                abort = smc_ring_close(&s->ep);
                 /* smcd refuses a CLOSE from another uid than the endpoint's (a
                  * root-started server whose children switched uid): there the end
                  * of X tells it (SMC-D); save the round trip */
-                if (s->smcr || geteuid() == s->conn_euid)
+                tell = s->smcr || geteuid() == s->conn_euid;
+                /* set up by an smcd that has restarted since: tell the new one
+                 * first, so that it counts the close */
+                if (tell && s->conn_instance) {
+                        uint32_t inst = smc_ctl_client_ensure_instance();
+
+                        if (inst && rereg_wanted(s, inst))
+                                (void) rereg_one(s, inst);
+                }
+                abort = smc_ring_close(&s->ep);
+                if (tell)
                         ctl_close_conn(s->conn_id, abort);
                 break;
         }
@@ -726,14 +840,18 @@ static void sock_teardown(struct smc_sock *s) {
 
 void smc_fd_forget(int fd) {
         struct smc_sock *s = sock_lookup(fd);
+        bool asked;
 
         if (!s)
                 return;
         pthread_mutex_lock(&s->lock);
+        asked = sock_state(s) == SOCK_SMCD || sock_state(s) == SOCK_LISTEN_SMC;
         sock_remove(s);
         sock_teardown(s);
         pthread_mutex_unlock(&s->lock);
         sock_release(s);
+        if (asked)
+                rereg_maybe(); /* it talked to smcd, perhaps a new one */
 }
 
 void smc_fd_dup(int oldfd, int newfd) {
@@ -771,6 +889,7 @@ void smc_fd_dup(int oldfd, int newfd) {
                         goto fail;
                 }
                 d->listener_id = s->listener_id;
+                d->listen_instance = s->listen_instance;
                 d->listen_smcr = s->listen_smcr;
                 d->listen_pid = s->listen_pid;
                 d->listen_euid = s->listen_euid;
@@ -779,6 +898,8 @@ void smc_fd_dup(int oldfd, int newfd) {
                 d->listen_fork_gen = s->listen_fork_gen = ~0u;
         } else {
                 d->conn_id = s->conn_id;
+                d->conn_instance = s->conn_instance;
+                d->conn_role = s->conn_role;
                 d->local = s->local;
                 d->peer = s->peer;
                 d->local_len = s->local_len;
@@ -968,6 +1089,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         s->hidden = hidden;
         s->chan = chan;
         s->listener_id = reply.listen_reply.listener_id;
+        s->listen_instance = smc_ctl_client_instance();
         s->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
         s->listen_pid = getpid();
         s->listen_backlog = backlog;
@@ -1018,6 +1140,7 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                 if (!env_disable && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
                         int k = listen_register(s, backlog);
 
+                        rereg_maybe();
                         if (k < 0)
                                 smc_debug("listen fd %d: registering with smcd failed: %s: plain TCP listener", fd,
                                           strerror(-k));
@@ -1120,6 +1243,7 @@ static void listen_reregister(struct smc_sock *l) {
         }
         l->chan = fds[0];
         l->listener_id = reply.listen_reply.listener_id;
+        l->listen_instance = smc_ctl_client_instance();
         l->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
                   (unsigned long long) l->listener_id);
@@ -1190,6 +1314,8 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 goto abort;
         }
         s->conn_id = m.conn.conn_id;
+        s->conn_instance = l->listen_instance;
+        s->conn_role = SMC_CTL_ROLE_SERVER;
         if (addr_for_family(&m.conn.local, s->family, &s->local, &s->local_len) < 0 ||
             addr_for_family(&m.conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
                 sock_release(s);
@@ -1334,6 +1460,7 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                 pthread_mutex_lock(&s->lock);
                 listen_reregister(s);
                 pthread_mutex_unlock(&s->lock);
+                rereg_maybe();
         }
 
         for (;;) {
@@ -1584,6 +1711,8 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         }
         s->hidden = hidden;
         s->conn_id = reply.conn.conn_id;
+        s->conn_instance = smc_ctl_client_instance();
+        s->conn_role = SMC_CTL_ROLE_CLIENT;
         s->fallback_reason = 0;
         if (addr_for_family(&src, s->family, &s->local, &s->local_len) < 0)
                 s->local_len = 0;
@@ -1665,6 +1794,7 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         addr_unmap(&dst);
 
         r = connect_smc(s, &dst, addr, len, &reason);
+        rereg_maybe(); /* (our own lock is held: this socket needs none) */
         if (r == 2) {
                 /* SMC-R was tried: T is connected over TCP, as the fallback */
                 s->fallback_reason = reason;
@@ -3621,6 +3751,8 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 return r;
         }
         s->conn_id = e->conn_id;
+        s->conn_instance = smc_ctl_client_instance();
+        s->conn_role = -1; /* ADOPT_REPLY does not say */
         if (addr_for_family(&reply.conn.local, s->family, &s->local, &s->local_len) < 0 ||
             addr_for_family(&reply.conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
                 sys_close(y);

@@ -50,6 +50,15 @@ static uint64_t siphash24_u64(const uint64_t key[2], uint64_t m) {
         return v0 ^ v1 ^ v2 ^ v3;
 }
 
+uint64_t manager_random_u64(Manager *m) {
+        uint64_t v;
+
+        do
+                v = siphash24_u64(m->id_key, ++m->ep_counter);
+        while (v == 0);
+        return v;
+}
+
 uint64_t manager_new_endpoint_id(Manager *m) {
         for (;;) {
                 uint64_t id = siphash24_u64(m->id_key, ++m->ep_counter);
@@ -199,6 +208,18 @@ static unsigned ep_side(const Endpoint *e) {
 static void conn_finish(Manager *m, Conn *conn) {
         struct smcd_dmb_counters crx, srx;
 
+        if (conn->restored) {
+                /* no buffers of ours, no counters we could read */
+                if (conn->ep[0].aborted || conn->ep[1].aborted)
+                        m->stats.conns_aborted++;
+                else
+                        m->stats.conns_closed++;
+                m->stats.conns_current--;
+                free(conn);
+                manager_status_changed(m);
+                return;
+        }
+
         /* bytes, messages, flushes the clients counted in the DMB headers (64-bit,
          * unlike the cursors), since the last stats reset */
         smcd_dmb_counters_read(conn->buf[EP_CLIENT]->base, &conn->stats_base[EP_CLIENT], &crx);
@@ -301,7 +322,11 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         peer = &conn->ep[!side];
         if (e->closed)
                 return;
-        if (died) {
+        if (died && conn->restored)
+                /* its DMBs are not ours to read: whether it left data unread is
+                 * unknown; its peer's library decided from its own socket pair */
+                aborted = true;
+        else if (died) {
                 struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
 
                 f = died_flags(conn, side);
@@ -325,13 +350,19 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 LIST_REMOVE(by_client, e->owner->endpoints, e);
                 e->owner = NULL;
         }
-        uid_account(m, e->uid, -1, -(int64_t) conn->buf[side]->size);
+        uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
+        if (conn->restored) {
+                if (conn->token[side] && u64map_get(m->restored, conn->token[side]) == e)
+                        u64map_remove(m->restored, conn->token[side]);
+                m->stats.restored_current--;
+        }
         if (side == EP_CLIENT)
                 m->stats.conns_client_current--;
         else
                 m->stats.conns_server_current--;
 
-        log_debug("Endpoint %016" PRIx64 " (%s) closed%s.", e->id, side == EP_CLIENT ? "client" : "server",
+        log_debug("Endpoint %016" PRIx64 " (%s%s) closed%s.", e->id, side == EP_CLIENT ? "client" : "server",
+                  conn->restored ? ", restored" : "",
                   died ? (aborted ? ", owner died with data unread (abort)" : ", owner died (orderly close)")
                        : aborted ? " (abort)" : "");
         if (peer->closed)
@@ -524,6 +555,10 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         ssize = sbuf->size;
         ((struct smc_dmb_hdr *) cbuf->base)->type = SMC_DMB_EYECATCHER;
         ((struct smc_dmb_hdr *) sbuf->base)->type = SMC_DMB_EYECATCHER;
+        /* the DMB tokens: after a restart of smcd its two ends prove with them which
+         * connection they re-register (REREG) */
+        ((struct smc_dmb_hdr *) cbuf->base)->token = manager_random_u64(m);
+        ((struct smc_dmb_hdr *) sbuf->base)->token = manager_random_u64(m);
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ab) < 0 ||
@@ -702,7 +737,7 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         }
         /* knowing the (unguessable) id proves that this client's process received the
          * NEW_CONN (or inherited it over fork) and so has both buffers mapped */
-        if (!e->smcr && ep_side(e) == EP_SERVER) {
+        if (!e->smcr && !e->conn->restored && ep_side(e) == EP_SERVER) {
                 mark_mapped(c, e->conn->buf[EP_CLIENT]);
                 mark_mapped(c, e->conn->buf[EP_SERVER]);
         }
@@ -725,7 +760,7 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
         /* as CLOSE: other uids learn nothing, not even that the id exists; SMC-R
          * endpoints cannot be adopted (smcd is their peer and ended them with the old
          * image's control connection) */
-        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn)
+        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn || e->conn->restored)
                 return client_send_error(c, req->hdr.seq, ENOENT, 0, "no SMC-D connection %016" PRIx64 " of this uid",
                                          req->conn_id);
         side = ep_side(e);
@@ -766,4 +801,115 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
         log_debug("Client %" PRIu64 " (pid %d) adopted endpoint %016" PRIx64 " after an exec.", c->id, (int) c->pid,
                   e->id);
         return 0;
+}
+
+static int reply_rereg(Client *c, uint32_t seq, uint64_t id) {
+        union smc_ctl_msg msg;
+
+        smc_ctl_init(&msg, SMC_CTL_REREG_REPLY, seq);
+        msg.rereg_reply.conn_id = id;
+        return client_send(c, &msg, NULL, 0);
+}
+
+/* REREG (ctl-proto.h): an endpoint of a connection an earlier smcd set up. This smcd
+ * cannot check the claim against buffers it does not have: it believes the sizes and
+ * addresses (they only describe the sender's own endpoint, accounted to its uid), and
+ * it trusts the DMB tokens only to join two endpoints (a token is readable only by
+ * the processes that map its DMB). Nothing it keeps gives access to anything. */
+int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
+        Manager *m = c->manager;
+        unsigned side = req->role == SMC_CTL_ROLE_SERVER ? EP_SERVER : EP_CLIENT;
+        UidUsage *u = uid_usage(m, c->uid, false);
+        Endpoint *e, *p = NULL;
+        Conn *conn;
+        bool joined = false;
+        int r;
+
+        if (req->instance == m->instance)
+                return client_send_error(c, req->hdr.seq, EPROTO, 0,
+                                         "endpoint %016" PRIx64 " was set up by this smcd: nothing to re-register",
+                                         req->conn_id);
+        /* the same endpoint again (a copy in a forked process, or a retry after a lost
+         * reply): the same id */
+        if (req->rx_token && (e = u64map_get(m->restored, req->rx_token))) {
+                if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed)
+                        return client_send_error(c, req->hdr.seq, EEXIST, 0,
+                                                 "another endpoint was re-registered with this DMB token");
+                if (!e->owner) {
+                        e->owner = c;
+                        LIST_PREPEND(by_client, c->endpoints, e);
+                }
+                return reply_rereg(c, req->hdr.seq, e->id);
+        }
+        /* the endpoint limit (the bytes exist already: counted, never refused) */
+        if (m->config.max_conns_per_uid && u && u->endpoints + 1 > m->config.max_conns_per_uid)
+                return client_send_error(c, req->hdr.seq, EMFILE, SMC_CLC_DECL_MAXCONNERR,
+                                         "uid %u has %" PRIu64 " SMC endpoints (max_conns_per_uid)",
+                                         (unsigned) c->uid, u->endpoints);
+
+        /* its peer re-registered already: the endpoint whose rx DMB is our tx DMB,
+         * and whose tx DMB is ours */
+        if (req->tx_token && req->rx_token)
+                p = u64map_get(m->restored, req->tx_token);
+        if (p && ep_side(p) == !side && !p->closed && p->conn->token[side] == req->rx_token &&
+            p->conn->ep[side].id == 0) {
+                conn = p->conn;
+                joined = true;
+        } else {
+                conn = calloc(1, sizeof(*conn));
+                if (!conn)
+                        return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
+                conn->manager = m;
+                conn->restored = true;
+                conn->token[side] = req->rx_token;
+                conn->token[!side] = req->tx_token;
+                conn->rsize[side] = req->rx_size;
+                conn->rsize[!side] = req->tx_size;
+                for (unsigned i = 0; i < 2; i++) {
+                        conn->ep[i].conn = conn;
+                        conn->ep[i].hold_fd = -1;
+                        conn->ep[i].closed = true; /* until an endpoint fills the slot */
+                }
+        }
+        e = &conn->ep[side];
+        e->id = manager_new_endpoint_id(m);
+        r = u64map_put(m->endpoints, e->id, e);
+        if (r >= 0 && req->rx_token) {
+                r = u64map_put(m->restored, req->rx_token, e);
+                if (r < 0)
+                        u64map_remove(m->endpoints, e->id);
+        }
+        if (r < 0) {
+                e->id = 0;
+                if (!joined)
+                        free(conn);
+                return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
+        }
+        e->closed = false;
+        e->aborted = false;
+        e->uid = c->uid;
+        e->local = req->local;
+        e->peer = req->peer;
+        e->owner = c;
+        LIST_PREPEND(by_client, c->endpoints, e);
+        uid_account(m, c->uid, 1, req->rx_size);
+        if (side == EP_CLIENT)
+                m->stats.conns_client_current++;
+        else
+                m->stats.conns_server_current++;
+        if (!joined)
+                m->stats.conns_current++;
+        m->stats.rereg_total++;
+        m->stats.restored_current++;
+        manager_status_changed(m);
+        {
+                char a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+
+                log_debug("Client %" PRIu64 " (pid %d) re-registered endpoint %016" PRIx64 " of smcd %08" PRIx32
+                          " (%s %s -> %s) as %016" PRIx64 "%s.",
+                          c->id, (int) c->pid, req->conn_id, req->instance, side == EP_CLIENT ? "client" : "server",
+                          smcd_addr_to_string(&req->local, a), smcd_addr_to_string(&req->peer, b), e->id,
+                          joined ? ", joined with its peer" : "");
+        }
+        return reply_rereg(c, req->hdr.seq, e->id);
 }

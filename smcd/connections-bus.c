@@ -12,6 +12,11 @@
  *                           bytes_rx (published so far), msgs_tx, msgs_rx (its send
  *                           calls that moved data, its recv calls that returned data,
  *                           so far: dmb.h "Counters"), pid, uid (of its owner);
+ *                           an endpoint an earlier smcd set up and its process
+ *                           re-registered after a restart (REREG) has state
+ *                           "restored" (or closed-by-peer / aborted-by-peer once its
+ *                           re-registered peer closed) and null byte and message
+ *                           counters (this smcd does not map its DMBs);
  *                           then the TCP fallback connections the clients told smcd of
  *                           (fallback.h), looked up in the kernel first, with the same
  *                           keys: id (the kernel's socket cookie, as ss -e shows it),
@@ -155,6 +160,37 @@ static json_object *smcr_endpoint_to_json(const Endpoint *e) {
         return o;
 }
 
+/* An open endpoint of a connection an earlier smcd set up, re-registered (REREG):
+ * state "restored" (or how its re-registered peer ended), its ring sizes as its
+ * process told them, counters null (this smcd does not map its DMBs). */
+static json_object *restored_endpoint_to_json(const Endpoint *e) {
+        const Conn *conn = e->conn;
+        unsigned side = (unsigned) (e - conn->ep);
+        const Endpoint *peer = &conn->ep[!side];
+        const char *state = "restored";
+        char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        if (peer->id && peer->closed)
+                state = peer->aborted ? "aborted-by-peer" : "closed-by-peer";
+        snprintf(id, sizeof(id), "%016" PRIx64, e->id);
+        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", side == EP_CLIENT ? "client" : "server") < 0 ||
+            json_add_str(o, "state", state) < 0 || json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
+            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 || json_add_str(o, "mode", "SMCD") < 0 ||
+            json_add_null(o, "fallback_reason") < 0 || json_add_null(o, "fallback_code") < 0 ||
+            json_add_u64(o, "sndbuf", conn->rsize[!side]) < 0 || json_add_u64(o, "rmb", conn->rsize[side]) < 0 ||
+            json_add_null(o, "bytes_tx") < 0 || json_add_null(o, "bytes_rx") < 0 ||
+            json_add_null(o, "msgs_tx") < 0 || json_add_null(o, "msgs_rx") < 0 ||
+            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
+            json_add_u64(o, "uid", e->uid) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
 /* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM. */
 static json_object *endpoint_to_json(const Endpoint *e) {
         const Conn *conn = e->conn;
@@ -164,6 +200,8 @@ static json_object *endpoint_to_json(const Endpoint *e) {
 
         if (e->smcr)
                 return smcr_endpoint_to_json(e);
+        if (conn->restored)
+                return restored_endpoint_to_json(e);
         side = (unsigned) (e - conn->ep);
         o = json_object_new_object();
         if (!o)

@@ -198,6 +198,7 @@ static int client_handle_hello(Client *c, const struct smc_ctl_hello *req) {
         smc_ctl_init(&msg, SMC_CTL_HELLO_REPLY, req->hdr.seq);
         msg.hello_reply.version = c->version;
         msg.hello_reply.client_id = c->id;
+        msg.hello_reply.instance = c->manager->instance;
         r = client_send(c, &msg, NULL, 0);
         if (r < 0)
                 return r;
@@ -277,6 +278,8 @@ static int client_process_one(Client *c) {
                 return client_handle_close(c, &msg.close);
         case SMC_CTL_ADOPT:
                 return client_handle_adopt(c, &msg.adopt);
+        case SMC_CTL_REREG:
+                return client_handle_rereg(c, &msg.rereg);
         case SMC_CTL_FALLBACK:
                 return client_handle_fallback(c, &msg.fallback);
         case SMC_CTL_SMCR:
@@ -744,7 +747,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->ports = u64map_new();
         m->uids = u64map_new();
         m->watches = u64map_new();
-        if (!m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
+        m->restored = u64map_new();
+        if (!m->restored || !m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
             (cfg->n_allow_gids && !m->config.allow_gids) || !m->endpoints || !m->ports || !m->uids ||
             !m->watches ||
             asprintf(&m->socket_path, "%s/%s", cfg->runtime_dir, SMC_CTL_SOCKET_NAME) < 0 ||
@@ -771,6 +775,9 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 manager_free(m);
                 return r;
         }
+        /* which smcd this is, for REREG after a restart (ctl-proto.h) */
+        while (m->instance == 0)
+                m->instance = (uint32_t) manager_random_u64(m);
         if (fallback_table_new(cfg->max_fallback_conns, &m->fallbacks) < 0) {
                 manager_free(m);
                 return log_error_errno(ENOMEM, "Out of memory.");
@@ -955,6 +962,7 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->ports);
         u64map_free(m->uids);
         u64map_free(m->watches);
+        u64map_free(m->restored);
         local_addrs_done(&m->local_addrs);
         policy_done(&m->policy);
         pnet_done(&m->pnet);

@@ -237,6 +237,15 @@ struct Conn {
                                  * look it up with manager_get_listener()) */
         struct smcd_dmb_counters stats_base[2]; /* buf[i]'s DMB counters at the last
                                                  * stats reset, 0 before (stats.h) */
+        /* Restored (conn.c, client_handle_rereg): a connection an earlier smcd set up,
+         * re-registered by its processes (REREG). buf[] are NULL (this smcd does not
+         * have its DMBs), no Y is held (hold_fd -1: its ends learn of each other's
+         * death from their own socket pairs, dmb.h), listener_id is 0. An endpoint
+         * slot nobody re-registered (yet) has id 0 and counts as closed; the other end
+         * joins it when its tokens match crosswise. */
+        bool restored;
+        uint32_t rsize[2];  /* restored: ring bytes of ep[i]'s rx DMB */
+        uint64_t token[2];  /* restored: DMB token of ep[i]'s rx DMB (dmb.h), 0 = none */
 };
 
 struct Manager {
@@ -267,6 +276,8 @@ struct Manager {
         uint64_t next_hold_key;        /* Endpoint.hold_key */
         uint64_t ep_counter;
         uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
+        uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
+        U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token) */
         size_t msg_truesize; /* kernel bytes of one queued NEW_CONN datagram */
         int somaxconn;
 
@@ -351,6 +362,13 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req);
  * a process image that inherited it over execve(). Returns 0 (also after an ERROR
  * reply) or a negative errno from sending (the client is dropped). */
 int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
+/* REREG (conn.c): an SMC-D endpoint set up by an earlier smcd, re-registered by its
+ * process after a restart; listed and counted from now on, joined with its peer
+ * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also
+ * after an ERROR reply) or a negative errno from sending (the client is dropped). */
+int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req);
+/* A fresh random value (SipHash of a counter under the id key), never 0. */
+uint64_t manager_random_u64(Manager *m);
 /* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed
  * it itself, mark CLOSED (nothing unread in its rx DMB) or ABORT (data unread) in
  * both DMBs, and count it aborted accordingly (@aborted is ignored). Releases the

@@ -67,8 +67,8 @@ static void stats_reset_all(Manager *m) {
         while (m->endpoints && u64map_iterate(m->endpoints, &st, NULL, &v)) {
                 Conn *conn = ((Endpoint *) v)->conn;
 
-                if (!conn)
-                        continue; /* SMC-R: smcd counts its bytes itself */
+                if (!conn || conn->restored)
+                        continue; /* SMC-R: smcd counts its bytes itself; restored: no DMBs */
                 /* both of a connection's endpoints may be listed: the same values twice */
                 for (unsigned i = 0; i < 2; i++)
                         smcd_dmb_counters_read(conn->buf[i]->base, NULL, &conn->stats_base[i]);

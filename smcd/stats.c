@@ -91,6 +91,7 @@ void smcd_stats_reset(struct smcd_stats *s) {
                 .conns_client_current = s->conns_client_current,
                 .conns_server_current = s->conns_server_current,
                 .conns_current = s->conns_current,
+                .restored_current = s->restored_current,
                 .clients = s->clients,
                 .listeners = s->listeners,
                 .seq = s->seq,
@@ -219,6 +220,8 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         json_object_object_add(d, "fallback", fb);
         add_u64(d, "fallback_total", s->fallback_total);
         add_u64(d, "close_unknown", s->close_unknown);
+        add_u64(d, "rereg_total", s->rereg_total);
+        add_u64(d, "restored_current", s->restored_current);
         add_u64(d, "clients", s->clients);
         add_u64(d, "clients_total", s->clients_total);
         add_u64(d, "clients_rejected", s->clients_rejected);

@@ -37,6 +37,12 @@
  *                            (a code without a name as "0x%08x"); see "fallback"
  *     "fallback_total"       CONNECTs answered with TCP (= fallback.client)
  *     "close_unknown"        CLOSE of an unknown id or another uid's endpoint
+ *     "rereg_total"          endpoints set up by an earlier smcd (before a restart)
+ *                            that their processes re-registered (REREG, smcd(8)
+ *                            RESTARTS); they count in the "current" gauges and, when
+ *                            they end, in conns_closed / conns_aborted, not in the
+ *                            bytes and message counters (this smcd cannot read them)
+ *     "restored_current"     of them, the ones not yet closed (gauge)
  *     "clients", "clients_total", "clients_rejected", "clients_over_limit"
  *                            control connections now (gauge) / accepted / refused by
  *                            the allow list / refused by the per-uid or total limit
@@ -162,6 +168,8 @@ struct smcd_stats {
         uint64_t handshake_errors; /* malformed or out-of-order control messages */
         uint64_t close_unknown;    /* CLOSE of an id unknown to smcd, or of an endpoint of
                                     * another uid (answered ERROR -ENOENT) */
+        uint64_t rereg_total;      /* endpoints of an earlier smcd re-registered (REREG) */
+        uint64_t restored_current; /* ... of them not yet closed (gauge) */
 
         /* bytes moved by finished connections, read from the final producer cursors
          * (wrap * size + count, so modulo 65536 rings): tx = written by the connecting

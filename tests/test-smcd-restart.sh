@@ -11,8 +11,11 @@
 #     long transfer, which makes 3 more connections afterwards) map the new smcd's
 #     buffers even where it reuses an old buffer id (before the fix the server read
 #     another connection's buffer: early EOF, EPIPE, a hung writer).
-# Not covered (not implemented): the new smcd knowing the connections made before it
-# started (their counters, smcctl connections).
+#   - the new smcd knows the connection made before it started once its processes
+#     re-register it (REREG, on their first request to it: here the client's side
+#     connection and the server's listener registering again): both endpoints joined
+#     into one connection (stats: rereg_total 2, restored_current 2, conns_current 1),
+#     and their closes are known closes (close_unknown 0, restored_current 0).
 # Args: SMCD LIBSMCRUN SMCRUN
 set -u
 smcd=$1 lib=$2 smcrun=$3
@@ -21,6 +24,7 @@ tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
 spid= srv=
 trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+[ -n "${KEEP_TMP:-}" ] && trap "[ -n \"\$srv\" ] && kill -KILL \$srv 2>/dev/null; [ -n \"\$spid\" ] && kill \$spid 2>/dev/null; wait 2>/dev/null" EXIT
 failed=0
 ok() { echo "ok - $*"; }
 nok() { echo "not ok - $*"; failed=1; }
@@ -40,6 +44,8 @@ run() {
 
 start_smcd() {
         mkdir -p "$tmp/run"
+        # a killed smcd leaves its socket behind: wait for the new one's
+        rm -f "$tmp/run/smcd.sock"
         "$smcd" --runtime-dir "$tmp/run" --no-bus >>"$tmp/smcd.log" 2>&1 &
         spid=$!
         for _ in $(seq 100); do [ -S "$tmp/run/smcd.sock" ] && return 0; sleep 0.05; done
@@ -64,7 +70,7 @@ port=$(cat "$tmp/port" 2>/dev/null)
 [ -n "$port" ] || { nok "server did not start: $(cat "$tmp/server.log")"; exit 1; }
 
 # the long transfer
-run python3 "$here/apps/restart-xfer.py" client "$port" $((256 << 20)) 6 3 >"$tmp/long.out" 2>&1 &
+run python3 "$here/apps/restart-xfer.py" client "$port" $((256 << 20)) 10 3 "$tmp/trigger" >"$tmp/long.out" 2>&1 &
 long=$!
 # wait until it is connected (python under smcrun starts slowly on a loaded machine)
 for _ in $(seq 60); do
@@ -90,11 +96,39 @@ sleep 1.5
 kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=
 start_smcd || exit 1
 
+# the long transfer's client makes a side connection: its first request to the new
+# smcd re-registers its endpoint; the server re-registers its own when it registers
+# its listener again (on the accept of that connection, which is TCP)
+touch "$tmp/trigger"
+for _ in $(seq 300); do [ -s "$tmp/trigger.done" ] && break; sleep 0.05; done
+side=$(cat "$tmp/trigger.done" 2>/dev/null)
+case "$side" in
+ok*) ok "a side connection during the transfer, after the restarts: $side" ;;
+*) nok "the side connection during the transfer: ${side:-no answer}" ;;
+esac
+# (the server registers again on its accept() after the one that returned the side
+# connection: perhaps after the side connection's answer)
+for _ in $(seq 50); do [ "$(stat rereg_total)" = 2 ] && break; sleep 0.1; done
+if kill -0 "$long" 2>/dev/null; then
+        rr=$(stat rereg_total) rc=$(stat restored_current) cc=$(stat conns_current)
+        [ "$rr" = 2 ] && [ "$rc" = 2 ] && [ "$cc" = 1 ] &&
+                ok "the new smcd knows the transfer's connection again (rereg_total 2, restored_current 2, conns_current 1)" ||
+                nok "after re-registration: rereg_total $rr restored_current $rc conns_current $cc (want 2 2 1)"
+else
+        nok "the long transfer ended before the re-registration could be checked (slow machine?)"
+fi
+
 if wait "$long"; then
         ok "256 MiB across two smcd restarts (SIGTERM, SIGKILL), then 3 more connections from that process, checked: $(tr '\n' ' ' <"$tmp/long.out")"
 else
         nok "256 MiB across two restarts, then 3 more: $(tr '\n' ' ' <"$tmp/long.out")"
 fi
+# both ends closed it with CLOSE under their new ids (the server's thread closes it
+# after its answer; give it a moment)
+for _ in $(seq 50); do [ "$(stat restored_current)" = 0 ] && break; sleep 0.1; done
+rc=$(stat restored_current) cu=$(stat close_unknown)
+[ "$rc" = 0 ] && [ "$cu" = 0 ] && ok "the re-registered endpoints closed as known endpoints (restored_current 0, close_unknown 0)" ||
+        nok "after the transfer: restored_current $rc close_unknown $cu (want 0 0)"
 
 # new connections: the first may still be TCP (the listener registers again on the
 # accept it wakes for), then SMC-D, counted by the new smcd

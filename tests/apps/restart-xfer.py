@@ -4,11 +4,14 @@
 #       listen on 127.0.0.1 (one process, no fork: it may register again with a
 #       restarted smcd), write the port to PORTFILE; for every connection (a thread
 #       each): read to EOF, answer "<bytes> <sha256>\n", close.
-#   restart-xfer.py client PORT BYTES SECONDS [MORE]
+#   restart-xfer.py client PORT BYTES SECONDS [MORE [TRIGGER]]
 #       send BYTES of a deterministic stream paced over about SECONDS, shut down the
 #       write side, read the answer and compare it with its own count and digest;
 #       then MORE connections of 2 MiB each, 1.2 s apart, checked the same way (from
 #       this process, whose buffer cache dates from before an smcd restart).
+#       TRIGGER: once the file TRIGGER exists, a thread makes one more connection of
+#       1 MiB while the long one goes on, and writes "ok ..." or the difference to
+#       TRIGGER.done (this process's first request to a restarted smcd).
 #       Prints "ok <bytes> <sha256>" per connection and exits 0, or prints the
 #       difference, exit 1.
 import hashlib
@@ -45,7 +48,20 @@ def server(portfile):
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
-def client(port, total, seconds, more=0):
+def side(port, trigger):
+    import os
+    while not os.path.exists(trigger):
+        time.sleep(0.05)
+    out = []
+    r = one(port, 1 << 20, 0, out.append)
+    with open(trigger + ".done.tmp", "w") as f:
+        f.write(("" if r == 0 else "failed: ") + " ".join(out))
+    os.rename(trigger + ".done.tmp", trigger + ".done")
+
+
+def client(port, total, seconds, more=0, trigger=None):
+    if trigger:
+        threading.Thread(target=side, args=(port, trigger), daemon=True).start()
     r = one(port, total, seconds)
     for _ in range(more):
         if r:
@@ -55,7 +71,7 @@ def client(port, total, seconds, more=0):
     return r
 
 
-def one(port, total, seconds):
+def one(port, total, seconds, out=print):
     s = socket.create_connection(("127.0.0.1", port))
     block = hashlib.sha256(b"smcd").digest() * 8192  # 256 KiB
     h = hashlib.sha256()
@@ -84,9 +100,9 @@ def one(port, total, seconds):
     s.close()
     want = b"%d %s\n" % (total, h.hexdigest().encode())
     if ans != want:
-        print("server got %r, sent %r" % (ans, want))
+        out("server got %r, sent %r" % (ans, want))
         return 1
-    print("ok %d %s" % (total, h.hexdigest()))
+    out("ok %d %s" % (total, h.hexdigest()))
     return 0
 
 
@@ -95,4 +111,5 @@ if __name__ == "__main__":
         server(sys.argv[2])
     else:
         sys.exit(client(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
-                        int(sys.argv[5]) if len(sys.argv) > 5 else 0))
+                        int(sys.argv[5]) if len(sys.argv) > 5 else 0,
+                        sys.argv[6] if len(sys.argv) > 6 else None))
