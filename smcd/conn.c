@@ -848,11 +848,14 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                                          (unsigned) c->uid, u->endpoints);
 
         /* its peer re-registered already: the endpoint whose rx DMB is our tx DMB,
-         * and whose tx DMB is ours */
+         * and whose tx DMB is ours, of the same sizes (each endpoint is accounted to
+         * its uid with the size it gave and released with conn->rsize[side]: a peer
+         * that told other sizes must not set them) */
         if (req->tx_token && req->rx_token)
                 p = u64map_get(m->restored, req->tx_token);
         if (p && ep_side(p) == !side && !p->closed && p->conn->token[side] == req->rx_token &&
-            p->conn->ep[side].id == 0) {
+            p->conn->ep[side].id == 0 && p->conn->rsize[side] == req->rx_size &&
+            p->conn->rsize[!side] == req->tx_size) {
                 conn = p->conn;
                 joined = true;
         } else {

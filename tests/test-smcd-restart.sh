@@ -16,14 +16,16 @@
 #     connection and the server's listener registering again): both endpoints joined
 #     into one connection (stats: rereg_total 2, restored_current 2, conns_current 1),
 #     and their closes are known closes (close_unknown 0, restored_current 0).
-# Args: SMCD LIBSMCRUN SMCRUN
+#   - `smcctl -j connections` (on a private system bus) lists the two restored
+#     endpoints: state "restored", mode SMCD, the transfer's ports, null byte counters.
+# Args: SMCD LIBSMCRUN SMCRUN SMCCTL
 set -u
-smcd=$1 lib=$2 smcrun=$3
+smcd=$1 lib=$2 smcrun=$3 smcctl=$4
 here=$(dirname "$0")
 tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
-spid= srv=
-trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+spid= srv= BUS_PID=
+trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 [ -n "${KEEP_TMP:-}" ] && trap "[ -n \"\$srv\" ] && kill -KILL \$srv 2>/dev/null; [ -n \"\$spid\" ] && kill \$spid 2>/dev/null; wait 2>/dev/null" EXIT
 failed=0
 ok() { echo "ok - $*"; }
@@ -46,7 +48,7 @@ start_smcd() {
         mkdir -p "$tmp/run"
         # a killed smcd leaves its socket behind: wait for the new one's
         rm -f "$tmp/run/smcd.sock"
-        "$smcd" --runtime-dir "$tmp/run" --no-bus >>"$tmp/smcd.log" 2>&1 &
+        "$smcd" --runtime-dir "$tmp/run" >>"$tmp/smcd.log" 2>&1 &
         spid=$!
         for _ in $(seq 100); do [ -S "$tmp/run/smcd.sock" ] && return 0; sleep 0.05; done
         nok "smcd did not start: $(tail -5 "$tmp/smcd.log")"
@@ -61,6 +63,10 @@ stat() {
         python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["smcd"][sys.argv[2]])' \
                 "$tmp/run/stats.json" "$1" 2>/dev/null || echo "?"
 }
+
+# shellcheck source=tests/lib-bus.sh
+. "$here/lib-bus.sh"
+start_bus "$tmp" bus || exit 1
 
 start_smcd || exit 1
 run python3 "$here/apps/restart-xfer.py" server "$tmp/port" >"$tmp/server.log" 2>&1 &
@@ -114,6 +120,29 @@ if kill -0 "$long" 2>/dev/null; then
         [ "$rr" = 2 ] && [ "$rc" = 2 ] && [ "$cc" = 1 ] &&
                 ok "the new smcd knows the transfer's connection again (rereg_total 2, restored_current 2, conns_current 1)" ||
                 nok "after re-registration: rereg_total $rr restored_current $rc conns_current $cc (want 2 2 1)"
+        # smcctl connections: both restored endpoints, the transfer's ports
+        for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+        if "$smcctl" -j connections >"$tmp/conns.json" 2>"$tmp/conns.err" &&
+           python3 - "$tmp/conns.json" "$port" >"$tmp/conns.out" 2>&1 <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
+port = int(sys.argv[2])
+assert len(rows) == 2, rows
+assert all(r["state"] == "restored" for r in rows), rows
+assert all(r["bytes_tx"] is None and r["bytes_rx"] is None for r in rows), rows
+assert sorted(r["role"] for r in rows) == ["client", "server"], rows
+srv = [r for r in rows if r["role"] == "server"][0]
+cli = [r for r in rows if r["role"] == "client"][0]
+assert srv["local"].endswith(":%d" % port) and cli["peer"].endswith(":%d" % port), rows
+assert srv["peer"] == cli["local"], rows
+assert cli["sndbuf"] == srv["rmb"] and cli["rmb"] == srv["sndbuf"], rows
+print("%s <-> %s, rings %d/%d" % (cli["local"], cli["peer"], cli["rmb"], cli["sndbuf"]))
+PY
+        then
+                ok "smcctl connections lists both restored endpoints: $(cat "$tmp/conns.out")"
+        else
+                nok "smcctl connections after re-registration: $(cat "$tmp/conns.err" "$tmp/conns.out") $(cat "$tmp/conns.json" 2>/dev/null)"
+        fi
 else
         nok "the long transfer ended before the re-registration could be checked (slow machine?)"
 fi
