@@ -199,6 +199,22 @@ static void gen_ctl(void) {
                         ctl_addr(&m.conn.peer, AF_INET, 40000);
                         ctl_seed(&m, SMC_CTL_TO_CLIENT, "adopt-reply");
                 }
+                if (INIT(SMC_CTL_REREG)) {
+                        m.rereg.conn_id = 9;
+                        m.rereg.rx_token = 0x5ec0de0000000001ull;
+                        m.rereg.tx_token = 0x5ec0de0000000002ull;
+                        m.rereg.role = SMC_CTL_ROLE_SERVER;
+                        m.rereg.instance = 0x9e3779b9u;
+                        m.rereg.rx_size = 65536;
+                        m.rereg.tx_size = 16384;
+                        ctl_addr(&m.rereg.local, AF_INET, 80);
+                        ctl_addr(&m.rereg.peer, AF_INET, 40000);
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "rereg");
+                }
+                if (INIT(SMC_CTL_REREG_REPLY)) {
+                        m.rereg_reply.conn_id = 10;
+                        ctl_seed(&m, SMC_CTL_TO_CLIENT, "rereg-reply");
+                }
 #undef INIT
         }
 }

@@ -975,6 +975,185 @@ static void test_v3(void) {
         CHECK(fds_after == fds_before, "fds open after the v3 checks: %d, before %d", fds_after, fds_before);
 }
 
+/* REREG / REREG_REPLY (v3 only; ctl-proto.h): an SMC-D endpoint of an earlier smcd. */
+static void make_rereg(union smc_ctl_msg *m) {
+        smc_ctl_init(m, SMC_CTL_REREG, 21);
+        m->rereg.conn_id = 0x0123456789abcdefull;
+        m->rereg.rx_token = 0x5ec0de0000000001ull;
+        m->rereg.tx_token = 0x5ec0de0000000002ull;
+        m->rereg.role = SMC_CTL_ROLE_CLIENT;
+        m->rereg.instance = 0x9e3779b9u;
+        m->rereg.rx_size = 65536;
+        m->rereg.tx_size = 16384;
+        set_addr4(&m->rereg.local, "127.0.0.1", 40000);
+        set_addr4(&m->rereg.peer, "127.0.0.1", 8080);
+}
+
+static void test_rereg(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
+
+        for (int fd = 0; fd < 256; fd++)
+                fds_before += fd_open(fd);
+        if (pipe(pfd) < 0)
+                abort();
+        int one[1] = { pfd[0] };
+
+        /* layout and sizes: v3 only */
+        CHECK(sizeof(struct smc_ctl_rereg) == 104 && offsetof(struct smc_ctl_rereg, conn_id) == 16 &&
+              offsetof(struct smc_ctl_rereg, rx_token) == 24 && offsetof(struct smc_ctl_rereg, tx_token) == 32 &&
+              offsetof(struct smc_ctl_rereg, role) == 40 && offsetof(struct smc_ctl_rereg, instance) == 44 &&
+              offsetof(struct smc_ctl_rereg, rx_size) == 48 && offsetof(struct smc_ctl_rereg, tx_size) == 52 &&
+              offsetof(struct smc_ctl_rereg, local) == 56 && offsetof(struct smc_ctl_rereg, peer) == 80,
+              "REREG layout (104 bytes)");
+        CHECK(sizeof(struct smc_ctl_rereg_reply) == 24 && offsetof(struct smc_ctl_rereg_reply, conn_id) == 16,
+              "REREG_REPLY layout (24 bytes)");
+        CHECK(offsetof(struct smc_ctl_hello_reply, instance) == 20 && sizeof(struct smc_ctl_hello_reply) == 32,
+              "HELLO_REPLY.instance after version, size unchanged");
+        CHECK(SMC_CTL_REREG == 16 && SMC_CTL_REREG_REPLY == 17, "REREG types 16, 17");
+        CHECK(smc_ctl_msg_size(SMC_CTL_REREG) == 104 && smc_ctl_msg_size_v(SMC_CTL_REREG, 3) == 104 &&
+              smc_ctl_msg_size_v(SMC_CTL_REREG, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 1) == 0 &&
+              smc_ctl_msg_size_v(SMC_CTL_REREG, 4) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 0) == 0,
+              "REREG sizes: v3 104, not in v1, v2");
+        CHECK(smc_ctl_msg_size(SMC_CTL_REREG_REPLY) == 24 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 3) == 24 &&
+              smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 1) == 0,
+              "REREG_REPLY sizes: v3 24, not in v1, v2");
+        CHECK(smc_ctl_init_v(&c, SMC_CTL_REREG, 1, 2) == -EINVAL && smc_ctl_init_v(&c, SMC_CTL_REREG_REPLY, 1, 1) == -EINVAL,
+              "no REREG / REREG_REPLY in version 1, 2");
+        make_rereg(&m);
+        CHECK(m.hdr.version == 3 && m.hdr.len == 104 && smc_ctl_msg_nfds(&m) == 0, "REREG built in version 3, no fds");
+        c = m;
+        CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "REREG: set_version 2 refused");
+
+        /* valid REREGs round-trip */
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send REREG");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.type == SMC_CTL_REREG && r.hdr.seq == 21 && r.rereg.conn_id == m.rereg.conn_id &&
+              r.rereg.rx_token == m.rereg.rx_token && r.rereg.tx_token == m.rereg.tx_token &&
+              r.rereg.role == SMC_CTL_ROLE_CLIENT && r.rereg.instance == 0x9e3779b9u && r.rereg.rx_size == 65536 &&
+              r.rereg.tx_size == 16384 && r.rereg.local.port == 40000 && r.rereg.peer.port == 8080,
+              "REREG client: %d", n);
+        c = m;
+        c.rereg.role = SMC_CTL_ROLE_SERVER;
+        c.rereg.rx_size = 1u << 20; /* the limits: 16 KiB .. 1 MiB */
+        c.rereg.tx_size = 16384;
+        expect_bad("REREG server, 1 MiB / 16 KiB", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        c = m;
+        c.rereg.rx_token = c.rereg.tx_token = 0; /* an endpoint of an smcd without tokens */
+        expect_bad("REREG with tokens 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        c = m;
+        c.rereg.instance = UINT32_MAX;
+        c.rereg.conn_id = UINT64_MAX;
+        expect_bad("REREG instance 2^32-1, id 2^64-1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        {
+                struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443), .sin6_scope_id = 2 };
+                s6.sin6_addr = in6addr_loopback;
+                c = m;
+                CHECK(smc_ctl_addr_from_sockaddr(&c.rereg.local, (struct sockaddr *) &s6, sizeof(s6)) == 0 &&
+                      smc_ctl_addr_from_sockaddr(&c.rereg.peer, (struct sockaddr *) &s6, sizeof(s6)) == 0, "v6");
+                expect_bad("REREG, IPv6 with a scope", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        }
+
+        /* each invalid field */
+        c = m;
+        c.rereg.conn_id = 0;
+        expect_bad("REREG conn_id 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.instance = 0;
+        expect_bad("REREG instance 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.role = 2;
+        expect_bad("REREG role 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.rereg.role = UINT32_MAX;
+        expect_bad("REREG role -1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        static const uint32_t bad_sizes[] = { 0, 1, 8192, 16383, 16385, 65537, 98304, (1u << 20) + 1, 1u << 21,
+                                              UINT32_MAX, 1u << 31 };
+        for (size_t i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
+                c = m;
+                c.rereg.rx_size = bad_sizes[i];
+                expect_bad("REREG bad rx_size", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+                c = m;
+                c.rereg.tx_size = bad_sizes[i];
+                expect_bad("REREG bad tx_size", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        }
+        c = m;
+        c.rereg.local.family = AF_UNSPEC;
+        expect_bad("REREG without a local address", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        memset(&c.rereg.peer, 0, sizeof(c.rereg.peer));
+        expect_bad("REREG without a peer address", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.peer.family = AF_UNIX;
+        expect_bad("REREG peer family AF_UNIX", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.local.addr[6] = 1; /* garbage after an IPv4 address */
+        expect_bad("REREG v4 garbage", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.peer.scope_id = 2; /* no scope on IPv4 */
+        expect_bad("REREG v4 scope", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+
+        /* fds, lengths, versions, direction */
+        expect_bad("REREG with an fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("REREG short", &m, m.hdr.len - 8, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.len = 96; /* header and datagram agree, but not the size of REREG */
+        expect_bad("REREG of 96 bytes", &c, 96, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.len += 8;
+        expect_bad("REREG long", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.version = 2;
+        expect_bad("REREG of version 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        c.hdr.version = 1;
+        expect_bad("REREG of version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        c.hdr.version = 4;
+        expect_bad("REREG of version 4", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        expect_bad("REREG to a client", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+
+        /* REREG_REPLY: the new id, not 0, no fds, v3 only, to the client only */
+        smc_ctl_init(&m, SMC_CTL_REREG_REPLY, 22);
+        m.rereg_reply.conn_id = 0xfedcba9876543210ull;
+        CHECK(m.hdr.version == 3 && m.hdr.len == 24 && smc_ctl_msg_nfds(&m) == 0, "REREG_REPLY built in version 3");
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send REREG_REPLY");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.type == SMC_CTL_REREG_REPLY && r.hdr.seq == 22 &&
+              r.rereg_reply.conn_id == 0xfedcba9876543210ull, "REREG_REPLY: %d", n);
+        c = m;
+        c.rereg_reply.conn_id = 0;
+        expect_bad("REREG_REPLY id 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad("REREG_REPLY with an fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
+        expect_bad("REREG_REPLY to smcd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        expect_bad("REREG_REPLY short", &m, 20, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.len = 32;
+        expect_bad("REREG_REPLY long", &c, 32, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        c = m;
+        c.hdr.version = 2;
+        expect_bad("REREG_REPLY of version 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        c.hdr.version = 1;
+        expect_bad("REREG_REPLY of version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+
+        /* HELLO_REPLY.instance (formerly reserved): any value, 0 from an older smcd */
+        smc_ctl_init(&m, SMC_CTL_HELLO_REPLY, 23);
+        m.hello_reply.version = 3;
+        m.hello_reply.client_id = 7;
+        m.hello_reply.instance = 0xdeadbeefu;
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send HELLO_REPLY with an instance");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hello_reply.instance == 0xdeadbeefu && r.hello_reply.client_id == 7,
+              "HELLO_REPLY instance round-trips: %d", n);
+        m.hello_reply.instance = 0;
+        expect_bad("HELLO_REPLY instance 0 (older smcd)", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
+
+        close(pfd[0]);
+        close(pfd[1]);
+        for (int fd = 0; fd < 256; fd++)
+                fds_after += fd_open(fd);
+        CHECK(fds_after == fds_before, "fds open after the REREG checks: %d, before %d", fds_after, fds_before);
+}
+
 static void test_addr(void) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
         struct smc_ctl_addr a;
@@ -1024,6 +1203,7 @@ int main(void) {
         test_versions();
         test_fallback();
         test_v3();
+        test_rereg();
         test_addr();
         test_fuzz_regressions();
         /* EOF */

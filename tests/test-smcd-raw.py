@@ -15,8 +15,10 @@ left unread; buffers back), fallbacks (no listener, backlog full, limits),
 wildcard listeners, malformed messages (each answered with ERROR, smcd keeps
 serving), the allow list, option errors, SIGUSR1 stats and a clean SIGTERM exit,
 the per-uid limit on control connections, fast teardown of many clients that exit at
-once, no busy loop when accept4 runs out of fds, and config file / runtime directory
-errors.
+once, no busy loop when accept4 runs out of fds, config file / runtime directory
+errors, and HELLO_REPLY.instance with REREG (version 3: the endpoints of a connection
+set up by an earlier smcd re-registered with a restarted one, joined by their DMB
+tokens; errors, the per-uid limit, client death, tokens 0).
 """
 
 import array
@@ -40,6 +42,7 @@ VERSION_UNSUPPORTED = VERSION_MAX + 1
 VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before HELLO
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
  NEW_CONN, CLOSE, OK, ERROR, FALLBACK, SMCR) = range(1, 14)
+REREG, REREG_REPLY = 16, 17  # (v3) after ADOPT (14), ADOPT_REPLY (15)
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
 LISTEN_SMCR = 1
@@ -64,11 +67,12 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
-SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40})
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
 OFF_PROD_BYTES = 32  # struct smc_dmb_hdr.prod_bytes (64-bit byte count)
+OFF_TOKEN = 152  # struct smc_dmb_hdr.token (u64, written by smcd at set-up; REREG)
 
 failures = 0
 checks = 0
@@ -180,6 +184,7 @@ class Client:
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.s.connect(path)
         self.id = None
+        self.instance = None  # HELLO_REPLY.instance (formerly reserved): which smcd
         self.version = VERSION_MIN  # smcd's messages before HELLO
         self.listen_flags = None
         if do_hello:
@@ -197,7 +202,7 @@ class Client:
         t, rseq, data, fds = recv_msg(self.s)
         assert not fds
         if t == HELLO_REPLY:
-            ver, _, self.id = struct.unpack_from("<IIQ", data, 16)
+            ver, self.instance, self.id = struct.unpack_from("<IIQ", data, 16)
             assert ver == msg_version(data), (ver, msg_version(data))
             self.version = ver
         else:
@@ -382,6 +387,7 @@ def main():
     run_accept_emfile_check(binary)
     run_prepopulate_check(binary)
     run_option_checks(binary)
+    run_rereg_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
         run_domain_check(binary)
@@ -1423,6 +1429,393 @@ def run_allow_checks(binary):
         a.s.close()
     finally:
         d.stop()
+
+
+# ---- REREG (v3): re-registration of SMC-D endpoints after an smcd restart ----
+
+def rereg_body(conn_id, rx_token, tx_token, role, instance, rx_size=65536, tx_size=65536,
+               local=("127.0.0.1", 40000), peer=("127.0.0.1", 8080)):
+    """struct smc_ctl_rereg after the header (88 bytes): conn_id, rx_token, tx_token,
+    role, instance, rx_size, tx_size, local, peer (addresses as (host, port))."""
+    return (struct.pack("<QQQIIII", conn_id, rx_token, tx_token, role, instance, rx_size, tx_size) +
+            addr(*local) + addr(*peer))
+
+
+def rereg(c, fds=(), version=None, length=None, extra=b"", **ep):
+    """REREG on control connection @c: ('reply', new id), ('error', errno, detail,
+    text) or ('type', t). @version / @length / @extra forge the header and the size."""
+    seq = c.next()
+    ver = c.version if version is None else version
+    if length is None:
+        length = SIZES_V[VERSION_MAX][REREG] + len(extra)
+    send(c.s, hdr(REREG, seq, length=length, version=ver) + rereg_body(**ep) + extra, fds)
+    t, rseq, data, rfds = recv_msg(c.s, version=c.version)
+    for fd in rfds:
+        os.close(fd)
+    if rseq != seq:
+        return ("seq", rseq, seq)
+    if t == REREG_REPLY:
+        return ("reply", struct.unpack_from("<Q", data, 16)[0])
+    if t == ERROR:
+        return ("error",) + parse_error(data)
+    return ("type", t)
+
+
+def is_err(r, want):
+    return r[0] == "error" and r[1] == -want
+
+
+def round_trip_clean(c):
+    """After fire-and-forget CLOSEs: an UNLISTEN of a made-up id must be answered
+    ENOENT as the very next reply (no ERROR queued for the CLOSEs)."""
+    r = c.expect_error(c.hdr(UNLISTEN, c.next()) + struct.pack("<Q", 99))
+    return r is not None and r[0] == -errno.ENOENT
+
+
+def token(mm):
+    return struct.unpack_from("<Q", mm, OFF_TOKEN)[0]
+
+
+def run_rereg_checks(binary):
+    """HELLO_REPLY.instance, and REREG: after a restart of smcd, the processes of an
+    SMC-D connection set up by the old smcd re-register both endpoints with the new
+    one, which joins them by their DMB tokens, counts them and closes them (CLOSE,
+    client death); malformed, foreign and over-limit REREGs are refused."""
+    print("---- REREG (re-registration after an smcd restart)")
+    daemons = []
+
+    def start(prefix, extra=()):
+        rdir = tempfile.mkdtemp(prefix=prefix)
+        tmpdirs.append(rdir)
+        os.chmod(rdir, 0o755)  # another uid's client must reach the socket
+        d = Smcd(binary, rdir, extra)
+        daemons.append(d)
+        return d
+
+    try:
+        _run_rereg_checks(binary, start, daemons)
+    finally:
+        for d in daemons:
+            d.stop()
+
+
+def _run_rereg_checks(binary, start, daemons):
+    # ---- 1. HELLO_REPLY.instance
+    A = start("smcd-raw-rereg-")
+    a3 = Client(A.sock, version=3)
+    a1 = Client(A.sock, version=1)
+    check(a3.instance and a1.instance == a3.instance,
+          f"HELLO_REPLY.instance is not 0 ({a3.instance:#010x}) and the same on a v1 and a v3 connection "
+          f"({a1.instance:#010x})")
+    X = start("smcd-raw-rereg-other-")
+    x3 = Client(X.sock, version=3)
+    check(x3.instance and x3.instance != a3.instance,
+          f"another smcd (other runtime dir) has another instance ({x3.instance:#010x} != {a3.instance:#010x})")
+    x3.s.close()
+    X.stop()
+    a1.s.close()
+
+    # ---- 2. a real connection set up by smcd A, then a restart
+    srv_c = a3  # the listening process's control connection
+    cli_c = Client(A.sock, version=3)
+    tcp = tcp_listener()
+    port = tcp.getsockname()[1]
+    lid, chan, err = srv_c.listen(tcp)
+    info, fds = cli_c.connect(("127.0.0.1", port), src=("127.0.0.1", 40000))
+    t, _, data, sfds = recv_msg(chan, version=3)
+    srv = parse_conn(data)
+    check(lid and info["mode"] == MODE_SMCD and len(fds) == 4 and t == NEW_CONN and len(sfds) == 4,
+          f"smcd A: LISTEN + CONNECT (v3) gives an SMC-D connection with both memfds on each side "
+          f"({info['mode']}, {len(fds)}, {len(sfds)})")
+    cc = Conn(info, fds, {})
+    sc = Conn(srv, sfds, {})
+    crx, ctx = token(cc.rx), token(cc.tx)
+    check(crx and ctx and crx != ctx, f"DMB tokens (u64 at offset {OFF_TOKEN}) of both DMBs: not 0 and different "
+                                      f"({crx:#018x}, {ctx:#018x})")
+    check(token(sc.rx) == ctx and token(sc.tx) == crx, "the server reads the same tokens crosswise (its rx = client's tx)")
+    a_inst = cli_c.instance
+    rc = A.stop()
+    check(rc == 0, f"smcd A exits 0 on SIGTERM with the connection open ({rc})")
+    os.rename(os.path.join(A.rundir, "smcd.log"), os.path.join(A.rundir, "smcd-A.log"))
+    for c in (srv_c, cli_c):
+        c.s.close()
+    chan.close()
+    cc.y.send(b"\1")
+    sc.x.settimeout(2)
+    check(sc.x.recv(1) == b"\1", "the connection outlives smcd A (doorbell client Y -> server X)")
+
+    B = Smcd(binary, A.rundir)  # the restart: same runtime directory
+    daemons.append(B)
+    bc = Client(B.sock, version=3)
+    b_inst = bc.instance
+    check(b_inst and b_inst != a_inst, f"smcd B (restart, same runtime dir): another instance ({b_inst:#010x} != {a_inst:#010x})")
+    cli_ep = dict(conn_id=info["id"], rx_token=crx, tx_token=ctx, role=ROLE_CLIENT, instance=a_inst,
+                  rx_size=info["rx"][1], tx_size=info["tx"][1], local=("127.0.0.1", 40000), peer=("127.0.0.1", port))
+    srv_ep = dict(conn_id=srv["id"], rx_token=ctx, tx_token=crx, role=ROLE_SERVER, instance=a_inst,
+                  rx_size=srv["rx"][1], tx_size=srv["tx"][1], local=("127.0.0.1", port), peer=("127.0.0.1", 40000))
+    r = rereg(bc, **cli_ep)
+    cid = r[1] if r[0] == "reply" else None
+    check(cid, f"REREG of the client endpoint (role client, A's instance, its tokens) -> REREG_REPLY id {r}")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 1)["smcd"]
+    check(s["rereg_total"] == 1 and s["restored_current"] == 1 and s["conns_current"] == 1 and
+          s["conns_client_current"] == 1 and s["conns_server_current"] == 0,
+          f"stats: rereg_total {s['rereg_total']}, restored_current {s['restored_current']}, conns_current "
+          f"{s['conns_current']}, conns_client_current {s['conns_client_current']} (want 1 1 1 1)")
+    r = rereg(bc, **cli_ep)
+    check(r == ("reply", cid), f"the same REREG again -> REREG_REPLY with the same id {r}")
+    bc2 = Client(B.sock, version=3)  # a forked copy of the process: same uid, own control connection
+    r = rereg(bc2, **cli_ep)
+    check(r == ("reply", cid), f"the same REREG from another control connection of the uid -> the same id {r}")
+    s = B.stats()["smcd"]
+    check(s["rereg_total"] == 1 and s["restored_current"] == 1 and s["conns_current"] == 1,
+          f"... counted once (rereg_total {s['rereg_total']}, restored_current {s['restored_current']}, "
+          f"conns_current {s['conns_current']})")
+    bs = Client(B.sock, version=3)
+    r = rereg(bs, **srv_ep)
+    sid = r[1] if r[0] == "reply" else None
+    check(sid and sid != cid, f"REREG of the server endpoint (role server, tokens crosswise) -> REREG_REPLY {r}")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 2)["smcd"]
+    check(s["conns_current"] == 1 and s["restored_current"] == 2 and s["conns_server_current"] == 1 and
+          s["conns_client_current"] == 1 and s["rereg_total"] == 2,
+          f"joined with its peer: conns_current {s['conns_current']} (1), restored_current {s['restored_current']} (2), "
+          f"conns_server_current {s['conns_server_current']} (1), rereg_total {s['rereg_total']} (2)")
+    bc.close_conn(cid)
+    bs.close_conn(sid)
+    check(round_trip_clean(bc) and round_trip_clean(bs), "CLOSE of both new ids: no ERROR")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 0 and s["smcd"]["conns_current"] == 0)["smcd"]
+    check(s["restored_current"] == 0 and s["conns_current"] == 0 and s["conns_client_current"] == 0 and
+          s["conns_server_current"] == 0 and s["conns_closed"] == 1 and s["conns_aborted"] == 0 and
+          s["close_unknown"] == 0,
+          f"... restored_current {s['restored_current']}, conns_current {s['conns_current']}, conns_closed "
+          f"{s['conns_closed']} (1), conns_aborted {s['conns_aborted']}, close_unknown {s['close_unknown']}")
+    r = bc.expect_error(bc.hdr(CLOSE, bc.next()) + struct.pack("<QII", cid, 0, 0))
+    check(r and r[0] == -errno.ENOENT, f"CLOSE of the closed restored endpoint again -> ERROR ENOENT {r}")
+    r = rereg(bc, **cli_ep)
+    rid = r[1] if r[0] == "reply" else None
+    check(rid and rid != cid, f"a REREG of the closed endpoint's tokens makes a new endpoint {r}")
+    bc.close_conn(rid)
+    check(round_trip_clean(bc), "... CLOSEd")
+    cc.close()
+    sc.close()
+    for c in (bc2, bs):
+        c.s.close()
+
+    # ---- 3. malformed and refused REREGs: ERROR, and smcd keeps serving
+    e = Client(B.sock, version=3)
+    base = dict(conn_id=0x0123456789ABCDEF, rx_token=0x5EC0DE0000000101, tx_token=0x5EC0DE0000000102,
+                role=ROLE_CLIENT, instance=a_inst, rx_size=65536, tx_size=65536,
+                local=("127.0.0.1", 40010), peer=("127.0.0.1", 8080))
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    for what, kw, want in (
+            ("with this smcd's own instance", dict(instance=b_inst), errno.EPROTO),
+            ("role 2", dict(role=2), errno.EBADMSG),
+            ("role 0xffffffff", dict(role=0xFFFFFFFF), errno.EBADMSG),
+            ("rx_size 65537 (not a power of two)", dict(rx_size=65537), errno.EBADMSG),
+            ("rx_size 98304 (not a power of two)", dict(rx_size=98304), errno.EBADMSG),
+            ("rx_size 8192 (< 16 KiB)", dict(rx_size=8192), errno.EBADMSG),
+            ("rx_size 0", dict(rx_size=0), errno.EBADMSG),
+            ("rx_size 2 MiB (> 1 MiB)", dict(rx_size=2 << 20), errno.EBADMSG),
+            ("tx_size 12345", dict(tx_size=12345), errno.EBADMSG),
+            ("tx_size 2 MiB", dict(tx_size=2 << 20), errno.EBADMSG),
+            ("conn_id 0", dict(conn_id=0), errno.EBADMSG),
+            ("instance 0", dict(instance=0), errno.EBADMSG),
+            ("8 bytes too long (len 112)", dict(extra=bytes(8)), errno.EBADMSG),
+            ("8 bytes short (len 96)", dict(length=96, extra=b"", _cut=8), errno.EBADMSG),
+            ("with an fd", dict(fds=[devnull]), errno.EBADF)):
+        kw = dict(kw)
+        cut = kw.pop("_cut", 0)
+        ep = dict(base)
+        ep.update({k: v for k, v in kw.items() if k in ep})
+        extra = {k: v for k, v in kw.items() if k not in ep}
+        if cut:
+            seq = e.next()
+            msg = (hdr(REREG, seq, length=SIZES_V[3][REREG] - cut, version=3) + rereg_body(**ep))[:-cut]
+            r = e.expect_error(msg)
+            r = ("error", r[0], 0, r[1]) if r else ("none",)
+        else:
+            r = rereg(e, **extra, **ep)
+        check(is_err(r, want), f"REREG {what} -> ERROR {errno.errorcode[want]} {r[:2]}")
+    # smcd_ctl_decode: REREG is v3 only (size 0 in v1 / v2: unknown type there)
+    e2 = Client(B.sock, version=2)
+    r = rereg(e2, version=2, **base)
+    check(is_err(r, errno.EOPNOTSUPP), f"REREG of version 2 on a v2 connection -> ERROR EOPNOTSUPP {r[:2]}")
+    r = rereg(e2, version=3, **base)
+    check(is_err(r, errno.EPROTONOSUPPORT), f"REREG of version 3 on a v2 connection -> ERROR EPROTONOSUPPORT {r[:2]}")
+    e1 = Client(B.sock, version=1)
+    r = rereg(e1, version=1, **base)
+    check(is_err(r, errno.EOPNOTSUPP), f"REREG of version 1 on a v1 connection -> ERROR EOPNOTSUPP {r[:2]}")
+    r = e.expect_error(e.hdr(REREG_REPLY, e.next()) + struct.pack("<Q", 5))
+    check(r and r[0] == -errno.EOPNOTSUPP, f"REREG_REPLY sent to smcd -> ERROR EOPNOTSUPP {r}")
+    e0 = Client(B.sock, do_hello=False)
+    r = e0.expect_error(hdr(REREG, 3, version=3) + rereg_body(**base))
+    check(r and r[0] == -errno.EPROTO, f"REREG before HELLO -> ERROR EPROTO {r}")
+    os.close(devnull)
+    s = B.stats()["smcd"]
+    check(s["restored_current"] == 0 and s["conns_current"] == 0 and s["rereg_total"] == 3,
+          f"refused REREGs registered nothing (restored_current {s['restored_current']}, conns_current "
+          f"{s['conns_current']}, rereg_total {s['rereg_total']})")
+    t, _ = e0.hello(VERSION_MIN, 3)
+    check(t == HELLO_REPLY and e0.instance == b_inst, "after the errors a HELLO still works")
+    r = rereg(e, **base)
+    held = r[1] if r[0] == "reply" else None
+    check(held, f"after the errors the same connection's valid REREG -> REREG_REPLY {r}")
+    # the same rx_token by the same uid, but not the same endpoint
+    r = rereg(e, **dict(base, tx_token=0x5EC0DE0000000999))
+    check(is_err(r, errno.EEXIST), f"REREG of the same rx_token with another tx_token -> ERROR EEXIST {r[:2]}")
+    r = rereg(e, **dict(base, role=ROLE_SERVER))
+    check(is_err(r, errno.EEXIST), f"REREG of the same tokens with the other role -> ERROR EEXIST {r[:2]}")
+    # another uid cannot claim (nor learn the id of) a restored endpoint by its token
+    if os.getuid() == 0:
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rd)
+            res = b"?"
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                c = Client(B.sock, version=3)
+                r = rereg(c, **base)
+                res = repr(r[:2]).encode()
+            except Exception as ex:
+                res = repr(ex).encode()
+            os.write(wr, res)
+            os._exit(0)
+        os.close(wr)
+        res = os.read(rd, 300)
+        os.close(rd)
+        os.waitpid(pid, 0)
+        want = repr(("error", -errno.EEXIST)).encode()
+        check(res == want, f"uid 65534 REREGs root's restored rx_token -> ERROR EEXIST ({res.decode()})")
+    else:
+        print("skip other-uid REREG check (needs root to switch uid)")
+    s = B.stats()["smcd"]
+    check(s["restored_current"] == 1 and s["conns_current"] == 1 and s["rereg_total"] == 4,
+          f"... only the valid one is registered (restored_current {s['restored_current']}, conns_current "
+          f"{s['conns_current']}, rereg_total {s['rereg_total']})")
+    e.close_conn(held)
+    check(round_trip_clean(e), "CLOSE of it: no ERROR")
+    for c in (e, e1, e2, e0):
+        c.s.close()
+
+    # ---- 5. client death: its restored endpoints close with it (abort)
+    s0 = B.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    f = Client(B.sock, version=3)
+    r = rereg(f, **dict(base, rx_token=0x5EC0DE0000000201, tx_token=0x5EC0DE0000000202, local=("127.0.0.1", 40011)))
+    check(r[0] == "reply", f"REREG by a client that then dies -> REREG_REPLY {r}")
+    f.s.close()
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 0 and s["smcd"]["clients"] == 0)["smcd"]
+    check(s["restored_current"] == 0 and s["conns_current"] == 0 and s["conns_client_current"] == 0 and
+          s["conns_aborted"] == s0["conns_aborted"] + 1 and s["conns_closed"] == s0["conns_closed"],
+          f"its death closes the endpoint: restored_current {s['restored_current']}, conns_aborted "
+          f"+{s['conns_aborted'] - s0['conns_aborted']} (+1), conns_closed +{s['conns_closed'] - s0['conns_closed']}")
+    # a joined pair: the server's owner dies, the client's endpoint stays until CLOSE
+    fc, fs = Client(B.sock, version=3), Client(B.sock, version=3)
+    t1, t2 = 0x5EC0DE0000000301, 0x5EC0DE0000000302
+    rc_ = rereg(fc, **dict(base, rx_token=t1, tx_token=t2, local=("127.0.0.1", 40012), peer=("127.0.0.1", 8080)))
+    rs_ = rereg(fs, **dict(base, rx_token=t2, tx_token=t1, role=ROLE_SERVER, local=("127.0.0.1", 8080),
+                           peer=("127.0.0.1", 40012)))
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 2)["smcd"]
+    check(rc_[0] == rs_[0] == "reply" and s["conns_current"] == 1,
+          f"a second joined pair ({rc_}, {rs_}, conns_current {s['conns_current']})")
+    fs.s.close()
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 1)["smcd"]
+    check(s["restored_current"] == 1 and s["conns_current"] == 1 and s["conns_server_current"] == 0 and
+          s["conns_aborted"] == s0["conns_aborted"] + 1,
+          f"the server's owner dies: its endpoint closes, the connection stays (restored_current "
+          f"{s['restored_current']}, conns_current {s['conns_current']})")
+    fc.close_conn(rc_[1])
+    check(round_trip_clean(fc), "the client CLOSEs its endpoint: no ERROR")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    check(s["conns_current"] == 0 and s["conns_aborted"] == s0["conns_aborted"] + 2,
+          f"... the connection ends, counted aborted (its server died) (conns_aborted "
+          f"+{s['conns_aborted'] - s0['conns_aborted']})")
+    fc.s.close()
+
+    # ---- 6. tokens 0 (an endpoint of an smcd that wrote no tokens): never joined
+    s0 = B.stats()["smcd"]
+    g = Client(B.sock, version=3)
+    r1 = rereg(g, **dict(base, rx_token=0, tx_token=0, local=("127.0.0.1", 40013), peer=("127.0.0.1", 8080)))
+    r2 = rereg(g, **dict(base, rx_token=0, tx_token=0, role=ROLE_SERVER, local=("127.0.0.1", 8080),
+                         peer=("127.0.0.1", 40013)))
+    check(r1[0] == r2[0] == "reply" and r1[1] != r2[1], f"REREGs with tokens 0, both roles -> two ids ({r1}, {r2})")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 2)["smcd"]
+    check(s["conns_current"] == 2 and s["restored_current"] == 2 and s["conns_client_current"] == 1 and
+          s["conns_server_current"] == 1,
+          f"... not joined: conns_current {s['conns_current']} (2), restored_current {s['restored_current']}")
+    g.close_conn(r1[1])
+    g.close_conn(r2[1])
+    check(round_trip_clean(g), "... CLOSE of both: no ERROR")
+    s = B.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    check(s["conns_current"] == 0 and s["conns_closed"] == s0["conns_closed"] + 2,
+          f"... two connections closed (+{s['conns_closed'] - s0['conns_closed']})")
+    g.s.close()
+
+    # B still serves SMC-D set-ups of its own (its own endpoints carry tokens, too)
+    h = Client(B.sock, version=3)
+    tcp = tcp_listener()
+    lid, chan, _ = h.listen(tcp)
+    info, fds = h.connect(tcp.getsockname())
+    t, _, data, sfds = recv_msg(chan, version=3)
+    check(info["mode"] == MODE_SMCD and t == NEW_CONN, "smcd B sets up new SMC-D connections as usual")
+    h.close_conn(info["id"])
+    h.close_conn(parse_conn(data)["id"])
+    for fd in fds + sfds:
+        os.close(fd)
+    h.s.close()
+    chan.close()
+    tcp.close()
+    s = B.stats(lambda s: s["smcd"]["clients"] == 0 and s["pool"]["in_use"] == 0)["smcd"]
+    check(s["conns_current"] == 0 and s["restored_current"] == 0 and s["close_unknown"] == 1,
+          f"REREG checks on smcd B: nothing left (conns_current {s['conns_current']}, restored_current "
+          f"{s['restored_current']}, close_unknown {s['close_unknown']})")
+    rc = B.stop()
+    check(rc == 0, f"smcd B exits 0 ({rc})")
+
+    # ---- 4. the per-uid endpoint limit
+    L = start("smcd-raw-rereg-limit-", ["--max-conns-per-uid", "1"])
+    c = Client(L.sock, version=3)
+    ep1 = dict(base, rx_token=0x5EC0DE0000000401, tx_token=0x5EC0DE0000000402)
+    ep2 = dict(base, rx_token=0x5EC0DE0000000403, tx_token=0x5EC0DE0000000404, local=("127.0.0.1", 40014))
+    r1 = rereg(c, **ep1)
+    check(r1[0] == "reply", f"--max-conns-per-uid 1: a first REREG -> REREG_REPLY {r1}")
+    r = rereg(c, **ep2)
+    check(is_err(r, errno.EMFILE) and r[2] == DECL_MAXCONNERR,
+          f"... a second one (other tokens) -> ERROR EMFILE, detail MAXCONNERR {r[:3]}")
+    r = rereg(c, **ep1)
+    check(r == r1, f"... the first one again (same tokens) -> its id, not refused {r}")
+    c.close_conn(r1[1])
+    r = rereg(c, **ep2)
+    check(r[0] == "reply", f"... after its CLOSE the second REREG -> REREG_REPLY {r}")
+    s = L.stats()["smcd"]
+    check(s["rereg_total"] == 2 and s["restored_current"] == 1 and s["conns_current"] == 1,
+          f"... rereg_total {s['rereg_total']} (2), restored_current {s['restored_current']} (1)")
+    c.s.close()
+
+    # ---- sizes: each endpoint is accounted (max_buf_per_uid) with the sizes it gave
+    # itself, also when it is joined with a peer that gave other sizes
+    M = start("smcd-raw-rereg-bytes-", ["--max-buf-per-uid", "256K"])
+    c = Client(M.sock, version=3)
+    t1, t2 = 0x5EC0DE0000000501, 0x5EC0DE0000000502
+    r1 = rereg(c, **dict(base, rx_token=t1, tx_token=t2, rx_size=16384, tx_size=1 << 20))
+    r2 = rereg(c, **dict(base, rx_token=t2, tx_token=t1, role=ROLE_SERVER, rx_size=16384, tx_size=16384,
+                         local=("127.0.0.1", 8080), peer=("127.0.0.1", 40000)))
+    check(r1[0] == r2[0] == "reply", f"two REREGs with crosswise tokens but disagreeing sizes ({r1}, {r2})")
+    s = M.stats(lambda s: s["smcd"]["restored_current"] == 2)["smcd"]
+    check(s["conns_current"] == 2, f"... not joined: not one connection (conns_current {s['conns_current']})")
+    c.close_conn(r1[1])
+    c.close_conn(r2[1])
+    check(round_trip_clean(c), "... both CLOSEd")
+    s = M.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    tcp = tcp_listener()
+    lid, chan, _ = c.listen(tcp)
+    info, fds = c.connect(tcp.getsockname())
+    check(info["mode"] == MODE_SMCD,
+          f"--max-buf-per-uid 256K: afterwards the uid still gets SMC-D (its byte count went back to 0) "
+          f"(mode {info['mode']}, reason {info['reason']:#x})")
+    for fd in fds:
+        os.close(fd)
+    c.s.close()
 
 
 if __name__ == "__main__":
