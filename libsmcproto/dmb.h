@@ -141,7 +141,10 @@ struct smc_dmb_hdr {
         _Atomic uint32_t draining;      /* 1 while the reader drains the writer's plug
                                          * (ring.c rx_unplug_writer, D0..D3): a writer
                                          * that plugged meanwhile waits and plugs again */
-        uint8_t pad1[64 - 36];
+        _Atomic uint32_t drain_gen;     /* drains ended (D3), wrapping: a writer that
+                                         * sees neither draining nor a new drain_gen
+                                         * around its plug knows no drain ate it (Q3) */
+        uint8_t pad1[64 - 40];
         /* cache line 2: cold statistics, written by the writer only */
         _Atomic uint64_t prod_sendfile_calls; /* sendfile calls that moved data in */
         _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */

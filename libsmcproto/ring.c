@@ -724,6 +724,8 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
  * there is room (rx_unplug_writer); plug_pending closes the race with a reader that
  * empties the ring meanwhile. tx_lock held. */
 static void tx_plug_after(struct smc_ring_ep *ep) {
+        uint32_t d0, g0;
+
         if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
                 return;
         /* a reader busy on another CPU usually frees the room in microseconds: spin for
@@ -746,8 +748,17 @@ static void tx_plug_after(struct smc_ring_ep *ep) {
          * room and we do not plug, or D2 sees Q1 and the reader waits for Q4 or P2 and
          * drains (rx_unplug_writer). */
         atomic_store(&ep->tx_hdr->plug_pending, 1);                        /* Q1 */
+        /* Q0 (seq_cst, before P1): the reader's drain state, for Q3's shortcut */
+        d0 = atomic_load(&ep->tx_hdr->draining);
+        g0 = atomic_load(&ep->tx_hdr->drain_gen);
         if (tx_space(ep) < WRITABLE_MIN(ep->tx_size) && tx_plug(ep) == 0) {  /* Q2, P1 */
                 atomic_store(&ep->tx_hdr->writer_waiting, 1);             /* P2 */
+                /* Q3 shortcut: a drain that read our plug bytes began before them and
+                 * ended after them: it was in progress at Q0 (d0), or is now, or ended
+                 * in between (drain_gen moved). None of these: our plug stands, and no
+                 * poll(2) is needed to see it. */
+                if (!d0 && !atomic_load(&ep->tx_hdr->draining) && atomic_load(&ep->tx_hdr->drain_gen) == g0)
+                        goto done;
                 /* Q3: a reader that decided to drain before our publish (its D0 came
                  * first, so it did not see our data) may be inside its drain loop, which
                  * reads Y until EAGAIN and so eats the plug we just made: X would stay
@@ -778,6 +789,7 @@ static void tx_plug_after(struct smc_ring_ep *ep) {
                         atomic_store(&ep->tx_hdr->writer_waiting, 1);
                 }
         }
+done:
         atomic_store(&ep->tx_hdr->plug_pending, 0);                        /* Q4 */
 }
 
@@ -1096,7 +1108,8 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
                         break; /* EAGAIN: drained; 0: the writer's X is gone; errors: nothing to do */
                 }
         }
-        atomic_store(&ep->rx_hdr->draining, 0);                              /* D3 */
+        atomic_fetch_add(&ep->rx_hdr->drain_gen, 1);                         /* D3 */
+        atomic_store(&ep->rx_hdr->draining, 0);
 }
 
 /* The drain protocol (R1, R2, then read owed bytes while the ring is empty). Returns
