@@ -134,99 +134,79 @@ static json_object *fallback_to_json(const FallbackConn *f) {
         return o;
 }
 
-/* An open SMC-R endpoint (smcr.h) as a JSON object, or NULL on ENOMEM. */
-static json_object *smcr_endpoint_to_json(const Endpoint *e) {
-        char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
-        json_object *o = json_object_new_object();
-        SmcrEndpointInfo info;
-
-        if (!o)
-                return NULL;
-        smcr_endpoint_info(e, &info);
-        snprintf(id, sizeof(id), "%016" PRIx64, e->id);
-        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", e->role_server ? "server" : "client") < 0 ||
-            json_add_str(o, "state", info.state) < 0 ||
-            json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
-            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 || json_add_str(o, "mode", "SMCR") < 0 ||
-            json_add_null(o, "fallback_reason") < 0 || json_add_null(o, "fallback_code") < 0 ||
-            json_add_u64(o, "sndbuf", info.sndbuf) < 0 || json_add_u64(o, "rmb", info.rmb) < 0 ||
-            json_add_u64(o, "bytes_tx", info.bytes_tx) < 0 || json_add_u64(o, "bytes_rx", info.bytes_rx) < 0 ||
-            json_add_null(o, "msgs_tx") < 0 || json_add_null(o, "msgs_rx") < 0 ||
-            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
-            json_add_u64(o, "uid", e->uid) < 0) {
-                json_object_put(o);
-                return NULL;
-        }
-        return o;
-}
-
-/* An open endpoint of a connection an earlier smcd set up, re-registered (REREG):
- * state "restored" (or how its re-registered peer ended), its ring sizes as its
- * process told them, counters null (this smcd does not map its DMBs). */
-static json_object *restored_endpoint_to_json(const Endpoint *e) {
-        const Conn *conn = e->conn;
-        unsigned side = (unsigned) (e - conn->ep);
-        const Endpoint *peer = &conn->ep[!side];
-        const char *state = "restored";
-        char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        if (peer->id && peer->closed)
-                state = peer->aborted ? "aborted-by-peer" : "closed-by-peer";
-        snprintf(id, sizeof(id), "%016" PRIx64, e->id);
-        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", side == EP_CLIENT ? "client" : "server") < 0 ||
-            json_add_str(o, "state", state) < 0 || json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
-            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 || json_add_str(o, "mode", "SMCD") < 0 ||
-            json_add_null(o, "fallback_reason") < 0 || json_add_null(o, "fallback_code") < 0 ||
-            json_add_u64(o, "sndbuf", conn->rsize[!side]) < 0 || json_add_u64(o, "rmb", conn->rsize[side]) < 0 ||
-            json_add_null(o, "bytes_tx") < 0 || json_add_null(o, "bytes_rx") < 0 ||
-            json_add_null(o, "msgs_tx") < 0 || json_add_null(o, "msgs_rx") < 0 ||
-            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
-            json_add_u64(o, "uid", e->uid) < 0) {
-                json_object_put(o);
-                return NULL;
-        }
-        return o;
-}
+/* What List shows of one open SMC endpoint besides its id, addresses, owner and the
+ * null fallback keys; a counter of ROW_NULL is null (not known). */
+struct ep_row {
+        const char *state;
+        const char *mode; /* "SMCD" or "SMCR" */
+        uint64_t sndbuf, rmb, bytes_tx, bytes_rx, msgs_tx, msgs_rx;
+};
+#define ROW_NULL UINT64_MAX
 
 /* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM. */
-static json_object *endpoint_to_json(const Endpoint *e) {
-        const Conn *conn = e->conn;
-        unsigned side;
+static json_object *ep_row_to_json(const Endpoint *e, bool server, const struct ep_row *r) {
         char id[17], a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
-        json_object *o;
+        json_object *o = json_object_new_object();
 
-        if (e->smcr)
-                return smcr_endpoint_to_json(e);
-        if (conn->restored)
-                return restored_endpoint_to_json(e);
-        side = (unsigned) (e - conn->ep);
-        o = json_object_new_object();
         if (!o)
                 return NULL;
         snprintf(id, sizeof(id), "%016" PRIx64, e->id);
-        if (json_add_str(o, "id", id) < 0 ||
-            json_add_str(o, "role", side == EP_CLIENT ? "client" : "server") < 0 ||
-            json_add_str(o, "state", endpoint_state(e)) < 0 ||
-            json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
-            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 ||
-            json_add_str(o, "mode", "SMCD") < 0 ||
+        if (json_add_str(o, "id", id) < 0 || json_add_str(o, "role", server ? "server" : "client") < 0 ||
+            json_add_str(o, "state", r->state) < 0 || json_add_str(o, "local", smcd_addr_to_string(&e->local, a)) < 0 ||
+            json_add_str(o, "peer", smcd_addr_to_string(&e->peer, b)) < 0 || json_add_str(o, "mode", r->mode) < 0 ||
             json_add_null(o, "fallback_reason") < 0 || json_add_null(o, "fallback_code") < 0 ||
-            /* tx ring = the peer's DMB, rx ring (RMB) = its own */
-            json_add_u64(o, "sndbuf", conn->buf[!side]->size) < 0 ||
-            json_add_u64(o, "rmb", conn->buf[side]->size) < 0 ||
-            json_add_u64(o, "bytes_tx", dmb_prod_bytes(conn->buf[!side])) < 0 ||
-            json_add_u64(o, "bytes_rx", dmb_prod_bytes(conn->buf[side])) < 0 ||
-            json_add_u64(o, "msgs_tx", dmb_prod_msgs(conn->buf[!side])) < 0 ||
-            json_add_u64(o, "msgs_rx", dmb_cons_msgs(conn->buf[side])) < 0 ||
+            json_add_u64(o, "sndbuf", r->sndbuf) < 0 || json_add_u64(o, "rmb", r->rmb) < 0 ||
+            json_add_u64_or_null(o, "bytes_tx", r->bytes_tx != ROW_NULL, r->bytes_tx) < 0 ||
+            json_add_u64_or_null(o, "bytes_rx", r->bytes_rx != ROW_NULL, r->bytes_rx) < 0 ||
+            json_add_u64_or_null(o, "msgs_tx", r->msgs_tx != ROW_NULL, r->msgs_tx) < 0 ||
+            json_add_u64_or_null(o, "msgs_rx", r->msgs_rx != ROW_NULL, r->msgs_rx) < 0 ||
             json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
             json_add_u64(o, "uid", e->uid) < 0) {
                 json_object_put(o);
                 return NULL;
         }
         return o;
+}
+
+/* One open endpoint as a JSON object (the caller owns it), or NULL on ENOMEM:
+ *   - SMC-R (smcr.h): smcd counts its bytes itself; no message counters;
+ *   - SMC-D restored (an earlier smcd set it up, REREG): state "restored" (or how its
+ *     re-registered peer ended), the ring sizes its process told, null counters (this
+ *     smcd does not map its DMBs);
+ *   - SMC-D: the counters from the DMB headers, live. */
+static json_object *endpoint_to_json(const Endpoint *e) {
+        const Conn *conn = e->conn;
+        struct ep_row r = { .mode = "SMCD" };
+        unsigned side;
+
+        if (e->smcr) {
+                SmcrEndpointInfo info;
+
+                smcr_endpoint_info(e, &info);
+                r = (struct ep_row) { .state = info.state, .mode = "SMCR", .sndbuf = info.sndbuf, .rmb = info.rmb,
+                                      .bytes_tx = info.bytes_tx, .bytes_rx = info.bytes_rx, .msgs_tx = ROW_NULL,
+                                      .msgs_rx = ROW_NULL };
+                return ep_row_to_json(e, e->role_server, &r);
+        }
+        side = (unsigned) (e - conn->ep);
+        if (conn->restored) {
+                const Endpoint *peer = &conn->ep[!side];
+
+                r.state = !(peer->id && peer->closed) ? "restored" : peer->aborted ? "aborted-by-peer" : "closed-by-peer";
+                r.sndbuf = conn->rsize[!side];
+                r.rmb = conn->rsize[side];
+                r.bytes_tx = r.bytes_rx = r.msgs_tx = r.msgs_rx = ROW_NULL;
+                return ep_row_to_json(e, side == EP_SERVER, &r);
+        }
+        /* tx ring = the peer's DMB, rx ring (RMB) = its own */
+        r.state = endpoint_state(e);
+        r.sndbuf = conn->buf[!side]->size;
+        r.rmb = conn->buf[side]->size;
+        r.bytes_tx = dmb_prod_bytes(conn->buf[!side]);
+        r.bytes_rx = dmb_prod_bytes(conn->buf[side]);
+        r.msgs_tx = dmb_prod_msgs(conn->buf[!side]);
+        r.msgs_rx = dmb_cons_msgs(conn->buf[side]);
+        return ep_row_to_json(e, side == EP_SERVER, &r);
 }
 
 static int method_list(sd_bus_message *msg, void *userdata, sd_bus_error *error) {

@@ -143,6 +143,50 @@ static void expect_bad(const char *what, const void *buf, size_t len, const int 
                         close(out[i]);
 }
 
+
+/* Ways to spoil an address (expect_bad_addrs) */
+static void addr_unspec(struct smc_ctl_addr *a) {
+        a->family = AF_UNSPEC;
+}
+static void addr_zero(struct smc_ctl_addr *a) {
+        memset(a, 0, sizeof(*a));
+}
+static void addr_unix(struct smc_ctl_addr *a) {
+        a->family = AF_UNIX;
+}
+static void addr_v4_garbage(struct smc_ctl_addr *a) {
+        a->addr[6] = 1; /* garbage after an IPv4 address */
+}
+static void addr_v4_scope(struct smc_ctl_addr *a) {
+        a->scope_id = 2; /* no scope on IPv4 */
+}
+
+/* The bad addresses every message with a local and a peer address rejects: @m is
+ * valid, its local address at byte @local_off, its peer's at @peer_off. */
+static void expect_bad_addrs(const char *what, const union smc_ctl_msg *m, size_t local_off, size_t peer_off,
+                             const int *fds, size_t nfds, enum smc_ctl_dir dir) {
+        static const struct {
+                const char *name;
+                bool peer;
+                void (*spoil)(struct smc_ctl_addr *a);
+        } cases[] = {
+                { "without a local address", false, addr_unspec },
+                { "without a peer address", true, addr_zero },
+                { "peer family AF_UNIX", true, addr_unix },
+                { "v4 garbage", false, addr_v4_garbage },
+                { "v4 scope", true, addr_v4_scope },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                union smc_ctl_msg c = *m;
+                char name[96];
+
+                cases[i].spoil((struct smc_ctl_addr *) ((uint8_t *) &c + (cases[i].peer ? peer_off : local_off)));
+                snprintf(name, sizeof(name), "%s %s", what, cases[i].name);
+                expect_bad(name, &c, c.hdr.len, fds, nfds, dir, -EBADMSG);
+        }
+}
+
 static void test_bad(void) {
         union smc_ctl_msg m;
         uint8_t big[SMC_CTL_MAX_MSG + 64];
@@ -887,21 +931,8 @@ static void test_v3(void) {
         c = m;
         c.conn.params.autocork_size = 4096;
         expect_bad("NEW_CONN TCP with autocork", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
-        c = m;
-        c.conn.local.family = AF_UNSPEC;
-        expect_bad("NEW_CONN TCP without a local address", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
-        c = m;
-        memset(&c.conn.peer, 0, sizeof(c.conn.peer));
-        expect_bad("NEW_CONN TCP without a peer address", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
-        c = m;
-        c.conn.peer.family = AF_UNIX;
-        expect_bad("NEW_CONN TCP, peer family AF_UNIX", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
-        c = m;
-        c.conn.local.addr[6] = 1; /* garbage after an IPv4 address */
-        expect_bad("NEW_CONN TCP, v4 garbage", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
-        c = m;
-        c.conn.peer.scope_id = 2; /* no scope on IPv4 */
-        expect_bad("NEW_CONN TCP, v4 scope", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+        expect_bad_addrs("NEW_CONN TCP", &m, offsetof(struct smc_ctl_conn, local), offsetof(struct smc_ctl_conn, peer),
+                         one, 1, SMC_CTL_TO_CLIENT);
         /* direction, lengths */
         expect_bad("NEW_CONN TCP to smcd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         expect_bad("NEW_CONN TCP short", &m, m.hdr.len - 8, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
@@ -1077,21 +1108,8 @@ static void test_rereg(void) {
                 c.rereg.tx_size = bad_sizes[i];
                 expect_bad("REREG bad tx_size", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
         }
-        c = m;
-        c.rereg.local.family = AF_UNSPEC;
-        expect_bad("REREG without a local address", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
-        c = m;
-        memset(&c.rereg.peer, 0, sizeof(c.rereg.peer));
-        expect_bad("REREG without a peer address", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
-        c = m;
-        c.rereg.peer.family = AF_UNIX;
-        expect_bad("REREG peer family AF_UNIX", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
-        c = m;
-        c.rereg.local.addr[6] = 1; /* garbage after an IPv4 address */
-        expect_bad("REREG v4 garbage", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
-        c = m;
-        c.rereg.peer.scope_id = 2; /* no scope on IPv4 */
-        expect_bad("REREG v4 scope", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad_addrs("REREG", &m, offsetof(struct smc_ctl_rereg, local), offsetof(struct smc_ctl_rereg, peer), NULL,
+                         0, SMC_CTL_TO_DAEMON);
 
         /* fds, lengths, versions, direction */
         expect_bad("REREG with an fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
