@@ -316,6 +316,29 @@ class Smcd:
         return self.p.returncode
 
 
+def as_uid(fn, uid=65534):
+    """Run fn() in a forked child switched to @uid (and gid); return the bytes it
+    returned, or the repr of what it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        res = b"?"
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            res = fn()
+        except Exception as e:
+            res = repr(e).encode()
+        os.write(w, res)
+        os._exit(0)
+    os.close(w)
+    res = os.read(r, 300)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return res
+
+
 def tcp_listener(host="127.0.0.1", backlog=16, v6only=None):
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     t = socket.socket(fam, socket.SOCK_STREAM)
@@ -1073,27 +1096,14 @@ def run_shared_checks(binary):
             info, fds = b.connect(("127.0.0.1", port))
             t, _, data, sfds = recv_msg(chan)
             srv = parse_conn(data)
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                res = b"?"
-                try:
-                    os.setgid(65534)
-                    os.setuid(65534)
-                    c = Client(d.sock)
-                    out = []
-                    for cid in (srv["id"], info["id"]):
-                        e = c.expect_error(hdr(CLOSE, c.next()) + struct.pack("<QII", cid, CLOSE_ABORT, 0))
-                        out.append(b"%d" % e[0] if e else b"none")
-                    res = b" ".join(out)
-                except Exception as e:
-                    res = repr(e).encode()
-                os.write(w, res)
-                os._exit(0)
-            os.close(w)
-            res = os.read(r, 200)
-            os.waitpid(pid, 0)
+            def close_theirs():
+                c = Client(d.sock)
+                out = []
+                for cid in (srv["id"], info["id"]):
+                    e = c.expect_error(hdr(CLOSE, c.next()) + struct.pack("<QII", cid, CLOSE_ABORT, 0))
+                    out.append(b"%d" % e[0] if e else b"none")
+                return b" ".join(out)
+            res = as_uid(close_theirs)
             want = b"%d %d" % (-errno.ENOENT, -errno.ENOENT)
             check(res == want, f"uid 65534 cannot CLOSE root's endpoints: ERROR ENOENT ({res})")
             s = d.stats(lambda s: s["smcd"]["clients"] == 3)
@@ -1354,26 +1364,14 @@ def run_domain_check(binary):
         tcp = tcp_listener()
         lid, chan, _ = a.listen(tcp)
         port = tcp.getsockname()[1]
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            res = b"?"
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-                c = Client(d.sock)
-                info, fds = c.connect(("127.0.0.1", port))
-                res = b"%d %d %d %d" % (info["mode"], info["id"], info["rx"][0], info["tx"][0])
-                c.close_conn(info["id"])
-                c.request(hdr(UNLISTEN, 1) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
-            except Exception as e:
-                res = repr(e).encode()
-            os.write(w, res)
-            os._exit(0)
-        os.close(w)
-        res = os.read(r, 200).split()
-        os.waitpid(pid, 0)
+        def connect_close():
+            c = Client(d.sock)
+            info, fds = c.connect(("127.0.0.1", port))
+            res = b"%d %d %d %d" % (info["mode"], info["id"], info["rx"][0], info["tx"][0])
+            c.close_conn(info["id"])
+            c.request(hdr(UNLISTEN, 1) + struct.pack("<Q", 99))  # a round trip: CLOSE is processed
+            return res
+        res = as_uid(connect_close).split()
         t, _, data, sfds = recv_msg(chan)
         srv = parse_conn(data)
         ok = len(res) == 4 and int(res[0]) == MODE_SMCD
@@ -1404,25 +1402,12 @@ def run_allow_checks(binary):
     os.chmod(rundir, 0o755)
     d = Smcd(binary, rundir, ["--allow-uid", "4242"])
     try:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            res = b"?"
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                s.connect(d.sock)
-                t, seq, data, fds = recv_msg(s)
-                res = b"%d" % parse_error(data)[0] if t == ERROR else b"no error"
-            except Exception as e:
-                res = repr(e).encode()
-            os.write(w, res)
-            os._exit(0)
-        os.close(w)
-        res = os.read(r, 200)
-        os.waitpid(pid, 0)
+        def refused():
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(d.sock)
+            t, seq, data, fds = recv_msg(s)
+            return b"%d" % parse_error(data)[0] if t == ERROR else b"no error"
+        res = as_uid(refused)
         check(res == b"%d" % -errno.EACCES, f"uid 65534 not in the allow list -> ERROR EACCES ({res})")
         a = Client(d.sock)
         check(a.id is not None, "root is always allowed")
@@ -1666,25 +1651,7 @@ def _run_rereg_checks(binary, start, daemons):
     check(is_err(r, errno.EEXIST), f"REREG of the same tokens with the other role -> ERROR EEXIST {r[:2]}")
     # another uid cannot claim (nor learn the id of) a restored endpoint by its token
     if os.getuid() == 0:
-        rd, wr = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(rd)
-            res = b"?"
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-                c = Client(B.sock, version=3)
-                r = rereg(c, **base)
-                res = repr(r[:2]).encode()
-            except Exception as ex:
-                res = repr(ex).encode()
-            os.write(wr, res)
-            os._exit(0)
-        os.close(wr)
-        res = os.read(rd, 300)
-        os.close(rd)
-        os.waitpid(pid, 0)
+        res = as_uid(lambda: repr(rereg(Client(B.sock, version=3), **base)[:2]).encode())
         want = repr(("error", -errno.EEXIST)).encode()
         check(res == want, f"uid 65534 REREGs root's restored rx_token -> ERROR EEXIST ({res.decode()})")
     else:
