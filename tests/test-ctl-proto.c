@@ -25,6 +25,16 @@ static bool fd_open(int fd) {
         return fcntl(fd, F_GETFD) >= 0;
 }
 
+/* Descriptors open below 256: the receiver of the rejected messages is this process,
+ * so a leak shows here. */
+static int count_fds(void) {
+        int n = 0;
+
+        for (int fd = 0; fd < 256; fd++)
+                n += fd_open(fd);
+        return n;
+}
+
 /* Send raw bytes (and optionally fds) on sp[0], receive/decode on sp[1]. */
 static int roundtrip_raw(const void *buf, size_t len, const int *fds, size_t nfds, enum smc_ctl_dir dir,
                          union smc_ctl_msg *out, int *out_fds) {
@@ -192,9 +202,7 @@ static void test_bad(void) {
         uint8_t big[SMC_CTL_MAX_MSG + 64];
         int pfd[2];
 
-        int fds_before = 0;
-        for (int fd = 0; fd < 256; fd++)
-                fds_before += fd_open(fd);
+        int fds_before = count_fds();
         if (pipe(pfd) < 0)
                 abort();
 
@@ -301,9 +309,7 @@ static void test_bad(void) {
         /* the fds we sent in rejected messages were closed by the receiver: only our
          * own pipe ends are open, and nothing leaked (the receiver is this process,
          * so count open fds) */
-        int open_fds = 0;
-        for (int fd = 0; fd < 256; fd++)
-                open_fds += fd_open(fd);
+        int open_fds = count_fds();
         CHECK(open_fds == fds_before + 2, "fds open after rejects: %d, before %d + 2", open_fds, fds_before);
         close(pfd[0]);
         close(pfd[1]);
@@ -315,8 +321,7 @@ static void test_versions(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
 
-        for (int fd = 0; fd < 256; fd++)
-                fds_before += fd_open(fd);
+        fds_before = count_fds();
         if (pipe(pfd) < 0)
                 abort();
         int three[3] = { pfd[0], pfd[1], pfd[0] }, one[1] = { pfd[0] };
@@ -428,8 +433,7 @@ static void test_versions(void) {
         expect_bad("fallback without params", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
         close(pfd[0]);
         close(pfd[1]);
-        for (int fd = 0; fd < 256; fd++)
-                fds_after += fd_open(fd);
+        fds_after = count_fds();
         CHECK(fds_after == fds_before, "fds open after the version checks: %d, before %d", fds_after, fds_before);
 }
 
@@ -447,8 +451,7 @@ static void test_fallback(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
 
-        for (int fd = 0; fd < 256; fd++)
-                fds_before += fd_open(fd);
+        fds_before = count_fds();
         if (pipe(pfd) < 0)
                 abort();
         CHECK(smc_ctl_msg_size(SMC_CTL_FALLBACK) == 72 && smc_ctl_msg_size_v(SMC_CTL_FALLBACK, 2) == 72 &&
@@ -538,8 +541,7 @@ static void test_fallback(void) {
 
         close(pfd[0]);
         close(pfd[1]);
-        for (int fd = 0; fd < 256; fd++)
-                fds_after += fd_open(fd);
+        fds_after = count_fds();
         CHECK(fds_after == fds_before, "fds open after the FALLBACK checks: %d, before %d", fds_after, fds_before);
 }
 
@@ -568,8 +570,7 @@ static void test_v3(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
 
-        for (int fd = 0; fd < 256; fd++)
-                fds_before += fd_open(fd);
+        fds_before = count_fds();
         if (pipe(pfd) < 0)
                 abort();
         int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] }, three[3] = { pfd[0], pfd[1], pfd[0] },
@@ -1001,8 +1002,7 @@ static void test_v3(void) {
 
         close(pfd[0]);
         close(pfd[1]);
-        for (int fd = 0; fd < 256; fd++)
-                fds_after += fd_open(fd);
+        fds_after = count_fds();
         CHECK(fds_after == fds_before, "fds open after the v3 checks: %d, before %d", fds_after, fds_before);
 }
 
@@ -1024,8 +1024,7 @@ static void test_rereg(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = 0, fds_after = 0;
 
-        for (int fd = 0; fd < 256; fd++)
-                fds_before += fd_open(fd);
+        fds_before = count_fds();
         if (pipe(pfd) < 0)
                 abort();
         int one[1] = { pfd[0] };
@@ -1167,8 +1166,7 @@ static void test_rereg(void) {
 
         close(pfd[0]);
         close(pfd[1]);
-        for (int fd = 0; fd < 256; fd++)
-                fds_after += fd_open(fd);
+        fds_after = count_fds();
         CHECK(fds_after == fds_before, "fds open after the REREG checks: %d, before %d", fds_after, fds_before);
 }
 
