@@ -1017,16 +1017,17 @@ SMC_PUBLIC int smc_bind(int fd, const struct sockaddr *addr, socklen_t len) {
 /* Register the TCP listener s->fd with smcd and turn s->fd into the epoll fd.
  * Caller holds s->lock; the state is LISTEN_TCP. On failure the listener stays
  * plain TCP. */
-static int listen_register(struct smc_sock *s, int backlog) {
+/* LISTEN for @s, whose listening TCP socket is @tcp: its address, @backlog and the
+ * app's buffer sizes. Returns the accept channel (*reply: the LISTEN_REPLY), or
+ * -ENOTCONN (smcd away), smcd's ERROR, -EPROTO, or the errno of getsockname(). */
+static int listen_request(struct smc_sock *s, int tcp, int backlog, union smc_ctl_msg *reply) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        union smc_ctl_msg m, reply;
+        union smc_ctl_msg m;
         int fds[SMC_CTL_MAX_FDS];
-        int n, r, hidden = -1, ep = -1, chan, fdfl, fl;
-        struct epoll_event ev = { .events = EPOLLIN };
-        bool cloexec, nonblock;
+        int n, r;
 
-        if (sys_getsockname(s->fd, (struct sockaddr *) &ss, &sl) < 0)
+        if (sys_getsockname(tcp, (struct sockaddr *) &ss, &sl) < 0)
                 return -errno;
         smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
         r = smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl);
@@ -1036,15 +1037,49 @@ static int listen_register(struct smc_sock *s, int backlog) {
         /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
         m.listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
-        n = smc_ctl_client_call(&m, &s->fd, 1, &reply, fds);
+        n = smc_ctl_client_call(&m, &tcp, 1, reply, fds);
         if (n < 0)
                 return n;
-        if (reply.hdr.type != SMC_CTL_LISTEN_REPLY || n != 1) {
+        if (reply->hdr.type != SMC_CTL_LISTEN_REPLY || n != 1) {
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
-                return reply.hdr.type == SMC_CTL_ERROR ? reply.error.error : -EPROTO;
+                return reply->hdr.type == SMC_CTL_ERROR ? reply->error.error : -EPROTO;
         }
-        chan = fds[0];
+        return fds[0];
+}
+
+/* Give back a listener we cannot use: UNLISTEN, refuse what was queued meanwhile,
+ * close the channel. */
+static void listen_undo(uint64_t listener_id, int chan) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS];
+        int n;
+
+        smc_ctl_init(&m, SMC_CTL_UNLISTEN, 0);
+        m.unlisten.listener_id = listener_id;
+        n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        chan_drain(chan);
+        sys_close(chan);
+}
+
+/* What a LISTEN_REPLY @reply told, into @s. */
+static void listen_take_reply(struct smc_sock *s, const union smc_ctl_msg *reply) {
+        s->listener_id = reply->listen_reply.listener_id;
+        s->listen_instance = smc_ctl_client_instance();
+        s->listen_smcr = reply->hdr.version >= 3 && (reply->listen_reply.flags & SMC_CTL_LISTEN_SMCR);
+}
+
+static int listen_register(struct smc_sock *s, int backlog) {
+        union smc_ctl_msg reply;
+        int r, hidden = -1, ep = -1, chan, fdfl, fl;
+        struct epoll_event ev = { .events = EPOLLIN };
+        bool cloexec, nonblock;
+
+        chan = listen_request(s, s->fd, backlog, &reply);
+        if (chan < 0)
+                return chan;
 
         fdfl = sys_fcntl(s->fd, F_GETFD, 0);
         fl = sys_fcntl(s->fd, F_GETFL, 0);
@@ -1088,9 +1123,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         (void) set_nonblock(hidden, true);
         s->hidden = hidden;
         s->chan = chan;
-        s->listener_id = reply.listen_reply.listener_id;
-        s->listen_instance = smc_ctl_client_instance();
-        s->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
+        listen_take_reply(s, &reply);
         s->listen_pid = getpid();
         s->listen_backlog = backlog;
         s->listen_fork_gen = atomic_load(&fork_gen);
@@ -1104,13 +1137,7 @@ fail:
                 sys_close(ep);
         if (hidden >= 0)
                 sys_close(hidden);
-        smc_ctl_init(&m, SMC_CTL_UNLISTEN, 0);
-        m.unlisten.listener_id = reply.listen_reply.listener_id;
-        n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
-        for (int i = 0; i < n; i++)
-                sys_close(fds[i]);
-        chan_drain(chan);
-        sys_close(chan);
+        listen_undo(reply.listen_reply.listener_id, chan);
         return r;
 }
 
@@ -1197,54 +1224,28 @@ static uint64_t now_ms(void) {
 }
 
 static void listen_reregister(struct smc_sock *l) {
-        union smc_ctl_msg m, reply;
-        int fds[SMC_CTL_MAX_FDS];
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
+        union smc_ctl_msg reply;
         struct epoll_event ev = { .events = EPOLLIN };
         uint64_t now = now_ms();
-        int n;
+        int chan;
 
         if (l->chan >= 0 || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 || getpid() != l->listen_pid ||
             atomic_load(&fork_gen) != l->listen_fork_gen || geteuid() != l->listen_euid ||
             (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
                 return;
         l->relisten_ms = now;
-        if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
-                return;
-        smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
-        if (smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl) < 0)
-                return;
-        m.listen.backlog = l->listen_backlog < 0 ? 0 : (uint32_t) l->listen_backlog;
-        m.listen.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
-        m.listen.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
-        n = smc_ctl_client_call(&m, &l->hidden, 1, &reply, fds);
-        if (n < 0) {
-                smc_debug("accept fd %d: smcd still away (%s): the listener stays TCP", l->fd, strerror(-n));
+        chan = listen_request(l, l->hidden, l->listen_backlog, &reply);
+        if (chan < 0) {
+                smc_debug("accept fd %d: LISTEN again failed (%s): the listener stays TCP", l->fd, strerror(-chan));
                 return;
         }
-        if (reply.hdr.type != SMC_CTL_LISTEN_REPLY || n != 1) {
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                smc_debug("accept fd %d: LISTEN again refused (%d): the listener stays TCP", l->fd,
-                          reply.hdr.type == SMC_CTL_ERROR ? reply.error.error : -EPROTO);
+        ev.data.fd = chan;
+        if (sys_epoll_ctl(l->fd, EPOLL_CTL_ADD, chan, &ev) < 0) {
+                listen_undo(reply.listen_reply.listener_id, chan);
                 return;
         }
-        ev.data.fd = fds[0];
-        if (sys_epoll_ctl(l->fd, EPOLL_CTL_ADD, fds[0], &ev) < 0) {
-                smc_ctl_init(&m, SMC_CTL_UNLISTEN, 0);
-                m.unlisten.listener_id = reply.listen_reply.listener_id;
-                chan_drain(fds[0]);
-                sys_close(fds[0]);
-                n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                return;
-        }
-        l->chan = fds[0];
-        l->listener_id = reply.listen_reply.listener_id;
-        l->listen_instance = smc_ctl_client_instance();
-        l->listen_smcr = reply.hdr.version >= 3 && (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR);
+        l->chan = chan;
+        listen_take_reply(l, &reply);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
                   (unsigned long long) l->listener_id);
 }
