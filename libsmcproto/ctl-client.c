@@ -293,8 +293,21 @@ static int ensure_locked(void) {
                         }
                         return connect_locked();
                 }
-                if (ctl_version)
+                if (ctl_version) {
+                        /* smcd gone since our last request (it restarted): its end
+                         * is closed, ours reads EOF. Find out now, not from the send
+                         * (a fire-and-forget CLOSE would be lost, and REREG would go
+                         * unsent): one poll(2) per request */
+                        struct pollfd p = { .fd = ctl_fd, .events = POLLIN | POLLRDHUP };
+
+                        if (!ctl_reading && sys_poll(&p, 1, 0) == 1 &&
+                            (p.revents & (POLLHUP | POLLERR | POLLRDHUP))) {
+                                smc_debug("ctl: the control connection hung up (smcd gone): connecting again");
+                                drop_locked();
+                                continue;
+                        }
                         return 0;
+                }
                 /* Another thread's HELLO is under way: connect_locked() waits for its
                  * reply with the lock dropped. No request may go out before it is
                  * answered (the version is not known yet, and smcd wants HELLO first):
@@ -393,16 +406,24 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         if (!req)
                 return -EINVAL;
         pthread_mutex_lock(&ctl_lock);
-        r = ensure_locked();
-        if (r >= 0) {
+        for (unsigned attempt = 0;; attempt++) {
+                bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
+
+                r = ensure_locked();
+                if (r < 0)
+                        break;
                 req->hdr.seq = next_seq_locked();
                 r = smc_ctl_set_version(req, ctl_version);
                 if (r >= 0)
                         r = smc_ctl_send(ctl_fd, req, NULL, 0, 0);
-                if (r < 0 && r != -EINVAL && r != -EMSGSIZE) {
-                        drop_locked();
-                        r = -ENOTCONN;
-                }
+                if (r >= 0 || r == -EINVAL || r == -EMSGSIZE)
+                        break;
+                drop_locked();
+                /* as smc_ctl_client_call_timeout(): nothing was sent, once more */
+                if (!fresh && attempt == 0 && (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN))
+                        continue;
+                r = -ENOTCONN;
+                break;
         }
         pthread_mutex_unlock(&ctl_lock);
         return r;

@@ -15,7 +15,10 @@
 #     re-register it (REREG, on their first request to it: here the client's side
 #     connection and the server's listener registering again): both endpoints joined
 #     into one connection (stats: rereg_total 2, restored_current 2, conns_current 1),
-#     and their closes are known closes (close_unknown 0, restored_current 0).
+#     and their closes are known closes (close_unknown 0, restored_current 0);
+#   - a process that asks the new smcd nothing before it closes its connection (its
+#     control connection still goes to the killed smcd) re-registers it at the close
+#     and the close is counted (rereg_total 4 with its server's endpoint).
 #   - `smcctl -j connections` (on a private system bus) lists the two restored
 #     endpoints: state "restored", mode SMCD, the transfer's ports, null byte counters.
 # Args: SMCD LIBSMCRUN SMCRUN SMCCTL
@@ -86,6 +89,15 @@ for _ in $(seq 60); do
 done
 [ "$n" = 1 ] && ok "the transfer is SMC-D (smcd counts 1 server connection)" \
         || nok "the transfer is not SMC-D: conns_server $n"
+# a connection whose process then waits, asking smcd nothing, until it closes
+run python3 "$here/apps/restart-xfer.py" hold "$port" "$tmp/go" >"$tmp/hold.out" 2>&1 &
+hold=$!
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" = 2 ] && break
+        sleep 0.25
+done
+[ "$n" = 2 ] || nok "the second connection is not SMC-D: conns_server $n"
 
 # restart 1: SIGTERM (a clean stop), a connection while smcd is away, start again
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
@@ -114,12 +126,14 @@ ok*) ok "a side connection during the transfer, after the restarts: $side" ;;
 esac
 # (the server registers again on its accept() after the one that returned the side
 # connection: perhaps after the side connection's answer)
-for _ in $(seq 50); do [ "$(stat rereg_total)" = 2 ] && break; sleep 0.1; done
+# Re-registered now: the transfer's two endpoints (joined) and the server's end of
+# the waiting connection (its client asked nothing yet)
+for _ in $(seq 50); do [ "$(stat rereg_total)" = 3 ] && break; sleep 0.1; done
 if kill -0 "$long" 2>/dev/null; then
         rr=$(stat rereg_total) rc=$(stat restored_current) cc=$(stat conns_current)
-        [ "$rr" = 2 ] && [ "$rc" = 2 ] && [ "$cc" = 1 ] &&
-                ok "the new smcd knows the transfer's connection again (rereg_total 2, restored_current 2, conns_current 1)" ||
-                nok "after re-registration: rereg_total $rr restored_current $rc conns_current $cc (want 2 2 1)"
+        [ "$rr" = 3 ] && [ "$rc" = 3 ] && [ "$cc" = 2 ] &&
+                ok "the new smcd knows the connections again (rereg_total 3: the transfer's two ends joined, the waiting one's server end; conns_current 2)" ||
+                nok "after re-registration: rereg_total $rr restored_current $rc conns_current $cc (want 3 3 2)"
         # smcctl connections: both restored endpoints, the transfer's ports
         for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
         if "$smcctl" -j connections >"$tmp/conns.json" 2>"$tmp/conns.err" &&
@@ -127,25 +141,36 @@ if kill -0 "$long" 2>/dev/null; then
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
 port = int(sys.argv[2])
-assert len(rows) == 2, rows
+assert len(rows) == 3, rows
 assert all(r["state"] == "restored" for r in rows), rows
 assert all(r["bytes_tx"] is None and r["bytes_rx"] is None for r in rows), rows
-assert sorted(r["role"] for r in rows) == ["client", "server"], rows
-srv = [r for r in rows if r["role"] == "server"][0]
+assert sorted(r["role"] for r in rows) == ["client", "server", "server"], rows
 cli = [r for r in rows if r["role"] == "client"][0]
+srv = [r for r in rows if r["role"] == "server" and r["peer"] == cli["local"]][0]
 assert srv["local"].endswith(":%d" % port) and cli["peer"].endswith(":%d" % port), rows
 assert srv["peer"] == cli["local"], rows
 assert cli["sndbuf"] == srv["rmb"] and cli["rmb"] == srv["sndbuf"], rows
 print("%s <-> %s, rings %d/%d" % (cli["local"], cli["peer"], cli["rmb"], cli["sndbuf"]))
 PY
         then
-                ok "smcctl connections lists both restored endpoints: $(cat "$tmp/conns.out")"
+                ok "smcctl connections lists the three restored endpoints, the transfer's two crosswise: $(cat "$tmp/conns.out")"
         else
                 nok "smcctl connections after re-registration: $(cat "$tmp/conns.err" "$tmp/conns.out") $(cat "$tmp/conns.json" 2>/dev/null)"
         fi
 else
         nok "the long transfer ended before the re-registration could be checked (slow machine?)"
 fi
+
+# the waiting connection goes on and closes: its first request to the new smcd
+touch "$tmp/go"
+if wait "$hold"; then
+        ok "the waiting connection, across both restarts: $(cat "$tmp/go.done")"
+else
+        nok "the waiting connection: $(cat "$tmp/go.done" "$tmp/hold.out" 2>/dev/null)"
+fi
+rr=$(stat rereg_total)
+[ "$rr" = 4 ] && ok "its close re-registered it first (rereg_total 4)" ||
+        nok "the waiting connection's close did not re-register it: rereg_total $rr (want 4)"
 
 if wait "$long"; then
         ok "256 MiB across two smcd restarts (SIGTERM, SIGKILL), then 3 more connections from that process, checked: $(tr '\n' ' ' <"$tmp/long.out")"

@@ -14,6 +14,11 @@
 #       TRIGGER.done (this process's first request to a restarted smcd).
 #       Prints "ok <bytes> <sha256>" per connection and exits 0, or prints the
 #       difference, exit 1.
+#   restart-xfer.py hold PORT GOFILE
+#       one connection of 2 MiB: the first half at once, the second half once the
+#       file GOFILE exists, then "ok ..." or the difference into GOFILE.done. Between
+#       the halves the process asks smcd nothing (after a restart its close is its
+#       first request to the new smcd).
 import hashlib
 import socket
 import sys
@@ -71,7 +76,21 @@ def client(port, total, seconds, more=0, trigger=None):
     return r
 
 
-def one(port, total, seconds, out=print):
+def hold(port, gofile):
+    import os
+
+    def wait_go():
+        while not os.path.exists(gofile):
+            time.sleep(0.05)
+    out = []
+    r = one(port, 2 << 20, 0, out.append, halfway=wait_go)
+    with open(gofile + ".done.tmp", "w") as f:
+        f.write(("" if r == 0 else "failed: ") + " ".join(out))
+    os.rename(gofile + ".done.tmp", gofile + ".done")
+    return r
+
+
+def one(port, total, seconds, out=print, halfway=None):
     s = socket.create_connection(("127.0.0.1", port))
     block = hashlib.sha256(b"smcd").digest() * 8192  # 256 KiB
     h = hashlib.sha256()
@@ -84,6 +103,8 @@ def one(port, total, seconds, out=print):
         chunk = (b"%016d" % i) + block[16:n]
         s.sendall(chunk[:n])
         h.update(chunk[:n])
+        if halfway and sent < total // 2 <= sent + n:
+            halfway()
         sent += n
         i += 1
         # pace: at sent/total of the way, be at that fraction of SECONDS
@@ -109,6 +130,8 @@ def one(port, total, seconds, out=print):
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(sys.argv[2])
+    elif sys.argv[1] == "hold":
+        sys.exit(hold(int(sys.argv[2]), sys.argv[3]))
     else:
         sys.exit(client(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
                         int(sys.argv[5]) if len(sys.argv) > 5 else 0,
