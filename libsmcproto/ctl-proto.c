@@ -294,10 +294,15 @@ static int decode_body(const union smc_ctl_msg *m) {
         case SMC_CTL_ADOPT:
                 return m->adopt.conn_id ? 0 : -EBADMSG;
         case SMC_CTL_REREG:
+                /* an established connection of an smcd that writes DMB tokens (any
+                 * smcd that tells an instance does): two different tokens, both
+                 * addresses of one family with a port */
                 if (!m->rereg.conn_id || !m->rereg.instance ||
                     (m->rereg.role != SMC_CTL_ROLE_CLIENT && m->rereg.role != SMC_CTL_ROLE_SERVER) ||
-                    !ring_size_ok(m->rereg.rx_size) || !ring_size_ok(m->rereg.tx_size) ||
-                    !addr_ok(&m->rereg.local, false) || !addr_ok(&m->rereg.peer, false))
+                    !ring_size_ok(m->rereg.rx_size) || !ring_size_ok(m->rereg.tx_size) || !m->rereg.rx_token ||
+                    !m->rereg.tx_token || m->rereg.rx_token == m->rereg.tx_token ||
+                    !addr_ok(&m->rereg.local, false) || !addr_ok(&m->rereg.peer, false) ||
+                    m->rereg.local.family != m->rereg.peer.family || !m->rereg.local.port || !m->rereg.peer.port)
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_REREG_REPLY:

@@ -156,9 +156,10 @@
  *                      new smcd holds nothing of the connection (it does not have its
  *                      buffers), so the connection's life does not depend on it
  *                      (smcd(8), RESTARTS). Reply REREG_REPLY (the new id; the same id
- *                      again for a second REREG of the same tokens by the same uid, as
- *                      from a forked copy), or ERROR (-EMFILE: the uid's endpoint
- *                      limit; -EPROTO: the instance is this smcd's own).
+ *                      again for a second REREG of the same endpoint, same tokens, role,
+ *                      sizes and uid, as from a forked copy), or ERROR (-EMFILE: the
+ *                      uid's endpoint limit; -EPROTO: the instance is this smcd's own;
+ *                      -EEXIST: another endpoint has this rx_token).
  *   REREG_REPLY  D->C  (v3) the endpoint's new id. No fds.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
@@ -361,14 +362,15 @@ struct smc_ctl_adopt {
 struct smc_ctl_rereg {
         struct smc_ctl_hdr hdr;
         uint64_t conn_id;   /* the id the earlier smcd gave the endpoint (logs only) */
-        uint64_t rx_token;  /* DMB token in our rx DMB's header (dmb.h), 0 = none */
-        uint64_t tx_token;  /* ... and in the peer's DMB, which we write */
+        uint64_t rx_token;  /* DMB token in our rx DMB's header (dmb.h), not 0 */
+        uint64_t tx_token;  /* ... and in the peer's DMB, which we write (not 0, and
+                             * not rx_token) */
         uint32_t role;      /* enum smc_ctl_role */
         uint32_t instance;  /* the earlier smcd's HELLO_REPLY.instance, not 0 */
         uint32_t rx_size;   /* ring bytes of our DMB (16 KiB .. 1 MiB, a power of two) */
         uint32_t tx_size;   /* ring bytes of the peer's DMB */
-        struct smc_ctl_addr local;
-        struct smc_ctl_addr peer;
+        struct smc_ctl_addr local; /* the endpoint's address and its peer's: one family, */
+        struct smc_ctl_addr peer;  /* ports not 0 */
 };
 
 /* REREG_REPLY (v3): the endpoint's id with this smcd (CLOSE takes it from now on). */

@@ -604,10 +604,16 @@ static _Atomic uint32_t rereg_done; /* the instance every socket was offered to 
 
 /* Does @s (lock held) need a REREG with smcd instance @inst? Only the SMC-D sockets
  * set up by another smcd that told its instance, with a known role, whose endpoint
- * is of our uid (as CLOSE: smcd accepts requests for an endpoint from its uid). */
+ * is of our uid (as CLOSE: smcd accepts requests for an endpoint from its uid), and
+ * that no other descriptor or process may hold (no fork or dup since the set-up):
+ * the close of a shared copy sends no CLOSE (smcd learns the last close from the Y
+ * it holds, and the new smcd holds none), so a shared restored endpoint would stay
+ * listed, or end with the first process that re-registered it. */
 static bool rereg_wanted(struct smc_sock *s, uint32_t inst) {
         return sock_state(s) == SOCK_SMCD && !s->smcr && s->conn_instance != 0 && s->conn_instance != inst &&
-               s->conn_role >= 0 && s->ep.rx_hdr && s->ep.tx_hdr && geteuid() == s->conn_euid;
+               s->conn_fork_gen == atomic_load(&fork_gen) &&
+               s->conn_role >= 0 && s->ep.rx_hdr && s->ep.tx_hdr && s->ep.rx_hdr->token && s->ep.tx_hdr->token &&
+               geteuid() == s->conn_euid;
 }
 
 /* Send REREG for @s (lock held) to smcd instance @inst. On REREG_REPLY, s->conn_id

@@ -352,7 +352,7 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         }
         uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
         if (conn->restored) {
-                if (conn->token[side] && u64map_get(m->restored, conn->token[side]) == e)
+                if (u64map_get(m->restored, conn->token[side]) == e)
                         u64map_remove(m->restored, conn->token[side]);
                 m->stats.restored_current--;
         }
@@ -831,8 +831,9 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                                          req->conn_id);
         /* the same endpoint again (a copy in a forked process, or a retry after a lost
          * reply): the same id */
-        if (req->rx_token && (e = u64map_get(m->restored, req->rx_token))) {
-                if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed)
+        if ((e = u64map_get(m->restored, req->rx_token))) {
+                if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed ||
+                    e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size)
                         return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                                  "another endpoint was re-registered with this DMB token");
                 if (!e->owner) {
@@ -851,8 +852,7 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
          * and whose tx DMB is ours, of the same sizes (each endpoint is accounted to
          * its uid with the size it gave and released with conn->rsize[side]: a peer
          * that told other sizes must not set them) */
-        if (req->tx_token && req->rx_token)
-                p = u64map_get(m->restored, req->tx_token);
+        p = u64map_get(m->restored, req->tx_token);
         if (p && ep_side(p) == !side && !p->closed && p->conn->token[side] == req->rx_token &&
             p->conn->ep[side].id == 0 && p->conn->rsize[side] == req->rx_size &&
             p->conn->rsize[!side] == req->tx_size) {
@@ -877,7 +877,7 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
         e = &conn->ep[side];
         e->id = manager_new_endpoint_id(m);
         r = u64map_put(m->endpoints, e->id, e);
-        if (r >= 0 && req->rx_token) {
+        if (r >= 0) {
                 r = u64map_put(m->restored, req->rx_token, e);
                 if (r < 0)
                         u64map_remove(m->endpoints, e->id);

@@ -245,7 +245,7 @@ struct Conn {
          * joins it when its tokens match crosswise. */
         bool restored;
         uint32_t rsize[2];  /* restored: ring bytes of ep[i]'s rx DMB */
-        uint64_t token[2];  /* restored: DMB token of ep[i]'s rx DMB (dmb.h), 0 = none */
+        uint64_t token[2];  /* restored: DMB token of ep[i]'s rx DMB (dmb.h), not 0 */
 };
 
 struct Manager {

@@ -1069,9 +1069,29 @@ static void test_rereg(void) {
         c.rereg.rx_size = 1u << 20; /* the limits: 16 KiB .. 1 MiB */
         c.rereg.tx_size = 16384;
         expect_bad("REREG server, 1 MiB / 16 KiB", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        /* tokens: an smcd that tells an instance writes two different ones */
         c = m;
-        c.rereg.rx_token = c.rereg.tx_token = 0; /* an endpoint of an smcd without tokens */
-        expect_bad("REREG with tokens 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        c.rereg.rx_token = 0;
+        expect_bad("REREG rx_token 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.tx_token = 0;
+        expect_bad("REREG tx_token 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.tx_token = c.rereg.rx_token;
+        expect_bad("REREG with equal tokens", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        /* an established connection: ports, one family */
+        c = m;
+        c.rereg.local.port = 0;
+        expect_bad("REREG local port 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.rereg.peer.port = 0;
+        expect_bad("REREG peer port 0", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        memset(&c.rereg.local, 0, sizeof(c.rereg.local));
+        c.rereg.local.family = AF_INET6;
+        c.rereg.local.port = 40000;
+        c.rereg.local.addr[15] = 1;
+        expect_bad("REREG IPv6 local, IPv4 peer", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.rereg.instance = UINT32_MAX;
         c.rereg.conn_id = UINT64_MAX;

@@ -18,7 +18,7 @@ the per-uid limit on control connections, fast teardown of many clients that exi
 once, no busy loop when accept4 runs out of fds, config file / runtime directory
 errors, and HELLO_REPLY.instance with REREG (version 3: the endpoints of a connection
 set up by an earlier smcd re-registered with a restarted one, joined by their DMB
-tokens; errors, the per-uid limit, client death, tokens 0).
+tokens; errors, the per-uid limit, client death, values no library sends).
 """
 
 import array
@@ -1699,23 +1699,27 @@ def _run_rereg_checks(binary, start, daemons):
           f"+{s['conns_aborted'] - s0['conns_aborted']})")
     fc.s.close()
 
-    # ---- 6. tokens 0 (an endpoint of an smcd that wrote no tokens): never joined
+    # ---- 6. what no library sends: tokens 0 or equal, port 0, mixed families; the same
+    # endpoint again with other sizes
     s0 = B.stats()["smcd"]
     g = Client(B.sock, version=3)
-    r1 = rereg(g, **dict(base, rx_token=0, tx_token=0, local=("127.0.0.1", 40013), peer=("127.0.0.1", 8080)))
-    r2 = rereg(g, **dict(base, rx_token=0, tx_token=0, role=ROLE_SERVER, local=("127.0.0.1", 8080),
-                         peer=("127.0.0.1", 40013)))
-    check(r1[0] == r2[0] == "reply" and r1[1] != r2[1], f"REREGs with tokens 0, both roles -> two ids ({r1}, {r2})")
-    s = B.stats(lambda s: s["smcd"]["restored_current"] == 2)["smcd"]
-    check(s["conns_current"] == 2 and s["restored_current"] == 2 and s["conns_client_current"] == 1 and
-          s["conns_server_current"] == 1,
-          f"... not joined: conns_current {s['conns_current']} (2), restored_current {s['restored_current']}")
-    g.close_conn(r1[1])
-    g.close_conn(r2[1])
-    check(round_trip_clean(g), "... CLOSE of both: no ERROR")
-    s = B.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
-    check(s["conns_current"] == 0 and s["conns_closed"] == s0["conns_closed"] + 2,
-          f"... two connections closed (+{s['conns_closed'] - s0['conns_closed']})")
+    for what, kw in (("rx_token 0", dict(rx_token=0)), ("tx_token 0", dict(tx_token=0)),
+                     ("equal tokens", dict(tx_token=base["rx_token"])),
+                     ("local port 0", dict(local=("127.0.0.1", 0))), ("peer port 0", dict(peer=("127.0.0.1", 0))),
+                     ("IPv6 local, IPv4 peer", dict(local=("::1", 40013)))):
+        r = rereg(g, **dict(base, **kw))
+        check(is_err(r, errno.EBADMSG), f"REREG with {what} -> ERROR EBADMSG {r[:2]}")
+    r = rereg(g, **dict(base, rx_token=0x5EC0DE0000000301, tx_token=0x5EC0DE0000000302, local=("127.0.0.1", 40013)))
+    check(r[0] == "reply", f"a valid REREG after them -> REREG_REPLY {r[:2]}")
+    r2 = rereg(g, **dict(base, rx_token=0x5EC0DE0000000301, tx_token=0x5EC0DE0000000302, local=("127.0.0.1", 40013),
+                         rx_size=16384))
+    check(is_err(r2, errno.EEXIST), f"the same tokens with another ring size -> ERROR EEXIST {r2[:2]}")
+    s = B.stats()["smcd"]
+    check(s["rereg_total"] == s0["rereg_total"] + 1 and s["restored_current"] == s0["restored_current"] + 1,
+          f"... one endpoint registered (rereg_total +{s['rereg_total'] - s0['rereg_total']})")
+    if r[0] == "reply":
+        g.close_conn(r[1])
+    check(round_trip_clean(g), "... its CLOSE: no ERROR")
     g.s.close()
 
     # B still serves SMC-D set-ups of its own (its own endpoints carry tokens, too)
