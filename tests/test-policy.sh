@@ -79,7 +79,21 @@ conn() {
 }
 # the mode and reason of the client end: "1 0x00000000" (SMC-D) or "2 0x0b010000" ...
 client_of() { python3 -c 'import json,sys; c = json.loads(sys.argv[1])["client"]; print(c["mode"], c["reason"])' "$1" 2>/dev/null; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# a free port below the ephemeral range (32768..): a port the kernel handed out could
+# be taken as a source port by another test's connections before we bind it
+free_port() {
+        python3 -c 'import errno, random, socket
+for _ in range(1000):
+    p = random.randrange(20000, 32000)
+    try:
+        socket.socket().bind(("127.0.0.1", p))
+        socket.socket(socket.AF_INET6).bind(("::1", p))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            continue
+    print(p)
+    break'
+}
 # count of fallback reason NAME in smcctl -j stats (0 if absent)
 fallbacks() {
         "$smcctl" -j stats | python3 -c '
