@@ -296,24 +296,21 @@ static int client_process_one(Client *c) {
         }
 }
 
-static void client_on_io(Client *c) {
-        int r;
+/* Handle one message of @c. Returns true if @c may have more (it is still there),
+ * false if it has none or was dropped (freed). */
+static bool client_on_io_one(Client *c) {
+        int r = client_process_one(c);
 
-        for (unsigned i = 0; i < CLIENT_BATCH; i++) {
-                r = client_process_one(c);
-                if (r > 0)
-                        return;
-                if (r < 0)
-                        goto dead;
-        }
-        return; /* more to read: the inner epoll is level triggered, we come back */
-
-dead:
+        if (r == 0)
+                return true;
+        if (r > 0)
+                return false;
         if (r == -ECONNRESET)
                 log_debug("Client %" PRIu64 " (pid %d) disconnected.", c->id, (int) c->pid);
         else
                 log_debug_errno(r, "Disconnecting client %" PRIu64 " (pid %d): %m", c->id, (int) c->pid);
         client_free(c, true);
+        return false;
 }
 
 /* ---- the inner epoll of client sockets and accept channels ---- */
@@ -343,6 +340,54 @@ void manager_unwatch(Manager *m, int fd, uint64_t key) {
  * found by key, so an event of one freed earlier in the batch (a listener of a
  * client that died just before) is dropped. Level triggered: whatever is left, or
  * ready beyond the batch, wakes us again. */
+/* The ready clients of one wakeup (@ev, @n: client keys have neither WATCH_* bit), in
+ * rounds: each round takes one message from each uid that has a ready client, from its
+ * clients in turn. So one uid with many processes (a connect flood) has one request
+ * ahead of another uid's, not one per process. A client has up to CLIENT_BATCH
+ * messages handled per wakeup; what is left waits for the next (the inner epoll is
+ * level triggered). */
+static void clients_on_io(Manager *m, const struct epoll_event *ev, int n) {
+        uint64_t keys[WATCH_BATCH];
+        unsigned done[WATCH_BATCH]; /* messages handled per ready client */
+        size_t nkeys = 0;
+
+        for (int i = 0; i < n; i++)
+                if (!(ev[i].data.u64 & (WATCH_LISTENER | WATCH_ENDPOINT))) {
+                        done[nkeys] = 0;
+                        keys[nkeys++] = ev[i].data.u64;
+                }
+        while (nkeys > 0) {
+                uid_t served[WATCH_BATCH];
+                size_t nserved = 0, kept = 0;
+
+                for (size_t i = 0; i < nkeys; i++) {
+                        Client *c = u64map_get(m->watches, keys[i]);
+                        bool more, again = false;
+
+                        if (!c)
+                                continue; /* freed meanwhile */
+                        for (size_t j = 0; j < nserved; j++)
+                                if (served[j] == c->uid) {
+                                        again = true;
+                                        break;
+                                }
+                        if (again) {
+                                /* its uid had its turn this round: the next round */
+                                done[kept] = done[i];
+                                keys[kept++] = keys[i];
+                                continue;
+                        }
+                        served[nserved++] = c->uid;
+                        more = client_on_io_one(c);
+                        if (more && ++done[i] < CLIENT_BATCH) {
+                                done[kept] = done[i];
+                                keys[kept++] = keys[i];
+                        }
+                }
+                nkeys = kept;
+        }
+}
+
 static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Manager *m = userdata;
         struct epoll_event ev[WATCH_BATCH];
@@ -354,25 +399,26 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
                         return 0;
                 return log_error_errno(errno, "epoll_wait on the client sockets failed: %m");
         }
+        clients_on_io(m, ev, n);
+        /* then the listeners' channels (HUP: the client closed its end) */
+        for (int i = 0; i < n; i++) {
+                uint64_t key = ev[i].data.u64;
+                void *obj;
+
+                if (!(key & WATCH_LISTENER) || !(obj = u64map_get(m->watches, key)))
+                        continue;
+                listener_on_channel_hup(obj);
+        }
         /* endpoints last: a library sends CLOSE before it closes X, so a client's
          * CLOSE ready in this batch goes first (and names the abort itself) */
-        for (int pass = 0; pass < 2; pass++)
-                for (int i = 0; i < n; i++) {
-                        uint64_t key = ev[i].data.u64;
-                        void *obj;
+        for (int i = 0; i < n; i++) {
+                uint64_t key = ev[i].data.u64;
+                void *obj;
 
-                        if (!!(key & WATCH_ENDPOINT) != (pass == 1))
-                                continue;
-                        obj = u64map_get(m->watches, key);
-                        if (!obj)
-                                continue;
-                        if (key & WATCH_LISTENER)
-                                listener_on_channel_hup(obj);
-                        else if (key & WATCH_ENDPOINT)
-                                endpoint_on_hold_hup(obj);
-                        else
-                                client_on_io(obj);
-                }
+                if (!(key & WATCH_ENDPOINT) || !(obj = u64map_get(m->watches, key)))
+                        continue;
+                endpoint_on_hold_hup(obj);
+        }
         return 0;
 }
 

@@ -41,7 +41,9 @@
  *     above, its Listeners removed, its TCP fallback entries (fallback.h) forgotten.
  *   - Control sockets and accept channels are not sd-event sources of their own:
  *     they sit in one inner epoll (Manager.watch_fd) whose readiness is one source,
- *     and each wakeup handles a bounded batch of ready fds. So N clients that hang
+ *     and each wakeup handles a bounded batch of ready fds, the clients' messages in
+ *     rounds of one per uid (manager.c clients_on_io: a uid with many processes
+ *     gets no more turns than one with one). So N clients that hang
  *     up at once cost O(N) in total, not O(N) per event loop iteration.
  *   - A Listener is removed on UNLISTEN, on HUP of its accept channel (the client
  *     closed its end) or with its client.
