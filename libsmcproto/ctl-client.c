@@ -27,6 +27,8 @@ static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
 static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 static uint32_t ctl_instance; /* HELLO_REPLY.instance; 0 while not connected */
+static bool ctl_forked;       /* we are a child of a process that had a control
+                               * connection (closed at the fork): notices connect */
 
 /* Concurrent requests (an SMCR handshake takes network round trips, and other threads
  * must not wait for it): the lock is held to send, not to wait. Every thread waiting
@@ -269,6 +271,7 @@ static int connect_locked(void) {
                 return -ENOTCONN;
         }
         ctl_version = (uint16_t) reply.hello_reply.version;
+        ctl_forked = false;
         ctl_instance = reply.hello_reply.instance;
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
@@ -435,7 +438,7 @@ static int notify(union smc_ctl_msg *req, uint16_t min_version, bool connect) {
         if (!req)
                 return -EINVAL;
         pthread_mutex_lock(&ctl_lock);
-        if ((ctl_fd >= 0 && ctl_gen != fork_gen) || (connect && ctl_fd < 0)) {
+        if ((ctl_fd >= 0 && ctl_gen != fork_gen) || ((connect || ctl_forked) && ctl_fd < 0)) {
                 /* a child of a process that talked to smcd (a pre-forked server
                  * accepting): its own connection, as its first request would open */
                 r = ensure_locked();
@@ -490,6 +493,17 @@ static void atfork_child(void) {
         if (ctl_zombie >= 0) {
                 sys_close(ctl_zombie);
                 ctl_zombie = -1;
+        }
+        /* the parent's control connection: not ours to use, and while we held a copy
+         * smcd would not see the parent's death (its SMC-R endpoints, its
+         * listeners, restored endpoints stay until we exit) */
+        if (ctl_fd >= 0) {
+                sys_close(ctl_fd);
+                ctl_fd = -1;
+                ctl_version = 0;
+                ctl_instance = 0;
+                ctl_conn_gen++;
+                ctl_forked = true;
         }
         pthread_cond_init(&ctl_cond, NULL);
         pthread_mutex_unlock(&ctl_lock);

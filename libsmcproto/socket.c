@@ -827,6 +827,11 @@ static void sock_teardown(struct smc_sock *s) {
 
                         if (inst && rereg_wanted(s, inst))
                                 (void) rereg_one(s, inst);
+                        /* not re-registered (inherited over exec, or it failed): the
+                         * new smcd does not know the id, a CLOSE would only count in
+                         * its close_unknown */
+                        if (inst && s->conn_instance != inst)
+                                tell = false;
                 }
                 abort = smc_ring_close(&s->ep);
                 if (tell)

@@ -204,19 +204,94 @@ static unsigned ep_side(const Endpoint *e) {
         return (unsigned) (e - e->conn->ep);
 }
 
+/* ---- tombs: restored connections whose one re-registered endpoint closed ---- */
+
+#define CONN_TOMB_USEC (60u * 1000000u) /* how long a tomb waits for the other REREG */
+#define CONN_TOMB_MAX 65536u            /* tombs kept at most (the oldest go first) */
+
+static void tomb_free(Manager *m, Conn *conn) {
+        for (unsigned i = 0; i < 2; i++)
+                if (conn->ep[i].id && u64map_get(m->restored, conn->token[i]) == &conn->ep[i])
+                        u64map_remove(m->restored, conn->token[i]);
+        LIST_REMOVE(tombs, m->tombs, conn);
+        m->n_tombs--;
+        free(conn);
+}
+
+static int on_tomb_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        uint64_t now = manager_now(m), oldest = 0;
+        Conn *c, *n;
+
+        LIST_FOREACH_SAFE(tombs, c, n, m->tombs) {
+                if (now - c->tomb_usec >= CONN_TOMB_USEC)
+                        tomb_free(m, c);
+                else if (!oldest || c->tomb_usec < oldest)
+                        oldest = c->tomb_usec;
+        }
+        if (oldest && sd_event_source_set_time(s, usec + (oldest + CONN_TOMB_USEC - now)) >= 0)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* Keep @conn (restored, counted, its endpoint closed, the other slot never filled)
+ * for its other endpoint's REREG. Returns false if it cannot be kept (free it). */
+static bool tomb_add(Manager *m, Conn *conn) {
+        if (m->exiting)
+                return false;
+        if (m->n_tombs >= CONN_TOMB_MAX) {
+                Conn *oldest = m->tombs;
+
+                while (oldest && oldest->tombs_next)
+                        oldest = oldest->tombs_next; /* prepended: the tail is the oldest */
+                if (oldest)
+                        tomb_free(m, oldest);
+        }
+        if (!m->tomb_timer) {
+                if (sd_event_add_time_relative(m->event, &m->tomb_timer, CLOCK_MONOTONIC, CONN_TOMB_USEC,
+                                               CONN_TOMB_USEC / 10, on_tomb_timer, m) < 0)
+                        return false;
+        } else if (!m->tombs) {
+                uint64_t t;
+
+                if (sd_event_now(m->event, CLOCK_MONOTONIC, &t) < 0 ||
+                    sd_event_source_set_time(m->tomb_timer, t + CONN_TOMB_USEC) < 0 ||
+                    sd_event_source_set_enabled(m->tomb_timer, SD_EVENT_ONESHOT) < 0)
+                        return false;
+        }
+        conn->tomb = true;
+        conn->tomb_usec = manager_now(m);
+        LIST_PREPEND(tombs, m->tombs, conn);
+        m->n_tombs++;
+        return true;
+}
+
 /* Both ends closed: count, give the buffers back (the pool's worker clears them). */
 static void conn_finish(Manager *m, Conn *conn) {
         struct smcd_dmb_counters crx, srx;
 
         if (conn->restored) {
+                unsigned lone = conn->ep[EP_CLIENT].id == 0 ? EP_SERVER : conn->ep[EP_SERVER].id == 0 ? EP_CLIENT : 2;
+
                 /* no buffers of ours, no counters we could read */
-                if (conn->ep[0].aborted || conn->ep[1].aborted)
-                        m->stats.conns_aborted++;
-                else
-                        m->stats.conns_closed++;
+                if (!conn->counted) {
+                        if (conn->ep[0].aborted || conn->ep[1].aborted)
+                                m->stats.conns_aborted++;
+                        else
+                                m->stats.conns_closed++;
+                        conn->counted = true;
+                }
                 m->stats.conns_current--;
-                free(conn);
                 manager_status_changed(m);
+                /* only one end re-registered: its peer's REREG may still come (it
+                 * learns of the close when it reads EOF, and its close re-registers
+                 * it first): keep the connection for it */
+                if (lone < 2 && tomb_add(m, conn))
+                        return;
+                for (unsigned i = 0; i < 2; i++)
+                        if (conn->ep[i].id && u64map_get(m->restored, conn->token[i]) == &conn->ep[i])
+                                u64map_remove(m->restored, conn->token[i]);
+                free(conn);
                 return;
         }
 
@@ -351,11 +426,9 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 e->owner = NULL;
         }
         uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
-        if (conn->restored) {
-                if (u64map_get(m->restored, conn->token[side]) == e)
-                        u64map_remove(m->restored, conn->token[side]);
-                m->stats.restored_current--;
-        }
+        if (conn->restored)
+                m->stats.restored_current--; /* its token stays in m->restored until the
+                                              * connection is freed (conn_finish) */
         if (side == EP_CLIENT)
                 m->stats.conns_client_current--;
         else
@@ -393,6 +466,9 @@ void conn_free_all(Manager *m) {
         }
         u64map_free(m->endpoints);
         m->endpoints = NULL;
+        while (m->tombs)
+                tomb_free(m, m->tombs);
+        m->tomb_timer = sd_event_source_disable_unref(m->tomb_timer);
 }
 
 /* Is there a local SMC listener for @dst? manager_find_listener() without moving the
@@ -833,7 +909,9 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
          * reply): the same id */
         if ((e = u64map_get(m->restored, req->rx_token))) {
                 if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed ||
-                    e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size)
+                    e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size ||
+                    memcmp(&e->local, &req->local, sizeof(e->local)) != 0 ||
+                    memcmp(&e->peer, &req->peer, sizeof(e->peer)) != 0)
                         return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                                  "another endpoint was re-registered with this DMB token");
                 if (!e->owner) {
@@ -852,12 +930,19 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
          * and whose tx DMB is ours, of the same sizes (each endpoint is accounted to
          * its uid with the size it gave and released with conn->rsize[side]: a peer
          * that told other sizes must not set them) */
+        /* ... open, or closed in a tomb (it closed before we re-registered); the
+         * ports crosswise too (addresses may differ: 0.0.0.0 dialed, 127.0.0.1 seen) */
         p = u64map_get(m->restored, req->tx_token);
-        if (p && ep_side(p) == !side && !p->closed && p->conn->token[side] == req->rx_token &&
+        if (p && ep_side(p) == !side && (!p->closed || p->conn->tomb) && p->conn->token[side] == req->rx_token &&
             p->conn->ep[side].id == 0 && p->conn->rsize[side] == req->rx_size &&
+            p->local.port == req->peer.port && p->peer.port == req->local.port &&
             p->conn->rsize[!side] == req->tx_size) {
                 conn = p->conn;
                 joined = true;
+        } else if (p && p->conn->ep[side].id != 0) {
+                /* the DMB we say we write has its writer registered already */
+                return client_send_error(c, req->hdr.seq, EEXIST, 0,
+                                         "the peer's DMB of this token has its other endpoint registered");
         } else {
                 conn = calloc(1, sizeof(*conn));
                 if (!conn)
@@ -900,7 +985,14 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                 m->stats.conns_client_current++;
         else
                 m->stats.conns_server_current++;
-        if (!joined)
+        if (joined && conn->tomb) {
+                /* its other end closed before we came: the connection was counted
+                 * as ended then (conn->counted), and ends again without a count */
+                LIST_REMOVE(tombs, m->tombs, conn);
+                m->n_tombs--;
+                conn->tomb = false;
+        }
+        if (!joined || conn->counted)
                 m->stats.conns_current++;
         m->stats.rereg_total++;
         m->stats.restored_current++;

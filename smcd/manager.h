@@ -248,6 +248,14 @@ struct Conn {
         bool restored;
         uint32_t rsize[2];  /* restored: ring bytes of ep[i]'s rx DMB */
         uint64_t token[2];  /* restored: DMB token of ep[i]'s rx DMB (dmb.h), not 0 */
+        /* restored: the only endpoint that re-registered closed. The connection was
+         * counted as ended; it waits (a "tomb", conn.c) for its other endpoint's REREG
+         * for CONN_TOMB_USEC, so that this one joins it and the connection is not
+         * counted twice. */
+        bool counted;           /* counted in conns_closed / conns_aborted already */
+        bool tomb;
+        uint64_t tomb_usec;     /* when it became one (manager_now) */
+        LIST_FIELDS(Conn, tombs);
 };
 
 struct Manager {
@@ -279,7 +287,11 @@ struct Manager {
         uint64_t ep_counter;
         uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
-        U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token) */
+        U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token),
+                              * open or in a tomb */
+        LIST_HEAD(Conn, tombs);       /* restored connections waiting for their peer */
+        uint64_t n_tombs;
+        sd_event_source *tomb_timer;  /* frees the tombs older than CONN_TOMB_USEC */
         size_t msg_truesize; /* kernel bytes of one queued NEW_CONN datagram */
         int somaxconn;
 
@@ -376,6 +388,7 @@ uint64_t manager_random_u64(Manager *m);
  * both DMBs, and count it aborted accordingly (@aborted is ignored). Releases the
  * connection when both ends are closed. */
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died);
-/* Free a connection at shutdown without releasing its buffers (the pool goes). */
+/* Free a connection at shutdown without releasing its buffers (the pool goes), and
+ * the tombs. */
 void conn_free_all(Manager *m);
 int conn_measure_truesize(size_t *ret);

@@ -1722,6 +1722,53 @@ def _run_rereg_checks(binary, start, daemons):
     check(round_trip_clean(g), "... its CLOSE: no ERROR")
     g.s.close()
 
+    # ---- 7. one end re-registers and closes before the other re-registers (it learns
+    # of the close from EOF, and its close re-registers it first): one connection,
+    # counted once
+    s0 = B.stats()["smcd"]
+    k = Client(B.sock, version=3)
+    t1, t2 = 0x5EC0DE0000000701, 0x5EC0DE0000000702
+    rc_ = rereg(k, **dict(base, rx_token=t1, tx_token=t2, local=("127.0.0.1", 40017), peer=("127.0.0.1", 8080)))
+    k.close_conn(rc_[1])
+    check(rc_[0] == "reply" and round_trip_clean(k), f"the client's end: REREG, CLOSE {rc_[:2]}")
+    s = B.stats()["smcd"]
+    check(s["conns_closed"] == s0["conns_closed"] + 1 and s["conns_current"] == s0["conns_current"],
+          f"... counted as ended at its close (conns_closed +{s['conns_closed'] - s0['conns_closed']})")
+    rs_ = rereg(k, **dict(base, rx_token=t2, tx_token=t1, role=ROLE_SERVER, local=("127.0.0.1", 8080),
+                          peer=("127.0.0.1", 40017)))
+    s = B.stats()["smcd"]
+    check(rs_[0] == "reply" and s["conns_current"] == s0["conns_current"] + 1 and
+          s["restored_current"] == s0["restored_current"] + 1,
+          f"the server's end re-registers after it: joined to the ended connection ({rs_[:2]}, conns_current "
+          f"+{s['conns_current'] - s0['conns_current']})")
+    k.close_conn(rs_[1])
+    check(round_trip_clean(k), "... its CLOSE: no ERROR")
+    s = B.stats()["smcd"]
+    check(s["conns_closed"] == s0["conns_closed"] + 1 and s["conns_current"] == s0["conns_current"] and
+          s["restored_current"] == s0["restored_current"] and s["close_unknown"] == s0["close_unknown"],
+          f"... the connection is counted once (conns_closed +{s['conns_closed'] - s0['conns_closed']}, "
+          f"conns_current +{s['conns_current'] - s0['conns_current']})")
+    # a writer of that DMB is registered: another endpoint that claims to write it
+    r = rereg(k, **dict(base, rx_token=0x5EC0DE0000000703, tx_token=0x5EC0DE0000000801, local=("127.0.0.1", 40018)))
+    r2 = rereg(k, **dict(base, rx_token=0x5EC0DE0000000801, tx_token=0x5EC0DE0000000703, role=ROLE_SERVER,
+                         local=("127.0.0.1", 8080), peer=("127.0.0.1", 40018)))
+    r3 = rereg(k, **dict(base, rx_token=0x5EC0DE0000000704, tx_token=0x5EC0DE0000000801, local=("127.0.0.1", 40019)))
+    check(r[0] == r2[0] == "reply" and is_err(r3, errno.EEXIST),
+          f"a second client end for a DMB whose writer is joined -> ERROR EEXIST {r3[:2]}")
+    # ports not crosswise: not joined
+    r4 = rereg(k, **dict(base, rx_token=0x5EC0DE0000000901, tx_token=0x5EC0DE0000000902, local=("127.0.0.1", 40020)))
+    s1 = B.stats()["smcd"]
+    r5 = rereg(k, **dict(base, rx_token=0x5EC0DE0000000902, tx_token=0x5EC0DE0000000901, role=ROLE_SERVER,
+                         local=("127.0.0.1", 8081), peer=("127.0.0.1", 40020)))
+    s = B.stats()["smcd"]
+    check(r4[0] == r5[0] == "reply" and s["conns_current"] == s1["conns_current"] + 1,
+          "an end whose ports do not mirror its would-be peer's is not joined")
+    for x in (r, r2, r4, r5):
+        if x[0] == "reply":
+            k.close_conn(x[1])
+    check(round_trip_clean(k), "... CLOSE of all: no ERROR")
+    k.s.close()
+
     # B still serves SMC-D set-ups of its own (its own endpoints carry tokens, too)
     h = Client(B.sock, version=3)
     tcp = tcp_listener()
