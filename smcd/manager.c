@@ -400,25 +400,22 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 return log_error_errno(errno, "epoll_wait on the client sockets failed: %m");
         }
         clients_on_io(m, ev, n);
-        /* then the listeners' channels (HUP: the client closed its end) */
-        for (int i = 0; i < n; i++) {
-                uint64_t key = ev[i].data.u64;
-                void *obj;
+        /* then the listeners' channels (HUP: the client closed its end); endpoints
+         * last: a library sends CLOSE before it closes X, so a client's CLOSE ready
+         * in this batch goes first (and names the abort itself) */
+        for (unsigned kind = 0; kind < 2; kind++)
+                for (int i = 0; i < n; i++) {
+                        uint64_t key = ev[i].data.u64;
+                        void *obj;
 
-                if (!(key & WATCH_LISTENER) || !(obj = u64map_get(m->watches, key)))
-                        continue;
-                listener_on_channel_hup(obj);
-        }
-        /* endpoints last: a library sends CLOSE before it closes X, so a client's
-         * CLOSE ready in this batch goes first (and names the abort itself) */
-        for (int i = 0; i < n; i++) {
-                uint64_t key = ev[i].data.u64;
-                void *obj;
-
-                if (!(key & WATCH_ENDPOINT) || !(obj = u64map_get(m->watches, key)))
-                        continue;
-                endpoint_on_hold_hup(obj);
-        }
+                        if (!(key & (kind == 0 ? WATCH_LISTENER : WATCH_ENDPOINT)) ||
+                            !(obj = u64map_get(m->watches, key)))
+                                continue; /* another kind, or freed meanwhile */
+                        if (kind == 0)
+                                listener_on_channel_hup(obj);
+                        else
+                                endpoint_on_hold_hup(obj);
+                }
         return 0;
 }
 
