@@ -2,12 +2,14 @@
 /* The process-wide control connection to smcd: see ctl-client.h. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
@@ -391,6 +393,25 @@ uint32_t smc_ctl_client_instance(void) {
         i = ctl_fd >= 0 && ctl_gen == fork_gen && ctl_version ? ctl_instance : 0;
         pthread_mutex_unlock(&ctl_lock);
         return i;
+}
+
+uint32_t smc_ctl_client_instance_file(void) {
+        char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
+        uint32_t v = 0;
+        char *slash;
+        int fd;
+
+        if (ctl_path(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')) ||
+            (size_t) (slash - path) + sizeof("/" SMC_CTL_INSTANCE_NAME) > sizeof(path))
+                return 0;
+        memcpy(slash, "/" SMC_CTL_INSTANCE_NAME, sizeof("/" SMC_CTL_INSTANCE_NAME));
+        fd = (int) syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+                return 0;
+        if (sys_pread(fd, &v, sizeof(v), 0) != (ssize_t) sizeof(v))
+                v = 0;
+        sys_close(fd);
+        return v;
 }
 
 uint32_t smc_ctl_client_ensure_instance(void) {

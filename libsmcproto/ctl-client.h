@@ -55,6 +55,11 @@ uint32_t smc_ctl_client_instance(void);
  * request would). 0 if smcd cannot be reached. */
 uint32_t smc_ctl_client_ensure_instance(void);
 
+/* The instance smcd wrote into "instance" in its runtime directory (4 bytes, host
+ * order, at offset 0; smcd rewrites the file in place at every start), or 0 if there
+ * is none. An open, a pread and a close: for an occasional check, not per call. */
+uint32_t smc_ctl_client_instance_file(void);
+
 /* Send @req (seq assigned here) without waiting for a reply (CLOSE). Returns 0,
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);

@@ -145,8 +145,10 @@
  *                      earlier smcd: the one whose HELLO_REPLY.instance it recorded,
  *                      when this control connection's instance differs (smcd was
  *                      restarted). Sent once per endpoint, on the first request after
- *                      the reconnect, so that the new smcd lists and counts the
- *                      connections that outlived the old one. Body: the old id, role,
+ *                      the reconnect, or sooner when a send or receive that waits
+ *                      finds another instance in the runtime directory's "instance"
+ *                      file (SMC_CTL_INSTANCE_NAME), so that the new smcd lists and
+ *                      counts the connections that outlived the old one. Body: the old id, role,
  *                      the ring sizes of both DMBs, the DMB tokens read from both DMB
  *                      headers (random 64-bit values the old smcd wrote there at
  *                      set-up; only the two processes that map a DMB can read it, so
@@ -181,6 +183,9 @@
 #define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
 #define SMC_CTL_VERSION 3     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
+#define SMC_CTL_INSTANCE_NAME "instance" /* beside the socket: smcd's HELLO_REPLY.instance
+                                          * (4 bytes, host order, offset 0), rewritten in
+                                          * place at every start (REREG) */
 #define SMC_CTL_RUNDIR_ENV "SMCD_RUNTIME_DIR"
 #define SMC_CTL_MAX_MSG 256 /* bytes: no message is larger */
 #define SMC_CTL_MAX_FDS 4

@@ -121,6 +121,15 @@
 #define PEER_GONE_FLAGS (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
 #define PEER_EOF_FLAGS (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
 
+void (*smc_ring_idle_hook)(void);
+
+static inline void ring_idle(void) {
+        void (*h)(void) = __atomic_load_n(&smc_ring_idle_hook, __ATOMIC_RELAXED);
+
+        if (h)
+                h();
+}
+
 /* The CPU we run on, + 1 (0: unknown). Busy-polling for a peer that last ran on our
  * own CPU can only delay it, so both spins and the spin handoff are skipped then. */
 static uint32_t cur_cpu(void) {
@@ -705,6 +714,7 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                 r = tx_check(ep);
                 if (r < 0)
                         return r;
+                ring_idle();
                 if (nonblock)
                         return -EAGAIN;
                 ms = tx_deadline_poll_ms(dl);
@@ -1290,8 +1300,10 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                 x_eof = true;
                                 continue;
                         }
-                        if (got == 0)
+                        if (got == 0) {
                                 r = -EAGAIN;
+                                ring_idle();
+                        }
                         break;
                 }
                 if (peek && got > 0) {
@@ -1323,6 +1335,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                 continue;
                         }
                 }
+                ring_idle();
                 {
                         /* Sleep in a blocking recv(MSG_PEEK) of the doorbell byte rather
                          * than in poll(): the kernel then restarts it after a signal

@@ -27,6 +27,11 @@
 
 #include "dmb.h"
 
+/* Called (if set) when a send or receive on a ring is about to sleep or to return
+ * EAGAIN: a point where a system call follows anyway. socket.c uses it to notice a
+ * restarted smcd (rereg_idle_check). Must not take ring locks. */
+extern void (*smc_ring_idle_hook)(void);
+
 struct smc_ring_ep {
         /* our DMB (rx): the peer writes, we read */
         struct smc_dmb_hdr *rx_hdr;

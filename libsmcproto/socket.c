@@ -693,6 +693,34 @@ static void rereg_maybe(void) {
                 atomic_store_explicit(&rereg_done, inst, memory_order_release);
 }
 
+/* The ring's idle hook (ring.h): at most once a second, when a send or receive is
+ * about to sleep or return EAGAIN, read the instance smcd wrote into its runtime
+ * directory. Another one than our sockets were offered to means a restarted smcd:
+ * connect to it and re-register them. So a process that only moves data (one long
+ * transfer) is known again within about a second of its next wait, not only at its
+ * next request. */
+static _Atomic uint64_t rereg_check_ms; /* the next check, CLOCK_MONOTONIC_COARSE ms */
+
+static void rereg_idle_check(void) {
+        struct timespec ts;
+        uint64_t now, next = atomic_load_explicit(&rereg_check_ms, memory_order_relaxed);
+        uint32_t inst;
+
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        now = (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+        if (now < next || !atomic_compare_exchange_strong(&rereg_check_ms, &next, now + 1000))
+                return; /* not yet, or another thread checks */
+        inst = smc_ctl_client_instance_file();
+        if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
+                return;
+        if (smc_ctl_client_ensure_instance() == inst)
+                rereg_maybe();
+}
+
+__attribute__((constructor)) static void rereg_init(void) {
+        __atomic_store_n(&smc_ring_idle_hook, rereg_idle_check, __ATOMIC_RELAXED);
+}
+
 /* Busy polling and the cork flush size of a new connection: the environment wins,
  * then what smcd handed over with it (@c of protocol version 2: its tunables), then
  * the defaults. */

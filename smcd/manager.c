@@ -905,6 +905,34 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         return 0;
 }
 
+/* $RUNTIME_DIR/instance (ctl-proto.h SMC_CTL_INSTANCE_NAME): our HELLO_REPLY.instance
+ * at offset 0, written in place (never truncated or replaced), so that processes of an
+ * earlier smcd that read it see that we are another one and re-register their
+ * connections (REREG). The socket is ours: no other smcd writes it now. Failing is
+ * not fatal: they then re-register at their next request only. */
+static void write_instance_file(Manager *m) {
+        char *path = NULL;
+        int fd, r = 0;
+
+        if (asprintf(&path, "%s/%s", m->config.runtime_dir, SMC_CTL_INSTANCE_NAME) < 0) {
+                log_warning("Out of memory: no %s file.", SMC_CTL_INSTANCE_NAME);
+                return;
+        }
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                r = -errno;
+        else {
+                if (fchmod(fd, 0644) < 0 ||
+                    pwrite(fd, &m->instance, sizeof(m->instance), 0) != (ssize_t) sizeof(m->instance))
+                        r = errno ? -errno : -EIO;
+                close(fd);
+        }
+        if (r < 0)
+                log_warning_errno(r, "Cannot write %s (processes of an earlier smcd then re-register at their "
+                                  "next request only): %m", path);
+        free(path);
+}
+
 int manager_start(Manager *m) {
         int r;
 
@@ -931,6 +959,7 @@ int manager_start(Manager *m) {
         r = setup_socket(m);
         if (r < 0)
                 return r;
+        write_instance_file(m);
         r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the control socket: %m");

@@ -12,8 +12,9 @@
 #     buffers even where it reuses an old buffer id (before the fix the server read
 #     another connection's buffer: early EOF, EPIPE, a hung writer).
 #   - the new smcd knows the connection made before it started once its processes
-#     re-register it (REREG, on their first request to it: here the client's side
-#     connection and the server's listener registering again): both endpoints joined
+#     re-register it (REREG): the processes that move data do so by themselves within
+#     about a second (smcd's instance file), others on their first request: both
+#     endpoints joined
 #     into one connection (stats: rereg_total 2, restored_current 2, conns_current 1),
 #     and their closes are known closes (close_unknown 0, restored_current 0);
 #   - a process that asks the new smcd nothing before it closes its connection (its
@@ -114,9 +115,17 @@ sleep 1.5
 kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=
 start_smcd || exit 1
 
-# the long transfer's client makes a side connection: its first request to the new
-# smcd re-registers its endpoint; the server re-registers its own when it registers
-# its listener again (on the accept of that connection, which is TCP)
+# no request yet: the processes that move data notice the new smcd by themselves (its
+# instance file, read when a send or receive waits, at most once a second) and
+# re-register: the transfer's two ends, and with the server's the waiting
+# connection's server end (its client waits in sleep(), outside the library)
+for _ in $(seq 80); do [ "$(stat rereg_total)" = 3 ] && break; sleep 0.1; done
+rr=$(stat rereg_total)
+[ "$rr" = 3 ] && ok "the processes moving data re-registered without a request (rereg_total 3)" ||
+        nok "without a request: rereg_total $rr (want 3)"
+
+# the long transfer's client makes a side connection (TCP: the server registers its
+# listener again on the accept after it)
 touch "$tmp/trigger"
 for _ in $(seq 300); do [ -s "$tmp/trigger.done" ] && break; sleep 0.05; done
 side=$(cat "$tmp/trigger.done" 2>/dev/null)
