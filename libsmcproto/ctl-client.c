@@ -55,6 +55,15 @@ static bool ctl_reading;     /* a thread is in recvmsg on ctl_fd without the loc
 static int ctl_zombie = -1;  /* ctl_fd dropped while being read: the reader closes it */
 static unsigned ctl_conn_gen; /* bumped by every drop: a reply read from an older
                                * connection belongs to nobody */
+/* smcd did not accept a connection or answer its HELLO in time (stopped, hung): until
+ * ctl_hold_off_until (now_ms()) no connect is tried, every request fails at once with
+ * -ENOTCONN (a connect() falls back to TCP) instead of waiting out the timeout again.
+ * The hold-off doubles with each such HELLO, from 1 s up to SMC_CTL_HOLD_OFF_MAX_MS,
+ * and ends with the first HELLO answered. A refused connect (smcd not running) costs
+ * microseconds and sets none. */
+#define SMC_CTL_HOLD_OFF_MAX_MS 16000u
+static uint64_t ctl_hold_off_until;
+static unsigned ctl_hold_off_ms;
 
 static uint64_t now_ms(void) {
         struct timespec ts;
@@ -161,7 +170,17 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                 ctl_reading = true;
                 fd = ctl_fd;
                 pthread_mutex_unlock(&ctl_lock);
-                r = smc_ctl_recv(fd, &m, mfds, SMC_CTL_TO_CLIENT, 0);
+                if (timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS) {
+                        /* a wait shorter than SO_RCVTIMEO (the idle path's): poll
+                         * first, so that the deadline holds */
+                        struct pollfd p = { .fd = fd, .events = POLLIN };
+                        uint64_t now = now_ms();
+
+                        r = sys_poll(&p, 1, now < deadline ? (int) (deadline - now) : 0) == 1
+                                    ? smc_ctl_recv(fd, &m, mfds, SMC_CTL_TO_CLIENT, 0)
+                                    : -EAGAIN;
+                } else
+                        r = smc_ctl_recv(fd, &m, mfds, SMC_CTL_TO_CLIENT, 0);
                 pthread_mutex_lock(&ctl_lock);
                 ctl_reading = false;
                 pthread_cond_broadcast(&ctl_cond);
@@ -226,14 +245,27 @@ static int ctl_path(char *path, size_t size) {
         return ctl_path_make(path, size);
 }
 
-static int connect_locked(void) {
+static void hold_off_locked(const char *what) {
+        ctl_hold_off_ms = ctl_hold_off_ms ? ctl_hold_off_ms * 2 : 1000;
+        if (ctl_hold_off_ms > SMC_CTL_HOLD_OFF_MAX_MS)
+                ctl_hold_off_ms = SMC_CTL_HOLD_OFF_MAX_MS;
+        ctl_hold_off_until = now_ms() + ctl_hold_off_ms;
+        smc_debug("ctl: smcd %s in time: no connect tried for %u ms", what, ctl_hold_off_ms);
+}
+
+/* Connect and exchange HELLO, waiting up to @timeout_ms for each of the connect (a
+ * full backlog: smcd stopped) and the HELLO_REPLY. */
+static int connect_locked(unsigned timeout_ms) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         union smc_ctl_msg m, reply;
         struct timeval tv = { .tv_sec = SMC_CTL_CLIENT_TIMEOUT_MS / 1000,
                               .tv_usec = (SMC_CTL_CLIENT_TIMEOUT_MS % 1000) * 1000 };
+        struct timeval ctv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
         int fds[SMC_CTL_MAX_FDS];
         int r;
 
+        if (ctl_hold_off_until && now_ms() < ctl_hold_off_until)
+                return -ENOTCONN; /* smcd did not answer a HELLO lately */
         if (ctl_path(sa.sun_path, sizeof(sa.sun_path)) < 0)
                 return -ENOTCONN;
 
@@ -243,8 +275,11 @@ static int connect_locked(void) {
                 return -ENOTCONN;
         }
         ctl_gen = fork_gen;
+        (void) sys_setsockopt(ctl_fd, SOL_SOCKET, SO_SNDTIMEO, &ctv, sizeof(ctv));
         if (sys_connect(ctl_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                 smc_debug("ctl: connecting to %s failed: %m", sa.sun_path);
+                if (errno == EAGAIN)
+                        hold_off_locked("did not accept"); /* its backlog is full */
                 drop_locked();
                 return -ENOTCONN;
         }
@@ -262,9 +297,11 @@ static int connect_locked(void) {
                 drop_locked();
                 return -ENOTCONN;
         }
-        r = wait_reply_locked(m.hdr.seq, &reply, fds, SMC_CTL_CLIENT_TIMEOUT_MS);
+        r = wait_reply_locked(m.hdr.seq, &reply, fds, timeout_ms);
         if (r > 0)
                 close_fds(fds, r);
+        if (r == -ETIMEDOUT)
+                hold_off_locked("did not answer HELLO");
         if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
             reply.hello_reply.version > SMC_CTL_VERSION || reply.hello_reply.version != reply.hdr.version) {
                 smc_debug("ctl: HELLO failed (%s, reply type %u): no control connection", r < 0 ? strerror(-r) : "ok",
@@ -274,14 +311,17 @@ static int connect_locked(void) {
         }
         ctl_version = (uint16_t) reply.hello_reply.version;
         ctl_forked = false;
+        ctl_hold_off_until = 0;
+        ctl_hold_off_ms = 0;
         ctl_instance = reply.hello_reply.instance;
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
 }
 
-/* An established control connection (HELLO done), connecting if there is none.
+/* An established control connection (HELLO done), connecting if there is none,
+ * waiting up to @timeout_ms for the HELLO (ours or another thread's).
  * ctl_lock held (dropped while waiting). Returns 0 or -ENOTCONN. */
-static int ensure_locked(void) {
+static int ensure_locked(unsigned timeout_ms) {
         uint64_t deadline = 0;
         unsigned gen = 0;
 
@@ -296,7 +336,7 @@ static int ensure_locked(void) {
                                 smc_debug("ctl: another thread's HELLO failed: ENOTCONN");
                                 return -ENOTCONN;
                         }
-                        return connect_locked();
+                        return connect_locked(timeout_ms);
                 }
                 if (ctl_version) {
                         /* smcd gone since our last request (it restarted): its end
@@ -318,11 +358,10 @@ static int ensure_locked(void) {
                  * answered (the version is not known yet, and smcd wants HELLO first):
                  * wait for its outcome. */
                 if (!deadline) {
-                        deadline = now_ms() + SMC_CTL_CLIENT_TIMEOUT_MS;
+                        deadline = now_ms() + timeout_ms;
                         gen = ctl_conn_gen;
                 } else if (now_ms() >= deadline) {
-                        smc_debug("ctl: another thread's HELLO unanswered for %u ms: ENOTCONN",
-                                  SMC_CTL_CLIENT_TIMEOUT_MS);
+                        smc_debug("ctl: another thread's HELLO unanswered for %u ms: ENOTCONN", timeout_ms);
                         return -ENOTCONN;
                 }
                 cond_wait_until(deadline);
@@ -346,7 +385,7 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
                 size_t n = nfds;
 
-                r = ensure_locked();
+                r = ensure_locked(timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS ? timeout_ms : SMC_CTL_CLIENT_TIMEOUT_MS);
                 if (r < 0)
                         goto out;
                 req->hdr.seq = next_seq_locked();
@@ -414,14 +453,34 @@ uint32_t smc_ctl_client_instance_file(void) {
         return v;
 }
 
-uint32_t smc_ctl_client_ensure_instance(void) {
+uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
         uint32_t i = 0;
 
         pthread_mutex_lock(&ctl_lock);
-        if (ensure_locked() == 0)
+        if (ensure_locked(timeout_ms) == 0)
                 i = ctl_instance;
         pthread_mutex_unlock(&ctl_lock);
         return i;
+}
+
+int smc_ctl_client_send_instance(union smc_ctl_msg *req, uint32_t instance) {
+        int r = -ENOTCONN;
+
+        if (!req || !instance)
+                return -EINVAL;
+        pthread_mutex_lock(&ctl_lock);
+        if (ctl_fd >= 0 && ctl_gen == fork_gen && ctl_version && ctl_instance == instance) {
+                req->hdr.seq = next_seq_locked();
+                r = smc_ctl_set_version(req, ctl_version);
+                if (r >= 0)
+                        r = smc_ctl_send(ctl_fd, req, NULL, 0, 0);
+                if (r < 0 && r != -EINVAL && r != -EMSGSIZE) {
+                        drop_locked(); /* not sent again: another smcd would not know it */
+                        r = -ENOTCONN;
+                }
+        }
+        pthread_mutex_unlock(&ctl_lock);
+        return r;
 }
 
 int smc_ctl_client_send(union smc_ctl_msg *req) {
@@ -433,7 +492,7 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         for (unsigned attempt = 0;; attempt++) {
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
 
-                r = ensure_locked();
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS);
                 if (r < 0)
                         break;
                 req->hdr.seq = next_seq_locked();
@@ -462,7 +521,7 @@ static int notify(union smc_ctl_msg *req, uint16_t min_version, bool connect) {
         if ((ctl_fd >= 0 && ctl_gen != fork_gen) || ((connect || ctl_forked) && ctl_fd < 0)) {
                 /* a child of a process that talked to smcd (a pre-forked server
                  * accepting): its own connection, as its first request would open */
-                r = ensure_locked();
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS);
                 if (r < 0)
                         goto out;
         }

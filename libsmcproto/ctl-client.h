@@ -17,7 +17,11 @@
  * When smcd is unreachable, or the connection breaks (EOF, send error, a message
  * that does not decode), the connection is dropped and the request fails with
  * -ENOTCONN; the next request tries to connect again (a failed connect to a unix
- * socket costs microseconds). After fork() the child notices the new pid and opens
+ * socket costs microseconds). When smcd does not accept, or does not answer HELLO,
+ * within the caller's timeout (stopped, hung), no connect is tried for a hold-off of
+ * 1 s, doubling with every such failure up to 16 s, ended by the first HELLO
+ * answered: requests fail at once with -ENOTCONN meanwhile (a connect() falls back to
+ * TCP without waiting). After fork() the child notices the new pid and opens
  * its own connection (closing its inherited copy of the parent's).
  */
 
@@ -52,8 +56,10 @@ uint16_t smc_ctl_client_version(void);
 uint32_t smc_ctl_client_instance(void);
 
 /* The same, connecting to smcd first if there is no control connection (as a
- * request would). 0 if smcd cannot be reached. */
-uint32_t smc_ctl_client_ensure_instance(void);
+ * request would), and finding out first whether the one there is was hung up by smcd
+ * (1 poll(2)): waits up to @timeout_ms (ms) for a HELLO. 0 if smcd cannot be reached
+ * in that time. */
+uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms);
 
 /* The instance smcd wrote into "instance" in its runtime directory (4 bytes, host
  * order, at offset 0; smcd rewrites the file in place at every start), or 0 if there
@@ -63,6 +69,14 @@ uint32_t smc_ctl_client_instance_file(void);
 /* Send @req (seq assigned here) without waiting for a reply (CLOSE). Returns 0,
  * -ENOTCONN, or another negative errno from sending. */
 int smc_ctl_client_send(union smc_ctl_msg *req);
+
+/* Send @req (seq assigned here) without waiting for a reply, only over an established
+ * control connection to smcd instance @instance (just checked with
+ * smc_ctl_client_ensure_instance(): no second poll(2), no connect, no second try on
+ * another connection, whose smcd would not know the endpoint @req names). Returns 0,
+ * -ENOTCONN (no such connection, or it broke: it is dropped), -EINVAL (@instance 0),
+ * another negative errno from encoding. */
+int smc_ctl_client_send_instance(union smc_ctl_msg *req, uint32_t instance);
 
 /* Send the one-way notice @req (FALLBACK; seq assigned here) if this process has an
  * established control connection of protocol version @min_version or later. Never

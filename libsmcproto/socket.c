@@ -579,13 +579,19 @@ static int conn_map(const struct smc_ctl_conn *c, int *fds, int nfds, void **rx,
         return r1 < 0 ? r1 : r2;
 }
 
-static void ctl_close_conn(uint64_t conn_id, bool abort) {
+/* Tell smcd that @conn_id closed. @instance: the smcd instance that knows the id,
+ * whose control connection was just checked (then the CLOSE goes only to it), or 0
+ * (an smcd older than REREG, or not the close of an SMC-D socket). */
+static void ctl_close_conn(uint64_t conn_id, bool abort, uint32_t instance) {
         union smc_ctl_msg m;
 
         smc_ctl_init(&m, SMC_CTL_CLOSE, 0);
         m.close.conn_id = conn_id;
         m.close.flags = abort ? SMC_CTL_CLOSE_ABORT : 0;
-        (void) smc_ctl_client_send(&m);
+        if (instance)
+                (void) smc_ctl_client_send_instance(&m, instance);
+        else
+                (void) smc_ctl_client_send(&m);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -594,11 +600,27 @@ static void ctl_close_conn(uint64_t conn_id, bool abort) {
  * smcd is not on the SMC-D data path: a connection outlives the smcd that set it up.
  * A new smcd knows nothing of it until its processes tell it. Every SMC-D socket
  * remembers the smcd instance its id belongs to (conn_instance); when the control
- * connection goes to another instance, the socket is re-registered once: by its close
- * (before the CLOSE, so that the new smcd counts it), and by the first connect(),
- * listen() or SMC accept() of the process after the reconnect (rereg_maybe()). A
- * process that never asks smcd anything again is not re-registered (smcd(8),
- * RESTARTS). */
+ * connection goes to another instance, the socket is re-registered once (REREG), at
+ * whichever comes first of:
+ *   - its close (before the CLOSE, so that the new smcd counts it);
+ *   - the first connect(), listen() or SMC accept() of the process after the
+ *     reconnect (rereg_maybe());
+ *   - a send or receive of the process that is about to wait or return EAGAIN, at most
+ *     once a second, when smcd's instance file names another instance
+ *     (rereg_idle_check()).
+ * A process that neither asks smcd anything nor waits in the library is not
+ * re-registered (smcd(8), RESTARTS).
+ *
+ * Neither may stall a process when the new smcd hangs (stopped after writing its
+ * instance file): the idle path's HELLO and each of its REREGs wait at most
+ * SMC_REREG_IDLE_TIMEOUT_MS, the first failure ends the round, and the next check
+ * waits twice as long as the last (2 s up to SMC_REREG_IDLE_BACKOFF_MAX_MS); a close
+ * waits at most SMC_REREG_CLOSE_TIMEOUT_MS for each (then sends no CLOSE). A HELLO
+ * not answered in time also holds off every connect of the process for a while
+ * (ctl-client.h). */
+#define SMC_REREG_IDLE_TIMEOUT_MS 200u
+#define SMC_REREG_CLOSE_TIMEOUT_MS 500u
+#define SMC_REREG_IDLE_BACKOFF_MAX_MS 16000u
 
 static _Atomic uint32_t rereg_done; /* the instance every socket was offered to */
 
@@ -616,11 +638,12 @@ static bool rereg_wanted(struct smc_sock *s, uint32_t inst) {
                geteuid() == s->conn_euid;
 }
 
-/* Send REREG for @s (lock held) to smcd instance @inst. On REREG_REPLY, s->conn_id
- * becomes the new id. Returns 0 (also when smcd refused it: it is not offered again to
- * that instance) or -ENOTCONN and the like (the control connection broke: try
- * again later). */
-static int rereg_one(struct smc_sock *s, uint32_t inst) {
+/* Send REREG for @s (lock held) to smcd instance @inst, waiting up to @timeout_ms
+ * (ms) for the reply. On REREG_REPLY, s->conn_id becomes the new id. Returns 0 (also
+ * when smcd refused it: it is not offered again to that instance) or -ENOTCONN,
+ * -ETIMEDOUT and the like (the control connection broke or smcd did not answer: try
+ * again later; a REREG answered late is answered alike when repeated). */
+static int rereg_one(struct smc_sock *s, uint32_t inst, unsigned timeout_ms) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
         int n;
@@ -638,7 +661,7 @@ static int rereg_one(struct smc_sock *s, uint32_t inst) {
                 s->conn_instance = inst; /* nothing to tell: not again */
                 return 0;
         }
-        n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
+        n = smc_ctl_client_call_timeout(&m, NULL, 0, &reply, fds, timeout_ms);
         if (n < 0) {
                 smc_debug("fd %d: REREG of %016llx failed: %s", s->fd, (unsigned long long) s->conn_id, strerror(-n));
                 return n;
@@ -659,52 +682,59 @@ static int rereg_one(struct smc_sock *s, uint32_t inst) {
         return 0;
 }
 
-/* After a request to smcd: if the control connection goes to another smcd than our
- * sockets were set up by, re-register them. Takes each socket's lock with trylock (the
- * caller may hold its own socket's; any socket busy now is tried again after the
- * next request). */
-static void rereg_maybe(void) {
-        uint32_t inst = smc_ctl_client_instance();
-        bool all = true;
+/* Re-register every socket that needs it with smcd instance @inst (the one the
+ * control connection goes to), each REREG waiting up to @timeout_ms. Takes each
+ * socket's lock with trylock (the caller may hold its own socket's; a socket busy now
+ * is tried again later). Returns 0 (all offered), 1 (some were busy), or the first
+ * failure of the control connection (-ENOTCONN, -ETIMEDOUT ...), which ends the
+ * round: the next REREG would wait as long. */
+static int rereg_round(uint32_t inst, unsigned timeout_ms) {
+        int ret = 0;
 
         if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
-                return;
-        for (unsigned top = 0; top < FD_TOP; top++) {
+                return 0;
+        for (unsigned top = 0; top < FD_TOP && ret >= 0; top++) {
                 struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
 
                 if (!c)
                         continue;
-                for (unsigned i = 0; i < FD_CHUNK; i++) {
+                for (unsigned i = 0; i < FD_CHUNK && ret >= 0; i++) {
                         /* type-stable memory: a struct freed meanwhile is still one */
                         struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+                        int r;
 
                         if (!s || sock_state(s) != SOCK_SMCD)
                                 continue;
                         if (pthread_mutex_trylock(&s->lock) != 0) {
-                                all = false;
+                                ret = 1;
                                 continue;
                         }
-                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst) && rereg_one(s, inst) < 0)
-                                all = false;
+                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst) && (r = rereg_one(s, inst, timeout_ms)) < 0)
+                                ret = r;
                         pthread_mutex_unlock(&s->lock);
                 }
         }
-        if (all)
+        if (ret == 0)
                 atomic_store_explicit(&rereg_done, inst, memory_order_release);
+        return ret;
 }
 
-/* The ring's idle hook (ring.h): at most once a second, when a send or receive is
- * about to sleep or return EAGAIN, read the instance smcd wrote into its runtime
- * directory. Another one than our sockets were offered to means a restarted smcd:
- * connect to it and re-register them. So a process that only moves data (one long
- * transfer) is known again within about a second of its next wait, not only at its
- * next request. */
-static _Atomic uint64_t rereg_check_ms; /* the next check, CLOCK_MONOTONIC_COARSE ms */
+/* After a request to smcd: if the control connection goes to another smcd than our
+ * sockets were set up by, re-register them. */
+static void rereg_maybe(void) {
+        (void) rereg_round(smc_ctl_client_instance(), SMC_CTL_CLIENT_TIMEOUT_MS);
+}
+
+/* The ring's idle hook (ring.h): see above. CLOCK_MONOTONIC_COARSE: no cost on the
+ * data path between checks. */
+static _Atomic uint64_t rereg_check_ms;   /* the next check, CLOCK_MONOTONIC_COARSE ms */
+static _Atomic uint32_t rereg_backoff_ms; /* the wait after the next failed check */
 
 static void rereg_idle_check(void) {
         struct timespec ts;
         uint64_t now, next = atomic_load_explicit(&rereg_check_ms, memory_order_relaxed);
-        uint32_t inst;
+        uint32_t inst, backoff;
+        int r;
 
         clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
         now = (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
@@ -713,8 +743,21 @@ static void rereg_idle_check(void) {
         inst = smc_ctl_client_instance_file();
         if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
                 return;
-        if (smc_ctl_client_ensure_instance() == inst)
-                rereg_maybe();
+        r = smc_ctl_client_ensure_instance(SMC_REREG_IDLE_TIMEOUT_MS) == inst
+                    ? rereg_round(inst, SMC_REREG_IDLE_TIMEOUT_MS)
+                    : -ENOTCONN;
+        backoff = atomic_load_explicit(&rereg_backoff_ms, memory_order_relaxed);
+        if (r >= 0) {
+                atomic_store_explicit(&rereg_backoff_ms, 0, memory_order_relaxed);
+                return;
+        }
+        /* smcd did not answer in time (or is not there after all): stall no process
+         * that moves data again soon */
+        backoff = backoff ? (backoff * 2 > SMC_REREG_IDLE_BACKOFF_MAX_MS ? SMC_REREG_IDLE_BACKOFF_MAX_MS : backoff * 2)
+                          : 2000;
+        atomic_store_explicit(&rereg_backoff_ms, backoff, memory_order_relaxed);
+        atomic_store_explicit(&rereg_check_ms, now + backoff, memory_order_relaxed);
+        smc_debug("rereg: smcd %08x did not answer (%s): next check in %u ms", inst, strerror(-r), backoff);
 }
 
 __attribute__((constructor)) static void rereg_init(void) {
@@ -798,7 +841,7 @@ static void chan_drain(int chan) {
                 (void) conn_map(&m.conn, fds, n, &rx, &tx);
                 sys_close(fds[0]);
                 sys_close(fds[1]);
-                ctl_close_conn(m.conn.conn_id, true);
+                ctl_close_conn(m.conn.conn_id, true, 0);
         }
 }
 
@@ -833,6 +876,7 @@ static void sock_teardown(struct smc_sock *s) {
                 break;
         }
         case SOCK_SMCD: {
+                uint32_t inst = 0;
                 bool abort, tell;
 
                 if (!s->smcr && s->conn_fork_gen != atomic_load(&fork_gen)) {
@@ -851,19 +895,18 @@ static void sock_teardown(struct smc_sock *s) {
                 /* set up by an smcd that has restarted since: tell the new one
                  * first, so that it counts the close */
                 if (tell && s->conn_instance) {
-                        uint32_t inst = smc_ctl_client_ensure_instance();
-
+                        inst = smc_ctl_client_ensure_instance(SMC_REREG_CLOSE_TIMEOUT_MS);
                         if (inst && rereg_wanted(s, inst))
-                                (void) rereg_one(s, inst);
-                        /* not re-registered (inherited over exec, or it failed): the
-                         * new smcd does not know the id, a CLOSE would only count in
-                         * its close_unknown */
-                        if (inst && s->conn_instance != inst)
+                                (void) rereg_one(s, inst, SMC_REREG_CLOSE_TIMEOUT_MS);
+                        /* smcd unreachable, or not re-registered (inherited over
+                         * exec, or it failed): the smcd there is does not know the
+                         * id, a CLOSE would only count in its close_unknown */
+                        if (!inst || s->conn_instance != inst)
                                 tell = false;
                 }
                 abort = smc_ring_close(&s->ep);
                 if (tell)
-                        ctl_close_conn(s->conn_id, abort);
+                        ctl_close_conn(s->conn_id, abort, inst);
                 break;
         }
         default:
@@ -1379,7 +1422,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 (void) smc_ring_close(&s->ep); /* closes Y */
                 sock_release(s);
                 sys_close(x);
-                ctl_close_conn(m.conn.conn_id, true);
+                ctl_close_conn(m.conn.conn_id, true, 0);
                 return r;
         }
         if (addr && len)
@@ -1391,7 +1434,7 @@ abort:
                   strerror(-r));
         sys_close(fds[0]);
         sys_close(fds[1]);
-        ctl_close_conn(m.conn.conn_id, true);
+        ctl_close_conn(m.conn.conn_id, true, 0);
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
@@ -1763,7 +1806,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 /* cannot happen on Linux (mutex init); keep the socket consistent:
                  * it is a dead connection now */
                 sys_close(y);
-                ctl_close_conn(reply.conn.conn_id, true);
+                ctl_close_conn(reply.conn.conn_id, true, 0);
                 return r;
         }
         ep_tune(&s->ep, &reply);
@@ -1781,7 +1824,7 @@ fail:
                 sys_close(hidden);
         sys_close(x);
         sys_close(y);
-        ctl_close_conn(reply.conn.conn_id, true);
+        ctl_close_conn(reply.conn.conn_id, true, 0);
         *ret_reason = SMC_CLC_DECL_INTERR;
         if (reply.conn.mode == SMC_CTL_MODE_SMCR) {
                 /* T is connected and its CLC bytes are gone: it cannot serve as TCP */

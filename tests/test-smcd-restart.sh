@@ -22,6 +22,9 @@
 #     and the close is counted (rereg_total 4 with its server's endpoint).
 #   - `smcctl -j connections` (on a private system bus) lists the two restored
 #     endpoints: state "restored", mode SMCD, the transfer's ports, null byte counters.
+#   - a new smcd that hangs after writing its instance file stalls no transfer (each
+#     send of a 96 MiB transfer takes < 1 s; it took 3.2 s before the idle path's
+#     timeouts and back-off), and the real smcd after it learns both ends.
 # Args: SMCD LIBSMCRUN SMCRUN SMCCTL
 set -u
 smcd=$1 lib=$2 smcrun=$3 smcctl=$4
@@ -207,6 +210,56 @@ for i in $(seq 5); do
 done
 [ "$smc" != "?" ] && [ "$smc" -ge 1 ] && ok "after the restarts new connections are SMC-D again (after $i, the listener registered again)" \
         || nok "after the restarts no connection is SMC-D (conns_server $smc)"
+
+# restart 3: the smcd that comes next hangs after writing its instance file (a stand-in
+# that listens on the control socket and never accepts nor answers), for 4 s, then a
+# real smcd starts. A transfer going on meanwhile must keep flowing: each check of the
+# idle path waits at most 0.2 s for the stand-in, then 2 s, 4 s ... pass before the
+# next (before the fix every check stalled a send or receive for the 2 s HELLO
+# timeout, every second). Once the real smcd is up, the transfer's two processes
+# re-register their ends by themselves.
+n0=$(stat conns_server)
+run python3 "$here/apps/restart-xfer.py" client "$port" $((96 << 20)) 16 >"$tmp/hung.out" 2>&1 &
+xfer=$!
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" != "?" ] && [ "$n" -gt "$n0" ] && break
+        sleep 0.1
+done
+[ "$n" != "?" ] && [ "$n" -gt "$n0" ] || nok "the transfer of restart 3 is not SMC-D (conns_server $n0 -> $n)"
+kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=
+rm -f "$tmp/run/smcd.sock"
+python3 - "$tmp/run" <<'PY' &
+import os, signal, socket, struct, sys, time
+d = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(d + "/smcd.sock")
+s.listen(2)  # once the backlog is full, connect() waits too
+fd = os.open(d + "/instance", os.O_WRONLY | os.O_CREAT, 0o644)
+os.pwrite(fd, struct.pack("=I", 0x5eed1e55), 0)
+os.close(fd)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+while True:
+    time.sleep(1)
+PY
+hung=$!
+sleep 4
+kill -TERM "$hung"; wait "$hung" 2>/dev/null
+start_smcd || exit 1
+for _ in $(seq 150); do [ "$(stat rereg_total)" = 2 ] && break; sleep 0.1; done
+rr=$(stat rereg_total)
+[ "$rr" = 2 ] && ok "after the hung smcd, the real one knows the transfer again (rereg_total 2, both ends)" ||
+        nok "after the hung smcd: rereg_total $rr (want 2)"
+if wait "$xfer"; then
+        longest=$(awk '/^ok/ { print $5 }' "$tmp/hung.out")
+        if awk -v l="$longest" 'BEGIN { exit !(l != "" && l < 1.0) }'; then
+                ok "96 MiB across a hung smcd (4 s) and a new one, checked, longest send ${longest}s (< 1 s)"
+        else
+                nok "the transfer stalled while smcd hung: longest send ${longest}s: $(cat "$tmp/hung.out")"
+        fi
+else
+        nok "the transfer across the hung smcd: $(tr '\n' ' ' <"$tmp/hung.out")"
+fi
 
 kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=

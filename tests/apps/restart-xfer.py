@@ -12,8 +12,9 @@
 #       TRIGGER: once the file TRIGGER exists, a thread makes one more connection of
 #       1 MiB while the long one goes on, and writes "ok ..." or the difference to
 #       TRIGGER.done (this process's first request to a restarted smcd).
-#       Prints "ok <bytes> <sha256>" per connection and exits 0, or prints the
-#       difference, exit 1.
+#       Prints "ok <bytes> <sha256> longest-send <s>" per connection (the longest
+#       sendall() of a 256 KiB block, seconds) and exits 0, or prints the difference,
+#       exit 1.
 #   restart-xfer.py hold PORT GOFILE
 #       one connection of 2 MiB: the first half at once, the second half once the
 #       file GOFILE exists, then "ok ..." or the difference into GOFILE.done. Between
@@ -97,11 +98,14 @@ def one(port, total, seconds, out=print, halfway=None):
     sent = 0
     t0 = time.monotonic()
     i = 0
+    stall = 0.0  # the longest sendall() of a 256 KiB block, seconds
     while sent < total:
         n = min(len(block), total - sent)
         # vary the bytes: every block is prefixed with its number
         chunk = (b"%016d" % i) + block[16:n]
+        t = time.monotonic()
         s.sendall(chunk[:n])
+        stall = max(stall, time.monotonic() - t)
         h.update(chunk[:n])
         if halfway and sent < total // 2 <= sent + n:
             halfway()
@@ -123,7 +127,7 @@ def one(port, total, seconds, out=print, halfway=None):
     if ans != want:
         out("server got %r, sent %r" % (ans, want))
         return 1
-    out("ok %d %s" % (total, h.hexdigest()))
+    out("ok %d %s longest-send %.3f" % (total, h.hexdigest(), stall))
     return 0
 
 
