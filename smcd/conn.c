@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -204,6 +206,45 @@ static unsigned ep_side(const Endpoint *e) {
         return (unsigned) (e - e->conn->ep);
 }
 
+/* ---- the endpoint table (eptable.h) ---- */
+
+static uint64_t client_pid_start(Client *c) {
+        if (!c->pid_start)
+                (void) proc_pid_start(c->pid, &c->pid_start);
+        return c->pid_start;
+}
+
+/* Record SMC-D endpoint @e (id, tokens, sizes, addresses set) as owned by @pid. */
+static void ept_record(Manager *m, Endpoint *e, pid_t pid, uint64_t pid_start) {
+        Conn *conn = e->conn;
+        unsigned side = ep_side(e);
+        struct smcd_ept_record r = { 0 };
+        int slot;
+
+        if (!m->eptable || !pid_start)
+                return;
+        r.role = side == EP_SERVER ? SMC_CTL_ROLE_SERVER : SMC_CTL_ROLE_CLIENT;
+        r.id = e->id;
+        if (conn->restored) {
+                r.rx_token = conn->token[side];
+                r.tx_token = conn->token[!side];
+                r.rx_size = conn->rsize[side];
+                r.tx_size = conn->rsize[!side];
+        } else {
+                r.rx_token = ((struct smc_dmb_hdr *) conn->buf[side]->base)->token;
+                r.tx_token = ((struct smc_dmb_hdr *) conn->buf[!side]->base)->token;
+                r.rx_size = (uint32_t) conn->buf[side]->size;
+                r.tx_size = (uint32_t) conn->buf[!side]->size;
+        }
+        r.uid = e->uid;
+        r.pid = pid;
+        r.pid_start = pid_start;
+        r.local = e->local;
+        r.peer = e->peer;
+        slot = eptable_add(m->eptable, &r);
+        e->ept_slot1 = slot > 0 ? (uint32_t) slot : 0;
+}
+
 /* ---- tombs: restored connections whose one re-registered endpoint closed ---- */
 
 #define CONN_TOMB_USEC (60u * 1000000u) /* how long a tomb waits for the other REREG */
@@ -341,17 +382,21 @@ static void hold_release(Manager *m, Endpoint *e) {
 
 /* Keep @fd (Y of @e's pair) and watch it for the HUP that says the last copy of X
  * is gone. Takes @fd in every case. Returns 0 or -errno (then @fd is closed). */
-static int hold_take(Manager *m, Endpoint *e, int fd) {
+static int hold_take_events(Manager *m, Endpoint *e, int fd, uint32_t events) {
         int r;
 
         e->hold_key = ++m->next_hold_key;
-        r = manager_watch(m, fd, EPOLLHUP, e->hold_key | WATCH_ENDPOINT, e);
+        r = manager_watch(m, fd, events, e->hold_key | WATCH_ENDPOINT, e);
         if (r < 0) {
                 close(fd);
                 return r;
         }
         e->hold_fd = fd;
         return 0;
+}
+
+static int hold_take(Manager *m, Endpoint *e, int fd) {
+        return hold_take_events(m, e, fd, EPOLLHUP);
 }
 
 /* Wake the reader and a blocked writer of @e after its peer went away: drain the
@@ -376,8 +421,9 @@ void endpoint_on_hold_hup(Endpoint *e) {
         /* as at a process's last close(2) of a TCP socket: unless the library closed
          * it itself (its CLOSED / ABORT stand), FIN if everything sent to it was
          * read, else RST (died_flags) */
-        log_debug("Endpoint %016" PRIx64 ": the last copy of its socket is closed.", e->id);
-        if (!peer->closed)
+        log_debug("Endpoint %016" PRIx64 ": %s.", e->id,
+                  e->loaded ? "the process the endpoint table names exited" : "the last copy of its socket is closed");
+        if (!peer->closed && !conn->restored) /* (a restored one holds no Y) */
                 hold_wake(peer);
         endpoint_close(m, e, false, true);
 }
@@ -420,6 +466,9 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         e->closed = true;
         e->aborted = aborted;
         hold_release(m, e);
+        eptable_remove(m->eptable, e->ept_slot1);
+        e->ept_slot1 = 0;
+        e->loaded = false;
         u64map_remove(m->endpoints, e->id);
         if (e->owner) {
                 LIST_REMOVE(by_client, e->owner->endpoints, e);
@@ -728,6 +777,8 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         LIST_PREPEND(by_client, l->owner->endpoints, &conn->ep[EP_SERVER]);
         uid_account(m, c->uid, 1, csize);
         uid_account(m, suid, 1, ssize);
+        ept_record(m, &conn->ep[EP_CLIENT], c->pid, client_pid_start(c));
+        ept_record(m, &conn->ep[EP_SERVER], l->owner->pid, client_pid_start(l->owner));
         m->stats.conns_client++;
         m->stats.conns_server++;
         m->stats.conns_client_current++;
@@ -887,6 +938,96 @@ static int reply_rereg(Client *c, uint32_t seq, uint64_t id) {
         return client_send(c, &msg, NULL, 0);
 }
 
+/* A restored endpoint (ctl-proto.h REREG, or a record of the endpoint table): role
+ * @side, its rx/tx DMB tokens and ring sizes, its addresses and uid, owned by @owner
+ * (NULL: read from the table, not re-registered yet). Joined with its peer when that
+ * one is restored with the tokens crosswise (and the ports and sizes), else in a new
+ * Conn. It gets a new id, is accounted to @uid and counted in the gauges and in
+ * restored_current. Returns 1 (joined) or 0 (alone) with *@ret, -EEXIST (its token, or the writer of its
+ * peer's DMB, is registered already), -ENOMEM. */
+static int restored_attach(Manager *m, unsigned side, uint64_t rx_token, uint64_t tx_token, uint32_t rx_size,
+                           uint32_t tx_size, uid_t uid, const struct smc_ctl_addr *local,
+                           const struct smc_ctl_addr *peer, Client *owner, Endpoint **ret) {
+        Endpoint *e, *p;
+        Conn *conn;
+        bool joined = false;
+        int r;
+
+        if (u64map_get(m->restored, rx_token))
+                return -EEXIST;
+        /* its peer re-registered already: the endpoint whose rx DMB is our tx DMB,
+         * and whose tx DMB is ours, of the same sizes (each endpoint is accounted to
+         * its uid with the size it gave and released with conn->rsize[side]: a peer
+         * that told other sizes must not set them) */
+        /* ... open, or closed in a tomb (it closed before we re-registered); the
+         * ports crosswise too (addresses may differ: 0.0.0.0 dialed, 127.0.0.1 seen) */
+        p = u64map_get(m->restored, tx_token);
+        if (p && ep_side(p) == !side && (!p->closed || p->conn->tomb) && p->conn->token[side] == rx_token &&
+            p->conn->ep[side].id == 0 && p->conn->rsize[side] == rx_size && p->local.port == peer->port &&
+            p->peer.port == local->port && p->conn->rsize[!side] == tx_size) {
+                conn = p->conn;
+                joined = true;
+        } else if (p && p->conn->ep[side].id != 0) {
+                /* the DMB we say we write has its writer registered already */
+                return -EEXIST;
+        } else {
+                conn = calloc(1, sizeof(*conn));
+                if (!conn)
+                        return -ENOMEM;
+                conn->manager = m;
+                conn->restored = true;
+                conn->token[side] = rx_token;
+                conn->token[!side] = tx_token;
+                conn->rsize[side] = rx_size;
+                conn->rsize[!side] = tx_size;
+                for (unsigned i = 0; i < 2; i++) {
+                        conn->ep[i].conn = conn;
+                        conn->ep[i].hold_fd = -1;
+                        conn->ep[i].closed = true; /* until an endpoint fills the slot */
+                }
+        }
+        e = &conn->ep[side];
+        e->id = manager_new_endpoint_id(m);
+        r = u64map_put(m->endpoints, e->id, e);
+        if (r >= 0) {
+                r = u64map_put(m->restored, rx_token, e);
+                if (r < 0)
+                        u64map_remove(m->endpoints, e->id);
+        }
+        if (r < 0) {
+                e->id = 0;
+                if (!joined)
+                        free(conn);
+                return -ENOMEM;
+        }
+        e->closed = false;
+        e->aborted = false;
+        e->uid = uid;
+        e->local = *local;
+        e->peer = *peer;
+        e->owner = owner;
+        if (owner)
+                LIST_PREPEND(by_client, owner->endpoints, e);
+        uid_account(m, uid, 1, rx_size);
+        if (side == EP_CLIENT)
+                m->stats.conns_client_current++;
+        else
+                m->stats.conns_server_current++;
+        if (joined && conn->tomb) {
+                /* its other end closed before we came: the connection was counted
+                 * as ended then (conn->counted), and ends again without a count */
+                LIST_REMOVE(tombs, m->tombs, conn);
+                m->n_tombs--;
+                conn->tomb = false;
+        }
+        if (!joined || conn->counted)
+                m->stats.conns_current++;
+        m->stats.restored_current++;
+        manager_status_changed(m);
+        *ret = e;
+        return joined;
+}
+
 /* REREG (ctl-proto.h): an endpoint of a connection an earlier smcd set up. This smcd
  * cannot check the claim against buffers it does not have: it believes the sizes and
  * addresses (they only describe the sender's own endpoint, accounted to its uid), and
@@ -896,18 +1037,36 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
         Manager *m = c->manager;
         unsigned side = req->role == SMC_CTL_ROLE_SERVER ? EP_SERVER : EP_CLIENT;
         UidUsage *u = uid_usage(m, c->uid, false);
-        Endpoint *e, *p = NULL;
-        Conn *conn;
-        bool joined = false;
+        Endpoint *e;
         int r;
 
         if (req->instance == m->instance)
                 return client_send_error(c, req->hdr.seq, EPROTO, 0,
                                          "endpoint %016" PRIx64 " was set up by this smcd: nothing to re-register",
                                          req->conn_id);
+        if ((e = u64map_get(m->restored, req->rx_token)) && e->loaded) {
+                /* read from the endpoint table at our start: its process confirms it
+                 * (the tokens prove it maps the DMBs; the addresses are the table's) */
+                if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed ||
+                    e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size)
+                        return client_send_error(c, req->hdr.seq, EEXIST, 0,
+                                                 "another endpoint was recorded with this DMB token");
+                hold_release(m, e); /* its pidfd: from now on its owner's control
+                                     * connection, as any restored endpoint */
+                e->loaded = false;
+                e->owner = c;
+                LIST_PREPEND(by_client, c->endpoints, e);
+                eptable_set_owner(m->eptable, e->ept_slot1, c->pid, client_pid_start(c));
+                m->stats.rereg_total++;
+                manager_status_changed(m);
+                log_debug("Client %" PRIu64 " (pid %d) confirmed endpoint %016" PRIx64 " of smcd %08" PRIx32
+                          " (recorded in the endpoint table) as %016" PRIx64 ".",
+                          c->id, (int) c->pid, req->conn_id, req->instance, e->id);
+                return reply_rereg(c, req->hdr.seq, e->id);
+        }
         /* the same endpoint again (a copy in a forked process, or a retry after a lost
          * reply): the same id */
-        if ((e = u64map_get(m->restored, req->rx_token))) {
+        if (e) {
                 if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed ||
                     e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size ||
                     memcmp(&e->local, &req->local, sizeof(e->local)) != 0 ||
@@ -926,77 +1085,15 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                                          "uid %u has %" PRIu64 " SMC endpoints (max_conns_per_uid)",
                                          (unsigned) c->uid, u->endpoints);
 
-        /* its peer re-registered already: the endpoint whose rx DMB is our tx DMB,
-         * and whose tx DMB is ours, of the same sizes (each endpoint is accounted to
-         * its uid with the size it gave and released with conn->rsize[side]: a peer
-         * that told other sizes must not set them) */
-        /* ... open, or closed in a tomb (it closed before we re-registered); the
-         * ports crosswise too (addresses may differ: 0.0.0.0 dialed, 127.0.0.1 seen) */
-        p = u64map_get(m->restored, req->tx_token);
-        if (p && ep_side(p) == !side && (!p->closed || p->conn->tomb) && p->conn->token[side] == req->rx_token &&
-            p->conn->ep[side].id == 0 && p->conn->rsize[side] == req->rx_size &&
-            p->local.port == req->peer.port && p->peer.port == req->local.port &&
-            p->conn->rsize[!side] == req->tx_size) {
-                conn = p->conn;
-                joined = true;
-        } else if (p && p->conn->ep[side].id != 0) {
-                /* the DMB we say we write has its writer registered already */
+        r = restored_attach(m, side, req->rx_token, req->tx_token, req->rx_size, req->tx_size, c->uid, &req->local,
+                            &req->peer, c, &e);
+        if (r == -EEXIST)
                 return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                          "the peer's DMB of this token has its other endpoint registered");
-        } else {
-                conn = calloc(1, sizeof(*conn));
-                if (!conn)
-                        return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
-                conn->manager = m;
-                conn->restored = true;
-                conn->token[side] = req->rx_token;
-                conn->token[!side] = req->tx_token;
-                conn->rsize[side] = req->rx_size;
-                conn->rsize[!side] = req->tx_size;
-                for (unsigned i = 0; i < 2; i++) {
-                        conn->ep[i].conn = conn;
-                        conn->ep[i].hold_fd = -1;
-                        conn->ep[i].closed = true; /* until an endpoint fills the slot */
-                }
-        }
-        e = &conn->ep[side];
-        e->id = manager_new_endpoint_id(m);
-        r = u64map_put(m->endpoints, e->id, e);
-        if (r >= 0) {
-                r = u64map_put(m->restored, req->rx_token, e);
-                if (r < 0)
-                        u64map_remove(m->endpoints, e->id);
-        }
-        if (r < 0) {
-                e->id = 0;
-                if (!joined)
-                        free(conn);
+        if (r < 0)
                 return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
-        }
-        e->closed = false;
-        e->aborted = false;
-        e->uid = c->uid;
-        e->local = req->local;
-        e->peer = req->peer;
-        e->owner = c;
-        LIST_PREPEND(by_client, c->endpoints, e);
-        uid_account(m, c->uid, 1, req->rx_size);
-        if (side == EP_CLIENT)
-                m->stats.conns_client_current++;
-        else
-                m->stats.conns_server_current++;
-        if (joined && conn->tomb) {
-                /* its other end closed before we came: the connection was counted
-                 * as ended then (conn->counted), and ends again without a count */
-                LIST_REMOVE(tombs, m->tombs, conn);
-                m->n_tombs--;
-                conn->tomb = false;
-        }
-        if (!joined || conn->counted)
-                m->stats.conns_current++;
+        ept_record(m, e, c->pid, client_pid_start(c));
         m->stats.rereg_total++;
-        m->stats.restored_current++;
-        manager_status_changed(m);
         {
                 char a[SMCD_ADDR_STRLEN], b[SMCD_ADDR_STRLEN];
 
@@ -1004,7 +1101,78 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                           " (%s %s -> %s) as %016" PRIx64 "%s.",
                           c->id, (int) c->pid, req->conn_id, req->instance, side == EP_CLIENT ? "client" : "server",
                           smcd_addr_to_string(&req->local, a), smcd_addr_to_string(&req->peer, b), e->id,
-                          joined ? ", joined with its peer" : "");
+                          r > 0 ? ", joined with its peer" : "");
         }
         return reply_rereg(c, req->hdr.seq, e->id);
+}
+
+/* One record of the endpoint table an earlier smcd left: restore the endpoint if the
+ * process it names is still the one that ran then (pidfd_open(2), then its start
+ * time: a pid reused since is another process). Its exit closes the endpoint (the
+ * pidfd is watched as a Y copy would be). Returns 1 (restored), 0 (its process is
+ * gone, or the record repeats one restored already), or -ENOMEM. */
+static int restore_loaded(Manager *m, const struct smcd_ept_record *rec) {
+        unsigned side = rec->role == SMC_CTL_ROLE_SERVER ? EP_SERVER : EP_CLIENT;
+        uint64_t start = 0;
+        Endpoint *e;
+        int pidfd, r;
+
+        pidfd = (int) syscall(SYS_pidfd_open, rec->pid, 0);
+        if (pidfd < 0)
+                return 0;
+        if (proc_pid_start(rec->pid, &start) < 0 || start != rec->pid_start) {
+                close(pidfd);
+                return 0;
+        }
+        r = restored_attach(m, side, rec->rx_token, rec->tx_token, rec->rx_size, rec->tx_size, rec->uid, &rec->local,
+                            &rec->peer, NULL, &e);
+        if (r < 0) {
+                close(pidfd);
+                return r == -EEXIST ? 0 : r;
+        }
+        e->loaded = true;
+        e->table_pid = rec->pid;
+        if (hold_take_events(m, e, pidfd, EPOLLIN) < 0)
+                log_warning("Cannot watch process %d: restored endpoint %016" PRIx64 " ends only with its REREG and "
+                            "CLOSE.", (int) rec->pid, e->id);
+        ept_record(m, e, rec->pid, rec->pid_start);
+        m->stats.restored_loaded++;
+        log_debug("Endpoint %016" PRIx64 " of the endpoint table (pid %d, uid %u, %s) restored as %016" PRIx64 "%s.",
+                  rec->id, (int) rec->pid, (unsigned) rec->uid, side == EP_CLIENT ? "client" : "server", e->id,
+                  r > 0 ? ", joined with its peer" : "");
+        return 1;
+}
+
+void conn_load_table(Manager *m) {
+        struct smcd_ept_record *recs = NULL;
+        unsigned kept = 0, gone = 0;
+        int n, r;
+
+        n = eptable_load(m->config.runtime_dir, &recs);
+        if (n < 0 && n != -ENOENT)
+                log_warning_errno(n, "Ignoring the endpoint table in %s (%m): the connections of an earlier smcd "
+                                  "are known once their processes re-register them.",
+                                  m->config.runtime_dir);
+        r = eptable_create(m->config.runtime_dir, m->instance, n > 0 ? 2u * (uint32_t) n : 0, &m->eptable);
+        if (r < 0)
+                log_warning_errno(r, "Cannot create the endpoint table in %s (%m): a later smcd learns our "
+                                  "connections from their processes only.",
+                                  m->config.runtime_dir);
+        for (int i = 0; i < n; i++) {
+                r = restore_loaded(m, &recs[i]);
+                if (r > 0)
+                        kept++;
+                else
+                        gone++;
+        }
+        free(recs);
+        if (m->eptable && (r = eptable_commit(m->eptable)) < 0) {
+                log_warning_errno(r, "Cannot install the endpoint table (%m): a later smcd learns our connections "
+                                  "from their processes only.");
+                m->eptable = eptable_free(m->eptable);
+        }
+        if (n > 0)
+                log_info("Endpoint table of an earlier smcd: %u endpoint(s) restored, %u of processes gone since "
+                         "dropped.",
+                         kept, gone);
 }

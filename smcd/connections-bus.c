@@ -160,7 +160,7 @@ static json_object *ep_row_to_json(const Endpoint *e, bool server, const struct 
             json_add_u64_or_null(o, "bytes_rx", r->bytes_rx != ROW_NULL, r->bytes_rx) < 0 ||
             json_add_u64_or_null(o, "msgs_tx", r->msgs_tx != ROW_NULL, r->msgs_tx) < 0 ||
             json_add_u64_or_null(o, "msgs_rx", r->msgs_rx != ROW_NULL, r->msgs_rx) < 0 ||
-            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : 0) < 0 ||
+            json_add_u64(o, "pid", e->owner ? (uint64_t) e->owner->pid : e->loaded ? (uint64_t) e->table_pid : 0) < 0 ||
             json_add_u64(o, "uid", e->uid) < 0) {
                 json_object_put(o);
                 return NULL;

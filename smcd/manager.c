@@ -959,6 +959,9 @@ int manager_start(Manager *m) {
         r = setup_socket(m);
         if (r < 0)
                 return r;
+        /* the socket is ours: no other smcd writes the endpoint table now; its
+         * connections are known before a client can ask anything */
+        conn_load_table(m);
         write_instance_file(m);
         r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
         if (r < 0)
@@ -1035,6 +1038,7 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->uids);
         u64map_free(m->watches);
         u64map_free(m->restored);
+        eptable_free(m->eptable);
         local_addrs_done(&m->local_addrs);
         policy_done(&m->policy);
         pnet_done(&m->pnet);

@@ -58,6 +58,7 @@
 
 #include "addr.h"
 #include "ctl-proto.h"
+#include "eptable.h"
 #include "fallback.h"
 #include "hashmap.h"
 #include "ibdev.h"
@@ -150,6 +151,8 @@ struct Client {
         uint64_t id;
         int fd;               /* in Manager.watch_fd, key = id */
         pid_t pid;
+        uint64_t pid_start;   /* its start time (proc_pid_start), read at its first
+                               * endpoint; 0 until then */
         uid_t uid;
         gid_t gid;
         bool hello_done;
@@ -228,6 +231,13 @@ struct Endpoint {
          * the endpoint closes (conn.c endpoint_on_hold_hup). -1 once closed. */
         int hold_fd;
         uint64_t hold_key;
+        /* SMC-D: its record in the endpoint table (eptable.h): slot + 1, 0 = none */
+        uint32_t ept_slot1;
+        /* restored, read from the endpoint table an earlier smcd left, and not yet
+         * re-registered by its process (REREG): owner NULL, hold_fd is a pidfd of the
+         * process the table names (its exit closes the endpoint, as a death) */
+        bool loaded;
+        pid_t table_pid;    /* loaded: the pid the table names (listed as its pid) */
         LIST_FIELDS(Endpoint, by_client);
 };
 
@@ -287,6 +297,8 @@ struct Manager {
         uint64_t ep_counter;
         uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
+        EpTable *eptable;    /* $RUNTIME_DIR/endpoints (eptable.h); NULL if it could
+                              * not be created */
         U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token),
                               * open or in a tomb */
         LIST_HEAD(Conn, tombs);       /* restored connections waiting for their peer */
@@ -381,6 +393,12 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also
  * after an ERROR reply) or a negative errno from sending (the client is dropped). */
 int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req);
+/* At start, before the control socket is served: read the endpoint table an earlier
+ * smcd left in the runtime directory (eptable.h), restore the endpoints whose process
+ * still runs (listed and counted at once; each closes when that process exits, or as
+ * any restored endpoint once its process re-registered it), and install a new table
+ * with them. Failures are logged; smcd runs on without the table. */
+void conn_load_table(Manager *m);
 /* A fresh random value (SipHash of a counter under the id key), never 0. */
 uint64_t manager_random_u64(Manager *m);
 /* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed

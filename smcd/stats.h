@@ -42,7 +42,12 @@
  *                            RESTARTS); they count in the "current" gauges and, when
  *                            they end, in conns_closed / conns_aborted, not in the
  *                            bytes and message counters (this smcd cannot read them)
- *     "restored_current"     of them, the ones not yet closed (gauge)
+ *     "restored_loaded"      endpoints this smcd read at its start from the endpoint
+ *                            table an earlier one left, whose process was alive:
+ *                            listed and counted at once, before any REREG (their
+ *                            REREG then counts in rereg_total)
+ *     "restored_current"     restored endpoints (loaded or re-registered) not yet
+ *                            closed (gauge)
  *     "clients", "clients_total", "clients_rejected", "clients_over_limit"
  *                            control connections now (gauge) / accepted / refused by
  *                            the allow list / refused by the per-uid or total limit
@@ -169,7 +174,8 @@ struct smcd_stats {
         uint64_t close_unknown;    /* CLOSE of an id unknown to smcd, or of an endpoint of
                                     * another uid (answered ERROR -ENOENT) */
         uint64_t rereg_total;      /* endpoints of an earlier smcd re-registered (REREG) */
-        uint64_t restored_current; /* ... of them not yet closed (gauge) */
+        uint64_t restored_loaded;  /* endpoints read from the endpoint table at start */
+        uint64_t restored_current; /* restored endpoints not yet closed (gauge) */
 
         /* bytes moved by finished connections, read from the final producer cursors
          * (wrap * size + count, so modulo 65536 rings): tx = written by the connecting

@@ -519,6 +519,11 @@ static void test_stress(uint64_t max_bytes) {
                         idx = (uint32_t) b->id;
                         ASSERT(atomic_load(&s->seen_id[idx]) != b->id || atomic_load(&s->domain[idx]) == d);
                         smc_pool_release(s->pool, b);
+                        /* (the released buffer is pending until the worker cleared
+                         * it, its bytes counted and not trimmable: under max_bytes the
+                         * next acquire may need them; a loaded machine's worker may
+                         * not have run yet) */
+                        smc_pool_flush(s->pool);
                 }
         smc_pool_free(s->pool);
         free(s);

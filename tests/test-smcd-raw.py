@@ -30,6 +30,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -411,6 +412,7 @@ def main():
     run_prepopulate_check(binary)
     run_option_checks(binary)
     run_rereg_checks(binary)
+    run_eptable_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
         run_domain_check(binary)
@@ -1461,6 +1463,204 @@ def token(mm):
     return struct.unpack_from("<Q", mm, OFF_TOKEN)[0]
 
 
+def run_eptable_checks(binary):
+    """The endpoint table: an smcd restarted in the same runtime directory knows the
+    SMC-D endpoints of the one before at once, from $RUNTIME_DIR/endpoints, if their
+    processes still run (an endpoint of a process that died meanwhile is dropped); the
+    process's REREG confirms one (the same id, rereg_total), a wrong claim is refused;
+    the exit of the process the table names ends its endpoint; a table that is not
+    trusted (mode, owner, symlink) or does not parse is ignored, and smcd serves."""
+    print("---- the endpoint table")
+    daemons = []
+    rdir = tempfile.mkdtemp(prefix="smcd-raw-ept-")
+    tmpdirs.append(rdir)
+    os.chmod(rdir, 0o755)
+    try:
+        _run_eptable_checks(binary, rdir, daemons)
+    finally:
+        for d in daemons:
+            d.stop()
+
+
+def _run_eptable_checks(binary, rdir, daemons):
+    ept = os.path.join(rdir, "endpoints")
+    C = Smcd(binary, rdir)
+    daemons.append(C)
+    sc_ = Client(C.sock, version=3)
+    cc_ = Client(C.sock, version=3)
+    tcp = tcp_listener()
+    port = tcp.getsockname()[1]
+    lid, chan, _ = sc_.listen(tcp)
+    # conn 1: both ends in this process
+    info, fds = cc_.connect(("127.0.0.1", port), src=("127.0.0.1", 40100))
+    t, _, data, sfds = recv_msg(chan, version=3)
+    srv = parse_conn(data)
+    c1, s1 = Conn(info, fds, {}), Conn(srv, sfds, {})
+    # conn 2: its client end in a child that exits while no smcd runs
+    r_, w_ = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(r_)
+            k = Client(C.sock, version=3)
+            kinfo, kfds = k.connect(("127.0.0.1", port), src=("127.0.0.1", 40101))
+            os.write(w_, b"1" if kinfo["mode"] == MODE_SMCD else b"0")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(w_)
+    ok_child = os.read(r_, 1) == b"1"
+    os.close(r_)
+    t2, _, data2, sfds2 = recv_msg(chan, version=3)
+    srv2 = parse_conn(data2)
+    s2 = Conn(srv2, sfds2, {})
+    s = C.stats(lambda s: s["smcd"]["conns_current"] == 2)["smcd"]
+    check(ok_child and t2 == NEW_CONN and s["conns_current"] == 2, f"smcd C: 2 SMC-D connections ({s['conns_current']})")
+    c_inst = cc_.instance
+    rc = C.stop()
+    check(rc == 0, f"smcd C exits 0 with them open ({rc})")
+    for c in (sc_, cc_):
+        c.s.close()
+    chan.close()
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    os.rename(os.path.join(rdir, "smcd.log"), os.path.join(rdir, "smcd-C.log"))
+
+    D = Smcd(binary, rdir)
+    daemons.append(D)
+    s = D.stats()["smcd"]
+    check(s["restored_loaded"] == 3 and s["restored_current"] == 3 and s["conns_current"] == 2 and
+          s["rereg_total"] == 0,
+          f"smcd D at start, before any request: restored_loaded {s['restored_loaded']} (3: conn 1's two ends, "
+          f"conn 2's server end; its client's process is gone), restored_current {s['restored_current']} (3), "
+          f"conns_current {s['conns_current']} (2), rereg_total {s['rereg_total']} (0)")
+    st = os.lstat(ept)
+    check(stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid() and
+          not os.path.exists(ept + ".tmp"), f"smcd D installed a new table, mode 0600 ({oct(st.st_mode)})")
+    dc = Client(D.sock, version=3)
+    cli_ep = dict(conn_id=info["id"], rx_token=token(c1.rx), tx_token=token(c1.tx), role=ROLE_CLIENT,
+                  instance=c_inst, rx_size=info["rx"][1], tx_size=info["tx"][1], local=("127.0.0.1", 40100),
+                  peer=("127.0.0.1", port))
+    srv_ep = dict(conn_id=srv["id"], rx_token=token(s1.rx), tx_token=token(s1.tx), role=ROLE_SERVER,
+                  instance=c_inst, rx_size=srv["rx"][1], tx_size=srv["tx"][1], local=("127.0.0.1", port),
+                  peer=("127.0.0.1", 40100))
+    r = rereg(dc, **dict(cli_ep, tx_token=0x5EC0DE0000000A01))
+    check(is_err(r, errno.EEXIST), f"a REREG of a recorded rx_token with another tx_token -> ERROR EEXIST {r[:2]}")
+    r = rereg(dc, **dict(cli_ep, role=ROLE_SERVER))
+    check(is_err(r, errno.EEXIST), f"... with the other role -> ERROR EEXIST {r[:2]}")
+    if os.getuid() == 0:
+        res = as_uid(lambda: repr(rereg(Client(D.sock, version=3), **cli_ep)[:2]).encode())
+        check(res == repr(("error", -errno.EEXIST)).encode(),
+              f"uid 65534 claims root's recorded endpoint by its tokens -> ERROR EEXIST ({res.decode()})")
+    rc_ = rereg(dc, **cli_ep)
+    rs_ = rereg(dc, **srv_ep)
+    r2 = rereg(dc, **cli_ep)
+    s = D.stats()["smcd"]
+    check(rc_[0] == rs_[0] == "reply" and r2 == rc_ and s["rereg_total"] == 2 and s["restored_current"] == 3 and
+          s["conns_current"] == 2,
+          f"the process confirms conn 1's two ends: REREG_REPLY ({rc_[:2]}, {rs_[:2]}; again: the same id), "
+          f"rereg_total {s['rereg_total']} (2), restored_current {s['restored_current']} (3), conns_current "
+          f"{s['conns_current']} (2)")
+    dc.close_conn(rc_[1])
+    dc.close_conn(rs_[1])
+    s = D.stats(lambda s: s["smcd"]["restored_current"] == 1)["smcd"]
+    check(round_trip_clean(dc) and s["restored_current"] == 1 and s["conns_current"] == 1 and
+          s["conns_closed"] == 1 and s["close_unknown"] == 0,
+          f"CLOSE of both: conn 1 ends, counted closed (restored_current {s['restored_current']}, conns_closed "
+          f"{s['conns_closed']}, close_unknown {s['close_unknown']})")
+    dc.s.close()
+    c1.close()
+    s1.close()
+
+    # a second restart: the table D wrote names conn 2's server end (this process);
+    # an endpoint of a process that exits ends with it
+    rc = D.stop()
+    check(rc == 0, f"smcd D exits 0 ({rc})")
+    os.rename(os.path.join(rdir, "smcd.log"), os.path.join(rdir, "smcd-D.log"))
+    pr, pw = os.pipe()
+    holder = os.fork()
+    if holder == 0:
+        # a process that holds nothing but is named by a forged record: the table is
+        # smcd's (0600), so only root could forge it; this checks the exit watch
+        os.close(pw)
+        os.read(pr, 1)
+        os._exit(0)
+    os.close(pr)
+    E = Smcd(binary, rdir)
+    daemons.append(E)
+    s = E.stats()["smcd"]
+    check(s["restored_loaded"] == 1 and s["restored_current"] == 1,
+          f"smcd E (second restart) knows conn 2's server end from D's table (restored_loaded "
+          f"{s['restored_loaded']}, restored_current {s['restored_current']})")
+    rc = E.stop()
+    os.rename(os.path.join(rdir, "smcd.log"), os.path.join(rdir, "smcd-E.log"))
+    good = open(ept, "rb").read()  # E's table: conn 2's server end, this process's
+    # forge: the record names the child (its start time as /proc says)
+    with open(ept, "r+b") as f:
+        hdr_ = f.read(64)
+        nslots = struct.unpack_from("<I", hdr_, 16)[0]
+        for i in range(nslots):
+            f.seek(64 + 128 * i)
+            rec = f.read(128)
+            if struct.unpack_from("<I", rec, 0)[0] == 0x4556494C:
+                with open(f"/proc/{holder}/stat") as ps:
+                    start_ = int(ps.read().rsplit(")", 1)[1].split()[19])
+                f.seek(64 + 128 * i + 44)
+                f.write(struct.pack("<iQ", holder, start_))
+                break
+    F = Smcd(binary, rdir)
+    daemons.append(F)
+    s = F.stats()["smcd"]
+    loaded = s["restored_current"]
+    os.close(pw)  # the holder exits
+    os.waitpid(holder, 0)
+    s = F.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    check(loaded == 1 and s["restored_current"] == 0 and s["conns_current"] == 0 and s["conns_aborted"] == 1,
+          f"the process a record names exits: its endpoint ends with it (restored_current {loaded} -> "
+          f"{s['restored_current']}, conns_aborted {s['conns_aborted']})")
+    rc = F.stop()
+    s2.close()
+    tcp.close()
+
+    # tables not to be trusted or read: ignored with a warning, smcd serves
+    for what, prep in (
+            ("as E left it (the control)", lambda: None),
+            ("mode 0644", lambda: os.chmod(ept, 0o644)),
+            ("owned by uid 65534", lambda: os.chown(ept, 65534, 65534) if os.getuid() == 0 else None),
+            ("a symlink", lambda: (os.rename(ept, ept + ".real"), os.symlink(ept + ".real", ept))),
+            ("garbage", lambda: open(ept, "wb").write(os.urandom(64 + 128 * 4096))),
+            ("a wrong size", lambda: open(ept, "wb").write(good[:64 + 100])),
+            ("empty", lambda: open(ept, "wb").close()),
+            ("a directory", lambda: os.mkdir(ept))):
+        if what == "owned by uid 65534" and os.getuid() != 0:
+            continue
+        for p_ in (ept, ept + ".real"):
+            if os.path.isdir(p_) and not os.path.islink(p_):
+                os.rmdir(p_)
+            elif os.path.lexists(p_):
+                os.unlink(p_)
+        fd = os.open(ept, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, good)
+        os.close(fd)
+        if what == "a directory":
+            os.unlink(ept)
+        prep()
+        G = Smcd(binary, rdir)
+        daemons.append(G)
+        s = G.stats()["smcd"]
+        g = Client(G.sock, version=3)  # (HELLO answered)
+        g.s.close()
+        rc = G.stop()
+        log = open(os.path.join(rdir, "smcd.log")).read()
+        if prep is None or what.startswith("as E"):
+            check(rc == 0 and s["restored_loaded"] == 1, f"the endpoint table {what}: restored_loaded "
+                                                         f"{s['restored_loaded']} (1)")
+            continue
+        check(rc == 0 and s["restored_loaded"] == 0 and "endpoint table" in log,
+              f"an endpoint table that is {what}: ignored with a warning, smcd serves (restored_loaded "
+              f"{s['restored_loaded']}, exit {rc})")
+
+
 def run_rereg_checks(binary):
     """HELLO_REPLY.instance, and REREG: after a restart of smcd, the processes of an
     SMC-D connection set up by the old smcd re-register both endpoints with the new
@@ -1521,6 +1721,13 @@ def _run_rereg_checks(binary, start, daemons):
     a_inst = cli_c.instance
     rc = A.stop()
     check(rc == 0, f"smcd A exits 0 on SIGTERM with the connection open ({rc})")
+    # REREG as without an endpoint table (run_eptable_checks checks the table): take
+    # the one A left away
+    ept = os.path.join(A.rundir, "endpoints")
+    st = os.lstat(ept) if os.path.exists(ept) else None
+    check(st and stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid(),
+          f"smcd A left its endpoint table: a regular file of its uid, mode 0600 ({st and oct(st.st_mode)})")
+    os.unlink(ept)
     os.rename(os.path.join(A.rundir, "smcd.log"), os.path.join(A.rundir, "smcd-A.log"))
     for c in (srv_c, cli_c):
         c.s.close()

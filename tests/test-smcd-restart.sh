@@ -32,7 +32,7 @@ here=$(dirname "$0")
 tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
 spid= srv= BUS_PID=
-trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "${hold2:-}" ] && kill -KILL $hold2 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 [ -n "${KEEP_TMP:-}" ] && trap "[ -n \"\$srv\" ] && kill -KILL \$srv 2>/dev/null; [ -n \"\$spid\" ] && kill \$spid 2>/dev/null; wait 2>/dev/null" EXIT
 failed=0
 ok() { echo "ok - $*"; }
@@ -102,6 +102,15 @@ for _ in $(seq 60); do
         sleep 0.25
 done
 [ "$n" = 2 ] || nok "the second connection is not SMC-D: conns_server $n"
+# another such connection, whose client is killed while idle after the restarts
+run python3 "$here/apps/restart-xfer.py" hold "$port" "$tmp/go2" >"$tmp/hold2.out" 2>&1 &
+hold2=$!
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" = 3 ] && break
+        sleep 0.25
+done
+[ "$n" = 3 ] || nok "the third connection is not SMC-D: conns_server $n"
 
 # restart 1: SIGTERM (a clean stop), a connection while smcd is away, start again
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
@@ -118,14 +127,46 @@ sleep 1.5
 kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=
 start_smcd || exit 1
 
+# before any process tells it anything, the new smcd knows every connection from the
+# endpoint table the killed one left: the three connections' six endpoints, idle
+# ones too, each with the pid of its process
+ld=$(stat restored_loaded) rc=$(stat restored_current) cc=$(stat conns_current)
+[ "$ld" = 6 ] && [ "$rc" = 6 ] && [ "$cc" = 3 ] &&
+        ok "from the endpoint table at once: restored_loaded 6, restored_current 6, conns_current 3" ||
+        nok "from the endpoint table: restored_loaded $ld restored_current $rc conns_current $cc (want 6 6 3)"
+for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
+if "$smcctl" -j connections >"$tmp/conns0.json" 2>"$tmp/conns.err" &&
+   python3 - "$tmp/conns0.json" "$srv" "$long" "$hold" "$hold2" >"$tmp/conns0.out" 2>&1 <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
+srv, long, hold, hold2 = (int(x) for x in sys.argv[2:])
+assert len(rows) == 6 and all(r["state"] == "restored" for r in rows), rows
+cli = sorted(r["pid"] for r in rows if r["role"] == "client")
+assert cli == sorted([long, hold, hold2]), (cli, rows)
+assert all(r["pid"] == srv for r in rows if r["role"] == "server"), rows
+print("clients %s, server %d" % (cli, srv))
+PY
+then
+        ok "smcctl connections lists the six endpoints with their processes: $(cat "$tmp/conns0.out")"
+else
+        nok "smcctl connections from the endpoint table: $(cat "$tmp/conns.err" "$tmp/conns0.out")"
+fi
+# the idle client killed: its process's exit ends its endpoint (smcd watches the
+# pids the table names)
+kill -KILL "$hold2"; wait "$hold2" 2>/dev/null; hold2=
+for _ in $(seq 50); do [ "$(stat restored_current)" -le 5 ] 2>/dev/null && break; sleep 0.1; done
+rc=$(stat restored_current)
+[ "$rc" != "?" ] && [ "$rc" -le 5 ] && ok "an idle client killed after the restart: its endpoint ends (restored_current $rc)" ||
+        nok "after killing an idle client: restored_current $rc (want <= 5)"
+
 # no request yet: the processes that move data notice the new smcd by themselves (its
 # instance file, read when a send or receive waits, at most once a second) and
-# re-register: the transfer's two ends, and with the server's the waiting
-# connection's server end (its client waits in sleep(), outside the library)
-for _ in $(seq 80); do [ "$(stat rereg_total)" = 3 ] && break; sleep 0.1; done
+# confirm their endpoints: the transfer's two ends, and with the server's the waiting
+# connections' server ends (the clients wait in sleep(), outside the library)
+for _ in $(seq 80); do [ "$(stat rereg_total)" = 4 ] && break; sleep 0.1; done
 rr=$(stat rereg_total)
-[ "$rr" = 3 ] && ok "the processes moving data re-registered without a request (rereg_total 3)" ||
-        nok "without a request: rereg_total $rr (want 3)"
+[ "$rr" = 4 ] && ok "the processes moving data confirmed their endpoints without a request (rereg_total 4)" ||
+        nok "without a request: rereg_total $rr (want 4)"
 
 # the long transfer's client makes a side connection (TCP: the server registers its
 # listener again on the accept after it)
@@ -140,24 +181,18 @@ esac
 # connection: perhaps after the side connection's answer)
 # Re-registered now: the transfer's two endpoints (joined) and the server's end of
 # the waiting connection (its client asked nothing yet)
-for _ in $(seq 50); do [ "$(stat rereg_total)" = 3 ] && break; sleep 0.1; done
 if kill -0 "$long" 2>/dev/null; then
-        rr=$(stat rereg_total) rc=$(stat restored_current) cc=$(stat conns_current)
-        [ "$rr" = 3 ] && [ "$rc" = 3 ] && [ "$cc" = 2 ] &&
-                ok "the new smcd knows the connections again (rereg_total 3: the transfer's two ends joined, the waiting one's server end; conns_current 2)" ||
-                nok "after re-registration: rereg_total $rr restored_current $rc conns_current $cc (want 3 3 2)"
         # smcctl connections: both restored endpoints, the transfer's ports
         for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
         if "$smcctl" -j connections >"$tmp/conns.json" 2>"$tmp/conns.err" &&
-           python3 - "$tmp/conns.json" "$port" >"$tmp/conns.out" 2>&1 <<'PY'
+           python3 - "$tmp/conns.json" "$port" "$long" >"$tmp/conns.out" 2>&1 <<'PY'
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
 port = int(sys.argv[2])
-assert len(rows) == 3, rows
+assert len(rows) >= 4, rows
 assert all(r["state"] == "restored" for r in rows), rows
 assert all(r["bytes_tx"] is None and r["bytes_rx"] is None for r in rows), rows
-assert sorted(r["role"] for r in rows) == ["client", "server", "server"], rows
-cli = [r for r in rows if r["role"] == "client"][0]
+cli = [r for r in rows if r["role"] == "client" and r["pid"] == int(sys.argv[3])][0]
 srv = [r for r in rows if r["role"] == "server" and r["peer"] == cli["local"]][0]
 assert srv["local"].endswith(":%d" % port) and cli["peer"].endswith(":%d" % port), rows
 assert srv["peer"] == cli["local"], rows
@@ -165,7 +200,7 @@ assert cli["sndbuf"] == srv["rmb"] and cli["rmb"] == srv["sndbuf"], rows
 print("%s <-> %s, rings %d/%d" % (cli["local"], cli["peer"], cli["rmb"], cli["sndbuf"]))
 PY
         then
-                ok "smcctl connections lists the three restored endpoints, the transfer's two crosswise: $(cat "$tmp/conns.out")"
+                ok "smcctl connections lists the restored endpoints, the transfer's two crosswise: $(cat "$tmp/conns.out")"
         else
                 nok "smcctl connections after re-registration: $(cat "$tmp/conns.err" "$tmp/conns.out") $(cat "$tmp/conns.json" 2>/dev/null)"
         fi
@@ -181,8 +216,8 @@ else
         nok "the waiting connection: $(cat "$tmp/go.done" "$tmp/hold.out" 2>/dev/null)"
 fi
 rr=$(stat rereg_total)
-[ "$rr" = 4 ] && ok "its close re-registered it first (rereg_total 4)" ||
-        nok "the waiting connection's close did not re-register it: rereg_total $rr (want 4)"
+[ "$rr" = 5 ] && ok "its close confirmed it first (rereg_total 5)" ||
+        nok "the waiting connection's close did not confirm it: rereg_total $rr (want 5)"
 
 if wait "$long"; then
         ok "256 MiB across two smcd restarts (SIGTERM, SIGKILL), then 3 more connections from that process, checked: $(tr '\n' ' ' <"$tmp/long.out")"
