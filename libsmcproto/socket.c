@@ -643,21 +643,29 @@ static bool rereg_wanted(struct smc_sock *s, uint32_t inst) {
  * when smcd refused it: it is not offered again to that instance) or -ENOTCONN,
  * -ETIMEDOUT and the like (the control connection broke or smcd did not answer: try
  * again later; a REREG answered late is answered alike when repeated). */
+/* The REREG for @s (lock held; its ring mapped) into @m. Returns 0, or -EAFNOSUPPORT
+ * (an address smcd would not take: nothing to tell). */
+static int rereg_build(struct smc_sock *s, union smc_ctl_msg *m) {
+        smc_ctl_init(m, SMC_CTL_REREG, 0);
+        m->rereg.conn_id = s->conn_id;
+        m->rereg.instance = s->conn_instance;
+        m->rereg.role = (uint32_t) s->conn_role;
+        m->rereg.rx_token = s->ep.rx_hdr->token;
+        m->rereg.tx_token = s->ep.tx_hdr->token;
+        m->rereg.rx_size = s->ep.rx_size;
+        m->rereg.tx_size = s->ep.tx_size;
+        if (smc_ctl_addr_from_sockaddr(&m->rereg.local, (struct sockaddr *) &s->local, s->local_len) < 0 ||
+            smc_ctl_addr_from_sockaddr(&m->rereg.peer, (struct sockaddr *) &s->peer, s->peer_len) < 0)
+                return -EAFNOSUPPORT;
+        return 0;
+}
+
 static int rereg_one(struct smc_sock *s, uint32_t inst, unsigned timeout_ms) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
         int n;
 
-        smc_ctl_init(&m, SMC_CTL_REREG, 0);
-        m.rereg.conn_id = s->conn_id;
-        m.rereg.instance = s->conn_instance;
-        m.rereg.role = (uint32_t) s->conn_role;
-        m.rereg.rx_token = s->ep.rx_hdr->token;
-        m.rereg.tx_token = s->ep.tx_hdr->token;
-        m.rereg.rx_size = s->ep.rx_size;
-        m.rereg.tx_size = s->ep.tx_size;
-        if (smc_ctl_addr_from_sockaddr(&m.rereg.local, (struct sockaddr *) &s->local, s->local_len) < 0 ||
-            smc_ctl_addr_from_sockaddr(&m.rereg.peer, (struct sockaddr *) &s->peer, s->peer_len) < 0) {
+        if (rereg_build(s, &m) < 0) {
                 s->conn_instance = inst; /* nothing to tell: not again */
                 return 0;
         }
@@ -682,6 +690,113 @@ static int rereg_one(struct smc_sock *s, uint32_t inst, unsigned timeout_ms) {
         return 0;
 }
 
+/* Closes no smcd heard of: the close of an SMC-D socket found smcd unreachable (or
+ * its REREG unanswered). The next smcd may know the endpoint from the endpoint table
+ * its predecessor kept (smcd(8), RESTARTS) and would list it until this process
+ * exits: so the close is told to the next smcd this process reaches, at the same
+ * moments as a REREG (rereg_round), as REREG then CLOSE (or only the CLOSE, to the
+ * smcd that set the endpoint up, back from a hang). At most SMC_PENDING_CLOSE_MAX are
+ * kept, the oldest dropped. */
+#define SMC_PENDING_CLOSE_MAX 4096u
+
+struct pending_close {
+        union smc_ctl_msg rereg; /* the REREG, built at the close */
+        bool abort;
+};
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pending_close *pending;      /* under pending_lock */
+static unsigned pending_n, pending_cap;    /* under pending_lock */
+static _Atomic unsigned pending_count;     /* pending_n, read without the lock */
+static _Atomic bool pending_flushing;      /* one flusher at a time */
+
+/* Remember the close of @s (lock held, ring still mapped). */
+static void pending_close_add(struct smc_sock *s, bool abort) {
+        struct pending_close pc = { .abort = abort };
+
+        if (rereg_build(s, &pc.rereg) < 0)
+                return;
+        pthread_mutex_lock(&pending_lock);
+        if (pending_n == pending_cap && pending_cap < SMC_PENDING_CLOSE_MAX) {
+                unsigned cap = pending_cap ? pending_cap * 2 : 16;
+                struct pending_close *np = realloc(pending, sizeof(*np) * cap);
+
+                if (np) {
+                        pending = np;
+                        pending_cap = cap;
+                }
+        }
+        if (pending_n == pending_cap && pending_n > 0) {
+                memmove(pending, pending + 1, sizeof(*pending) * (pending_n - 1)); /* drop the oldest */
+                pending_n--;
+        }
+        if (pending_n < pending_cap) {
+                pending[pending_n++] = pc;
+                atomic_store(&pending_count, pending_n);
+        }
+        pthread_mutex_unlock(&pending_lock);
+        smc_debug("fd %d: close of SMC-D connection %016llx not told (smcd unreachable): kept for the next smcd",
+                  s->fd, (unsigned long long) s->conn_id);
+}
+
+/* Tell smcd instance @inst the pending closes, each REREG waiting up to @timeout_ms.
+ * Returns 0 (all told, or another thread is at it), or the first failure of the
+ * control connection (the rest stays for the next round). */
+static int pending_flush(uint32_t inst, unsigned timeout_ms) {
+        unsigned done = 0;
+        int r = 0;
+
+        if (atomic_exchange(&pending_flushing, true))
+                return 0;
+        for (;;) {
+                struct pending_close pc;
+                union smc_ctl_msg reply, m;
+                int fds[SMC_CTL_MAX_FDS], n;
+                uint64_t id;
+
+                pthread_mutex_lock(&pending_lock);
+                if (done >= pending_n) {
+                        pthread_mutex_unlock(&pending_lock);
+                        break;
+                }
+                pc = pending[done];
+                pthread_mutex_unlock(&pending_lock);
+                if (pc.rereg.rereg.instance == inst)
+                        id = pc.rereg.rereg.conn_id; /* its own smcd, back */
+                else {
+                        n = smc_ctl_client_call_timeout(&pc.rereg, NULL, 0, &reply, fds, timeout_ms);
+                        if (n < 0) {
+                                r = n;
+                                break;
+                        }
+                        for (int i = 0; i < n; i++)
+                                sys_close(fds[i]);
+                        if (smc_ctl_client_instance() != inst) {
+                                r = -ENOTCONN;
+                                break;
+                        }
+                        id = reply.hdr.type == SMC_CTL_REREG_REPLY ? reply.rereg_reply.conn_id : 0;
+                }
+                if (id) {
+                        smc_ctl_init(&m, SMC_CTL_CLOSE, 0);
+                        m.close.conn_id = id;
+                        m.close.flags = pc.abort ? SMC_CTL_CLOSE_ABORT : 0;
+                        r = smc_ctl_client_send_instance(&m, inst);
+                        if (r < 0)
+                                break;
+                }
+                smc_debug("close of SMC-D connection %016llx told to smcd %08x%s",
+                          (unsigned long long) pc.rereg.rereg.conn_id, inst, id ? "" : " (its REREG was refused)");
+                done++;
+        }
+        pthread_mutex_lock(&pending_lock);
+        memmove(pending, pending + done, sizeof(*pending) * (pending_n - done));
+        pending_n -= done;
+        atomic_store(&pending_count, pending_n);
+        pthread_mutex_unlock(&pending_lock);
+        atomic_store(&pending_flushing, false);
+        return r;
+}
+
 /* Re-register every socket that needs it with smcd instance @inst (the one the
  * control connection goes to), each REREG waiting up to @timeout_ms. Takes each
  * socket's lock with trylock (the caller may hold its own socket's; a socket busy now
@@ -689,11 +804,12 @@ static int rereg_one(struct smc_sock *s, uint32_t inst, unsigned timeout_ms) {
  * failure of the control connection (-ENOTCONN, -ETIMEDOUT ...), which ends the
  * round: the next REREG would wait as long. */
 static int rereg_round(uint32_t inst, unsigned timeout_ms) {
+        bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire);
         int ret = 0;
 
-        if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
+        if (inst == 0 || (done && atomic_load(&pending_count) == 0))
                 return 0;
-        for (unsigned top = 0; top < FD_TOP && ret >= 0; top++) {
+        for (unsigned top = 0; !done && top < FD_TOP && ret >= 0; top++) {
                 struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
 
                 if (!c)
@@ -714,7 +830,13 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                         pthread_mutex_unlock(&s->lock);
                 }
         }
-        if (ret == 0)
+        if (ret >= 0 && atomic_load(&pending_count) > 0) {
+                int r = pending_flush(inst, timeout_ms);
+
+                if (r < 0)
+                        ret = r;
+        }
+        if (ret == 0 && !done)
                 atomic_store_explicit(&rereg_done, inst, memory_order_release);
         return ret;
 }
@@ -741,7 +863,8 @@ static void rereg_idle_check(void) {
         if (now < next || !atomic_compare_exchange_strong(&rereg_check_ms, &next, now + 1000))
                 return; /* not yet, or another thread checks */
         inst = smc_ctl_client_instance_file();
-        if (inst == 0 || inst == atomic_load_explicit(&rereg_done, memory_order_acquire))
+        if (inst == 0 ||
+            (inst == atomic_load_explicit(&rereg_done, memory_order_acquire) && atomic_load(&pending_count) == 0))
                 return;
         r = smc_ctl_client_ensure_instance(SMC_REREG_IDLE_TIMEOUT_MS) == inst
                     ? rereg_round(inst, SMC_REREG_IDLE_TIMEOUT_MS)
@@ -877,7 +1000,7 @@ static void sock_teardown(struct smc_sock *s) {
         }
         case SOCK_SMCD: {
                 uint32_t inst = 0;
-                bool abort, tell;
+                bool abort, tell, later = false;
 
                 if (!s->smcr && s->conn_fork_gen != atomic_load(&fork_gen)) {
                         /* set up before a fork(): the other process may still use it
@@ -896,17 +1019,23 @@ static void sock_teardown(struct smc_sock *s) {
                  * first, so that it counts the close */
                 if (tell && s->conn_instance) {
                         inst = smc_ctl_client_ensure_instance(SMC_REREG_CLOSE_TIMEOUT_MS);
-                        if (inst && rereg_wanted(s, inst))
-                                (void) rereg_one(s, inst, SMC_REREG_CLOSE_TIMEOUT_MS);
+                        if (inst && rereg_wanted(s, inst) && rereg_one(s, inst, SMC_REREG_CLOSE_TIMEOUT_MS) < 0)
+                                later = true; /* smcd did not answer */
+                        else if (!inst)
+                                later = rereg_wanted(s, 0); /* unreachable */
                         /* smcd unreachable, or not re-registered (inherited over
                          * exec, or it failed): the smcd there is does not know the
-                         * id, a CLOSE would only count in its close_unknown */
+                         * id, a CLOSE would only count in its close_unknown. A later
+                         * smcd may know it (from its endpoint table): the close is
+                         * kept for it (pending_close_add) */
                         if (!inst || s->conn_instance != inst)
                                 tell = false;
                 }
-                abort = smc_ring_close(&s->ep);
+                abort = smc_ring_close(&s->ep); /* (the ring stays mapped) */
                 if (tell)
                         ctl_close_conn(s->conn_id, abort, inst);
+                else if (later)
+                        pending_close_add(s, abort);
                 break;
         }
         default:

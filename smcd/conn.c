@@ -1118,21 +1118,25 @@ static int restore_loaded(Manager *m, const struct smcd_ept_record *rec) {
         int pidfd, r;
 
         pidfd = (int) syscall(SYS_pidfd_open, rec->pid, 0);
-        if (pidfd < 0)
-                return 0;
+        if (pidfd < 0 && errno != ENOSYS)
+                return 0; /* ESRCH: gone */
+        /* (no pidfd_open: a kernel before 5.3; restored unwatched, it then ends by its
+         * REREG and CLOSE, or its owner's control connection) */
         if (proc_pid_start(rec->pid, &start) < 0 || start != rec->pid_start) {
-                close(pidfd);
+                if (pidfd >= 0)
+                        close(pidfd);
                 return 0;
         }
         r = restored_attach(m, side, rec->rx_token, rec->tx_token, rec->rx_size, rec->tx_size, rec->uid, &rec->local,
                             &rec->peer, NULL, &e);
         if (r < 0) {
-                close(pidfd);
+                if (pidfd >= 0)
+                        close(pidfd);
                 return r == -EEXIST ? 0 : r;
         }
         e->loaded = true;
         e->table_pid = rec->pid;
-        if (hold_take_events(m, e, pidfd, EPOLLIN) < 0)
+        if (pidfd >= 0 && hold_take_events(m, e, pidfd, EPOLLIN) < 0)
                 log_warning("Cannot watch process %d: restored endpoint %016" PRIx64 " ends only with its REREG and "
                             "CLOSE.", (int) rec->pid, e->id);
         ept_record(m, e, rec->pid, rec->pid_start);

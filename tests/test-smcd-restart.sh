@@ -32,7 +32,7 @@ here=$(dirname "$0")
 tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
 spid= srv= BUS_PID=
-trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "${hold2:-}" ] && kill -KILL $hold2 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "${hold2:-}" ] && kill -KILL $hold2 2>/dev/null; [ -n "${hold3:-}" ] && kill -KILL $hold3 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 [ -n "${KEEP_TMP:-}" ] && trap "[ -n \"\$srv\" ] && kill -KILL \$srv 2>/dev/null; [ -n \"\$spid\" ] && kill \$spid 2>/dev/null; wait 2>/dev/null" EXIT
 failed=0
 ok() { echo "ok - $*"; }
@@ -111,6 +111,15 @@ for _ in $(seq 60); do
         sleep 0.25
 done
 [ "$n" = 3 ] || nok "the third connection is not SMC-D: conns_server $n"
+# and one whose two processes close it while no smcd runs, the client staying 4 s
+run python3 "$here/apps/restart-xfer.py" hold "$port" "$tmp/go3" 4 >"$tmp/hold3.out" 2>&1 &
+hold3=$!
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" = 4 ] && break
+        sleep 0.25
+done
+[ "$n" = 4 ] || nok "the fourth connection is not SMC-D: conns_server $n"
 
 # restart 1: SIGTERM (a clean stop), a connection while smcd is away, start again
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
@@ -123,50 +132,70 @@ fi
 start_smcd || exit 1
 sleep 1.5
 
-# restart 2: SIGKILL
+# restart 2: SIGKILL; while no smcd runs, the fourth connection ends (its closes
+# reach no smcd: each process keeps its close for the next one)
 kill -KILL "$spid"; wait "$spid" 2>/dev/null; spid=
+touch "$tmp/go3"
+for _ in $(seq 100); do [ -s "$tmp/go3.done" ] && break; sleep 0.05; done
+case "$(cat "$tmp/go3.done" 2>/dev/null)" in
+ok*) ok "a connection closed while no smcd runs: $(cat "$tmp/go3.done")" ;;
+*) nok "the connection closed while no smcd runs: $(cat "$tmp/go3.done" "$tmp/hold3.out" 2>/dev/null)" ;;
+esac
+sleep 0.3 # (its server thread closes its end after the answer)
 start_smcd || exit 1
 
 # before any process tells it anything, the new smcd knows every connection from the
-# endpoint table the killed one left: the three connections' six endpoints, idle
-# ones too, each with the pid of its process
+# endpoint table the killed one left: the four connections' eight endpoints, idle
+# ones too (and the fourth's, closed meanwhile: its processes still run), each with
+# the pid of its process
 ld=$(stat restored_loaded) rc=$(stat restored_current) cc=$(stat conns_current)
-[ "$ld" = 6 ] && [ "$rc" = 6 ] && [ "$cc" = 3 ] &&
-        ok "from the endpoint table at once: restored_loaded 6, restored_current 6, conns_current 3" ||
-        nok "from the endpoint table: restored_loaded $ld restored_current $rc conns_current $cc (want 6 6 3)"
+[ "$ld" = 8 ] && [ "$rc" = 8 ] && [ "$cc" = 4 ] &&
+        ok "from the endpoint table at once: restored_loaded 8, restored_current 8, conns_current 4" ||
+        nok "from the endpoint table: restored_loaded $ld restored_current $rc conns_current $cc (want 8 8 4)"
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
 if "$smcctl" -j connections >"$tmp/conns0.json" 2>"$tmp/conns.err" &&
-   python3 - "$tmp/conns0.json" "$srv" "$long" "$hold" "$hold2" >"$tmp/conns0.out" 2>&1 <<'PY'
+   python3 - "$tmp/conns0.json" "$srv" "$long" "$hold" "$hold2" "$hold3" >"$tmp/conns0.out" 2>&1 <<'PY'
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
-srv, long, hold, hold2 = (int(x) for x in sys.argv[2:])
-assert len(rows) == 6 and all(r["state"] == "restored" for r in rows), rows
+srv, long, hold, hold2, hold3 = (int(x) for x in sys.argv[2:])
+assert len(rows) == 8 and all(r["state"] == "restored" for r in rows), rows
 cli = sorted(r["pid"] for r in rows if r["role"] == "client")
-assert cli == sorted([long, hold, hold2]), (cli, rows)
+assert cli == sorted([long, hold, hold2, hold3]), (cli, rows)
 assert all(r["pid"] == srv for r in rows if r["role"] == "server"), rows
 print("clients %s, server %d" % (cli, srv))
 PY
 then
-        ok "smcctl connections lists the six endpoints with their processes: $(cat "$tmp/conns0.out")"
+        ok "smcctl connections lists the eight endpoints with their processes: $(cat "$tmp/conns0.out")"
 else
         nok "smcctl connections from the endpoint table: $(cat "$tmp/conns.err" "$tmp/conns0.out")"
 fi
 # the idle client killed: its process's exit ends its endpoint (smcd watches the
 # pids the table names)
+h2pid=$hold2
 kill -KILL "$hold2"; wait "$hold2" 2>/dev/null; hold2=
-for _ in $(seq 50); do [ "$(stat restored_current)" -le 5 ] 2>/dev/null && break; sleep 0.1; done
-rc=$(stat restored_current)
-[ "$rc" != "?" ] && [ "$rc" -le 5 ] && ok "an idle client killed after the restart: its endpoint ends (restored_current $rc)" ||
-        nok "after killing an idle client: restored_current $rc (want <= 5)"
+gone() { # gone PID: no endpoint of process PID is listed
+        "$smcctl" -j connections 2>/dev/null | python3 -c 'import json, sys; sys.exit(any(r["pid"] == int(sys.argv[1]) for r in json.load(sys.stdin)))' "$1"
+}
+for _ in $(seq 50); do gone "$h2pid" && break; sleep 0.1; done
+gone "$h2pid" && ok "an idle client killed after the restart: its endpoint ends with it" ||
+        nok "after killing an idle client (pid $h2pid): its endpoint is still listed"
+# the fourth connection: the server process, which moves data, tells its pending
+# close within about a second; the client's end goes when its process exits (4 s)
+wait "$hold3"; hold3=
+for _ in $(seq 100); do [ "$(stat restored_current)" = 4 ] && break; sleep 0.1; done
+rc=$(stat restored_current) cu=$(stat close_unknown)
+[ "$rc" = 4 ] && [ "$cu" = 0 ] &&
+        ok "the connection closed while no smcd ran: its server's kept close told (REREG, CLOSE), its client's end gone with its process (restored_current 4, close_unknown 0)" ||
+        nok "the connection closed while no smcd ran: restored_current $rc close_unknown $cu (want 4 0)"
 
 # no request yet: the processes that move data notice the new smcd by themselves (its
 # instance file, read when a send or receive waits, at most once a second) and
 # confirm their endpoints: the transfer's two ends, and with the server's the waiting
 # connections' server ends (the clients wait in sleep(), outside the library)
-for _ in $(seq 80); do [ "$(stat rereg_total)" = 4 ] && break; sleep 0.1; done
+for _ in $(seq 80); do [ "$(stat rereg_total)" = 5 ] && break; sleep 0.1; done
 rr=$(stat rereg_total)
-[ "$rr" = 4 ] && ok "the processes moving data confirmed their endpoints without a request (rereg_total 4)" ||
-        nok "without a request: rereg_total $rr (want 4)"
+[ "$rr" = 5 ] && ok "the processes moving data confirmed their endpoints without a request (rereg_total 5, with the kept close)" ||
+        nok "without a request: rereg_total $rr (want 5)"
 
 # the long transfer's client makes a side connection (TCP: the server registers its
 # listener again on the accept after it)
@@ -216,8 +245,8 @@ else
         nok "the waiting connection: $(cat "$tmp/go.done" "$tmp/hold.out" 2>/dev/null)"
 fi
 rr=$(stat rereg_total)
-[ "$rr" = 5 ] && ok "its close confirmed it first (rereg_total 5)" ||
-        nok "the waiting connection's close did not confirm it: rereg_total $rr (want 5)"
+[ "$rr" = 6 ] && ok "its close confirmed it first (rereg_total 6)" ||
+        nok "the waiting connection's close did not confirm it: rereg_total $rr (want 6)"
 
 if wait "$long"; then
         ok "256 MiB across two smcd restarts (SIGTERM, SIGKILL), then 3 more connections from that process, checked: $(tr '\n' ' ' <"$tmp/long.out")"

@@ -15,9 +15,10 @@
 #       Prints "ok <bytes> <sha256> longest-send <s>" per connection (the longest
 #       sendall() of a 256 KiB block, seconds) and exits 0, or prints the difference,
 #       exit 1.
-#   restart-xfer.py hold PORT GOFILE
+#   restart-xfer.py hold PORT GOFILE [LINGER]
 #       one connection of 2 MiB: the first half at once, the second half once the
-#       file GOFILE exists, then "ok ..." or the difference into GOFILE.done. Between
+#       file GOFILE exists, then "ok ..." or the difference into GOFILE.done, then
+#       LINGER seconds asleep (the process stays, the connection is closed). Between
 #       the halves the process asks smcd nothing (after a restart its close is its
 #       first request to the new smcd).
 import hashlib
@@ -77,7 +78,7 @@ def client(port, total, seconds, more=0, trigger=None):
     return r
 
 
-def hold(port, gofile):
+def hold(port, gofile, linger=0.0):
     import os
 
     def wait_go():
@@ -88,6 +89,7 @@ def hold(port, gofile):
     with open(gofile + ".done.tmp", "w") as f:
         f.write(("" if r == 0 else "failed: ") + " ".join(out))
     os.rename(gofile + ".done.tmp", gofile + ".done")
+    time.sleep(linger)
     return r
 
 
@@ -135,7 +137,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(sys.argv[2])
     elif sys.argv[1] == "hold":
-        sys.exit(hold(int(sys.argv[2]), sys.argv[3]))
+        sys.exit(hold(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 0.0))
     else:
         sys.exit(client(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
                         int(sys.argv[5]) if len(sys.argv) > 5 else 0,
