@@ -157,11 +157,16 @@
  *                      endpoint), the endpoint's local and peer addresses. No fds: the
  *                      new smcd holds nothing of the connection (it does not have its
  *                      buffers), so the connection's life does not depend on it
- *                      (smcd(8), RESTARTS). Reply REREG_REPLY (the new id; the same id
+ *                      (smcd(8), RESTARTS). Also sent, followed by a CLOSE of the
+ *                      id it gets, for an endpoint the process closed while no smcd
+ *                      answered. An endpoint the new smcd restored from its endpoint
+ *                      table (smcd/eptable.h) is confirmed: the id it has. Reply
+ *                      REREG_REPLY (the new id; the same id
  *                      again for a second REREG of the same endpoint, same tokens, role,
  *                      sizes and uid, as from a forked copy), or ERROR (-EMFILE: the
  *                      uid's endpoint limit; -EPROTO: the instance is this smcd's own;
- *                      -EEXIST: another endpoint has this rx_token).
+ *                      -EEXIST: another endpoint has this rx_token, or the table's
+ *                      endpoint of this rx_token has other tokens, role, sizes or uid).
  *   REREG_REPLY  D->C  (v3) the endpoint's new id. No fds.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
