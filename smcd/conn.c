@@ -245,6 +245,93 @@ static void ept_record(Manager *m, Endpoint *e, pid_t pid, uint64_t pid_start) {
         e->ept_slot1 = slot > 0 ? (uint32_t) slot : 0;
 }
 
+/* ---- processes named by the endpoint table (ProcWatch) ---- */
+
+static void proc_watch_free(Manager *m, ProcWatch *pw) {
+        manager_unwatch(m, pw->pidfd, pw->key | WATCH_PROC);
+        close(pw->pidfd);
+        u64map_remove(m->procs, (uint64_t) pw->pid);
+        free(pw);
+}
+
+/* Take loaded @e off its process's watch (freed with its last endpoint). */
+static void proc_watch_detach(Manager *m, Endpoint *e) {
+        ProcWatch *pw = e->proc;
+
+        if (!pw)
+                return;
+        LIST_REMOVE(by_client, pw->endpoints, e);
+        e->proc = NULL;
+        if (!pw->endpoints)
+                proc_watch_free(m, pw);
+}
+
+void proc_watch_on_exit(ProcWatch *pw, Manager *m) {
+        Endpoint *e = pw->endpoints, *n;
+
+        log_debug("Process %d, named by the endpoint table, exited: its restored endpoints end.", (int) pw->pid);
+        pw->endpoints = NULL;
+        for (; e; e = n) {
+                n = e->by_client_next;
+                e->proc = NULL;
+                endpoint_close(m, e, false, true);
+        }
+        proc_watch_free(m, pw);
+}
+
+/* The watch of process @pid started at @start, made if there is none: NULL with
+ * *@gone true if that process is not running (any more), NULL with *@gone false if it
+ * cannot be watched (no pidfd_open, out of descriptors or memory: the endpoint is then
+ * restored unwatched). */
+static ProcWatch *proc_watch_get(Manager *m, pid_t pid, uint64_t start, bool *gone) {
+        ProcWatch *pw = u64map_get(m->procs, (uint64_t) pid);
+        uint64_t now = 0;
+        int fd, err;
+
+        *gone = false;
+        if (pw) {
+                *gone = pw->start != start; /* another process under a reused pid */
+                return *gone ? NULL : pw;
+        }
+        fd = (int) syscall(SYS_pidfd_open, pid, 0);
+        err = fd < 0 ? errno : 0;
+        if (fd < 0 && err == ESRCH) {
+                *gone = true;
+                return NULL;
+        }
+        /* after pidfd_open: a process that started since under the pid has another
+         * start time */
+        if (proc_pid_start(pid, &now) < 0 || now != start) {
+                if (fd >= 0)
+                        close(fd);
+                *gone = true;
+                return NULL;
+        }
+        if (fd < 0) {
+                log_warning_errno(-err, "Cannot watch process %d (pidfd_open: %m): its restored endpoints end "
+                                  "only by its REREG and CLOSE, or its control connection.",
+                                  (int) pid);
+                return NULL;
+        }
+        pw = calloc(1, sizeof(*pw));
+        if (!pw || u64map_put(m->procs, (uint64_t) pid, pw) < 0) {
+                free(pw);
+                close(fd);
+                return NULL;
+        }
+        pw->pid = pid;
+        pw->start = start;
+        pw->pidfd = fd;
+        pw->key = ++m->next_hold_key;
+        if (manager_watch(m, fd, EPOLLIN, pw->key | WATCH_PROC, pw) < 0) {
+                u64map_remove(m->procs, (uint64_t) pid);
+                close(fd);
+                free(pw);
+                return NULL;
+        }
+        return pw;
+}
+
 /* ---- tombs: restored connections whose one re-registered endpoint closed ---- */
 
 #define CONN_TOMB_USEC (60u * 1000000u) /* how long a tomb waits for the other REREG */
@@ -445,7 +532,8 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 return;
         if (died && conn->restored)
                 /* its DMBs are not ours to read: whether it left data unread is
-                 * unknown; its peer's library decided from its own socket pair */
+                 * unknown; its peer's library decided from its own socket pair.
+                 * Counted as aborted */
                 aborted = true;
         else if (died) {
                 struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
@@ -466,15 +554,17 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         e->closed = true;
         e->aborted = aborted;
         hold_release(m, e);
+        proc_watch_detach(m, e);
         eptable_remove(m->eptable, e->ept_slot1);
         e->ept_slot1 = 0;
-        e->loaded = false;
         u64map_remove(m->endpoints, e->id);
         if (e->owner) {
                 LIST_REMOVE(by_client, e->owner->endpoints, e);
                 e->owner = NULL;
         }
-        uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
+        if (!e->loaded) /* (a loaded one is charged at its REREG) */
+                uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
+        e->loaded = false;
         if (conn->restored)
                 m->stats.restored_current--; /* its token stays in m->restored until the
                                               * connection is freed (conn_finish) */
@@ -485,8 +575,10 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
 
         log_debug("Endpoint %016" PRIx64 " (%s%s) closed%s.", e->id, side == EP_CLIENT ? "client" : "server",
                   conn->restored ? ", restored" : "",
-                  died ? (aborted ? ", owner died with data unread (abort)" : ", owner died (orderly close)")
-                       : aborted ? " (abort)" : "");
+                  died && conn->restored ? ", its process exited (counted as aborted: unread data unknown)"
+                  : died                 ? (aborted ? ", owner died with data unread (abort)" : ", owner died (orderly close)")
+                  : aborted              ? " (abort)"
+                                         : "");
         if (peer->closed)
                 conn_finish(m, conn);
 }
@@ -517,6 +609,15 @@ void conn_free_all(Manager *m) {
         m->endpoints = NULL;
         while (m->tombs)
                 tomb_free(m, m->tombs);
+        st = 0;
+        while (u64map_iterate(m->procs, &st, NULL, &v)) {
+                ProcWatch *pw = v;
+
+                close(pw->pidfd);
+                free(pw);
+        }
+        u64map_free(m->procs);
+        m->procs = NULL;
         m->tomb_timer = sd_event_source_disable_unref(m->tomb_timer);
 }
 
@@ -942,12 +1043,12 @@ static int reply_rereg(Client *c, uint32_t seq, uint64_t id) {
  * @side, its rx/tx DMB tokens and ring sizes, its addresses and uid, owned by @owner
  * (NULL: read from the table, not re-registered yet). Joined with its peer when that
  * one is restored with the tokens crosswise (and the ports and sizes), else in a new
- * Conn. It gets a new id, is accounted to @uid and counted in the gauges and in
- * restored_current. Returns 1 (joined) or 0 (alone) with *@ret, -EEXIST (its token, or the writer of its
+ * Conn. It gets a new id, is accounted to @uid (if @account) and counted in the
+ * gauges and in restored_current. Returns 1 (joined) or 0 (alone) with *@ret, -EEXIST (its token, or the writer of its
  * peer's DMB, is registered already), -ENOMEM. */
 static int restored_attach(Manager *m, unsigned side, uint64_t rx_token, uint64_t tx_token, uint32_t rx_size,
                            uint32_t tx_size, uid_t uid, const struct smc_ctl_addr *local,
-                           const struct smc_ctl_addr *peer, Client *owner, Endpoint **ret) {
+                           const struct smc_ctl_addr *peer, Client *owner, bool account, Endpoint **ret) {
         Endpoint *e, *p;
         Conn *conn;
         bool joined = false;
@@ -1008,7 +1109,8 @@ static int restored_attach(Manager *m, unsigned side, uint64_t rx_token, uint64_
         e->owner = owner;
         if (owner)
                 LIST_PREPEND(by_client, owner->endpoints, e);
-        uid_account(m, uid, 1, rx_size);
+        if (account)
+                uid_account(m, uid, 1, rx_size);
         if (side == EP_CLIENT)
                 m->stats.conns_client_current++;
         else
@@ -1051,9 +1153,11 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                     e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size)
                         return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                                  "another endpoint was recorded with this DMB token");
-                hold_release(m, e); /* its pidfd: from now on its owner's control
-                                     * connection, as any restored endpoint */
+                /* from now on its owner's control connection ends it, as any
+                 * restored endpoint; charged to its uid now */
+                proc_watch_detach(m, e);
                 e->loaded = false;
+                uid_account(m, e->uid, 1, e->conn->rsize[side]);
                 e->owner = c;
                 LIST_PREPEND(by_client, c->endpoints, e);
                 eptable_set_owner(m->eptable, e->ept_slot1, c->pid, client_pid_start(c));
@@ -1086,7 +1190,7 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                                          (unsigned) c->uid, u->endpoints);
 
         r = restored_attach(m, side, req->rx_token, req->tx_token, req->rx_size, req->tx_size, c->uid, &req->local,
-                            &req->peer, c, &e);
+                            &req->peer, c, true, &e);
         if (r == -EEXIST)
                 return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                          "the peer's DMB of this token has its other endpoint registered");
@@ -1113,38 +1217,46 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
  * gone, or the record repeats one restored already), or -ENOMEM. */
 static int restore_loaded(Manager *m, const struct smcd_ept_record *rec) {
         unsigned side = rec->role == SMC_CTL_ROLE_SERVER ? EP_SERVER : EP_CLIENT;
-        uint64_t start = 0;
+        ProcWatch *pw;
         Endpoint *e;
-        int pidfd, r;
+        bool gone;
+        int r;
 
-        pidfd = (int) syscall(SYS_pidfd_open, rec->pid, 0);
-        if (pidfd < 0 && errno != ENOSYS)
-                return 0; /* ESRCH: gone */
-        /* (no pidfd_open: a kernel before 5.3; restored unwatched, it then ends by its
-         * REREG and CLOSE, or its owner's control connection) */
-        if (proc_pid_start(rec->pid, &start) < 0 || start != rec->pid_start) {
-                if (pidfd >= 0)
-                        close(pidfd);
+        pw = proc_watch_get(m, rec->pid, rec->pid_start, &gone);
+        if (gone)
                 return 0;
-        }
         r = restored_attach(m, side, rec->rx_token, rec->tx_token, rec->rx_size, rec->tx_size, rec->uid, &rec->local,
-                            &rec->peer, NULL, &e);
+                            &rec->peer, NULL, false, &e);
         if (r < 0) {
-                if (pidfd >= 0)
-                        close(pidfd);
+                if (pw && !pw->endpoints)
+                        proc_watch_free(m, pw);
                 return r == -EEXIST ? 0 : r;
         }
         e->loaded = true;
         e->table_pid = rec->pid;
-        if (pidfd >= 0 && hold_take_events(m, e, pidfd, EPOLLIN) < 0)
-                log_warning("Cannot watch process %d: restored endpoint %016" PRIx64 " ends only with its REREG and "
-                            "CLOSE.", (int) rec->pid, e->id);
+        if (pw) {
+                e->proc = pw;
+                LIST_PREPEND(by_client, pw->endpoints, e);
+        }
         ept_record(m, e, rec->pid, rec->pid_start);
         m->stats.restored_loaded++;
-        log_debug("Endpoint %016" PRIx64 " of the endpoint table (pid %d, uid %u, %s) restored as %016" PRIx64 "%s.",
+        log_debug("Endpoint %016" PRIx64 " of the endpoint table (pid %d, uid %u, %s) restored as %016" PRIx64 "%s%s.",
                   rec->id, (int) rec->pid, (unsigned) rec->uid, side == EP_CLIENT ? "client" : "server", e->id,
-                  r > 0 ? ", joined with its peer" : "");
+                  r > 0 ? ", joined with its peer" : "", pw ? "" : ", unwatched");
         return 1;
+}
+
+/* Without a table of our own, the old one must go: a later smcd would restore from it
+ * connections that ended meanwhile. */
+static void remove_old_table(Manager *m) {
+        char path[4096];
+
+        if ((size_t) snprintf(path, sizeof(path), "%s/%s", m->config.runtime_dir, SMCD_EPT_NAME) >= sizeof(path))
+                return;
+        if (unlink(path) < 0 && errno != ENOENT && errno != EISDIR)
+                log_warning_errno(-errno, "Cannot remove the old endpoint table %s (%m): a later smcd may list "
+                                  "connections that ended.",
+                                  path);
 }
 
 void conn_load_table(Manager *m) {
@@ -1158,10 +1270,12 @@ void conn_load_table(Manager *m) {
                                   "are known once their processes re-register them.",
                                   m->config.runtime_dir);
         r = eptable_create(m->config.runtime_dir, m->instance, n > 0 ? 2u * (uint32_t) n : 0, &m->eptable);
-        if (r < 0)
+        if (r < 0) {
                 log_warning_errno(r, "Cannot create the endpoint table in %s (%m): a later smcd learns our "
                                   "connections from their processes only.",
                                   m->config.runtime_dir);
+                remove_old_table(m);
+        }
         for (int i = 0; i < n; i++) {
                 r = restore_loaded(m, &recs[i]);
                 if (r > 0)
@@ -1174,6 +1288,7 @@ void conn_load_table(Manager *m) {
                 log_warning_errno(r, "Cannot install the endpoint table (%m): a later smcd learns our connections "
                                   "from their processes only.");
                 m->eptable = eptable_free(m->eptable);
+                remove_old_table(m);
         }
         if (n > 0)
                 log_info("Endpoint table of an earlier smcd: %u endpoint(s) restored, %u of processes gone since "

@@ -43,6 +43,7 @@ int eptable_load(const char *dir, struct smcd_ept_record **ret) {
         const struct smcd_ept_header *h;
         char path[4096];
         struct stat st;
+        uint32_t nslots;
         void *base;
         size_t n = 0;
         int fd, r;
@@ -62,7 +63,8 @@ int eptable_load(const char *dir, struct smcd_ept_record **ret) {
                 close(fd);
                 return -EPERM;
         }
-        if ((uint64_t) st.st_size < SMCD_EPT_HDR_LEN || (uint64_t) st.st_size > table_len(SMCD_EPT_MAX_SLOTS)) {
+        if ((uint64_t) st.st_size < SMCD_EPT_HDR_LEN || (uint64_t) st.st_size > table_len(SMCD_EPT_MAX_SLOTS) ||
+            ((uint64_t) st.st_size - SMCD_EPT_HDR_LEN) % SMCD_EPT_RECORD_LEN) {
                 close(fd);
                 return -EBADMSG;
         }
@@ -72,12 +74,15 @@ int eptable_load(const char *dir, struct smcd_ept_record **ret) {
         if (r < 0)
                 return r;
         h = base;
+        /* (a file larger than its header says: killed while growing, between the
+         * ftruncate and the header's count; the records past it are free) */
         if (h->magic != SMCD_EPT_MAGIC || h->version != SMCD_EPT_VERSION || h->record_len != SMCD_EPT_RECORD_LEN ||
-            h->nslots > SMCD_EPT_MAX_SLOTS || table_len(h->nslots) != (size_t) st.st_size) {
+            h->nslots > SMCD_EPT_MAX_SLOTS || table_len(h->nslots) > (size_t) st.st_size) {
                 munmap(base, (size_t) st.st_size);
                 return -EBADMSG;
         }
-        for (uint32_t i = 0; i < h->nslots; i++) {
+        nslots = (uint32_t) (((size_t) st.st_size - SMCD_EPT_HDR_LEN) / SMCD_EPT_RECORD_LEN);
+        for (uint32_t i = 0; i < nslots; i++) {
                 const struct smcd_ept_record *rec =
                         (const void *) ((const char *) base + SMCD_EPT_HDR_LEN + (size_t) i * SMCD_EPT_RECORD_LEN);
 
@@ -88,7 +93,7 @@ int eptable_load(const char *dir, struct smcd_ept_record **ret) {
                     !ring_size_ok(rec->tx_size) || rec->pid <= 0 || !rec->pid_start)
                         continue;
                 if (!out) {
-                        out = calloc(h->nslots, sizeof(*out)); /* at most this many */
+                        out = calloc(nslots, sizeof(*out)); /* at most this many */
                         if (!out) {
                                 munmap(base, (size_t) st.st_size);
                                 return -ENOMEM;
@@ -132,7 +137,9 @@ int eptable_create(const char *dir, uint32_t instance, uint32_t nslots, EpTable 
         }
         (void) unlink(t->tmp_path);
         t->fd = open(t->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (t->fd < 0 || fchmod(t->fd, 0600) < 0 || ftruncate(t->fd, (off_t) table_len(nslots)) < 0) {
+        /* every page allocated now (fallocate): a store into a page a full tmpfs
+         * cannot supply would kill smcd with SIGBUS */
+        if (t->fd < 0 || fchmod(t->fd, 0600) < 0 || fallocate(t->fd, 0, 0, (off_t) table_len(nslots)) < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -189,11 +196,17 @@ static int grow(EpTable *t) {
         if (!fs)
                 return -ENOMEM;
         t->free_slots = fs;
-        if (ftruncate(t->fd, (off_t) table_len(n)) < 0)
+        /* allocated, not sparse (see eptable_create); a failed fallocate leaves the
+         * file as it was */
+        if (fallocate(t->fd, 0, (off_t) t->len, (off_t) (table_len(n) - t->len)) < 0)
                 return -errno;
         base = mremap(t->base, t->len, table_len(n), MREMAP_MAYMOVE);
-        if (base == MAP_FAILED)
-                return -errno;
+        if (base == MAP_FAILED) {
+                int r = -errno;
+
+                (void) ftruncate(t->fd, (off_t) t->len);
+                return r;
+        }
         t->base = base;
         t->len = table_len(n);
         for (uint32_t i = n; i-- > t->nslots;)

@@ -11,7 +11,9 @@
  * connection's ownership in REREG), mapped MAP_SHARED: adding or removing a record is
  * a few stores into smcd's memory, no syscall, and survives SIGKILL (tmpfs keeps the
  * pages). A record is valid when its state is SMCD_EPT_LIVE: stored last when one is
- * added, cleared first when it is removed. Full: the file grows (doubles) up to
+ * added, cleared first when it is removed. Its pages are allocated when it is made
+ * or grown (fallocate: a sparse page a full tmpfs could not supply would end smcd
+ * with SIGBUS at the store). Full: the file grows (doubles) up to
  * SMCD_EPT_MAX_SLOTS records; beyond that an endpoint is not recorded (logged once).
  *
  * At start, smcd reads the file an earlier smcd left (eptable_load), writes a new
@@ -71,7 +73,8 @@ typedef struct EpTable EpTable;
  * none). A record is valid if its role is known, its tokens, sizes and pid are not 0
  * and its sizes are DMB sizes (dmb.h; others are skipped). Errors: -ENOENT
  * (no table), -EPERM (not a regular file of our uid with mode 0600: not trusted),
- * -EBADMSG (not a table of this version, or a size that does not match), -ENOMEM,
+ * -EBADMSG (not a table of this version, or smaller than its header says, or not a
+ * whole number of records; larger is read: a kill while it grew), -ENOMEM,
  * another -errno from open/fstat/mmap. Nothing is changed. */
 int eptable_load(const char *dir, struct smcd_ept_record **ret);
 

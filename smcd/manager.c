@@ -133,6 +133,13 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
                 (void) manager_write_stats(m);
                 return 0;
         }
+        if (si->ssi_signo == SIGHUP) {
+                /* (a hangup of the terminal a foreground smcd ran in must not end it
+                 * silently; configuration changes go through smcctl set) */
+                log_info("Received SIGHUP: ignored (nothing to reload: tunables change with smcctl set, the "
+                         "configuration file is read at start).");
+                return 0;
+        }
         log_info("Received %s, exiting.", strsignal((int) si->ssi_signo));
         (void) sd_notify(false, "STOPPING=1");
         return sd_event_exit(m->event, 0);
@@ -352,7 +359,7 @@ static void clients_on_io(Manager *m, const struct epoll_event *ev, int n) {
         size_t nkeys = 0;
 
         for (int i = 0; i < n; i++)
-                if (!(ev[i].data.u64 & (WATCH_LISTENER | WATCH_ENDPOINT))) {
+                if (!(ev[i].data.u64 & (WATCH_LISTENER | WATCH_ENDPOINT | WATCH_PROC))) {
                         done[nkeys] = 0;
                         keys[nkeys++] = ev[i].data.u64;
                 }
@@ -403,18 +410,20 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
         /* then the listeners' channels (HUP: the client closed its end); endpoints
          * last: a library sends CLOSE before it closes X, so a client's CLOSE ready
          * in this batch goes first (and names the abort itself) */
-        for (unsigned kind = 0; kind < 2; kind++)
+        for (unsigned kind = 0; kind < 3; kind++)
                 for (int i = 0; i < n; i++) {
+                        static const uint64_t bit[3] = { WATCH_LISTENER, WATCH_ENDPOINT, WATCH_PROC };
                         uint64_t key = ev[i].data.u64;
                         void *obj;
 
-                        if (!(key & (kind == 0 ? WATCH_LISTENER : WATCH_ENDPOINT)) ||
-                            !(obj = u64map_get(m->watches, key)))
+                        if (!(key & bit[kind]) || !(obj = u64map_get(m->watches, key)))
                                 continue; /* another kind, or freed meanwhile */
                         if (kind == 0)
                                 listener_on_channel_hup(obj);
-                        else
+                        else if (kind == 1)
                                 endpoint_on_hold_hup(obj);
+                        else
+                                proc_watch_on_exit(obj, m);
                 }
         return 0;
 }
@@ -791,7 +800,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->uids = u64map_new();
         m->watches = u64map_new();
         m->restored = u64map_new();
-        if (!m->restored || !m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
+        m->procs = u64map_new();
+        if (!m->restored || !m->procs || !m->config.runtime_dir || (cfg->n_allow_uids && !m->config.allow_uids) ||
             (cfg->n_allow_gids && !m->config.allow_gids) || !m->endpoints || !m->ports || !m->uids ||
             !m->watches ||
             asprintf(&m->socket_path, "%s/%s", cfg->runtime_dir, SMC_CTL_SOCKET_NAME) < 0 ||
@@ -848,7 +858,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 log_debug("Service watchdog enabled.");
         if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m)) < 0 ||
             (r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m)) < 0 ||
-            (r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_signal, m)) < 0) {
+            (r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_signal, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_signal, m)) < 0) {
                 manager_free(m);
                 return log_error_errno(r, "Failed to add signal handlers: %m");
         }
@@ -1038,6 +1049,7 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->uids);
         u64map_free(m->watches);
         u64map_free(m->restored);
+        u64map_free(m->procs); /* (emptied by conn_free_all) */
         eptable_free(m->eptable);
         local_addrs_done(&m->local_addrs);
         policy_done(&m->policy);

@@ -73,6 +73,7 @@ typedef struct Client Client;
 typedef struct Listener Listener;
 typedef struct Endpoint Endpoint;
 typedef struct Conn Conn;
+typedef struct ProcWatch ProcWatch;
 typedef struct PortEntry PortEntry;
 typedef struct UidUsage UidUsage;
 typedef struct SmcrManager SmcrManager;
@@ -234,11 +235,24 @@ struct Endpoint {
         /* SMC-D: its record in the endpoint table (eptable.h): slot + 1, 0 = none */
         uint32_t ept_slot1;
         /* restored, read from the endpoint table an earlier smcd left, and not yet
-         * re-registered by its process (REREG): owner NULL, hold_fd is a pidfd of the
-         * process the table names (its exit closes the endpoint, as a death) */
+         * re-registered by its process (REREG): owner NULL; in proc's list (through
+         * by_client) if that process is watched: its exit closes the endpoint, as a
+         * death. Not charged to its uid's limits until confirmed. */
         bool loaded;
         pid_t table_pid;    /* loaded: the pid the table names (listed as its pid) */
+        ProcWatch *proc;
         LIST_FIELDS(Endpoint, by_client);
+};
+
+/* A process the endpoint table names for loaded endpoints (conn.c): one pidfd per
+ * process, in Manager.watch_fd (key = key | WATCH_PROC), whose readiness says it
+ * exited; freed with its last endpoint. */
+struct ProcWatch {
+        pid_t pid;
+        uint64_t start; /* its start time (proc_pid_start), as checked */
+        int pidfd;
+        uint64_t key;
+        LIST_HEAD(Endpoint, endpoints); /* loaded, through by_client */
 };
 
 struct Conn {
@@ -299,6 +313,8 @@ struct Manager {
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
         EpTable *eptable;    /* $RUNTIME_DIR/endpoints (eptable.h); NULL if it could
                               * not be created */
+        U64Map *procs;       /* pid -> ProcWatch (conn.c): the processes the endpoint
+                              * table names for endpoints not yet re-registered */
         U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token),
                               * open or in a tomb */
         LIST_HEAD(Conn, tombs);       /* restored connections waiting for their peer */
@@ -352,6 +368,7 @@ int manager_write_stats(Manager *m);
 /* internal, between manager.c, listener.c and conn.c */
 #define WATCH_LISTENER (UINT64_C(1) << 63) /* watch key bit: a Listener's channel */
 #define WATCH_ENDPOINT (UINT64_C(1) << 62) /* watch key bit: an SMC-D Endpoint's Y copy */
+#define WATCH_PROC (UINT64_C(1) << 61)     /* watch key bit: a ProcWatch's pidfd */
 /* Watch @fd for @events (EPOLLIN, EPOLLHUP, ...) in the inner epoll; @key (a client
  * id, or a listener id | WATCH_LISTENER) finds @obj. Returns 0 or -errno. */
 int manager_watch(Manager *m, int fd, uint32_t events, uint64_t key, void *obj);
@@ -399,6 +416,8 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req);
  * any restored endpoint once its process re-registered it), and install a new table
  * with them. Failures are logged; smcd runs on without the table. */
 void conn_load_table(Manager *m);
+/* The process of @pw exited: close its loaded endpoints (as deaths), free @pw. */
+void proc_watch_on_exit(ProcWatch *pw, Manager *m);
 /* A fresh random value (SipHash of a counter under the id key), never 0. */
 uint64_t manager_random_u64(Manager *m);
 /* Close endpoint @e (owned by a client). @died: its owner died, so unless it closed

@@ -141,7 +141,25 @@ int main(void) {
                 write_file(dir, buf, len, 0640);
                 CHECK(eptable_load(dir, &out) == -EPERM, "mode 0640: -EPERM");
                 write_file(dir, buf, len - 1, 0600);
-                CHECK(eptable_load(dir, &out) == -EBADMSG, "a size that does not match nslots: -EBADMSG");
+                CHECK(eptable_load(dir, &out) == -EBADMSG, "a size that is no whole number of records: -EBADMSG");
+                write_file(dir, buf, len - SMCD_EPT_RECORD_LEN, 0600);
+                CHECK(eptable_load(dir, &out) == -EBADMSG, "smaller than the header's nslots: -EBADMSG");
+                {
+                        /* killed while growing: the file doubled, the header not yet */
+                        char *big = calloc(1, 2 * len);
+
+                        memcpy(big, buf, len);
+                        ((struct smcd_ept_record *) (big + len))[0] = rs[0];
+                        ((struct smcd_ept_record *) (big + len))[0].id = 0x2000;
+                        write_file(dir, big, SMCD_EPT_HDR_LEN + 2 * (len - SMCD_EPT_HDR_LEN), 0600);
+                        got = eptable_load(dir, &out);
+                        CHECK(got == 2 && out && out[0].id == 0x1000 && out[1].id == 0x2000,
+                              "a file larger than its header's nslots (killed while growing): all records read (%d)",
+                              got);
+                        free(out);
+                        out = NULL;
+                        free(big);
+                }
                 h->version = 2;
                 write_file(dir, buf, len, 0600);
                 CHECK(eptable_load(dir, &out) == -EBADMSG, "another version: -EBADMSG");

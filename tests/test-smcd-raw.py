@@ -1528,7 +1528,10 @@ def _run_eptable_checks(binary, rdir, daemons):
 
     D = Smcd(binary, rdir)
     daemons.append(D)
+    D.p.send_signal(signal.SIGHUP)  # (logged and ignored)
     s = D.stats()["smcd"]
+    check(D.p.poll() is None and "SIGHUP" in open(os.path.join(rdir, "smcd.log")).read(),
+          "SIGHUP: logged, smcd goes on")
     check(s["restored_loaded"] == 3 and s["restored_current"] == 3 and s["conns_current"] == 2 and
           s["rereg_total"] == 0,
           f"smcd D at start, before any request: restored_loaded {s['restored_loaded']} (3: conn 1's two ends, "
@@ -1659,6 +1662,41 @@ def _run_eptable_checks(binary, rdir, daemons):
         check(rc == 0 and s["restored_loaded"] == 0 and "endpoint table" in log,
               f"an endpoint table that is {what}: ignored with a warning, smcd serves (restored_loaded "
               f"{s['restored_loaded']}, exit {rc})")
+
+    # a full runtime file system: no table (no SIGBUS: its pages are allocated up
+    # front), the old one removed (it would name connections that end meanwhile)
+    if os.getuid() == 0:
+        small = tempfile.mkdtemp(prefix="smcd-raw-ept-small-")
+        tmpdirs.append(small)
+        if subprocess.call(["mount", "-t", "tmpfs", "-o", "size=700k,mode=0755", "tmpfs", small]) == 0:
+            try:
+                fd = os.open(os.path.join(small, "endpoints"), os.O_WRONLY | os.O_CREAT, 0o600)
+                os.write(fd, good)
+                os.close(fd)
+                H = Smcd(binary, small)
+                daemons.append(H)
+                s = H.stats()["smcd"]
+                hc = Client(H.sock, version=3)
+                tcp2 = tcp_listener()
+                lid2, chan2, _ = hc.listen(tcp2)
+                info2, fds2 = hc.connect(tcp2.getsockname())
+                log = open(os.path.join(small, "smcd.log")).read()
+                check(s["restored_loaded"] == 1 and info2["mode"] == MODE_SMCD and
+                      "Cannot create the endpoint table" in log and
+                      not os.path.exists(os.path.join(small, "endpoints")),
+                      f"a full runtime file system: no new table, a warning, the old table removed, SMC-D "
+                      f"connections as usual (restored_loaded {s['restored_loaded']}, mode {info2['mode']})")
+                for fd in fds2:
+                    os.close(fd)
+                hc.s.close()
+                chan2.close()
+                tcp2.close()
+                rc = H.stop()
+                check(rc == 0, f"... and smcd exits 0 ({rc})")
+            finally:
+                subprocess.call(["umount", small])
+        else:
+            print("skip full runtime file system check (mount tmpfs failed)")
 
 
 def run_rereg_checks(binary):

@@ -158,14 +158,16 @@ if "$smcctl" -j connections >"$tmp/conns0.json" 2>"$tmp/conns.err" &&
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
 srv, long, hold, hold2, hold3 = (int(x) for x in sys.argv[2:])
-assert len(rows) == 8 and all(r["state"] == "restored" for r in rows), rows
+# (8, unless the server told its kept close of the fourth already, or the fourth's
+# client exited)
+assert 6 <= len(rows) <= 8 and all(r["state"] == "restored" for r in rows), rows
 cli = sorted(r["pid"] for r in rows if r["role"] == "client")
-assert cli == sorted([long, hold, hold2, hold3]), (cli, rows)
+assert {long, hold, hold2} <= set(cli) <= {long, hold, hold2, hold3}, (cli, rows)
 assert all(r["pid"] == srv for r in rows if r["role"] == "server"), rows
 print("clients %s, server %d" % (cli, srv))
 PY
 then
-        ok "smcctl connections lists the eight endpoints with their processes: $(cat "$tmp/conns0.out")"
+        ok "smcctl connections lists the endpoints with their processes: $(cat "$tmp/conns0.out")"
 else
         nok "smcctl connections from the endpoint table: $(cat "$tmp/conns.err" "$tmp/conns0.out")"
 fi
