@@ -25,6 +25,7 @@ _Static_assert(sizeof(struct smc_ctl_smcr) == 40, "SMCR layout (v3 only)");
 _Static_assert(sizeof(struct smc_ctl_adopt) == 24, "ADOPT layout (v3 only)");
 _Static_assert(sizeof(struct smc_ctl_rereg) == 104 && sizeof(struct smc_ctl_rereg_reply) == 24,
                "REREG layout (v3 only)");
+_Static_assert(sizeof(struct smc_ctl_rereg_done) == 24, "REREG_DONE layout (v3 only)");
 
 size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
         if (version < SMC_CTL_VERSION_MIN || version > SMC_CTL_VERSION)
@@ -44,7 +45,8 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_ADOPT:
                 case SMC_CTL_ADOPT_REPLY:
                 case SMC_CTL_REREG:
-                case SMC_CTL_REREG_REPLY: return 0; /* not before version 3 */
+                case SMC_CTL_REREG_REPLY:
+                case SMC_CTL_REREG_DONE: return 0; /* not before version 3 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -67,6 +69,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_ADOPT_REPLY: return sizeof(struct smc_ctl_conn);
         case SMC_CTL_REREG: return sizeof(struct smc_ctl_rereg);
         case SMC_CTL_REREG_REPLY: return sizeof(struct smc_ctl_rereg_reply);
+        case SMC_CTL_REREG_DONE: return sizeof(struct smc_ctl_rereg_done);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -84,6 +87,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT:
         case SMC_CTL_REREG:
+        case SMC_CTL_REREG_DONE:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -307,6 +311,11 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_REREG_REPLY:
                 return m->rereg_reply.conn_id ? 0 : -EBADMSG;
+        case SMC_CTL_REREG_DONE:
+                return m->rereg_done.instance &&
+                                       !(m->rereg_done.flags & ~(SMC_CTL_REREG_DONE_ALL | SMC_CTL_REREG_DONE_SERVERS))
+                               ? 0
+                               : -EBADMSG;
         case SMC_CTL_ADOPT_REPLY:
                 /* SMC-D only, both memfds always sent */
                 if (m->conn.mode != SMC_CTL_MODE_SMCD || !m->conn.conn_id || m->conn.fallback_reason ||

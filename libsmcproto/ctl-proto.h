@@ -168,6 +168,19 @@
  *                      -EEXIST: another endpoint has this rx_token, or the table's
  *                      endpoint of this rx_token has other tokens, role, sizes or uid).
  *   REREG_REPLY  D->C  (v3) the endpoint's new id. No fds.
+ *   REREG_DONE   C->D  (v3, added after REREG; no reply, an smcd without it answers
+ *                      ERROR -EOPNOTSUPP) this process is done re-registering with
+ *                      this smcd (instance): flags SMC_CTL_REREG_DONE_ALL (every SMC-D
+ *                      endpoint it holds from an earlier smcd was re-registered, every
+ *                      close it kept told) and _SERVERS (its SMC listeners were never
+ *                      shared). smcd then ends the endpoints it restored from its
+ *                      endpoint table under this process (its pid and start time) and
+ *                      that the process did not re-register: they were closed while no
+ *                      smcd heard it (a CLOSE unread when the old smcd died): client
+ *                      ends with _ALL, server ends with both. Sent once per smcd
+ *                      instance, by a process that had SMC-D connections of another.
+ *                      Errors (ERROR, discarded by the library): -EBADMSG (instance 0,
+ *                      unknown flags), -EPROTO (another instance). No fds.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -214,6 +227,7 @@ enum smc_ctl_type {
         SMC_CTL_ADOPT_REPLY, /* v3 */
         SMC_CTL_REREG,       /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_REREG_REPLY, /* v3 */
+        SMC_CTL_REREG_DONE,  /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -389,6 +403,20 @@ struct smc_ctl_rereg_reply {
         uint64_t conn_id;
 };
 
+/* REREG_DONE (v3, no reply): this process re-registered (REREG) every SMC-D endpoint
+ * it holds that an earlier smcd set up, and told every close it kept. */
+#define SMC_CTL_REREG_DONE_ALL 0x1u     /* none left out: none inherited over exec, none
+                                         * of another uid, none shared with a process
+                                         * that set it up */
+#define SMC_CTL_REREG_DONE_SERVERS 0x2u /* none of its SMC listeners was ever shared
+                                         * with another process (fork, exec): every
+                                         * server endpoint set up through them is its */
+struct smc_ctl_rereg_done {
+        struct smc_ctl_hdr hdr;
+        uint32_t instance; /* this smcd's HELLO_REPLY.instance, not 0 */
+        uint32_t flags;    /* SMC_CTL_REREG_DONE_* */
+};
+
 struct smc_ctl_ok {
         struct smc_ctl_hdr hdr;
 };
@@ -415,6 +443,7 @@ union smc_ctl_msg {
         struct smc_ctl_adopt adopt;
         struct smc_ctl_rereg rereg;
         struct smc_ctl_rereg_reply rereg_reply;
+        struct smc_ctl_rereg_done rereg_done;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

@@ -90,9 +90,16 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 /* incremented in parent and child at every fork(): a listener registered before a
  * fork may be shared with another process */
 static _Atomic unsigned fork_gen;
+/* For REREG_DONE (ctl-proto.h): this process listened on an SMC listener at some time
+ * (listener_ever), and forked since (listener_forked: a child may hold server ends set
+ * up through it); it inherited sockets over exec (inherited_any: their roles are not
+ * known, they are not re-registered). */
+static _Atomic bool listener_ever, listener_forked, inherited_any;
 
 static void atfork_count(void) {
         atomic_fetch_add(&fork_gen, 1);
+        if (atomic_load(&listener_ever))
+                atomic_store(&listener_forked, true);
 }
 static bool env_disable;
 /* smc_set_tcp_only(): 0, or the reason every new connection and listener is TCP */
@@ -623,6 +630,21 @@ static void ctl_close_conn(uint64_t conn_id, bool abort, uint32_t instance) {
 #define SMC_REREG_IDLE_BACKOFF_MAX_MS 16000u
 
 static _Atomic uint32_t rereg_done; /* the instance every socket was offered to */
+/* the smcd instances this process set SMC-D connections up with: the last one, and
+ * whether there was another before it (then a new smcd may have restored endpoints of
+ * ours from its endpoint table: REREG_DONE) */
+static _Atomic uint32_t conn_inst_last;
+static _Atomic bool conn_inst_multi;
+
+static void note_conn_instance(uint32_t inst) {
+        uint32_t last = atomic_load_explicit(&conn_inst_last, memory_order_relaxed);
+
+        if (last == inst)
+                return;
+        if (last != 0)
+                atomic_store(&conn_inst_multi, true);
+        atomic_store(&conn_inst_last, inst);
+}
 
 /* Does @s (lock held) need a REREG with smcd instance @inst? Only the SMC-D sockets
  * set up by another smcd that told its instance, with a known role, whose endpoint
@@ -804,7 +826,7 @@ static int pending_flush(uint32_t inst, unsigned timeout_ms) {
  * failure of the control connection (-ENOTCONN, -ETIMEDOUT ...), which ends the
  * round: the next REREG would wait as long. */
 static int rereg_round(uint32_t inst, unsigned timeout_ms) {
-        bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire);
+        bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire), left_out = false;
         int ret = 0;
 
         if (inst == 0 || (done && atomic_load(&pending_count) == 0))
@@ -825,8 +847,12 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                                 ret = 1;
                                 continue;
                         }
-                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst) && (r = rereg_one(s, inst, timeout_ms)) < 0)
-                                ret = r;
+                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst)) {
+                                if ((r = rereg_one(s, inst, timeout_ms)) < 0)
+                                        ret = r;
+                        } else if (sock_lookup(s->fd) == s && sock_state(s) == SOCK_SMCD && !s->smcr &&
+                                   s->conn_instance && s->conn_instance != inst)
+                                left_out = true; /* of an earlier smcd, not re-registered */
                         pthread_mutex_unlock(&s->lock);
                 }
         }
@@ -836,8 +862,24 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                 if (r < 0)
                         ret = r;
         }
-        if (ret == 0 && !done)
+        if (ret == 0 && !done) {
+                uint32_t last = atomic_load(&conn_inst_last);
+
                 atomic_store_explicit(&rereg_done, inst, memory_order_release);
+                /* tell smcd that we hold no other endpoint of an earlier smcd: the ones
+                 * it restored from its table under our pid that we did not re-register
+                 * were closed while no smcd heard it */
+                if ((atomic_load(&conn_inst_multi) || (last && last != inst)) && !left_out &&
+                    !atomic_load(&inherited_any)) {
+                        union smc_ctl_msg m;
+
+                        smc_ctl_init(&m, SMC_CTL_REREG_DONE, 0);
+                        m.rereg_done.instance = inst;
+                        m.rereg_done.flags = SMC_CTL_REREG_DONE_ALL |
+                                             (atomic_load(&listener_forked) ? 0 : SMC_CTL_REREG_DONE_SERVERS);
+                        (void) smc_ctl_client_send_instance(&m, inst);
+                }
+        }
         return ret;
 }
 
@@ -1340,6 +1382,7 @@ static int listen_register(struct smc_sock *s, int backlog) {
         s->listen_fork_gen = atomic_load(&fork_gen);
         s->listen_euid = geteuid();
         atomic_store(&s->nonblock, nonblock);
+        atomic_store(&listener_ever, true);
         sock_set_state(s, SOCK_LISTEN_SMC);
         return 0;
 
@@ -1527,6 +1570,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         s->conn_id = m.conn.conn_id;
         s->conn_instance = l->listen_instance;
+        note_conn_instance(s->conn_instance);
         s->conn_role = SMC_CTL_ROLE_SERVER;
         if (addr_for_family(&m.conn.local, s->family, &s->local, &s->local_len) < 0 ||
             addr_for_family(&m.conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
@@ -1924,6 +1968,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         s->hidden = hidden;
         s->conn_id = reply.conn.conn_id;
         s->conn_instance = smc_ctl_client_instance();
+        note_conn_instance(s->conn_instance);
         s->conn_role = SMC_CTL_ROLE_CLIENT;
         s->fallback_reason = 0;
         if (addr_for_family(&src, s->family, &s->local, &s->local_len) < 0)
@@ -4073,6 +4118,7 @@ static void exec_inherit_one(const char *p, size_t len) {
         struct smc_inherit_entry e;
         int r;
 
+        atomic_store(&inherited_any, true); /* (REREG_DONE: never sent by this image) */
         if (len > 0 && p[0] == 'L') {
                 exec_inherit_listener(p, len);
                 return;

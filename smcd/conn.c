@@ -1295,3 +1295,37 @@ void conn_load_table(Manager *m) {
                          "dropped.",
                          kept, gone);
 }
+
+int client_handle_rereg_done(Client *c, const struct smc_ctl_rereg_done *req) {
+        Manager *m = c->manager;
+        unsigned swept = 0;
+        ProcWatch *pw;
+        Endpoint *e, *n;
+
+        if (req->instance != m->instance)
+                return client_send_error(c, req->hdr.seq, EPROTO, 0,
+                                         "REREG_DONE names smcd %08" PRIx32 ", this is %08" PRIx32, req->instance,
+                                         m->instance);
+        if (!(req->flags & SMC_CTL_REREG_DONE_ALL))
+                return 0; /* it left some out: any loaded one may be one of those */
+        pw = u64map_get(m->procs, (uint64_t) c->pid);
+        if (!pw || pw->start != client_pid_start(c))
+                return 0;
+        /* what it holds it re-registered (confirmed: off this list); what is left it
+         * closed while no smcd heard it. Server ends only if its listeners were never
+         * shared: else a child of it may hold them */
+        for (e = pw->endpoints; e; e = n) {
+                n = e->by_client_next;
+                if (e->uid != c->uid || (ep_side(e) == EP_SERVER && !(req->flags & SMC_CTL_REREG_DONE_SERVERS)))
+                        continue;
+                endpoint_close(m, e, false, false); /* (the last one frees pw) */
+                swept++;
+        }
+        if (swept) {
+                m->stats.restored_swept += swept;
+                log_info("Client %" PRIu64 " (pid %d) re-registered all it holds: %u restored endpoint(s) it "
+                         "closed while no smcd heard it end now.",
+                         c->id, (int) c->pid, swept);
+        }
+        return 0;
+}

@@ -287,6 +287,8 @@ static int client_process_one(Client *c) {
                 return client_handle_adopt(c, &msg.adopt);
         case SMC_CTL_REREG:
                 return client_handle_rereg(c, &msg.rereg);
+        case SMC_CTL_REREG_DONE:
+                return client_handle_rereg_done(c, &msg.rereg_done);
         case SMC_CTL_FALLBACK:
                 return client_handle_fallback(c, &msg.fallback);
         case SMC_CTL_SMCR:

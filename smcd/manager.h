@@ -410,6 +410,10 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also
  * after an ERROR reply) or a negative errno from sending (the client is dropped). */
 int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req);
+/* REREG_DONE (ctl-proto.h): end the loaded endpoints of @c's process that it did not
+ * re-register (closed while no smcd heard it). No reply; ERROR -EPROTO for another
+ * instance. Returns 0 or a negative errno from sending. */
+int client_handle_rereg_done(Client *c, const struct smc_ctl_rereg_done *req);
 /* At start, before the control socket is served: read the endpoint table an earlier
  * smcd left in the runtime directory (eptable.h), restore the endpoints whose process
  * still runs (listed and counted at once; each closes when that process exits, or as

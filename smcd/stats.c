@@ -222,6 +222,7 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         add_u64(d, "close_unknown", s->close_unknown);
         add_u64(d, "rereg_total", s->rereg_total);
         add_u64(d, "restored_loaded", s->restored_loaded);
+        add_u64(d, "restored_swept", s->restored_swept);
         add_u64(d, "restored_current", s->restored_current);
         add_u64(d, "clients", s->clients);
         add_u64(d, "clients_total", s->clients_total);

@@ -46,6 +46,9 @@
  *                            table an earlier one left, whose process was alive:
  *                            listed and counted at once, before any REREG (their
  *                            REREG then counts in rereg_total)
+ *     "restored_swept"       of the loaded ones, those ended by their process's
+ *                            REREG_DONE: it re-registered all it holds, not them
+ *                            (closed while no smcd heard it)
  *     "restored_current"     restored endpoints (loaded or re-registered) not yet
  *                            closed (gauge)
  *     "clients", "clients_total", "clients_rejected", "clients_over_limit"
@@ -175,6 +178,7 @@ struct smcd_stats {
                                     * another uid (answered ERROR -ENOENT) */
         uint64_t rereg_total;      /* endpoints of an earlier smcd re-registered (REREG) */
         uint64_t restored_loaded;  /* endpoints read from the endpoint table at start */
+        uint64_t restored_swept;   /* ... of them ended by their process's REREG_DONE */
         uint64_t restored_current; /* restored endpoints not yet closed (gauge) */
 
         /* bytes moved by finished connections, read from the final producer cursors

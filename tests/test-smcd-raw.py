@@ -44,6 +44,8 @@ VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
  NEW_CONN, CLOSE, OK, ERROR, FALLBACK, SMCR) = range(1, 14)
 REREG, REREG_REPLY = 16, 17  # (v3) after ADOPT (14), ADOPT_REPLY (15)
+REREG_DONE = 18  # (v3) after REREG_REPLY
+DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
 LISTEN_SMCR = 1
@@ -68,7 +70,7 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
-SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24})
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -1624,6 +1626,50 @@ def _run_eptable_checks(binary, rdir, daemons):
     rc = F.stop()
     s2.close()
     tcp.close()
+
+    # REREG_DONE: the process re-registered all it holds: its loaded endpoints left
+    # are closed ones (their CLOSE unread when the old smcd died): they end
+    fd = os.open(ept, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, good)
+    os.close(fd)
+    K = Smcd(binary, rdir)
+    daemons.append(K)
+    kc = Client(K.sock, version=3)
+
+    def done(inst, flags, length=24):
+        seq = kc.next()
+        send(kc.s, hdr(REREG_DONE, seq, length=length, version=3) + struct.pack("<II", inst, flags)[:length - 16])
+
+    done(kc.instance ^ 1, DONE_ALL | DONE_SERVERS)
+    t, _, data, _ = recv_msg(kc.s, version=3)
+    check(t == ERROR and parse_error(data)[0] == -errno.EPROTO, "REREG_DONE naming another smcd -> ERROR EPROTO")
+    for what, args in (("instance 0", (0, DONE_ALL)), ("unknown flags", (kc.instance, 4)),
+                       ("8 bytes short", (kc.instance, DONE_ALL, 16))):
+        done(*args)
+        t, _, data, _ = recv_msg(kc.s, version=3)
+        check(t == ERROR and parse_error(data)[0] == -errno.EBADMSG, f"REREG_DONE with {what} -> ERROR EBADMSG")
+    done(kc.instance, 0)
+    done(kc.instance, DONE_ALL)  # (the loaded endpoint is a server end: kept)
+    s = K.stats()["smcd"]
+    check(round_trip_clean(kc) and s["restored_current"] == 1 and s["restored_swept"] == 0,
+          f"REREG_DONE without ALL, or without SERVERS for a server end: it stays (restored_current "
+          f"{s['restored_current']}, restored_swept {s['restored_swept']})")
+    if os.getuid() == 0:
+        res = as_uid(lambda: (lambda c2: (send(c2.s, hdr(REREG_DONE, c2.next(), length=24, version=3) +
+                                                struct.pack("<II", c2.instance, DONE_ALL | DONE_SERVERS)),
+                                           repr(round_trip_clean(c2)).encode())[1])(Client(K.sock, version=3)))
+        s = K.stats()["smcd"]
+        check(res == b"True" and s["restored_current"] == 1,
+              f"REREG_DONE by another uid's process: nothing of ours ends (restored_current {s['restored_current']})")
+    done(kc.instance, DONE_ALL | DONE_SERVERS)
+    s = K.stats(lambda s: s["smcd"]["restored_current"] == 0)["smcd"]
+    check(round_trip_clean(kc) and s["restored_current"] == 0 and s["restored_swept"] == 1 and
+          s["conns_current"] == 0 and s["conns_closed"] == 1,
+          f"REREG_DONE with ALL and SERVERS: the loaded server end of this process ends, counted closed "
+          f"(restored_current {s['restored_current']}, restored_swept {s['restored_swept']}, conns_closed "
+          f"{s['conns_closed']})")
+    kc.s.close()
+    K.stop()
 
     # tables not to be trusted or read: ignored with a warning, smcd serves
     for what, prep in (

@@ -32,7 +32,7 @@ here=$(dirname "$0")
 tmp=$(mktemp -d /tmp/smcd-test-restart.XXXXXX)
 chmod 0755 "$tmp"
 spid= srv= BUS_PID=
-trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "${hold2:-}" ] && kill -KILL $hold2 2>/dev/null; [ -n "${hold3:-}" ] && kill -KILL $hold3 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$srv" ] && kill -KILL $srv 2>/dev/null; [ -n "${hold2:-}" ] && kill -KILL $hold2 2>/dev/null; [ -n "${hold3:-}" ] && kill -KILL $hold3 2>/dev/null; [ -n "${hold4:-}" ] && kill -KILL $hold4 2>/dev/null; [ -n "$spid" ] && kill $spid 2>/dev/null; [ -n "$BUS_PID" ] && kill $BUS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 [ -n "${KEEP_TMP:-}" ] && trap "[ -n \"\$srv\" ] && kill -KILL \$srv 2>/dev/null; [ -n \"\$spid\" ] && kill \$spid 2>/dev/null; wait 2>/dev/null" EXIT
 failed=0
 ok() { echo "ok - $*"; }
@@ -148,10 +148,12 @@ start_smcd || exit 1
 # endpoint table the killed one left: the four connections' eight endpoints, idle
 # ones too (and the fourth's, closed meanwhile: its processes still run), each with
 # the pid of its process
+# (restored_current 7 once the server told its kept close of the fourth: it may be
+# that fast)
 ld=$(stat restored_loaded) rc=$(stat restored_current) cc=$(stat conns_current)
-[ "$ld" = 8 ] && [ "$rc" = 8 ] && [ "$cc" = 4 ] &&
-        ok "from the endpoint table at once: restored_loaded 8, restored_current 8, conns_current 4" ||
-        nok "from the endpoint table: restored_loaded $ld restored_current $rc conns_current $cc (want 8 8 4)"
+[ "$ld" = 8 ] && { [ "$rc" = 8 ] || [ "$rc" = 7 ]; } && [ "$cc" = 4 ] &&
+        ok "from the endpoint table at once: restored_loaded 8, restored_current $rc, conns_current 4" ||
+        nok "from the endpoint table: restored_loaded $ld restored_current $rc conns_current $cc (want 8 8|7 4)"
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
 if "$smcctl" -j connections >"$tmp/conns0.json" 2>"$tmp/conns.err" &&
    python3 - "$tmp/conns0.json" "$srv" "$long" "$hold" "$hold2" "$hold3" >"$tmp/conns0.out" 2>&1 <<'PY'
@@ -160,7 +162,7 @@ rows = [r for r in json.load(open(sys.argv[1])) if r["mode"] == "SMCD"]
 srv, long, hold, hold2, hold3 = (int(x) for x in sys.argv[2:])
 # (8, unless the server told its kept close of the fourth already, or the fourth's
 # client exited)
-assert 6 <= len(rows) <= 8 and all(r["state"] == "restored" for r in rows), rows
+assert 6 <= len(rows) <= 8 and all(r["state"] in ("restored", "closed-by-peer") for r in rows), rows
 cli = sorted(r["pid"] for r in rows if r["role"] == "client")
 assert {long, hold, hold2} <= set(cli) <= {long, hold, hold2, hold3}, (cli, rows)
 assert all(r["pid"] == srv for r in rows if r["role"] == "server"), rows
@@ -326,6 +328,45 @@ if wait "$xfer"; then
 else
         nok "the transfer across the hung smcd: $(tr '\n' ' ' <"$tmp/hung.out")"
 fi
+
+# restart 4: a connection closed while smcd is stopped (both CLOSEs wait unread in its
+# socket), then smcd killed: the next smcd restores its two endpoints from the table.
+# The server process, on its next request, re-registers what it holds (nothing of
+# them) and sends REREG_DONE: its endpoint ends (restored_swept); the client's, whose
+# process sleeps, ends with that process.
+# (the first connection after restart 3 is TCP: the server's listener registers again
+# on the accept after it)
+(run python3 "$here/apps/restart-xfer.py" client "$port" $((1 << 20)) 0 >/dev/null 2>&1)
+sleep 1.1
+n0=$(stat conns_server)
+run python3 "$here/apps/restart-xfer.py" hold "$port" "$tmp/go4" 3 >"$tmp/hold4.out" 2>&1 &
+hold4=$!
+for _ in $(seq 60); do
+        n=$(stat conns_server)
+        [ "$n" != "?" ] && [ "$n" -gt "$n0" ] && break
+        sleep 0.25
+done
+[ "$n" != "?" ] && [ "$n" -gt "$n0" ] || nok "the connection of restart 4 is not SMC-D (conns_server $n0 -> $n)"
+kill -STOP "$spid"
+touch "$tmp/go4"
+for _ in $(seq 100); do [ -s "$tmp/go4.done" ] && break; sleep 0.05; done
+sleep 0.3
+kill -KILL "$spid"; kill -CONT "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; spid=
+start_smcd || exit 1
+ld=$(stat restored_loaded)
+[ "$ld" = 2 ] && ok "closed while smcd was stopped, then smcd killed: the new one restores both ends from the table" ||
+        nok "closed while smcd was stopped: restored_loaded $ld (want 2)"
+out=$(run python3 "$here/apps/restart-xfer.py" client "$port" $((1 << 20)) 0 2>&1) ||
+        nok "a connection after restart 4: $out"
+for _ in $(seq 50); do [ "$(stat restored_swept)" = 1 ] && break; sleep 0.1; done
+sw=$(stat restored_swept)
+[ "$sw" = 1 ] && ok "the server's next request ends its end of it (REREG_DONE: restored_swept 1)" ||
+        nok "after the server's next request: restored_swept $sw (want 1)"
+wait "$hold4"; hold4=
+for _ in $(seq 50); do [ "$(stat restored_current)" = 0 ] && break; sleep 0.1; done
+rc=$(stat restored_current)
+[ "$rc" = 0 ] && ok "... and the client's end with its process (restored_current 0)" ||
+        nok "after the client's exit: restored_current $rc (want 0)"
 
 kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
