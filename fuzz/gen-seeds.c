@@ -215,6 +215,11 @@ static void gen_ctl(void) {
                         m.rereg_reply.conn_id = 10;
                         ctl_seed(&m, SMC_CTL_TO_CLIENT, "rereg-reply");
                 }
+                if (INIT(SMC_CTL_REREG_DONE)) {
+                        m.rereg_done.instance = 0x9e3779b9u;
+                        m.rereg_done.flags = SMC_CTL_REREG_DONE_ALL | SMC_CTL_REREG_DONE_SERVERS;
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "rereg-done");
+                }
 #undef INIT
         }
 }
