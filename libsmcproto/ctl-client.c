@@ -55,13 +55,16 @@ static bool ctl_reading;     /* a thread is in recvmsg on ctl_fd without the loc
 static int ctl_zombie = -1;  /* ctl_fd dropped while being read: the reader closes it */
 static unsigned ctl_conn_gen; /* bumped by every drop: a reply read from an older
                                * connection belongs to nobody */
-/* smcd did not accept a connection or answer its HELLO in time (stopped, hung): until
- * ctl_hold_off_until (now_ms()) no connect is tried, every request fails at once with
- * -ENOTCONN (a connect() falls back to TCP) instead of waiting out the timeout again.
+/* smcd did not accept a connection or answer its HELLO or a request in time (stopped,
+ * hung): until ctl_hold_off_until (now_ms()) no connect is tried and every request
+ * fails at once with -ENOTCONN (a connect() falls back to TCP) instead of waiting out
+ * the timeout again.
  * The hold-off doubles with each such HELLO, from 1 s up to SMC_CTL_HOLD_OFF_MAX_MS,
  * and ends with the first HELLO answered. A refused connect (smcd not running) costs
  * microseconds and sets none. */
 #define SMC_CTL_HOLD_OFF_MAX_MS 16000u
+#define SMC_CTL_HOLD_OFF_REQUEST_MS 10000u /* requests waiting up to this long (CONNECT)
+                                            * hold off too when not answered */
 static uint64_t ctl_hold_off_until;
 static unsigned ctl_hold_off_ms;
 
@@ -245,8 +248,11 @@ static int ctl_path(char *path, size_t size) {
         return ctl_path_make(path, size);
 }
 
-static void hold_off_locked(const char *what) {
+/* @min_ms: at least as long as the wait that was not answered */
+static void hold_off_locked(const char *what, unsigned min_ms) {
         ctl_hold_off_ms = ctl_hold_off_ms ? ctl_hold_off_ms * 2 : 1000;
+        if (ctl_hold_off_ms < min_ms)
+                ctl_hold_off_ms = min_ms;
         if (ctl_hold_off_ms > SMC_CTL_HOLD_OFF_MAX_MS)
                 ctl_hold_off_ms = SMC_CTL_HOLD_OFF_MAX_MS;
         ctl_hold_off_until = now_ms() + ctl_hold_off_ms;
@@ -279,7 +285,7 @@ static int connect_locked(unsigned timeout_ms) {
         if (sys_connect(ctl_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                 smc_debug("ctl: connecting to %s failed: %m", sa.sun_path);
                 if (errno == EAGAIN)
-                        hold_off_locked("did not accept"); /* its backlog is full */
+                        hold_off_locked("did not accept", timeout_ms); /* its backlog is full */
                 drop_locked();
                 return -ENOTCONN;
         }
@@ -301,7 +307,7 @@ static int connect_locked(unsigned timeout_ms) {
         if (r > 0)
                 close_fds(fds, r);
         if (r == -ETIMEDOUT)
-                hold_off_locked("did not answer HELLO");
+                hold_off_locked("did not answer HELLO", timeout_ms);
         if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
             reply.hello_reply.version > SMC_CTL_VERSION || reply.hello_reply.version != reply.hdr.version) {
                 smc_debug("ctl: HELLO failed (%s, reply type %u): no control connection", r < 0 ? strerror(-r) : "ok",
@@ -381,6 +387,13 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 return -EINVAL;
 
         pthread_mutex_lock(&ctl_lock);
+        if (timeout_ms <= SMC_CTL_HOLD_OFF_REQUEST_MS && ctl_hold_off_until && now_ms() < ctl_hold_off_until) {
+                /* smcd did not answer lately: do not wait again yet. (Not the SMCR
+                 * request after a CONNECT that timed out: smcd may have marked the
+                 * socket for SMC-R, its answer decides how the connect ends.) */
+                r = -ENOTCONN;
+                goto out;
+        }
         for (unsigned attempt = 0;; attempt++) {
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
                 size_t n = nfds;
@@ -411,6 +424,13 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 goto out;
         }
         r = wait_reply_locked(req->hdr.seq, ret_reply, ret_fds, timeout_ms);
+        if (r == -ETIMEDOUT && timeout_ms <= SMC_CTL_HOLD_OFF_REQUEST_MS)
+                hold_off_locked("did not answer a request", timeout_ms); /* (not an SMCR handshake:
+                                                              * its peer may be slow) */
+        else if (r >= 0 && ctl_hold_off_ms) {
+                ctl_hold_off_ms = 0; /* answered again */
+                ctl_hold_off_until = 0;
+        }
 out:
         pthread_mutex_unlock(&ctl_lock);
         return r;

@@ -368,6 +368,31 @@ rc=$(stat restored_current)
 [ "$rc" = 0 ] && ok "... and the client's end with its process (restored_current 0)" ||
         nok "after the client's exit: restored_current $rc (want 0)"
 
+# a hung smcd and new connections: the connect of a process whose control connection is
+# established waits for CONNECT's timeout (10 s), then for smcd's word on the socket it
+# may have marked for SMC-R (the SMCR request, not held off), and ends once smcd goes on
+# (here TCP: it never saw the CONNECT in time), every byte right; the next ones are
+# quick again
+run python3 "$here/apps/restart-xfer.py" client "$port" $((1 << 20)) 0 3 >"$tmp/more.out" 2>&1 &
+more=$!
+sleep 0.6
+kill -STOP "$spid"
+sleep 12
+kill -CONT "$spid"
+wait "$more"; mrc=$?
+if [ $mrc = 0 ] && python3 - "$tmp/more.out" >"$tmp/more.chk" 2>&1 <<'PY'
+import sys
+t = [float(l.split()[-1]) for l in open(sys.argv[1]) if l.startswith("ok ")]
+assert len(t) == 4, t
+assert t[0] < 1 and t[1] >= 5 and t[2] < 1 and t[3] < 1, t
+print("connect times %s s" % " ".join("%.3f" % x for x in t))
+PY
+then
+        ok "a connect while smcd hangs (12 s) ends when smcd goes on, the next ones are quick, all checked ($(cat "$tmp/more.chk"))"
+else
+        nok "connects while smcd hangs: $(cat "$tmp/more.chk" "$tmp/more.out" | tr '\n' ' ')"
+fi
+
 kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc = 0 ] || nok "smcd exit $rc at the end: $(tail -5 "$tmp/smcd.log")"

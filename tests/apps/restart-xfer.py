@@ -12,8 +12,8 @@
 #       TRIGGER: once the file TRIGGER exists, a thread makes one more connection of
 #       1 MiB while the long one goes on, and writes "ok ..." or the difference to
 #       TRIGGER.done (this process's first request to a restarted smcd).
-#       Prints "ok <bytes> <sha256> longest-send <s>" per connection (the longest
-#       sendall() of a 256 KiB block, seconds) and exits 0, or prints the difference,
+#       Prints "ok <bytes> <sha256> longest-send <s> connect <s>" per connection (the
+#       longest sendall() of a 256 KiB block, and the connect, seconds) and exits 0, or prints the difference,
 #       exit 1.
 #   restart-xfer.py hold PORT GOFILE [LINGER]
 #       one connection of 2 MiB: the first half at once, the second half once the
@@ -94,7 +94,9 @@ def hold(port, gofile, linger=0.0):
 
 
 def one(port, total, seconds, out=print, halfway=None):
+    t = time.monotonic()
     s = socket.create_connection(("127.0.0.1", port))
+    conn_time = time.monotonic() - t
     block = hashlib.sha256(b"smcd").digest() * 8192  # 256 KiB
     h = hashlib.sha256()
     sent = 0
@@ -129,7 +131,7 @@ def one(port, total, seconds, out=print, halfway=None):
     if ans != want:
         out("server got %r, sent %r" % (ans, want))
         return 1
-    out("ok %d %s longest-send %.3f" % (total, h.hexdigest(), stall))
+    out("ok %d %s longest-send %.3f connect %.3f" % (total, h.hexdigest(), stall, conn_time))
     return 0
 
 

@@ -36,6 +36,22 @@ is_active() { [ "$(prop ActiveState)" = active ] && [ "$(prop SubState)" = runni
 json_get() { # json_get EXPR: evaluate EXPR on the JSON document on stdin (python3)
         python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"
 }
+# py_pid SCRIPT: the pid of the python3 process running SCRIPT (not its wrappers)
+py_pid() {
+        python3 - "$1" <<'PY'
+import os, sys
+for p in os.listdir("/proc"):
+    try:
+        a = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if len(a) > 1 and os.path.basename(a[0]) == b"python3" and a[1] == sys.argv[1].encode():
+        print(p)
+        break
+else:
+    print(0)
+PY
+}
 conns_total() { smcctl -j stats | json_get 'd["smcd"]["conns_client"] + d["smcd"]["conns_server"]'; }
 dump_smcd() {
         systemctl status smcd.service --no-pager -l 2>&1 | sed 's/^/#   /'
@@ -182,6 +198,26 @@ if wait_for 60 test -e ready; then
         else
                 notok "smcctl connections shows the open smcrun connection (got '$rows')"
         fi
+        # --- 4a. systemctl restart with it open: the new smcd lists both ends at once,
+        # with their processes (the endpoint table in /run/smcd, kept by
+        # RuntimeDirectoryPreserve=; pidfd_open, fallocate, mremap pass the unit's
+        # SystemCallFilter=); their closes are counted ---
+        if systemctl restart smcd.service && wait_for 30 is_active; then
+                wait_for 30 smcctl stats >/dev/null 2>&1
+                got=$(smcctl -j connections --port "$port" |
+                        json_get '" ".join(sorted("%s:%s" % (c["role"], c["pid"]) for c in d if c["state"] == "restored" and c["pid"] > 0))' 2>&1)
+                want="client:$(py_pid client.py) server:$(py_pid server.py)"
+                if [ "$got" = "$want" ]; then
+                        ok "systemctl restart with the connection open: the new smcd lists both ends at once, with their processes ($got)"
+                else
+                        notok "systemctl restart with the connection open: restored endpoints '$got' (want '$want')"
+                        dump_smcd
+                fi
+        else
+                notok "systemctl restart with a connection open: state $(prop ActiveState)/$(prop SubState)"
+                dump_smcd
+        fi
+        before=$(smcctl -j stats | json_get 'd["smcd"]["conns_closed"] + d["smcd"]["conns_aborted"]' 2>/dev/null || echo -1)
 else
         notok "smcrun client/server connected and echoed 1 MiB"
 fi
@@ -189,10 +225,11 @@ touch go
 wait $cpid; crc=$?
 wait $spid; src=$?
 sed 's/^/#   /' client.out
-check "smcrun python3 echo: 1 MiB verified, client and server exited 0 ($crc, $src)" \
+check "smcrun python3 echo: 1 MiB verified across the restart, client and server exited 0 ($crc, $src)" \
         test $crc -eq 0 -a $src -eq 0
-after=$(conns_total 2>/dev/null || echo -1)
-check "smcctl -j stats: SMC-D connection counters grew ($before -> $after)" \
+wait_for 10 test "$(smcctl -j stats | json_get 'd["smcd"]["conns_closed"] + d["smcd"]["conns_aborted"]' 2>/dev/null)" -gt "$before"
+after=$(smcctl -j stats | json_get 'd["smcd"]["conns_closed"] + d["smcd"]["conns_aborted"]' 2>/dev/null || echo -1)
+check "smcctl -j stats: the restored connection's end counted ($before -> $after)" \
         test "$after" -gt "$before"
 wait_for 10 test "$(smcctl -j connections --port "$port" | json_get 'len(d)' 2>/dev/null)" = 0
 check "smcctl connections: the connection is gone after close" \
