@@ -747,10 +747,10 @@ static void pending_close_add(struct smc_sock *s, bool abort) {
                         pending_cap = cap;
                 }
         }
-        if (pending_n == pending_cap && pending_n > 0) {
+        if (pending_n == pending_cap && pending_n > 0 && !atomic_load(&pending_flushing)) {
                 memmove(pending, pending + 1, sizeof(*pending) * (pending_n - 1)); /* drop the oldest */
                 pending_n--;
-        }
+        } /* (while a flush runs, its indexes must stay: the new one is dropped) */
         if (pending_n < pending_cap) {
                 pending[pending_n++] = pc;
                 atomic_store(&pending_count, pending_n);
