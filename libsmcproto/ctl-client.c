@@ -261,7 +261,7 @@ static void hold_off_locked(const char *what, unsigned min_ms) {
 
 /* Connect and exchange HELLO, waiting up to @timeout_ms for each of the connect (a
  * full backlog: smcd stopped) and the HELLO_REPLY. */
-static int connect_locked(unsigned timeout_ms) {
+static int connect_locked(unsigned timeout_ms, bool hold) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         union smc_ctl_msg m, reply;
         struct timeval tv = { .tv_sec = SMC_CTL_CLIENT_TIMEOUT_MS / 1000,
@@ -270,8 +270,8 @@ static int connect_locked(unsigned timeout_ms) {
         int fds[SMC_CTL_MAX_FDS];
         int r;
 
-        if (ctl_hold_off_until && now_ms() < ctl_hold_off_until)
-                return -ENOTCONN; /* smcd did not answer a HELLO lately */
+        if (hold && ctl_hold_off_until && now_ms() < ctl_hold_off_until)
+                return -ENOTCONN; /* smcd did not answer lately */
         if (ctl_path(sa.sun_path, sizeof(sa.sun_path)) < 0)
                 return -ENOTCONN;
 
@@ -327,7 +327,7 @@ static int connect_locked(unsigned timeout_ms) {
 /* An established control connection (HELLO done), connecting if there is none,
  * waiting up to @timeout_ms for the HELLO (ours or another thread's).
  * ctl_lock held (dropped while waiting). Returns 0 or -ENOTCONN. */
-static int ensure_locked(unsigned timeout_ms) {
+static int ensure_locked(unsigned timeout_ms, bool hold) {
         uint64_t deadline = 0;
         unsigned gen = 0;
 
@@ -342,7 +342,7 @@ static int ensure_locked(unsigned timeout_ms) {
                                 smc_debug("ctl: another thread's HELLO failed: ENOTCONN");
                                 return -ENOTCONN;
                         }
-                        return connect_locked(timeout_ms);
+                        return connect_locked(timeout_ms, hold);
                 }
                 if (ctl_version) {
                         /* smcd gone since our last request (it restarted): its end
@@ -381,13 +381,18 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
 
 int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                                 int *ret_fds, unsigned timeout_ms) {
+        bool hold;
         int r;
 
         if (!req || !ret_reply || !ret_fds || nfds > SMC_CTL_MAX_FDS)
                 return -EINVAL;
 
+        /* held off: only the requests that have a way on without smcd (CONNECT: TCP;
+         * REREG: tried again later). LISTEN, ADOPT ... wait: a listener refused now
+         * would stay TCP */
+        hold = req->hdr.type == SMC_CTL_CONNECT || req->hdr.type == SMC_CTL_REREG;
         pthread_mutex_lock(&ctl_lock);
-        if (timeout_ms <= SMC_CTL_HOLD_OFF_REQUEST_MS && ctl_hold_off_until && now_ms() < ctl_hold_off_until) {
+        if (hold && timeout_ms <= SMC_CTL_HOLD_OFF_REQUEST_MS && ctl_hold_off_until && now_ms() < ctl_hold_off_until) {
                 /* smcd did not answer lately: do not wait again yet. (Not the SMCR
                  * request after a CONNECT that timed out: smcd may have marked the
                  * socket for SMC-R, its answer decides how the connect ends.) */
@@ -398,7 +403,7 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
                 size_t n = nfds;
 
-                r = ensure_locked(timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS ? timeout_ms : SMC_CTL_CLIENT_TIMEOUT_MS);
+                r = ensure_locked(timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS ? timeout_ms : SMC_CTL_CLIENT_TIMEOUT_MS, hold);
                 if (r < 0)
                         goto out;
                 req->hdr.seq = next_seq_locked();
@@ -477,7 +482,7 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
         uint32_t i = 0;
 
         pthread_mutex_lock(&ctl_lock);
-        if (ensure_locked(timeout_ms) == 0)
+        if (ensure_locked(timeout_ms, true) == 0)
                 i = ctl_instance;
         pthread_mutex_unlock(&ctl_lock);
         return i;
@@ -512,7 +517,7 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         for (unsigned attempt = 0;; attempt++) {
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
 
-                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS);
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true);
                 if (r < 0)
                         break;
                 req->hdr.seq = next_seq_locked();
@@ -541,7 +546,7 @@ static int notify(union smc_ctl_msg *req, uint16_t min_version, bool connect) {
         if ((ctl_fd >= 0 && ctl_gen != fork_gen) || ((connect || ctl_forked) && ctl_fd < 0)) {
                 /* a child of a process that talked to smcd (a pre-forked server
                  * accepting): its own connection, as its first request would open */
-                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS);
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true);
                 if (r < 0)
                         goto out;
         }

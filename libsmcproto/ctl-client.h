@@ -19,8 +19,9 @@
  * -ENOTCONN; the next request tries to connect again (a failed connect to a unix
  * socket costs microseconds). When smcd does not accept, or does not answer HELLO or
  * a request (of a timeout up to 10 s: not an SMCR handshake, which waits for a peer)
- * within its timeout (stopped, hung), neither a connect nor such a request is tried
- * for a hold-off of 1 s, doubling with every such failure up to 16 s, and at least as long
+ * within its timeout (stopped, hung), no CONNECT or REREG (which have a way on
+ * without smcd: TCP, a later try), nor the connect and HELLO for them, is tried for a
+ * hold-off of 1 s, doubling with every such failure up to 16 s, and at least as long
  * as the wait that failed, ended by the first answer: requests fail at once with -ENOTCONN meanwhile (a connect() falls back to
  * TCP without waiting). After fork() the child notices the new pid and opens
  * its own connection (closing its inherited copy of the parent's).

@@ -731,6 +731,21 @@ static unsigned pending_n, pending_cap;    /* under pending_lock */
 static _Atomic unsigned pending_count;     /* pending_n, read without the lock */
 static _Atomic bool pending_flushing;      /* one flusher at a time */
 
+/* fork(): the parent's kept closes are the parent's to tell (the child would tell them
+ * twice); a lock or flush another thread held is not the child's */
+static void pending_atfork_child(void) {
+        pthread_mutex_init(&pending_lock, NULL);
+        free(pending);
+        pending = NULL;
+        pending_n = pending_cap = 0;
+        atomic_store(&pending_count, 0);
+        atomic_store(&pending_flushing, false);
+}
+
+__attribute__((constructor)) static void pending_init(void) {
+        pthread_atfork(NULL, NULL, pending_atfork_child);
+}
+
 /* Remember the close of @s (lock held, ring still mapped). */
 static void pending_close_add(struct smc_sock *s, bool abort) {
         struct pending_close pc = { .abort = abort };
@@ -826,7 +841,8 @@ static int pending_flush(uint32_t inst, unsigned timeout_ms) {
  * failure of the control connection (-ENOTCONN, -ETIMEDOUT ...), which ends the
  * round: the next REREG would wait as long. */
 static int rereg_round(uint32_t inst, unsigned timeout_ms) {
-        bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire), left_out = false;
+        bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire), left_out = false,
+             servers_left = false;
         int ret = 0;
 
         if (inst == 0 || (done && atomic_load(&pending_count) == 0))
@@ -841,7 +857,17 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                         struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
                         int r;
 
-                        if (!s || sock_state(s) != SOCK_SMCD)
+                        if (!s)
+                                continue;
+                        if (sock_state(s) == SOCK_LISTEN_SMC) {
+                                /* its accept channel to an earlier smcd may still hold
+                                 * NEW_CONNs not accepted yet: server ends of ours that
+                                 * no REREG names */
+                                if (s->chan >= 0 && s->listen_instance && s->listen_instance != inst)
+                                        servers_left = true;
+                                continue;
+                        }
+                        if (sock_state(s) != SOCK_SMCD)
                                 continue;
                         if (pthread_mutex_trylock(&s->lock) != 0) {
                                 ret = 1;
@@ -875,8 +901,9 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
 
                         smc_ctl_init(&m, SMC_CTL_REREG_DONE, 0);
                         m.rereg_done.instance = inst;
-                        m.rereg_done.flags = SMC_CTL_REREG_DONE_ALL |
-                                             (atomic_load(&listener_forked) ? 0 : SMC_CTL_REREG_DONE_SERVERS);
+                        m.rereg_done.flags = SMC_CTL_REREG_DONE_ALL | (atomic_load(&listener_forked) || servers_left
+                                                                               ? 0
+                                                                               : SMC_CTL_REREG_DONE_SERVERS);
                         (void) smc_ctl_client_send_instance(&m, inst);
                 }
         }

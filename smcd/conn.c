@@ -286,7 +286,7 @@ void proc_watch_on_exit(ProcWatch *pw, Manager *m) {
 static ProcWatch *proc_watch_get(Manager *m, pid_t pid, uint64_t start, bool *gone) {
         ProcWatch *pw = u64map_get(m->procs, (uint64_t) pid);
         uint64_t now = 0;
-        int fd, err;
+        int fd, err, r;
 
         *gone = false;
         if (pw) {
@@ -300,8 +300,11 @@ static ProcWatch *proc_watch_get(Manager *m, pid_t pid, uint64_t start, bool *go
                 return NULL;
         }
         /* after pidfd_open: a process that started since under the pid has another
-         * start time */
-        if (proc_pid_start(pid, &now) < 0 || now != start) {
+         * start time. (Its start time unreadable, e.g. out of descriptors: the
+         * pidfd, if there is one, says a process of that pid runs; no pidfd: restored
+         * unwatched, not dropped) */
+        r = proc_pid_start(pid, &now);
+        if (r == -ESRCH || (r == 0 && now != start)) {
                 if (fd >= 0)
                         close(fd);
                 *gone = true;
@@ -1160,7 +1163,8 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
                 uid_account(m, e->uid, 1, e->conn->rsize[side]);
                 e->owner = c;
                 LIST_PREPEND(by_client, c->endpoints, e);
-                eptable_set_owner(m->eptable, e->ept_slot1, c->pid, client_pid_start(c));
+                if (client_pid_start(c)) /* (unreadable: the table's owner stays) */
+                        eptable_set_owner(m->eptable, e->ept_slot1, c->pid, client_pid_start(c));
                 m->stats.rereg_total++;
                 manager_status_changed(m);
                 log_debug("Client %" PRIu64 " (pid %d) confirmed endpoint %016" PRIx64 " of smcd %08" PRIx32
@@ -1171,10 +1175,13 @@ int client_handle_rereg(Client *c, const struct smc_ctl_rereg *req) {
         /* the same endpoint again (a copy in a forked process, or a retry after a lost
          * reply): the same id */
         if (e) {
+                /* (an endpoint confirmed from the table has the table's addresses,
+                 * which may be written otherwise than the library's: 0.0.0.0 dialed,
+                 * v4-mapped; its tokens prove it) */
                 if (e->uid != c->uid || ep_side(e) != side || e->conn->token[!side] != req->tx_token || e->closed ||
                     e->conn->rsize[side] != req->rx_size || e->conn->rsize[!side] != req->tx_size ||
-                    memcmp(&e->local, &req->local, sizeof(e->local)) != 0 ||
-                    memcmp(&e->peer, &req->peer, sizeof(e->peer)) != 0)
+                    (!e->from_table && (memcmp(&e->local, &req->local, sizeof(e->local)) != 0 ||
+                                        memcmp(&e->peer, &req->peer, sizeof(e->peer)) != 0)))
                         return client_send_error(c, req->hdr.seq, EEXIST, 0,
                                                  "another endpoint was re-registered with this DMB token");
                 if (!e->owner) {
@@ -1233,6 +1240,7 @@ static int restore_loaded(Manager *m, const struct smcd_ept_record *rec) {
                 return r == -EEXIST ? 0 : r;
         }
         e->loaded = true;
+        e->from_table = true;
         e->table_pid = rec->pid;
         if (pw) {
                 e->proc = pw;

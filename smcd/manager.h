@@ -239,6 +239,7 @@ struct Endpoint {
          * by_client) if that process is watched: its exit closes the endpoint, as a
          * death. Not charged to its uid's limits until confirmed. */
         bool loaded;
+        bool from_table;    /* restored from the endpoint table (loaded, or since confirmed) */
         pid_t table_pid;    /* loaded: the pid the table names (listed as its pid) */
         ProcWatch *proc;
         LIST_FIELDS(Endpoint, by_client);
