@@ -26,6 +26,7 @@
 #   BENCH_APPS_PIN=1    servers of single-threaded programs (redis, iperf3, qperf, python)
 #                       on CPU 1, their clients on CPU 0 (nginx and wrk never pinned)
 #   BENCH_RAW=1         also print every measured value
+#   BENCH_APPS_ONLY     a comma-separated subset of redis,nginx,iperf3,qperf,echo
 # Exit: 0 when everything ran (missed targets are reported, not fatal), 1 when a
 # measurement failed or smcrun runs fell back to TCP, 2 on bad usage or a missing tool.
 
@@ -254,6 +255,16 @@ have redis-server && have redis-benchmark && has_redis=1
 have nginx && have wrk && have curl && has_nginx=1
 have iperf3 && has_iperf3=1
 have qperf && has_qperf=1
+has_echo=1
+# BENCH_APPS_ONLY: a comma-separated subset of redis,nginx,iperf3,qperf,echo
+if [ -n "${BENCH_APPS_ONLY:-}" ]; then
+        for g in redis nginx iperf3 qperf echo; do
+                case ",$BENCH_APPS_ONLY," in
+                *",$g,"*) ;;
+                *) eval "has_$g=0" ;;
+                esac
+        done
+fi
 
 if [ $has_nginx = 1 ]; then
         nginx_setup
@@ -283,8 +294,10 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_iperf3 $mode P4 4
                 fi
                 [ $has_qperf = 1 ] && bench_qperf $mode
-                bench_echo $mode socket
-                bench_echo $mode asyncio
+                if [ $has_echo = 1 ]; then
+                        bench_echo $mode socket
+                        bench_echo $mode asyncio
+                fi
         done
 done
 apps_wait_idle 5 || warn "smcd still has $APPS_CONNS_CURRENT connections after the default-ring runs"
