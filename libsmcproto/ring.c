@@ -329,14 +329,7 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
         ep->tx_sendfile_bytes = atomic_load_explicit(&ep->tx_hdr->prod_sendfile_bytes, memory_order_relaxed);
         ep->rx_msgs = atomic_load_explicit(&ep->rx_hdr->cons_msgs, memory_order_relaxed);
 
-        /* Nothing but plug bytes is ever sent on X, and a plug costs about SO_SNDBUF
-         * bytes copied through the kernel twice: take the smallest send buffer (the
-         * kernel rounds it up to SOCK_MIN_SNDBUF, ~4.5 KiB). Measured: streaming with
-         * a 64 KiB ring went from ~0.5 to ~1.8 GB/s. Best effort. */
-        {
-                int one = 1;
-                (void) sys_setsockopt(x, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-        }
+        /* (X's SO_SNDBUF is its creator's: smcd sets the smallest, dmb.h) */
 
         r = pthread_mutex_init(&ep->tx_lock, NULL);
         if (r != 0)

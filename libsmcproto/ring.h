@@ -86,7 +86,11 @@ struct smc_ring_ep {
 void smc_ring_set_shared(struct smc_ring_ep *ep);
 
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
- * Takes ownership of y_peer. Returns 0 or -errno (pthread_mutex_init). */
+ * Takes ownership of y_peer. @x keeps the send buffer its creator gave it: only plug
+ * bytes go through it, so the smallest (SO_SNDBUF 1, which the kernel rounds up to
+ * SOCK_MIN_SNDBUF, ~4.5 KiB) keeps a plug cheap; smcd sets that (measured: streaming
+ * over a 64 KiB ring ~0.5 GB/s with the default, ~1.8 GB/s with the smallest).
+ * Returns 0 or -errno (pthread_mutex_init). */
 int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void *tx_base, uint32_t tx_size,
                   int x, int y_peer);
 

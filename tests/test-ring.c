@@ -72,6 +72,13 @@ static void conn_open(struct conn *c, uint32_t size_a, uint32_t size_b) {
         c->dmb_b = dmb_new(size_b);
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa) == 0, "socketpair: %m");
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb) == 0, "socketpair: %m");
+        {
+                /* as smcd does: the smallest send buffer on X keeps a plug small */
+                int one = 1;
+
+                (void) setsockopt(pa[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+                (void) setsockopt(pb[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        }
         c->xa = pa[0];
         c->xb = pb[0];
         /* A holds X_a and Y_b; B holds X_b and Y_a */

@@ -283,6 +283,13 @@ static void conn_open(struct conn *c) {
         c->dmb_b = dmb_new();
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa) == 0, "socketpair: %m");
         CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb) == 0, "socketpair: %m");
+        {
+                /* as smcd does: the smallest send buffer on X keeps a plug small */
+                int one = 1;
+
+                (void) setsockopt(pa[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+                (void) setsockopt(pb[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        }
         c->xa = pa[0];
         c->xb = pb[0];
         CHECK(smc_ring_init(&c->a, c->dmb_a, RING, c->dmb_b, RING, pa[0], pb[1]) == 0, "init a");
