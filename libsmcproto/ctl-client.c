@@ -327,7 +327,11 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
 /* An established control connection (HELLO done), connecting if there is none,
  * waiting up to @timeout_ms for the HELLO (ours or another thread's).
  * ctl_lock held (dropped while waiting). Returns 0 or -ENOTCONN. */
-static int ensure_locked(unsigned timeout_ms, bool hold) {
+/* @probe: look for a hang-up of the control connection first (one poll(2)), for a
+ * send that must not be lost on an smcd that is gone (CLOSE, notices). A request
+ * that waits for its reply needs no probe: its send fails (EPIPE) on a connection
+ * whose smcd is gone, and goes once more on a new one. */
+static int ensure_locked(unsigned timeout_ms, bool hold, bool probe) {
         uint64_t deadline = 0;
         unsigned gen = 0;
 
@@ -348,10 +352,10 @@ static int ensure_locked(unsigned timeout_ms, bool hold) {
                         /* smcd gone since our last request (it restarted): its end
                          * is closed, ours reads EOF. Find out now, not from the send
                          * (a fire-and-forget CLOSE would be lost, and REREG would go
-                         * unsent): one poll(2) per request */
+                         * unsent): one poll(2) */
                         struct pollfd p = { .fd = ctl_fd, .events = POLLIN | POLLRDHUP };
 
-                        if (!ctl_reading && sys_poll(&p, 1, 0) == 1 &&
+                        if (probe && !ctl_reading && sys_poll(&p, 1, 0) == 1 &&
                             (p.revents & (POLLHUP | POLLERR | POLLRDHUP))) {
                                 smc_debug("ctl: the control connection hung up (smcd gone): connecting again");
                                 drop_locked();
@@ -403,7 +407,8 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
                 size_t n = nfds;
 
-                r = ensure_locked(timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS ? timeout_ms : SMC_CTL_CLIENT_TIMEOUT_MS, hold);
+                r = ensure_locked(timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS ? timeout_ms : SMC_CTL_CLIENT_TIMEOUT_MS, hold,
+                                  false);
                 if (r < 0)
                         goto out;
                 req->hdr.seq = next_seq_locked();
@@ -482,7 +487,7 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
         uint32_t i = 0;
 
         pthread_mutex_lock(&ctl_lock);
-        if (ensure_locked(timeout_ms, true) == 0)
+        if (ensure_locked(timeout_ms, true, true) == 0)
                 i = ctl_instance;
         pthread_mutex_unlock(&ctl_lock);
         return i;
@@ -517,7 +522,7 @@ int smc_ctl_client_send(union smc_ctl_msg *req) {
         for (unsigned attempt = 0;; attempt++) {
                 bool fresh = ctl_fd < 0 || ctl_gen != fork_gen;
 
-                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true);
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true, true);
                 if (r < 0)
                         break;
                 req->hdr.seq = next_seq_locked();
@@ -546,7 +551,7 @@ static int notify(union smc_ctl_msg *req, uint16_t min_version, bool connect) {
         if ((ctl_fd >= 0 && ctl_gen != fork_gen) || ((connect || ctl_forked) && ctl_fd < 0)) {
                 /* a child of a process that talked to smcd (a pre-forked server
                  * accepting): its own connection, as its first request would open */
-                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true);
+                r = ensure_locked(SMC_CTL_CLIENT_TIMEOUT_MS, true, true);
                 if (r < 0)
                         goto out;
         }

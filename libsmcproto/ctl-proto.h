@@ -110,7 +110,13 @@
  *                      ended in a fallback: mode TCP, 1 fd); body and fds as CONNECT_REPLY (peer = the
  *                      connecting client's address, local = the listener's view).
  *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
- *                      success (fire and forget); ERROR on a bad id.
+ *                      success (fire and forget); ERROR on a bad id. The library
+ *                      sends it for SMC-R endpoints and for SMC-D endpoints that
+ *                      the smcd it talks to did not set up (an earlier smcd's, after
+ *                      REREG: no Y copy here); an SMC-D endpoint that this smcd set
+ *                      up (CONNECT_REPLY, NEW_CONN) is closed by the end of its X
+ *                      alone (smcd's copy of Y hangs up; the abort is read from the
+ *                      DMB flags), which costs smcd no message.
  *   FALLBACK     C->D  (v2 only) a notice, no reply: a TCP connection of this client
  *                      that is not SMC although smcd was asked, so that smcd can list
  *                      it (smcctl connections). local (getsockname) and peer address

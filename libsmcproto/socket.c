@@ -223,7 +223,9 @@ struct smc_sock {
         unsigned listen_fork_gen;  /* fork_gen then */
         uid_t listen_euid;         /* its effective uid then: smcd's endpoints of the
                                     * connections it accepts have this uid */
-        _Atomic unsigned accept_turn;
+        _Atomic unsigned accept_turn; /* bit 0: which queue accept() tries first (0: the
+                                       * accept channel, 1: T); bits 1..: how many in a
+                                       * row it served (accept_tcp_chan) */
         int listen_backlog;        /* for a LISTEN again after smcd came back */
         uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
                                     * with: its connections' conn_instance */
@@ -238,6 +240,9 @@ struct smc_sock {
                                  * 0 = unknown (an smcd without REREG): never re-registered */
         int8_t conn_role;       /* SMC_CTL_ROLE_*, or -1 = unknown (adopted after an
                                  * exec): never re-registered */
+        uint32_t y_instance;    /* the smcd that set the connection up (CONNECT_REPLY,
+                                 * NEW_CONN) and so holds a copy of its Y; unlike
+                                 * conn_instance not moved by REREG. 0 = not known */
         struct sockaddr_storage local, peer;
         socklen_t local_len, peer_len;
         struct smc_ring_ep ep;
@@ -427,6 +432,12 @@ static int set_nonblock(int fd, bool on) {
         return neg_errno(sys_fcntl(fd, F_SETFL, fl));
 }
 
+/* O_NONBLOCK on an X just received from smcd: its status flags are the
+ * socketpair's (none), so no F_GETFL first */
+static int set_nonblock_fresh(int fd) {
+        return neg_errno(sys_fcntl(fd, F_SETFL, O_NONBLOCK));
+}
+
 static int set_cloexec(int fd, bool on) {
         return neg_errno(sys_fcntl(fd, F_SETFD, on ? FD_CLOEXEC : 0));
 }
@@ -497,6 +508,7 @@ struct buf_map {
         uint32_t size;
         dev_t dev; /* the memfd's identity: a memfd sent again for a cached id is */
         ino_t ino; /* the same buffer (mapped already) unless smcd restarted */
+        uint32_t instance; /* the smcd that sent it (HELLO_REPLY.instance), 0 if unknown */
         struct buf_map *next;
 };
 
@@ -522,17 +534,33 @@ static struct buf_map *buf_find_locked(uint64_t id) {
  * buffers (its knowledge of what we hold starts empty with the new control
  * connection). The old mapping stays (it may still serve a connection made before the
  * restart: mappings are never unmapped) and is only forgotten by the cache. */
-static int buf_get(const struct smc_ctl_buf *d, int memfd, void **ret_base) {
+static int buf_get(const struct smc_ctl_buf *d, int memfd, uint32_t instance, void **ret_base) {
         struct buf_map *b;
         struct stat st = {};
         int r = 0;
 
+        pthread_mutex_lock(&buf_lock);
+        b = buf_find_locked(d->id);
+        if (b && memfd >= 0 && instance && b->instance == instance) {
+                /* the smcd that sent it before sends it again (a shared listener's
+                 * NEW_CONN always carries its memfds): ids are unique per smcd, so
+                 * it is the buffer we have mapped. No fstat */
+                pthread_mutex_unlock(&buf_lock);
+                sys_close(memfd);
+                if (b->size != d->size)
+                        return -EBADMSG;
+                *ret_base = b->base;
+                return 0;
+        }
+        pthread_mutex_unlock(&buf_lock);
         if (memfd >= 0 && fstat(memfd, &st) < 0) {
                 sys_close(memfd);
                 return -errno;
         }
         pthread_mutex_lock(&buf_lock);
         b = buf_find_locked(d->id);
+        if (b && memfd >= 0 && b->dev == st.st_dev && b->ino == st.st_ino)
+                b->instance = instance; /* the same file: from this smcd now */
         if (b && memfd >= 0 && (b->dev != st.st_dev || b->ino != st.st_ino)) {
                 struct buf_map **pp = &buf_hash[buf_slot(d->id)];
 
@@ -554,7 +582,8 @@ static int buf_get(const struct smc_ctl_buf *d, int memfd, void **ret_base) {
                                 r = -ENOMEM;
                         } else {
                                 *b = (struct buf_map) { .id = d->id, .base = p, .size = d->size,
-                                                        .dev = st.st_dev, .ino = st.st_ino };
+                                                        .dev = st.st_dev, .ino = st.st_ino,
+                                                        .instance = instance };
                                 b->next = buf_hash[buf_slot(d->id)];
                                 buf_hash[buf_slot(d->id)] = b;
                         }
@@ -571,18 +600,19 @@ static int buf_get(const struct smc_ctl_buf *d, int memfd, void **ret_base) {
         return r;
 }
 
-/* Map both buffers of @c; @fds as received (X, Y, [rx memfd], [tx memfd]). Closes
- * the memfds in any case (but not X and Y). Both buffers are always processed, so
- * the cache matches what smcd believes we hold. */
-static int conn_map(const struct smc_ctl_conn *c, int *fds, int nfds, void **rx, void **tx) {
+/* Map both buffers of @c; @fds as received (X, Y, [rx memfd], [tx memfd]), from the
+ * smcd @instance (0: not known for sure). Closes the memfds in any case (but not X
+ * and Y). Both buffers are always processed, so the cache matches what smcd
+ * believes we hold. */
+static int conn_map(const struct smc_ctl_conn *c, int *fds, int nfds, uint32_t instance, void **rx, void **tx) {
         int i = 2, rxfd = -1, txfd = -1, r1, r2;
 
         if (c->rx.flags & SMC_CTL_BUF_FD)
                 rxfd = i < nfds ? fds[i++] : -1;
         if (c->tx.flags & SMC_CTL_BUF_FD)
                 txfd = i < nfds ? fds[i++] : -1;
-        r1 = buf_get(&c->rx, rxfd, rx);
-        r2 = buf_get(&c->tx, txfd, tx);
+        r1 = buf_get(&c->rx, rxfd, instance, rx);
+        r2 = buf_get(&c->tx, txfd, instance, tx);
         return r1 < 0 ? r1 : r2;
 }
 
@@ -1030,7 +1060,7 @@ static void chan_drain(int chan) {
                         continue;
                 }
                 /* SMC-D or SMC-R: reset it, so that the peer learns at once */
-                (void) conn_map(&m.conn, fds, n, &rx, &tx);
+                (void) conn_map(&m.conn, fds, n, 0, &rx, &tx);
                 sys_close(fds[0]);
                 sys_close(fds[1]);
                 ctl_close_conn(m.conn.conn_id, true, 0);
@@ -1078,6 +1108,17 @@ static void sock_teardown(struct smc_sock *s) {
                          * go and closes the endpoint then (FIN, or RST with data
                          * unread). SMC-R: smcd is the peer and needs the CLOSE. */
                         smc_ring_detach(&s->ep);
+                        break;
+                }
+                /* SMC-D, set up by the smcd we still talk to (unshared: see above):
+                 * no CLOSE. smcd holds a copy of Y and sees our X go (HUP), and
+                 * reads from the DMB flags whether we left data unread (abort): no
+                 * message per close. (The probe for a hang-up of the control
+                 * connection stays: after a restart the new smcd knows the
+                 * endpoint only from its table or a REREG, and holds no Y.) */
+                if (!s->smcr && s->y_instance &&
+                    smc_ctl_client_ensure_instance(SMC_REREG_CLOSE_TIMEOUT_MS) == s->y_instance) {
+                        (void) smc_ring_close(&s->ep);
                         break;
                 }
                 /* smcd refuses a CLOSE from another uid than the endpoint's (a
@@ -1574,7 +1615,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 return -EPROTO;
         }
         x = fds[0];
-        r = conn_map(&m.conn, fds, n, &rx, &tx);
+        r = conn_map(&m.conn, fds, n, l->listen_instance, &rx, &tx);
         if (r < 0) {
                 smc_debug("accept fd %d: NEW_CONN %016llx: mapping the buffers %016llx/%016llx failed: %s", l->fd,
                           (unsigned long long) m.conn.conn_id, (unsigned long long) m.conn.rx.id,
@@ -1588,7 +1629,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         /* X arrived O_CLOEXEC */
         if (!(flags & SOCK_CLOEXEC) && (r = set_cloexec(x, false)) < 0)
                 goto abort;
-        if ((flags & SOCK_NONBLOCK) && (r = set_nonblock(x, true)) < 0)
+        if ((flags & SOCK_NONBLOCK) && (r = set_nonblock_fresh(x)) < 0)
                 goto abort;
         s = sock_alloc(x, l->family, SOCK_NEW, flags & SOCK_NONBLOCK);
         if (!s) {
@@ -1597,6 +1638,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         s->conn_id = m.conn.conn_id;
         s->conn_instance = l->listen_instance;
+        s->y_instance = l->listen_instance;
         note_conn_instance(s->conn_instance);
         s->conn_role = SMC_CTL_ROLE_SERVER;
         if (addr_for_family(&m.conn.local, s->family, &s->local, &s->local_len) < 0 ||
@@ -1720,6 +1762,8 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         return fd;
 }
 
+#define ACCEPT_STREAK 16u /* accepts in a row from one queue, then the other first */
+
 SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
         struct smc_sock *s = sock_lookup(fd);
         int st;
@@ -1747,20 +1791,34 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
         }
 
         for (;;) {
-                unsigned turn = atomic_fetch_add(&s->accept_turn, 1);
+                unsigned turn = atomic_load_explicit(&s->accept_turn, memory_order_relaxed);
                 struct pollfd p = { .fd = fd, .events = POLLIN };
                 int r = -EAGAIN;
 
+                /* The queue that served the last accept first (a load of one kind
+                 * then costs no failed call on the other), but after ACCEPT_STREAK in
+                 * a row the other one, so neither waits long behind a busy one.
+                 * (Threads racing here only change the order.) */
                 for (unsigned i = 0; i < 2; i++) {
-                        if ((turn + i) & 1)
+                        unsigned q = (turn + i) & 1;
+
+                        if (q)
                                 r = accept_tcp(s, s->hidden, addr, len, flags, true);
                         else {
                                 do
                                         r = accept_chan(s, addr, len, flags);
                                 while (r == -EPROTO);
                         }
-                        if (r != -EAGAIN)
+                        if (r != -EAGAIN) {
+                                unsigned streak = i == 0 ? (turn >> 1) + 1 : 1;
+
+                                if (streak >= ACCEPT_STREAK)
+                                        atomic_store_explicit(&s->accept_turn, q ^ 1, memory_order_relaxed);
+                                else
+                                        atomic_store_explicit(&s->accept_turn, q | (streak << 1),
+                                                              memory_order_relaxed);
                                 return ret_errno(r);
+                        }
                 }
                 if (atomic_load(&s->nonblock)) {
                         errno = EAGAIN;
@@ -1850,6 +1908,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         int fds[SMC_CTL_MAX_FDS];
         void *rx = NULL, *tx = NULL;
         int n, r, x, y, hidden = -1, fdfl;
+        uint32_t inst;
 
         if (env_disable) {
                 smc_debug("connect fd %d: SMCPROTO_DISABLE: TCP, reason NOSMCDDEV", s->fd);
@@ -1908,7 +1967,12 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         m.connect.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.connect.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         /* v3: T goes along, for SMC-R (smcd marks it for the SMC TCP option) */
+        inst = smc_ctl_client_instance();
         n = smc_ctl_client_call_timeout(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS);
+        /* the smcd that answered, if it is the one we talked to before (for the
+         * mapping cache: buf_get) */
+        if (inst != smc_ctl_client_instance())
+                inst = 0;
         if (n == -ETIMEDOUT && smc_ctl_client_version() >= 3) {
                 smc_debug("connect fd %d: CONNECT seq %u: no reply in %u ms: going on as SMC-R", s->fd, m.hdr.seq,
                           SMC_CONNECT_TIMEOUT_MS);
@@ -1958,7 +2022,9 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
 
         x = fds[0];
         y = fds[1];
-        r = conn_map(&reply.conn, fds, n, &rx, &tx);
+        if (inst != smc_ctl_client_instance())
+                inst = 0; /* (an SMC-R handshake since: its reply's smcd) */
+        r = conn_map(&reply.conn, fds, n, inst, &rx, &tx);
         if (r < 0) {
                 smc_debug("connect fd %d: seq %u, mode %u: mapping the buffers %016llx/%016llx failed: %s", s->fd,
                           reply.hdr.seq, reply.conn.mode, (unsigned long long) reply.conn.rx.id,
@@ -1984,7 +2050,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         sys_close(x);
         x = s->fd;
         if (atomic_load(&s->nonblock))
-                (void) set_nonblock(x, true);
+                (void) set_nonblock_fresh(x);
         if (s->rcvtimeo_set) {
                 struct timeval tv;
                 socklen_t tl = sizeof(tv);
@@ -1995,6 +2061,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         s->hidden = hidden;
         s->conn_id = reply.conn.conn_id;
         s->conn_instance = smc_ctl_client_instance();
+        s->y_instance = inst;
         note_conn_instance(s->conn_instance);
         s->conn_role = SMC_CTL_ROLE_CLIENT;
         s->fallback_reason = 0;
@@ -4019,8 +4086,8 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 return -EPROTO;
         }
         y = fds[2];
-        r = buf_get(&reply.conn.rx, fds[0], &rx);
-        if (buf_get(&reply.conn.tx, fds[1], &tx) < 0 && r == 0)
+        r = buf_get(&reply.conn.rx, fds[0], 0, &rx);
+        if (buf_get(&reply.conn.tx, fds[1], 0, &tx) < 0 && r == 0)
                 r = -EPROTO;
         fl = sys_fcntl(e->x, F_GETFL, 0);
         if (r == 0 && fl < 0)
