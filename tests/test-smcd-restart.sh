@@ -83,7 +83,9 @@ port=$(cat "$tmp/port" 2>/dev/null)
 [ -n "$port" ] || { nok "server did not start: $(cat "$tmp/server.log")"; exit 1; }
 
 # the long transfer
-run python3 "$here/apps/restart-xfer.py" client "$port" $((256 << 20)) 10 3 "$tmp/trigger" >"$tmp/long.out" 2>&1 &
+# (paced over 20 s: it must outlast the restarts and checks below, which take longer
+# with the sanitizer builds' slower python start-up)
+run python3 "$here/apps/restart-xfer.py" client "$port" $((256 << 20)) 20 3 "$tmp/trigger" >"$tmp/long.out" 2>&1 &
 long=$!
 # wait until it is connected (python under smcrun starts slowly on a loaded machine)
 for _ in $(seq 60); do
@@ -373,9 +375,11 @@ rc=$(stat restored_current)
 # may have marked for SMC-R (the SMCR request, not held off), and ends once smcd goes on
 # (here TCP: it never saw the CONNECT in time), every byte right; the next ones are
 # quick again
-run python3 "$here/apps/restart-xfer.py" client "$port" $((1 << 20)) 0 3 >"$tmp/more.out" 2>&1 &
+# (stopped once the first connection is done: python under smcrun, and more so under
+# a sanitizer, may take longer than a fixed pause to start)
+run python3 -u "$here/apps/restart-xfer.py" client "$port" $((1 << 20)) 0 3 >"$tmp/more.out" 2>&1 &
 more=$!
-sleep 0.6
+for _ in $(seq 200); do grep -q '^ok ' "$tmp/more.out" 2>/dev/null && break; sleep 0.05; done
 kill -STOP "$spid"
 sleep 12
 kill -CONT "$spid"
