@@ -27,6 +27,7 @@
 #                       on CPU 1, their clients on CPU 0 (nginx and wrk never pinned)
 #   BENCH_RAW=1         also print every measured value
 #   BENCH_APPS_ONLY     a comma-separated subset of redis,nginx,iperf3,qperf,echo
+#   BENCH_APPS_WRK_THREADS  wrk's threads (default 1; its connections stay 32)
 # Exit: 0 when everything ran (missed targets are reported, not fatal), 1 when a
 # measurement failed or smcrun runs fell back to TCP, 2 on bad usage or a missing tool.
 
@@ -41,6 +42,11 @@ BUILD=$(realpath "$BUILD")
 top=$(realpath "$(dirname "$0")/..")
 REPEAT=${BENCH_APPS_REPEAT:-3}
 DUR=${BENCH_APPS_TIME:-2}
+WRK_THREADS=${BENCH_APPS_WRK_THREADS:-1}
+case $WRK_THREADS in
+''|*[!0-9]*|0) echo "bench/apps: BENCH_APPS_WRK_THREADS must be a number 1..32, not '$WRK_THREADS'" >&2; exit 2 ;;
+esac
+[ "$WRK_THREADS" -le 32 ] || { echo "bench/apps: BENCH_APPS_WRK_THREADS must be a number 1..32, not '$WRK_THREADS'" >&2; exit 2; }
 for tool in jq taskset python3; do
         if ! command -v "$tool" >/dev/null; then
                 echo "bench/apps: $tool is not installed (scripts/install-deps.sh)" >&2
@@ -172,7 +178,7 @@ bench_nginx() {
                 return
         fi
         wrap "$mode"
-        T $((DUR + 30)) "${W[@]}" wrk -t 1 -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
+        T $((DUR + 30)) "${W[@]}" wrk -t "$WRK_THREADS" -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
                 "http://127.0.0.1:$port/$file" >"$APPS_DIR/wrk-$key-$mode.log" 2>&1
         out=$(grep '^{' "$APPS_DIR/wrk-$key-$mode.log" | tail -n 1)
         apps_stop "$APPS_NGINX_PID" QUIT 10
@@ -420,7 +426,7 @@ echo
 echo "targets met: $met_n, missed: $miss_n"
 echo "notes: medians of $REPEAT runs per transport, TCP and smcrun alternating; $DUR s per wrk,"
 echo "  iperf3, qperf and echo run. redis-benchmark: 50 clients, -n 100000 (-P 1) or 1000000"
-echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t 1 -c 32, tcp_nopush on;"
+echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t $WRK_THREADS -c 32, tcp_nopush on;"
 echo "  'sendfile on/off' compares 4 KiB keep-alive req/s of the two configurations (TCP column:"
 echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 64 KiB, '--rmem 1M'"
 echo "  restarts smcd with 1 MiB RMBs. qperf: -t $DUR, -uu. python: tests/apps/echo.py, one"
