@@ -47,6 +47,16 @@ case $WRK_THREADS in
 ''|*[!0-9]*|0) echo "bench/apps: BENCH_APPS_WRK_THREADS must be a number 1..32, not '$WRK_THREADS'" >&2; exit 2 ;;
 esac
 [ "$WRK_THREADS" -le 32 ] || { echo "bench/apps: BENCH_APPS_WRK_THREADS must be a number 1..32, not '$WRK_THREADS'" >&2; exit 2; }
+IFS=, read -r -a only_list <<<"${BENCH_APPS_ONLY:-}"
+for g in "${only_list[@]}"; do
+        case $g in
+        redis | nginx | iperf3 | qperf | echo) ;;
+        *)
+                echo "bench/apps: BENCH_APPS_ONLY: unknown program '$g' (redis,nginx,iperf3,qperf,echo)" >&2
+                exit 2
+                ;;
+        esac
+done
 for tool in jq taskset python3; do
         if ! command -v "$tool" >/dev/null; then
                 echo "bench/apps: $tool is not installed (scripts/install-deps.sh)" >&2
