@@ -1403,6 +1403,10 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
 }
 
 bool smc_ring_close(struct smc_ring_ep *ep) {
+        return smc_ring_close_reset(ep, false);
+}
+
+bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         uint64_t cons = atomic_load(&ep->rx_hdr->cons);
         bool abort;
         uint32_t f;
@@ -1412,7 +1416,7 @@ bool smc_ring_close(struct smc_ring_ep *ep) {
                 (void) tx_publish(ep, true);
                 pthread_mutex_unlock(&ep->tx_lock);
         }
-        abort = rx_avail(ep, cons) > 0;
+        abort = reset || rx_avail(ep, cons) > 0;
         f = abort ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED;
         atomic_fetch_or(&ep->tx_hdr->conn_flags, f);
         atomic_fetch_or(&ep->rx_hdr->reader_flags, f);

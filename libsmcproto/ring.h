@@ -157,6 +157,9 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how);
  * data), close y_peer. Does not close x and does not unmap. Returns true if it
  * aborted. */
 bool smc_ring_close(struct smc_ring_ep *ep);
+/* The same; @reset: ABORT even with nothing unread (SO_LINGER on with a zero
+ * timeout: TCP's close then sends RST, RFC 793 "ABORT" call; Linux tcp_close()). */
+bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset);
 
 /* Let go of @ep in this process only, as close(2) of one copy of a socket that another
  * process still holds (after fork): publish what a corked send left, close our copy

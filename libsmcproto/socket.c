@@ -210,6 +210,8 @@ struct smc_sock {
         /* options of the socket before it is connected or while it listens, for
          * what SMC-D needs later (opt_inherit(), tcp_mss()) */
         bool cork;      /* TCP_CORK on (carried into the ring at connect and accept) */
+        bool linger_reset; /* SO_LINGER on with l_linger 0: the last close resets, as
+                            * TCP's (inherited by accepted sockets) */
         int user_mss;   /* TCP_MAXSEG set, 0 = none */
         struct opt_rec inh[OPT_INHERIT_MAX]; /* options an accepted socket inherits */
         unsigned n_inh;
@@ -1118,7 +1120,7 @@ static void sock_teardown(struct smc_sock *s) {
                  * endpoint only from its table or a REREG, and holds no Y.) */
                 if (!s->smcr && s->y_instance &&
                     smc_ctl_client_ensure_instance(SMC_REREG_CLOSE_TIMEOUT_MS) == s->y_instance) {
-                        (void) smc_ring_close(&s->ep);
+                        (void) smc_ring_close_reset(&s->ep, s->linger_reset);
                         break;
                 }
                 /* smcd refuses a CLOSE from another uid than the endpoint's (a
@@ -1141,7 +1143,7 @@ static void sock_teardown(struct smc_sock *s) {
                         if (!inst || s->conn_instance != inst)
                                 tell = false;
                 }
-                abort = smc_ring_close(&s->ep); /* (the ring stays mapped) */
+                abort = smc_ring_close_reset(&s->ep, s->linger_reset); /* (the ring stays mapped) */
                 if (tell)
                         ctl_close_conn(s->conn_id, abort, inst);
                 else if (later)
@@ -2550,6 +2552,7 @@ static void opt_inherit(struct smc_sock *s, struct smc_sock *l) {
         pthread_mutex_lock(&l->lock);
         s->nodelay = l->nodelay;
         s->cork = l->cork;
+        s->linger_reset = l->linger_reset;
         s->user_mss = l->user_mss;
         s->n_inh = l->n_inh;
         memcpy(s->inh, l->inh, l->n_inh * sizeof(l->inh[0]));
@@ -2886,6 +2889,12 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                 if (level == IPPROTO_TCP && name == TCP_MAXSEG && get_int(val, len, &v) == 0)
                         s->user_mss = v;
                 opt_record(s, level, name, val, len);
+        }
+        if (r == 0 && level == SOL_SOCKET && name == SO_LINGER && val && len >= (socklen_t) sizeof(struct linger)) {
+                struct linger lg;
+
+                memcpy(&lg, val, sizeof(lg)); /* (the kernel took it: valid) */
+                s->linger_reset = lg.l_onoff && lg.l_linger == 0;
         }
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
                 /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */

@@ -559,6 +559,30 @@ static void reset(struct conn *t, struct conn *s) {
         }
 }
 
+/* SO_LINGER on with a zero timeout: the close resets even with nothing unread (TCP
+ * sends RST); the peer's read fails with ECONNRESET. */
+static void linger_reset(struct conn *t, struct conn *s) {
+        const struct conn *k[2] = { t, s };
+        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        int err[2];
+
+        for (int i = 0; i < 2; i++) {
+                char b[16];
+                ssize_t n;
+
+                tap(k[i]->o->setsockopt(k[i]->a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0,
+                    "%s %s SO_LINGER {1, 0} on the accepted socket", ctx, k[i]->o->label);
+                (void) k[i]->o->close(k[i]->a);
+                ((struct conn *) k[i])->a = -1;
+                settle();
+                n = k[i]->o->recv(k[i]->c, b, sizeof(b), MSG_DONTWAIT);
+                err[i] = n < 0 ? errno : n == 0 ? 0 : -1;
+        }
+        tap(err[0] == err[1] && err[0] == ECONNRESET,
+            "%s SO_LINGER {1, 0} close with nothing unread: the peer's read: TCP %s, SMC-D %s", ctx,
+            err[0] ? strerror(err[0]) : "EOF", err[1] ? strerror(err[1]) : "EOF");
+}
+
 static int mode(int fd) {
         int m = -1;
         socklen_t l = sizeof(m);
@@ -601,6 +625,13 @@ static void run(int family, bool opts) {
                 reset(&t, &s);
         else
                 tap(false, "%s: second connection pair", ctx);
+        conn_close(&t);
+        conn_close(&s);
+
+        if (conn_open(&t, &sock_ops_tcp, family, false) == 0 && conn_open(&s, &sock_ops_smc, family, false) == 0)
+                linger_reset(&t, &s);
+        else
+                tap(false, "%s: third connection pair", ctx);
         conn_close(&t);
         conn_close(&s);
 }
