@@ -227,7 +227,7 @@ struct smc_sock {
                                     * connections it accepts have this uid */
         _Atomic unsigned accept_turn; /* bit 0: which queue accept() tries first (0: the
                                        * accept channel, 1: T); bits 1..: how many in a
-                                       * row it served (accept_tcp_chan) */
+                                       * row it served (smc_accept4) */
         int listen_backlog;        /* for a LISTEN again after smcd came back */
         uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
                                     * with: its connections' conn_instance */
