@@ -726,15 +726,15 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
                 return client_send(c, &pm, NULL, 0);
         }
-        suid = l->owner->uid;
+        suid = l->uid;
         /* each RMB is the larger of what its reader asks for (SO_RCVBUF, else rmem)
          * and what its writer asks for (SO_SNDBUF, else the sndbuf tunable): the
          * writer writes straight into it (tunables.h). A version-1 listener told us
          * no sizes: its socket's SO_RCVBUF / 2 (dmb_class) and the sndbuf tunable. */
         {
-                unsigned s_rd = l->owner->version >= 2 ? smc_dmb_class(l->rcvbuf ? l->rcvbuf : m->config.rmem)
+                unsigned s_rd = l->version >= 2 ? smc_dmb_class(l->rcvbuf ? l->rcvbuf : m->config.rmem)
                                                        : l->dmb_class;
-                unsigned s_wr = smc_dmb_class(l->owner->version >= 2 && l->sndbuf ? l->sndbuf : m->config.sndbuf);
+                unsigned s_wr = smc_dmb_class(l->version >= 2 && l->sndbuf ? l->sndbuf : m->config.sndbuf);
                 unsigned c_wr = smc_dmb_class(req->sndbuf ? req->sndbuf : m->config.sndbuf);
 
                 sclass = s_rd > c_wr ? s_rd : c_wr;
@@ -848,7 +848,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
          * owner has (a child forked before the owner mapped it): always send. */
         describe_buf(l->shared ? NULL : l->owner, sbuf, &msg.conn.rx, fds, &nfds);
         describe_buf(l->shared ? NULL : l->owner, cbuf, &msg.conn.tx, fds, &nfds);
-        (void) smc_ctl_set_version(&msg, l->owner->version); /* the listener's client's */
+        (void) smc_ctl_set_version(&msg, l->version); /* the listener's client's */
         r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
         if (r < 0) {
                 u64map_remove(m->endpoints, conn->ep[0].id);
@@ -877,12 +877,15 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         conn->ep[EP_SERVER].local = msg.conn.local;
         conn->ep[EP_SERVER].peer = msg.conn.peer;
         LIST_PREPEND(by_client, c->endpoints, &conn->ep[EP_CLIENT]);
+        /* an orphaned listener's (listener_orphan()): no owner, as a dead owner's */
         conn->ep[EP_SERVER].owner = l->owner;
-        LIST_PREPEND(by_client, l->owner->endpoints, &conn->ep[EP_SERVER]);
+        if (l->owner)
+                LIST_PREPEND(by_client, l->owner->endpoints, &conn->ep[EP_SERVER]);
         uid_account(m, c->uid, 1, csize);
         uid_account(m, suid, 1, ssize);
         ept_record(m, &conn->ep[EP_CLIENT], c->pid, client_pid_start(c));
-        ept_record(m, &conn->ep[EP_SERVER], l->owner->pid, client_pid_start(l->owner));
+        if (l->owner)
+                ept_record(m, &conn->ep[EP_SERVER], l->owner->pid, client_pid_start(l->owner));
         m->stats.conns_client++;
         m->stats.conns_server++;
         m->stats.conns_client_current++;

@@ -49,6 +49,35 @@ Listener *listener_free(Listener *l) {
         return NULL;
 }
 
+/* The listener's client went away (its process exited, or exec'd) while its accept
+ * channel may live on in other processes: a server that listens and then daemonizes
+ * (fork, the parent exits: nginx, `daemon on`), or a forked worker. As TCP, the
+ * listening socket lives as long as any copy of it: the listener keeps serving until
+ * the last copy of the channel is closed (HUP on our end: listener_on_channel_hup()).
+ * It has no owner meanwhile: its SMC-D server endpoints have none (they end with their
+ * X, as those of a dead owner: client_free()), every NEW_CONN carries both memfds
+ * (shared), and the next client of its uid that sends SMCR for it adopts it. */
+void listener_orphan(Listener *l) {
+        Client *c = l->owner;
+
+        if (!c)
+                return;
+        LIST_REMOVE(by_client, c->listeners, l);
+        l->owner = NULL;
+        l->shared = true;
+        log_debug("Listener %" PRIu64 ": client %" PRIu64 " (pid %d) is gone; kept while its accept channel is open "
+                  "elsewhere.", l->id, c->id, (int) c->pid);
+}
+
+/* @c (of the listener's uid) uses the orphaned listener @l: it becomes the owner. */
+void listener_adopt(Listener *l, Client *c) {
+        if (l->owner || c->uid != l->uid)
+                return;
+        l->owner = c;
+        LIST_PREPEND(by_client, c->listeners, l);
+        log_debug("Listener %" PRIu64 " adopted by client %" PRIu64 " (pid %d).", l->id, c->id, (int) c->pid);
+}
+
 /* Called by the manager's inner epoll on HUP of the accept channel. */
 void listener_on_channel_hup(Listener *l) {
         log_debug("Accept channel of listener %" PRIu64 " hung up.", l->id);
@@ -170,6 +199,8 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
 
         l->manager = m;
         l->owner = c;
+        l->uid = c->uid;
+        l->version = c->version;
         /* version 2: what the app set (0 = not set: the sndbuf / rmem tunables at each
          * CONNECT); version 1 sized from the socket's SO_RCVBUF above (dmb_class) */
         l->sndbuf = req->sndbuf;

@@ -592,8 +592,13 @@ static void client_free(Client *c, bool died) {
                         e->owner = NULL;
                 }
         }
+        /* a dead client's listeners live on while other processes hold their accept
+         * channel (forked, daemonized servers); smcd's shutdown ends them all */
         LIST_FOREACH_SAFE(by_client, l, ln, c->listeners)
-                listener_free(l);
+                if (died)
+                        listener_orphan(l);
+                else
+                        listener_free(l);
         fallback_client_gone(m, c);
 
         LIST_REMOVE(clients, m->clients, c);

@@ -168,7 +168,11 @@ struct Client {
 
 struct Listener {
         Manager *manager;
-        Client *owner;
+        Client *owner;            /* the client that sent LISTEN; NULL once it is gone
+                                   * while its accept channel lives on in other
+                                   * processes (an orphan: listener_orphan()) */
+        uid_t uid;                /* the LISTEN's client's (the endpoints' uid) */
+        uint16_t version;         /* its control protocol version (NEW_CONN's) */
         uint64_t id;
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
         bool v6only;
@@ -389,6 +393,10 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
+/* The owner client is gone (died): keep @l, ownerless, until its channel hangs up. */
+void listener_orphan(Listener *l);
+/* @c, of @l's uid, takes over the ownerless @l (no-op if @l has an owner). */
+void listener_adopt(Listener *l, Client *c);
 /* The last copy of @e's app fd is gone (HUP on its Y copy): close @e as TCP closes a
  * socket at its last close (conn.c). */
 void endpoint_on_hold_hup(Endpoint *e);

@@ -2622,14 +2622,14 @@ static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
         union smc_ctl_msg msg;
         int r;
 
-        if (!l || l->channel < 0 || l->owner->version < 3)
+        if (!l || l->channel < 0 || l->version < 3)
                 return; /* gone: the connection is closed with our descriptor */
         smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
         msg.conn.mode = SMC_CTL_MODE_TCP;
         msg.conn.fallback_reason = reason;
         msg.conn.local = hs->local;
         msg.conn.peer = hs->peer;
-        (void) smc_ctl_set_version(&msg, l->owner->version);
+        (void) smc_ctl_set_version(&msg, l->version);
         r = smc_ctl_send(l->channel, &msg, &hs->fd, 1, MSG_DONTWAIT);
         if (r < 0)
                 log_debug_errno(r, "NEW_CONN (TCP) to listener %" PRIu64 " failed: %m", l->id);
@@ -3565,11 +3565,14 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         if (server) {
                 Listener *l = manager_get_listener(m, req->listener_id);
 
-                if (!l || l->owner->uid != c->uid || !l->smcr) {
+                if (!l || l->uid != c->uid || !l->smcr) {
                         close(fd);
                         return client_send_error(c, req->hdr.seq, ENOENT, 0, "SMCR: no SMC-R listener %" PRIu64
                                                  " of this uid", req->listener_id);
                 }
+                /* an accepting process of a listener whose LISTEN's process is gone
+                 * (daemonized): its SMC-R endpoints need an owner (hs_done) */
+                listener_adopt(l, c);
         }
         opt = r; /* 1, or -EAGAIN (server: not settled yet) */
         r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);

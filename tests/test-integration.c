@@ -2164,6 +2164,101 @@ static int case_listen(struct ctx *c) {
         return 0;
 }
 
+/* ================= a listener whose process daemonizes ================= */
+
+/* A server that listens and then daemonizes (nginx's default `daemon on`, daemon(3)):
+ * the process that called listen() forks and exits, its child accepts. As with TCP the
+ * listener lives on in the child and must stay SMC (smcd keeps it while its accept
+ * channel is open elsewhere), and go away when the child closes it. */
+#define DAEMON_CONNS 3
+
+static int daemon_serve(int l) {
+        static char buf[64 * KiB];
+
+        for (int i = 0; i < DAEMON_CONNS; i++) {
+                char who[40];
+                int fd;
+
+                snprintf(who, sizeof(who), "daemon: accepted conn %d", i + 1);
+                do
+                        fd = smc_accept(l, NULL, NULL);
+                while (fd < 0 && errno == EINTR);
+                if (fd < 0)
+                        return FAIL("daemon: accept: %m");
+                if (expect_mode(fd, who, SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
+                    recv_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+                    send_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf)) {
+                        smc_close(fd);
+                        return FAIL("%s: echo failed", who);
+                }
+                smc_close(fd);
+        }
+        smc_close(l);
+        return 0;
+}
+
+static int case_daemon_listener(struct ctx *c) {
+        static char buf[64 * KiB], back[64 * KiB];
+        int portp[2], res[2], st = 0;
+        uint64_t port = 0, ok = 0;
+        pid_t p1;
+
+        CHECK(pipe2(portp, O_CLOEXEC) == 0 && pipe2(res, O_CLOEXEC) == 0, "pipe2: %m");
+        fflush(NULL);
+        p1 = fork();
+        if (p1 < 0)
+                return FAIL("fork: %m");
+        if (p1 == 0) {
+                uint16_t pt;
+                int l = listen_on(&sock_ops_smc, "127.0.0.1", 0, 16, &pt);
+                pid_t d;
+
+                if (l < 0)
+                        _exit(1);
+                d = fork();
+                if (d == 0) {
+                        alarm(60);
+                        (void) chan_put(res[1], daemon_serve(l) == 0 && !failed() ? 1 : 2);
+                        _exit(0);
+                }
+                /* the parent of daemon(3): tells the port and leaves, listener open */
+                (void) chan_put(portp[1], d > 0 ? pt : 0);
+                _exit(d > 0 ? 0 : 1);
+        }
+        close(portp[1]);
+        close(res[1]);
+        CHECK(chan_get(portp[0], &port, 20000) == 0 && port != 0, "no port from the listening process");
+        CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the listening process failed");
+        /* smcd has seen the listening process go (no client left; the daemon has not
+         * talked to smcd yet) and kept its listener */
+        if (wait_stats(c, (const struct stat_cond[]) { { "smcd.clients", '=', 0 }, { "smcd.listeners", '=', 1 } }, 2,
+                       5000, "listener after its process exited") < 0)
+                return -1;
+        for (int i = 0; i < DAEMON_CONNS; i++) {
+                struct sockaddr_storage ss;
+                socklen_t len = make_addr("127.0.0.1", (uint16_t) port, &ss);
+                char who[40];
+                int fd = smc_socket(AF_INET, SOCK_STREAM, 0);
+
+                snprintf(who, sizeof(who), "client conn %d", i + 1);
+                CHECK(fd >= 0 && smc_connect(fd, (struct sockaddr *) &ss, len) == 0, "%s: connect: %m", who);
+                pattern_fill(700 + (uint64_t) i, 0, buf, sizeof(buf));
+                if (expect_mode(fd, who, SMC_PROTO_MODE_SMCD, REASON_ANY) < 0 ||
+                    send_all(&sock_ops_smc, fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) ||
+                    recv_all(&sock_ops_smc, fd, back, sizeof(back)) != (ssize_t) sizeof(back) ||
+                    pattern_check(700 + (uint64_t) i, 0, back, sizeof(back)) >= 0) {
+                        smc_close(fd);
+                        return FAIL("%s: echo through the daemon failed", who);
+                }
+                smc_close(fd);
+        }
+        CHECK(chan_get(res[0], &ok, 30000) == 0 && ok == 1, "the daemon failed (%" PRIu64 ")", ok);
+        fprintf(stderr, "# listen, fork, exit: the child accepted %d SMC-D connections\n", DAEMON_CONNS);
+        /* the daemon closed it: the listener is gone (checked after every case too) */
+        return wait_stats(c, (const struct stat_cond[]) { { "smcd.listeners", '=', 0 } }, 1, 5000,
+                          "listener after the daemon closed it");
+}
+
 /* ================= cases 9-11: per-uid limits ================= */
 
 /* Four connections from one client to one server: 1 and 2 SMC-D, 3 hits the limit
@@ -2330,6 +2425,7 @@ static const struct tcase cases[] = {
         { "client-sigkill-mid-transfer", case_kill_client, { NULL }, false, false, 60 },
         { "smcd-sigkill", case_kill_smcd, { NULL }, false, true, 90 },
         { "listen-semantics", case_listen, { NULL }, false, false, 60 },
+        { "daemonizing-listener", case_daemon_listener, { NULL }, false, false, 60 },
         { "per-uid-connection-limit", case_limit_conns, { "--max-conns-per-uid", "2", NULL }, false, false, 60 },
         { "per-uid-connection-limit-same-uid", case_limit_conns_same_uid, { "--max-conns-per-uid", "4", NULL }, false, false, 60 },
         { "per-uid-buffer-limit", case_limit_buf, { "--max-buf-per-uid", "256K", NULL }, false, false, 60 },

@@ -379,6 +379,58 @@ test_nginx() {
         done
 }
 
+# nginx with its default `daemon on;`: the process that listens forks and exits, the
+# daemon's workers accept on the inherited listener, which smcd keeps (smcd(8))
+test_nginx_daemon() {
+        have nginx curl sha256sum || return
+        local d=$APPS_DIR/nginx-daemon port good=0 f pid="" rc i want got size out
+        apps_nginx_www "$d"
+        port=$(apps_free_port)
+        apps_mark
+        nginx_conf "$d" "$port" on | sed 's/^daemon off;/daemon on;/' >"$d/nginx.conf"
+        : >"$d/error.log"
+        T 20 "${SMCRUN[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log" >"$APPS_DIR/nginx-daemon.log" 2>&1
+        rc=$?
+        for _ in $(seq 50); do pid=$(cat "$d/nginx.pid" 2>/dev/null) && [ -n "$pid" ] && break; sleep 0.1; done
+        if [ $rc != 0 ] || [ -z "$pid" ] || ! apps_wait_port "$port" 10 "$pid"; then
+                nok "nginx daemon on: did not start under smcrun (exit $rc): $(nginx_alerts "$d" 1)"
+                log nginx-daemon.log 5
+                [ -n "$pid" ] && apps_stop "$pid" QUIT 5
+                return
+        fi
+        # every connection from a client under smcrun: curl (one connection a file;
+        # not with a sanitizer runtime, see nginx_clients) and python, 10 responses on
+        # one keep-alive connection
+        for f in 4k 1m; do
+                want=$(sha256sum <"$d/www/$f.bin" | cut -d ' ' -f 1)
+                size=$(stat -c %s "$d/www/$f.bin")
+                if [ -z "$APPS_SANITIZER" ]; then
+                        good=0
+                        for i in 1 2 3; do
+                                got=$(T 10 "${SMCRUN[@]}" curl -sf "http://127.0.0.1:$port/$f.bin" |
+                                        sha256sum | cut -d ' ' -f 1)
+                                [ "$got" = "$want" ] && good=$((good + 1))
+                        done
+                        [ $good = 3 ]
+                        check $? "nginx daemon on (its listening process exited): curl $f.bin 3 times, $good/3 sha256 match"
+                fi
+                out=$(T 30 "${SMCRUN[@]}" python3 "$here/apps/http-get.py" "$port" "/$f.bin" 10 2>&1)
+                good=$(grep -c "^200 $size $want\$" <<<"$out")
+                [ "$good" = 10 ]
+                check $? "nginx daemon on: $f.bin 10 times on one keep-alive connection, $good/10 sha256 match"
+        done
+        smc_used "nginx daemon on" 2
+        kill -QUIT "$pid" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        ! kill -0 "$pid" 2>/dev/null
+        check $? "nginx daemon on: gone after SIGQUIT"
+        kill -KILL "$pid" 2>/dev/null
+        idle "nginx daemon on (stopped)"
+        apps_stats
+        [ "$(apps_stat listeners)" = 0 ]
+        check $? "nginx daemon on: smcd's listener gone with nginx (listeners $(apps_stat listeners))"
+}
+
 # --- python echo servers ------------------------------------------------------------------
 test_python() {
         local kind pid port out rc
@@ -471,6 +523,7 @@ test_qperf
 test_iperf3
 test_redis
 test_nginx
+test_nginx_daemon
 test_python
 test_socat
 test_socat_contended
