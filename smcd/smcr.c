@@ -1074,10 +1074,14 @@ static void conn_on_cdc(SmcrConn *c, const struct smc_cdc_msg *cdc) {
         }
         if (!c->active) {
                 /* the peer went ahead before our handshake ended (its CONFIRM is on the
-                 * way over TCP): keep what its CDC said; hs_done() rings the client */
+                 * way over TCP): keep what its CDC said, also that it waits for room
+                 * in our RMB; hs_done() rings the client and applies the rule */
                 if (c->peer_rmb_size && !curs_goes_back(c->peer_cons, cons))
                         c->peer_cons = cons;
                 c->peer_flags |= cdc->conn_flags;
+                c->peer_blocked = cdc->prod_flags & SMC_CDC_PROD_WRITE_BLOCKED;
+                if (cdc->prod_flags & SMC_CDC_PROD_CONS_UPD_REQ)
+                        c->cons_upd_req = true;
                 return;
         }
         if (!curs_goes_back(c->peer_cons, cons))
@@ -2989,6 +2993,10 @@ static void hs_done(SmcrHs *hs) {
                 conn_ring_client(c);
         conn_apply_peer_flags(c);
         conn_tx(c, false);
+        /* and the consumer-cursor rule for that data: a peer that filled our RMB
+         * meanwhile waits for a cursor update, which only the plug of X_s lets us
+         * send when the client has read (without it both sides waited for ever) */
+        conn_rx_check(c);
 }
 
 /* An LLC step the handshake waited for is done (smcr.c lgr_on_llc / flows). */
