@@ -267,14 +267,15 @@ WRK_LUA='done = function(s, l, r)
     s.errors.connect, s.errors.read, s.errors.write, s.errors.status, s.errors.timeout, s.duration))
 end'
 
-# nginx_clients DIR PORT MODE: curl and wrk against a running nginx
-nginx_clients() {
-        local d=$1 port=$2 mode=$3 f i good want got size conn name rc out hdr
+# nginx_bodies DIR PORT LABEL: both files from a running nginx, clients under smcrun,
+# every body checked: curl 3 times each (a connection each; curl deadlocks in a futex
+# at start with a sanitizer runtime preloaded, with or without us), then ten
+# responses on one keep-alive connection (python http.client)
+nginx_bodies() {
+        local d=$1 port=$2 label=$3 f i good want got size out
         for f in 4k 1m; do
                 want=$(sha256sum <"$d/www/$f.bin" | cut -d ' ' -f 1)
                 size=$(stat -c %s "$d/www/$f.bin")
-                # curl: the bodies, byte for byte, a connection each (curl deadlocks in a
-                # futex at start with a sanitizer runtime preloaded, with or without us)
                 if [ -z "$APPS_SANITIZER" ]; then
                         good=0
                         for i in 1 2 3; do
@@ -283,14 +284,19 @@ nginx_clients() {
                                 [ "$got" = "$want" ] && good=$((good + 1))
                         done
                         [ $good = 3 ]
-                        check $? "nginx sendfile $mode: curl $f.bin 3 times, $good/3 sha256 match"
+                        check $? "$label: curl $f.bin 3 times, $good/3 sha256 match"
                 fi
-                # ten responses on one keep-alive connection, every body checked
                 out=$(T 30 "${SMCRUN[@]}" python3 "$here/apps/http-get.py" "$port" "/$f.bin" 10 2>&1)
                 good=$(grep -c "^200 $size $want\$" <<<"$out")
                 [ "$good" = 10 ]
-                check $? "nginx sendfile $mode: $f.bin 10 times on one keep-alive connection (python http.client), $good/10 sha256 match${out:+$([ "$good" = 10 ] || echo ": $(tail -n 1 <<<"$out")")}"
+                check $? "$label: $f.bin 10 times on one keep-alive connection (python http.client), $good/10 sha256 match${out:+$([ "$good" = 10 ] || echo ": $(tail -n 1 <<<"$out")")}"
         done
+}
+
+# nginx_clients DIR PORT MODE: curl, python and wrk against a running nginx
+nginx_clients() {
+        local d=$1 port=$2 mode=$3 f size conn name rc out hdr
+        nginx_bodies "$d" "$port" "nginx sendfile $mode"
         # wrk, 4 connections: keep-alive and Connection: close, both files. Requests > 0, no
         # error of any kind, each response the file plus headers (< 1 KiB); wrk also
         # counts the bytes of the responses still in flight when it stops. wrk counts a
@@ -383,7 +389,7 @@ test_nginx() {
 # daemon's workers accept on the inherited listener, which smcd keeps (smcd(8))
 test_nginx_daemon() {
         have nginx curl sha256sum || return
-        local d=$APPS_DIR/nginx-daemon port good=0 f pid="" rc i want got size out
+        local d=$APPS_DIR/nginx-daemon port pid="" rc
         apps_nginx_www "$d"
         port=$(apps_free_port)
         apps_mark
@@ -398,27 +404,8 @@ test_nginx_daemon() {
                 [ -n "$pid" ] && apps_stop "$pid" QUIT 5
                 return
         fi
-        # every connection from a client under smcrun: curl (one connection a file;
-        # not with a sanitizer runtime, see nginx_clients) and python, 10 responses on
-        # one keep-alive connection
-        for f in 4k 1m; do
-                want=$(sha256sum <"$d/www/$f.bin" | cut -d ' ' -f 1)
-                size=$(stat -c %s "$d/www/$f.bin")
-                if [ -z "$APPS_SANITIZER" ]; then
-                        good=0
-                        for i in 1 2 3; do
-                                got=$(T 10 "${SMCRUN[@]}" curl -sf "http://127.0.0.1:$port/$f.bin" |
-                                        sha256sum | cut -d ' ' -f 1)
-                                [ "$got" = "$want" ] && good=$((good + 1))
-                        done
-                        [ $good = 3 ]
-                        check $? "nginx daemon on (its listening process exited): curl $f.bin 3 times, $good/3 sha256 match"
-                fi
-                out=$(T 30 "${SMCRUN[@]}" python3 "$here/apps/http-get.py" "$port" "/$f.bin" 10 2>&1)
-                good=$(grep -c "^200 $size $want\$" <<<"$out")
-                [ "$good" = 10 ]
-                check $? "nginx daemon on: $f.bin 10 times on one keep-alive connection, $good/10 sha256 match"
-        done
+        # every connection from a client under smcrun
+        nginx_bodies "$d" "$port" "nginx daemon on (its listening process exited)"
         smc_used "nginx daemon on" 2
         kill -QUIT "$pid" 2>/dev/null
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
