@@ -103,6 +103,12 @@
 /* reader_flags only: the owner did shutdown(SHUT_RD); its X no longer takes doorbell
  * bytes (EPIPE on the writer's Y is then not a death) */
 #define SMC_DMB_READER_SHUT_RD    0x01u
+/* reader_flags only: the socket has SO_LINGER on with a zero timeout (set by any
+ * process that holds it). The last close of a socket shared by fork is seen only by
+ * smcd (the hang-up of the last copy of X): it then aborts (ECONNRESET for the peer)
+ * instead of closing orderly, as TCP's close sends RST with such a linger (Linux
+ * tcp_close()). Set and cleared by the owner with the option; never a peer state. */
+#define SMC_DMB_READER_LINGER_RESET 0x02u
 /* prod_flags: producer flags as in the CDC (wire spec 4.1) */
 #define SMC_DMB_PROD_WRITE_BLOCKED 0x80u
 

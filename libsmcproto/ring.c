@@ -1406,6 +1406,17 @@ bool smc_ring_close(struct smc_ring_ep *ep) {
         return smc_ring_close_reset(ep, false);
 }
 
+void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset) {
+        if (reset)
+                atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_LINGER_RESET);
+        else
+                atomic_fetch_and(&ep->rx_hdr->reader_flags, ~SMC_DMB_READER_LINGER_RESET);
+}
+
+bool smc_ring_linger_reset(const struct smc_ring_ep *ep) {
+        return (atomic_load(&ep->rx_hdr->reader_flags) & SMC_DMB_READER_LINGER_RESET) != 0;
+}
+
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         uint64_t cons = atomic_load(&ep->rx_hdr->cons);
         bool abort;

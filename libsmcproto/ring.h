@@ -160,6 +160,11 @@ bool smc_ring_close(struct smc_ring_ep *ep);
 /* The same; @reset: ABORT even with nothing unread (SO_LINGER on with a zero
  * timeout: TCP's close then sends RST, RFC 793 "ABORT" call; Linux tcp_close()). */
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset);
+/* Record in the shared DMB whether the socket's close resets (SO_LINGER {1, 0}), for
+ * whichever process closes it last (SMC_DMB_READER_LINGER_RESET). */
+void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset);
+/* Whether any process that holds the socket set SO_LINGER {1, 0} (the flag above). */
+bool smc_ring_linger_reset(const struct smc_ring_ep *ep);
 
 /* Let go of @ep in this process only, as close(2) of one copy of a socket that another
  * process still holds (after fork): publish what a corked send left, close our copy

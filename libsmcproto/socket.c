@@ -1120,7 +1120,7 @@ static void sock_teardown(struct smc_sock *s) {
                  * endpoint only from its table or a REREG, and holds no Y.) */
                 if (!s->smcr && s->y_instance &&
                     smc_ctl_client_ensure_instance(SMC_REREG_CLOSE_TIMEOUT_MS) == s->y_instance) {
-                        (void) smc_ring_close_reset(&s->ep, s->linger_reset);
+                        (void) smc_ring_close_reset(&s->ep, s->linger_reset || smc_ring_linger_reset(&s->ep));
                         break;
                 }
                 /* smcd refuses a CLOSE from another uid than the endpoint's (a
@@ -1143,7 +1143,8 @@ static void sock_teardown(struct smc_sock *s) {
                         if (!inst || s->conn_instance != inst)
                                 tell = false;
                 }
-                abort = smc_ring_close_reset(&s->ep, s->linger_reset); /* (the ring stays mapped) */
+                abort = smc_ring_close_reset(&s->ep, s->linger_reset || smc_ring_linger_reset(&s->ep));
+                /* (the ring stays mapped) */
                 if (tell)
                         ctl_close_conn(s->conn_id, abort, inst);
                 else if (later)
@@ -1656,6 +1657,8 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         ep_tune(&s->ep, &m);
         opt_inherit(s, l); /* the listener's options, as an accepted TCP socket has them */
+        if (s->linger_reset)
+                smc_ring_set_linger_reset(&s->ep, true);
         s->smcr = m.conn.mode == SMC_CTL_MODE_SMCR;
         s->ep.peer_is_daemon = s->smcr;
         s->conn_fork_gen = atomic_load(&fork_gen);
@@ -2082,6 +2085,8 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         ep_tune(&s->ep, &reply);
         if (s->cork)
                 (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */
+        if (s->linger_reset)
+                smc_ring_set_linger_reset(&s->ep, true); /* SO_LINGER set before connect() */
         s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
         s->ep.peer_is_daemon = s->smcr;
         s->conn_fork_gen = atomic_load(&fork_gen);
@@ -2895,6 +2900,9 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
 
                 memcpy(&lg, val, sizeof(lg)); /* (the kernel took it: valid) */
                 s->linger_reset = lg.l_onoff && lg.l_linger == 0;
+                /* for the last close, wherever it happens (a copy in a forked process) */
+                if (smcd)
+                        smc_ring_set_linger_reset(&s->ep, s->linger_reset);
         }
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
                 /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */

@@ -456,6 +456,9 @@ static uint32_t died_flags(const Conn *conn, unsigned side) {
                atomic_load_explicit(&own_rx->reader_flags, memory_order_acquire);
         if (mine & gone)
                 return 0;
+        /* SO_LINGER {1, 0} (set by any of its processes): the last close resets */
+        if (mine & SMC_DMB_READER_LINGER_RESET)
+                return SMC_DMB_CONN_ABORT;
         if (atomic_load(&own_rx->prod) != atomic_load(&own_rx->cons))
                 return SMC_DMB_CONN_ABORT;
         return SMC_DMB_CONN_CLOSED;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -583,6 +584,65 @@ static void linger_reset(struct conn *t, struct conn *s) {
             err[0] ? strerror(err[0]) : "EOF", err[1] ? strerror(err[1]) : "EOF");
 }
 
+/* The same on a socket shared by fork: the linger set before the fork, the parent's
+ * close ends nothing (the child holds a copy), the child's (the last) resets. For
+ * SMC-D only smcd sees that last close (smcd(8)): the option must reach it. */
+static int recv_wait(const struct conn *k, int ms) {
+        char b[16];
+
+        for (int i = 0;; i++) {
+                ssize_t n = k->o->recv(k->c, b, sizeof(b), MSG_DONTWAIT);
+
+                if (n >= 0)
+                        return n == 0 ? 0 : -1;
+                if (errno != EAGAIN || i * 10 >= ms)
+                        return errno;
+                sleep_ms(10);
+        }
+}
+
+static void linger_reset_shared(struct conn *t, struct conn *s) {
+        const struct conn *k[2] = { t, s };
+        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        int before[2], after[2];
+
+        for (int i = 0; i < 2; i++) {
+                int go[2];
+                pid_t pid;
+
+                before[i] = after[i] = -2;
+                tap(k[i]->o->setsockopt(k[i]->a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0,
+                    "%s %s SO_LINGER {1, 0} on the accepted socket, then fork", ctx, k[i]->o->label);
+                if (pipe(go) < 0)
+                        continue;
+                fflush(NULL);
+                pid = fork();
+                if (pid == 0) {
+                        char c;
+
+                        close(go[1]);
+                        (void) !read(go[0], &c, 1);
+                        k[i]->o->close(k[i]->a);
+                        _exit(0);
+                }
+                close(go[0]);
+                (void) k[i]->o->close(k[i]->a);
+                ((struct conn *) k[i])->a = -1;
+                /* the child still holds it: nothing happened to the connection */
+                before[i] = recv_wait(k[i], 100);
+                close(go[1]);
+                if (pid > 0)
+                        (void) waitpid(pid, NULL, 0);
+                after[i] = recv_wait(k[i], 5000);
+        }
+        tap(before[0] == before[1] && before[0] == EAGAIN,
+            "%s SO_LINGER {1, 0}, shared by fork: after the first close the peer's read: TCP %s, SMC-D %s", ctx,
+            strerror(before[0]), strerror(before[1]));
+        tap(after[0] == after[1] && after[0] == ECONNRESET,
+            "%s SO_LINGER {1, 0}, shared by fork: after the last close the peer's read: TCP %s, SMC-D %s", ctx,
+            after[0] ? strerror(after[0]) : "EOF", after[1] ? strerror(after[1]) : "EOF");
+}
+
 static int mode(int fd) {
         int m = -1;
         socklen_t l = sizeof(m);
@@ -632,6 +692,13 @@ static void run(int family, bool opts) {
                 linger_reset(&t, &s);
         else
                 tap(false, "%s: third connection pair", ctx);
+        conn_close(&t);
+        conn_close(&s);
+
+        if (conn_open(&t, &sock_ops_tcp, family, false) == 0 && conn_open(&s, &sock_ops_smc, family, false) == 0)
+                linger_reset_shared(&t, &s);
+        else
+                tap(false, "%s: fourth connection pair", ctx);
         conn_close(&t);
         conn_close(&s);
 }
