@@ -69,6 +69,49 @@ void listener_orphan(Listener *l) {
                   "elsewhere.", l->id, c->id, (int) c->pid);
 }
 
+/* Take @l out of its port: no connection is queued to it any more. It lives on until
+ * its channel hangs up (or its owner's UNLISTEN), so that what is queued already can
+ * still be accepted. */
+static void listener_retire(Listener *l) {
+        PortEntry *pe = l->port;
+
+        if (!pe)
+                return;
+        LIST_REMOVE(by_port, pe->listeners, l);
+        l->port = NULL;
+        if (--pe->n == 0) {
+                u64map_remove(l->manager->ports, pe->port);
+                free(pe);
+        }
+}
+
+/* A LISTEN of a socket that already has listeners (@l is the new one, not yet in
+ * the port table): a process that registers it again (after an exec, or the new
+ * binary of nginx's upgrade) accepts on it now; an older registration may be held by
+ * processes that never accept from it again (an orphan whose holders sleep, the old
+ * master), and connections queued there would wait for ever. As one TCP socket has
+ * one accept queue: the newest registration gets the connections. */
+static void listener_supersede(Manager *m, const Listener *l) {
+        PortEntry *pe = u64map_get(m->ports, l->addr.port);
+        Listener *o, *on;
+
+        if (!pe)
+                return;
+        /* (retiring the last one frees pe: the loop ends with it) */
+        for (o = pe->listeners, on = o ? o->by_port_next : NULL; o; o = on, on = o ? o->by_port_next : NULL) {
+                bool last = pe->n == 1;
+
+                if (o->sock_dev != l->sock_dev || o->sock_ino != l->sock_ino)
+                        continue;
+                log_debug("Listener %" PRIu64 ": its socket was registered again (listener %" PRIu64
+                          "): no new connections to it.",
+                          o->id, l->id);
+                listener_retire(o);
+                if (last)
+                        break;
+        }
+}
+
 /* @c (of the listener's uid) uses the orphaned listener @l: it becomes the owner. */
 void listener_adopt(Listener *l, Client *c) {
         if (l->owner || c->uid != l->uid)
@@ -97,6 +140,8 @@ static int check_tcp_listener(int fd, const struct smc_ctl_addr *want, Listener 
                 snprintf(err, errlen, "the LISTEN fd is not a socket");
                 return -ENOTSOCK;
         }
+        l->sock_dev = st.st_dev;
+        l->sock_ino = st.st_ino;
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM) {
                 snprintf(err, errlen, "the LISTEN fd is not a SOCK_STREAM socket");
                 return -EINVAL;
@@ -214,6 +259,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 free(l);
                 return client_send_error(c, req->hdr.seq, r, 0, "cannot watch the accept channel");
         }
+        listener_supersede(m, l);
         pe = u64map_get(m->ports, l->addr.port);
         if (!pe) {
                 pe = calloc(1, sizeof(*pe));

@@ -175,6 +175,8 @@ struct Listener {
         uint16_t version;         /* its control protocol version (NEW_CONN's) */
         uint64_t id;
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
+        dev_t sock_dev;           /* the kernel socket it stands for (fstat of the */
+        ino_t sock_ino;           /* LISTEN fd): a new LISTEN of it retires this one */
         bool v6only;
         unsigned dmb_class;       /* server DMBs of a version-1 LISTEN:
                                    * smc_dmb_class(SO_RCVBUF / 2) */

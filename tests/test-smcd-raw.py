@@ -663,6 +663,30 @@ def run_main_checks(d, binary, version):
         counts.append(n)
     check(counts == [2, 2], f"SO_REUSEPORT listeners get connections round robin ({counts})")
 
+    # the same socket registered again (a new image after an exec, nginx's binary
+    # upgrade): the newest registration gets the connections; the older one, whose
+    # holders may never accept again, gets none (but stays until its channel closes)
+    tcp5 = tcp_listener()
+    _, ch5a, _ = a.listen(tcp5)
+    _, ch5b, _ = b.listen(tcp5)
+    for _ in range(3):
+        info, fds = a.connect(tcp5.getsockname())
+        for fd in fds:
+            os.close(fd)
+    counts = []
+    for ch in (ch5a, ch5b):
+        n = 0
+        while True:
+            try:
+                t, _, data, sfds = recv_msg(ch, timeout=0.2)
+            except (BlockingIOError, TimeoutError):
+                break
+            n += 1
+            for fd in sfds:
+                os.close(fd)
+        counts.append(n)
+    check(counts == [0, 3], f"a socket registered again: the new listener gets every connection ({counts})")
+
     # listener channel HUP removes the listener
     tcp4 = tcp_listener()
     lid4, chan4, _ = a.listen(tcp4)
@@ -787,7 +811,8 @@ def run_main_checks(d, binary, version):
 
     # the clients go; the listeners of a stay while their accept channels are held
     # elsewhere (a daemonized server: listener_orphan), and go with the channels
-    held = [ch for ch in (chan, chan3, locals().get("chan6"), locals().get("chan7"), rc1, rc2) if ch is not None]
+    held = [ch for ch in (chan, chan3, locals().get("chan6"), locals().get("chan7"), rc1, rc2, ch5a, ch5b)
+            if ch is not None]
     for cl in (a, b, c, c2):
         cl.s.close()
     s = d.stats(lambda s: s["smcd"]["clients"] == 0)
