@@ -750,7 +750,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 return reply_fallback(c, req->hdr.seq, reason, &req->dst);
 
         /* (e) the listener's accept queue */
-        if (listener_queue_full(l))
+        if (listener_queue_full(l) || listener_stalled(l))
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
 
         /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
@@ -867,6 +867,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         }
         close(bb[0]);
         l->n_conns++;
+        l->n_sent++;
         /* smcd keeps Y_a: its HUP says that the last copy of X_a is gone */
         if (hold_take(m, &conn->ep[EP_CLIENT], ab[1]) < 0)
                 log_warning("Cannot watch endpoint %016" PRIx64 ": it is freed when its client exits.",

@@ -343,6 +343,44 @@ bool listener_queue_full(Listener *l) {
         return ((size_t) outq + ts - 1) / ts >= l->queue_max;
 }
 
+#define LISTENER_STALL_USEC (3 * 1000000ULL)
+
+/* The accept queue has not moved for LISTENER_STALL_USEC while connections wait in it:
+ * whoever holds its channel does not accept from it (an old nginx master after a
+ * binary upgrade whose new binary does not run under smcrun, a stopped process). TCP
+ * would still queue the connection; here it would wait in a queue nobody reads while
+ * the socket's other accepters (without the library) serve TCP: new connections go
+ * over TCP instead (SMC_CLC_DECL_PEERDECL, as a full queue) until one is accepted.
+ * Judged at each CONNECT, no timer: a listener nobody connects to costs nothing. */
+bool listener_stalled(Listener *l) {
+        Manager *m = l->manager;
+        size_t ts = m->msg_truesize;
+        uint64_t queued, accepted, now = manager_now(m);
+        int outq = 0;
+
+        if (ioctl(l->channel, SIOCOUTQ, &outq) < 0 || outq <= 0) {
+                queued = 0;
+        } else
+                queued = ((size_t) outq + ts - 1) / ts;
+        accepted = queued < l->n_sent ? l->n_sent - queued : 0;
+        if (queued == 0 || accepted != l->stall_accepted || l->stall_since == 0) {
+                l->stall_accepted = accepted;
+                l->stall_since = queued ? now : 0;
+                if (l->stalled)
+                        log_debug("Listener %" PRIu64 " accepts again.", l->id);
+                l->stalled = false;
+                return false;
+        }
+        if (now - l->stall_since < LISTENER_STALL_USEC)
+                return false;
+        if (!l->stalled)
+                log_info("Listener %" PRIu64 " on port %u: nothing accepted for %llu s with %" PRIu64
+                         " connection(s) queued; new connections to it go over TCP until one is accepted.",
+                         l->id, (unsigned) l->addr.port, (unsigned long long) (LISTENER_STALL_USEC / 1000000), queued);
+        l->stalled = true;
+        return true;
+}
+
 static bool match_exact(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4]) {
         uint8_t lv4[4];
 

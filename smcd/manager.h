@@ -188,6 +188,12 @@ struct Listener {
                                    * closed its end */
         PortEntry *port;
         uint64_t n_conns;         /* connections queued to it, total */
+        uint64_t n_sent;          /* messages sent on its channel, total (NEW_CONN of
+                                   * any mode): minus those queued, the accepted ones */
+        uint64_t stall_accepted;  /* listener_stalled(): the accepted count seen last */
+        uint64_t stall_since;     /* when it was last seen to move (manager_now), 0 =
+                                   * nothing queued then */
+        bool stalled;             /* said so in the log */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
         bool shared;              /* another client (a forked process that inherited the
                                    * accept channel) closed one of its connections: the
@@ -395,6 +401,9 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
+/* Nothing accepted from @l for LISTENER_STALL_USEC with connections queued to it
+ * (its holders do not accept from it any more): new connections go over TCP. */
+bool listener_stalled(Listener *l);
 /* The owner client is gone (died): keep @l, ownerless, until its channel hangs up. */
 void listener_orphan(Listener *l);
 /* @c, of @l's uid, takes over the ownerless @l (no-op if @l has an owner). */

@@ -2637,6 +2637,8 @@ static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
         r = smc_ctl_send(l->channel, &msg, &hs->fd, 1, MSG_DONTWAIT);
         if (r < 0)
                 log_debug_errno(r, "NEW_CONN (TCP) to listener %" PRIu64 " failed: %m", l->id);
+        else
+                l->n_sent++;
 }
 
 /* The handshake failed: DECLINE (if @send_decline and the TCP connection is fine),
@@ -2958,8 +2960,10 @@ static void hs_done(SmcrHs *hs) {
                 hs->fd = -1;
                 (void) smc_ctl_set_version(&msg, cl->version);
                 r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
-                if (r >= 0)
+                if (r >= 0) {
                         l->n_conns++;
+                        l->n_sent++;
+                }
         } else
                 r = client_send(cl, &msg, fds, nfds);
         close(a[0]);

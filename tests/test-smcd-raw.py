@@ -412,6 +412,7 @@ def main():
     run_client_limit_checks(binary)
     run_accept_emfile_check(binary)
     run_prepopulate_check(binary)
+    run_stall_check(binary)
     run_option_checks(binary)
     run_rereg_checks(binary)
     run_eptable_checks(binary)
@@ -1235,6 +1236,43 @@ def run_prepopulate_check(binary):
             os.close(fd)
         s = d.stats()
         check(s["pool"]["alloc"] == 8 and s["pool"]["in_use"] == 2, "a connection takes pre-populated buffers")
+        a.s.close()
+    finally:
+        d.stop()
+
+
+def run_stall_check(binary):
+    """A listener whose queue does not move for 3 s (its holders do not accept from
+    it): new connections go over TCP (PEERDECL) until one is accepted."""
+    print("---- a listener nobody accepts from")
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-stall-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir)
+    try:
+        a = Client(d.sock)
+        tcp = tcp_listener()
+        lid, chan, _ = a.listen(tcp, backlog=64)
+        keep = []
+        modes = []
+        for _ in range(2):
+            info, fds = a.connect(tcp.getsockname())
+            modes.append(info["mode"])
+            keep += fds
+        check(modes == [MODE_SMCD, MODE_SMCD], f"queued while the queue is young: SMC-D ({modes})")
+        time.sleep(3.3)
+        info, fds = a.connect(tcp.getsockname())
+        keep += fds
+        check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERDECL,
+              f"nothing accepted for 3 s: the next connection is TCP, PEERDECL ({info['mode']}, {info['reason']:#x})")
+        t, _, data, sfds = recv_msg(chan)  # one accept
+        for fd in sfds:
+            os.close(fd)
+        info, fds = a.connect(tcp.getsockname())
+        keep += fds
+        check(info["mode"] == MODE_SMCD, f"after an accept the listener is SMC again ({info['mode']})")
+        for fd in keep:
+            os.close(fd)
+        chan.close()
         a.s.close()
     finally:
         d.stop()
