@@ -431,6 +431,19 @@ def main():
     return 1 if failures else 0
 
 
+def drain_queue(ch):
+    """Read every NEW_CONN queued on accept channel @ch (closing its fds): how many."""
+    n = 0
+    while True:
+        try:
+            _, _, _, sfds = recv_msg(ch, timeout=0.2)
+        except (BlockingIOError, TimeoutError):
+            return n
+        n += 1
+        for fd in sfds:
+            os.close(fd)
+
+
 def run_main_checks(d, binary, version):
     """SMC-D set-up, data, close, death, fallbacks, listeners, malformed messages, with
     clients of protocol @version (in version 3 each CONNECT carries a fresh TCP socket)."""
@@ -650,18 +663,7 @@ def run_main_checks(d, binary, version):
         info, fds = b.connect(r1.getsockname())
         for fd in fds:
             os.close(fd)
-    counts = []
-    for ch in (rc1, rc2):
-        n = 0
-        while True:
-            try:
-                t, _, data, sfds = recv_msg(ch, timeout=0.2)
-            except (BlockingIOError, TimeoutError):
-                break
-            n += 1
-            for fd in sfds:
-                os.close(fd)
-        counts.append(n)
+    counts = [drain_queue(ch) for ch in (rc1, rc2)]
     check(counts == [2, 2], f"SO_REUSEPORT listeners get connections round robin ({counts})")
 
     # the same socket registered again (a new image after an exec, nginx's binary
@@ -674,18 +676,7 @@ def run_main_checks(d, binary, version):
         info, fds = a.connect(tcp5.getsockname())
         for fd in fds:
             os.close(fd)
-    counts = []
-    for ch in (ch5a, ch5b):
-        n = 0
-        while True:
-            try:
-                t, _, data, sfds = recv_msg(ch, timeout=0.2)
-            except (BlockingIOError, TimeoutError):
-                break
-            n += 1
-            for fd in sfds:
-                os.close(fd)
-        counts.append(n)
+    counts = [drain_queue(ch) for ch in (ch5a, ch5b)]
     check(counts == [0, 3], f"a socket registered again: the new listener gets every connection ({counts})")
 
     # listener channel HUP removes the listener
