@@ -1012,6 +1012,36 @@ int manager_run(Manager *m) {
         return sd_event_loop(m->event);
 }
 
+/* At exit, after the clients (which freed their own listeners): the listeners no
+ * client lists, ownerless (listener_orphan) or retired from their port. All are in
+ * the watch table; collected first, since listener_free() changes it. */
+static void manager_free_orphan_listeners(Manager *m) {
+        Listener **ls = NULL;
+        size_t n = 0, cap = 0, st = 0;
+        uint64_t key;
+        void *v;
+
+        if (!m->watches)
+                return;
+        while (u64map_iterate(m->watches, &st, &key, &v)) {
+                if (!(key & WATCH_LISTENER))
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        Listener **g = realloc(ls, nc * sizeof(*g));
+
+                        if (!g)
+                                break; /* out of memory at exit: the rest is left to the kernel */
+                        ls = g;
+                        cap = nc;
+                }
+                ls[n++] = v;
+        }
+        for (size_t i = 0; i < n; i++)
+                listener_free(ls[i]);
+        free(ls);
+}
+
 Manager *manager_free(Manager *m) {
         Client *c, *cn;
         size_t st = 0;
@@ -1023,12 +1053,13 @@ Manager *manager_free(Manager *m) {
         smcr_exit_notify(m->smcr); /* SMC-R peers first: their link groups end now */
         LIST_FOREACH_SAFE(clients, c, cn, m->clients)
                 client_free(c, false);
+        manager_free_orphan_listeners(m);
         m->fallbacks = fallback_table_free(m->fallbacks); /* the clients' entries went with them */
         if (m->endpoints)
                 conn_free_all(m);
         if (m->ports) {
                 while (u64map_iterate(m->ports, &st, NULL, &v))
-                        free(v); /* empty: listeners are freed with their clients */
+                        free(v); /* empty: the listeners are freed above */
         }
         if (m->uids) {
                 st = 0;
