@@ -1061,10 +1061,22 @@ static void chan_drain(int chan) {
                                 sys_close(fds[i]);
                         continue;
                 }
-                /* SMC-D or SMC-R: reset it, so that the peer learns at once */
-                (void) conn_map(&m.conn, fds, n, 0, &rx, &tx);
+                /* SMC-D or SMC-R: reset it, so that the peer learns at once: the
+                 * ABORT flags, and Y shut down (smcd holds a copy of Y, so closing
+                 * ours alone would not wake a peer blocked in a receive) */
+                if (conn_map(&m.conn, fds, n, 0, &rx, &tx) == 0) {
+                        struct smc_ring_ep ep;
+
+                        if (smc_ring_init(&ep, rx, m.conn.rx.size, tx, m.conn.tx.size, fds[0], fds[1]) == 0) {
+                                (void) smc_ring_close_reset(&ep, true); /* closes Y */
+                                fds[1] = -1;
+                                pthread_mutex_destroy(&ep.tx_lock);
+                                pthread_mutex_destroy(&ep.rx_lock);
+                        }
+                }
                 sys_close(fds[0]);
-                sys_close(fds[1]);
+                if (fds[1] >= 0)
+                        sys_close(fds[1]);
                 ctl_close_conn(m.conn.conn_id, true, 0);
         }
 }
