@@ -19,9 +19,12 @@
 #include "smcr.h"
 #include "smc-clc.h"
 
+static void listener_reinstate(Manager *m, dev_t dev, ino_t ino);
+
 Listener *listener_free(Listener *l) {
         Manager *m;
         char buf[SMCD_ADDR_STRLEN];
+        bool active;
 
         if (!l)
                 return NULL;
@@ -29,6 +32,7 @@ Listener *listener_free(Listener *l) {
         log_debug("Listener %" PRIu64 " on %s removed.", l->id, smcd_addr_to_string(&l->addr, buf));
         if (l->owner)
                 LIST_REMOVE(by_client, l->owner->listeners, l);
+        active = l->port != NULL;
         if (l->port) {
                 PortEntry *pe = l->port;
                 LIST_REMOVE(by_port, pe->listeners, l);
@@ -36,7 +40,13 @@ Listener *listener_free(Listener *l) {
                         u64map_remove(m->ports, pe->port);
                         free(pe);
                 }
-        }
+        } else if (l->retired)
+                LIST_REMOVE(by_port, m->retired, l);
+        /* the registration that took over from older ones of its socket is gone: the
+         * newest of those still held takes the connections again (the process that
+         * registered it again has exited, a rolled-back upgrade) */
+        if (active && !m->exiting)
+                listener_reinstate(m, l->sock_dev, l->sock_ino);
         if (l->channel >= 0)
                 manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
         /* closing our end drops queued NEW_CONNs with their fds once the client's end
@@ -83,6 +93,36 @@ static void listener_retire(Listener *l) {
                 u64map_remove(l->manager->ports, pe->port);
                 free(pe);
         }
+        l->retired = true;
+        LIST_PREPEND(by_port, l->manager->retired, l);
+}
+
+/* Put the newest retired listener of socket (@dev, @ino) back into its port. */
+static void listener_reinstate(Manager *m, dev_t dev, ino_t ino) {
+        Listener *l, *best = NULL;
+        PortEntry *pe;
+
+        LIST_FOREACH(by_port, l, m->retired)
+                if (l->sock_dev == dev && l->sock_ino == ino && (!best || l->id > best->id))
+                        best = l;
+        if (!best)
+                return;
+        pe = u64map_get(m->ports, best->addr.port);
+        if (!pe) {
+                pe = calloc(1, sizeof(*pe));
+                if (!pe || u64map_put(m->ports, best->addr.port, pe) < 0) {
+                        free(pe);
+                        return; /* out of memory: it stays retired */
+                }
+                pe->port = best->addr.port;
+        }
+        LIST_REMOVE(by_port, m->retired, best);
+        best->retired = false;
+        LIST_PREPEND(by_port, pe->listeners, best);
+        pe->n++;
+        best->port = pe;
+        log_debug("Listener %" PRIu64 ": the newer registration of its socket is gone; it gets the connections again.",
+                  best->id);
 }
 
 /* A LISTEN of a socket that already has listeners (@l is the new one, not yet in

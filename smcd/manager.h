@@ -194,6 +194,8 @@ struct Listener {
         uint64_t stall_since;     /* when it was last seen to move (manager_now), 0 =
                                    * nothing queued then */
         bool stalled;             /* said so in the log */
+        bool retired;             /* in Manager.retired instead of a port (a newer
+                                   * LISTEN of its socket): back when that one goes */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
         bool shared;              /* another client (a forked process that inherited the
                                    * accept channel) closed one of its connections: the
@@ -314,6 +316,8 @@ struct Manager {
         struct smc_pool *pool;
 
         LIST_HEAD(Client, clients);
+        LIST_HEAD(Listener, retired); /* listeners a newer LISTEN of their socket took out
+                                       * of the port table (by_port links) */
         U64Map *endpoints; /* id -> Endpoint (open ones) */
         U64Map *ports;     /* port -> PortEntry */
         U64Map *uids;      /* uid -> UidUsage */

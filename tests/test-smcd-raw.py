@@ -678,6 +678,15 @@ def run_main_checks(d, binary, version):
             os.close(fd)
     counts = [drain_queue(ch) for ch in (ch5a, ch5b)]
     check(counts == [0, 3], f"a socket registered again: the new listener gets every connection ({counts})")
+    # the newer registration goes (its process exited): the older one, still held,
+    # gets the connections again (not TCP)
+    ch5b.close()
+    time.sleep(0.2)
+    info, fds = a.connect(tcp5.getsockname())
+    for fd in fds:
+        os.close(fd)
+    check(info["mode"] == MODE_SMCD and drain_queue(ch5a) == 1,
+          f"... and when it goes, the older registration gets them again (mode {info['mode']})")
 
     # listener channel HUP removes the listener
     tcp4 = tcp_listener()
@@ -803,7 +812,7 @@ def run_main_checks(d, binary, version):
 
     # the clients go; the listeners of a stay while their accept channels are held
     # elsewhere (a daemonized server: listener_orphan), and go with the channels
-    held = [ch for ch in (chan, chan3, locals().get("chan6"), locals().get("chan7"), rc1, rc2, ch5a, ch5b)
+    held = [ch for ch in (chan, chan3, locals().get("chan6"), locals().get("chan7"), rc1, rc2, ch5a)
             if ch is not None]
     for cl in (a, b, c, c2):
         cl.s.close()
