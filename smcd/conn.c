@@ -514,11 +514,17 @@ void endpoint_on_hold_hup(Endpoint *e) {
         /* as at a process's last close(2) of a TCP socket: unless the library closed
          * it itself (its CLOSED / ABORT stand), FIN if everything sent to it was
          * read, else RST (died_flags) */
+        bool wake = !peer->closed && !conn->restored; /* (a restored one holds no Y) */
+
         log_debug("Endpoint %016" PRIx64 ": %s.", e->id,
                   e->loaded ? "the process the endpoint table names exited" : "the last copy of its socket is closed");
-        if (!peer->closed && !conn->restored) /* (a restored one holds no Y) */
-                hold_wake(peer);
+        /* the flags first (endpoint_close), then the wake-up: the peer reads them when
+         * it wakes (dmb.h (4)); in the other order it could read no flag yet and take
+         * an abort for an orderly close (EOF instead of ECONNRESET). The peer is open,
+         * so the connection outlives endpoint_close(). */
         endpoint_close(m, e, false, true);
+        if (wake)
+                hold_wake(peer);
 }
 
 void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
