@@ -1765,10 +1765,13 @@ static int case_soak(void) {
                 r = FAIL("smcd's RssAnon grew %" PRId64 " -> %" PRId64 " KiB", a.anon_kb, b.anon_kb);
         /* the pool keeps free buffers for the peak demand (buffers in use plus those
          * released but not yet cleared), and gives back what stays unused for
-         * --pool-idle-sec: at most 2 buffers per connection, 64 connections at once,
-         * and twice that for the ones waiting to be cleared */
-        else if (pool_bufs(&b) > pool_bufs(&a) && pool_bufs(&b) > 4 * (int64_t) n)
-                r = FAIL("smcd's pool grew: %" PRId64 " -> %" PRId64 " buffers (bound %u)", pool_bufs(&a), pool_bufs(&b), 4 * n);
+         * --pool-idle-sec: at most 2 buffers per connection, and twice that for the
+         * ones waiting to be cleared. Connections at once: one per client, plus up to
+         * 1/8 more whose server end has not closed yet when the client's next one
+         * starts (66 of 64 seen in a sample) */
+        else if (pool_bufs(&b) > pool_bufs(&a) && pool_bufs(&b) > 4 * (int64_t) (n + n / 8))
+                r = FAIL("smcd's pool grew: %" PRId64 " -> %" PRId64 " buffers (bound %u)", pool_bufs(&a), pool_bufs(&b),
+                         4 * (n + n / 8));
         else if (b.aborted != a.aborted || b.hs_errors != 0 || b.fallbacks != 0)
                 r = FAIL("aborted %" PRId64 " -> %" PRId64 ", handshake errors %" PRId64 ", fallbacks %" PRId64,
                          a.aborted, b.aborted, b.hs_errors, b.fallbacks);
