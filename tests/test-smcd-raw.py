@@ -431,6 +431,14 @@ def main():
     return 1 if failures else 0
 
 
+def connect_n(client, addr, n):
+    """@n CONNECTs of @client to @addr, their fds closed at once."""
+    for _ in range(n):
+        _, fds = client.connect(addr)
+        for fd in fds:
+            os.close(fd)
+
+
 def drain_queue(ch):
     """Read every NEW_CONN queued on accept channel @ch (closing its fds): how many."""
     n = 0
@@ -659,10 +667,7 @@ def run_main_checks(d, binary, version):
     r2.listen(8)
     _, rc1, _ = a.listen(r1)
     _, rc2, _ = a.listen(r2)
-    for _ in range(4):
-        info, fds = b.connect(r1.getsockname())
-        for fd in fds:
-            os.close(fd)
+    connect_n(b, r1.getsockname(), 4)
     counts = [drain_queue(ch) for ch in (rc1, rc2)]
     check(counts == [2, 2], f"SO_REUSEPORT listeners get connections round robin ({counts})")
 
@@ -672,10 +677,7 @@ def run_main_checks(d, binary, version):
     tcp5 = tcp_listener()
     _, ch5a, _ = a.listen(tcp5)
     _, ch5b, _ = b.listen(tcp5)
-    for _ in range(3):
-        info, fds = a.connect(tcp5.getsockname())
-        for fd in fds:
-            os.close(fd)
+    connect_n(a, tcp5.getsockname(), 3)
     counts = [drain_queue(ch) for ch in (ch5a, ch5b)]
     check(counts == [0, 3], f"a socket registered again: the new listener gets every connection ({counts})")
     # the newer registration goes (its process exited): the older one, still held,
