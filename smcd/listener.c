@@ -97,30 +97,41 @@ static void listener_retire(Listener *l) {
         LIST_PREPEND(by_port, l->manager->retired, l);
 }
 
+/* Put @l into the table of its port (made if it is the port's first). Returns 0 or
+ * -ENOMEM. */
+static int port_add(Manager *m, Listener *l) {
+        PortEntry *pe = u64map_get(m->ports, l->addr.port);
+
+        if (!pe) {
+                pe = calloc(1, sizeof(*pe));
+                if (!pe || u64map_put(m->ports, l->addr.port, pe) < 0) {
+                        free(pe);
+                        return -ENOMEM;
+                }
+                pe->port = l->addr.port;
+        }
+        LIST_PREPEND(by_port, pe->listeners, l);
+        pe->n++;
+        l->port = pe;
+        return 0;
+}
+
 /* Put the newest retired listener of socket (@dev, @ino) back into its port. */
 static void listener_reinstate(Manager *m, dev_t dev, ino_t ino) {
         Listener *l, *best = NULL;
-        PortEntry *pe;
 
         LIST_FOREACH(by_port, l, m->retired)
                 if (l->sock_dev == dev && l->sock_ino == ino && (!best || l->id > best->id))
                         best = l;
         if (!best)
                 return;
-        pe = u64map_get(m->ports, best->addr.port);
-        if (!pe) {
-                pe = calloc(1, sizeof(*pe));
-                if (!pe || u64map_put(m->ports, best->addr.port, pe) < 0) {
-                        free(pe);
-                        return; /* out of memory: it stays retired */
-                }
-                pe->port = best->addr.port;
-        }
         LIST_REMOVE(by_port, m->retired, best);
         best->retired = false;
-        LIST_PREPEND(by_port, pe->listeners, best);
-        pe->n++;
-        best->port = pe;
+        if (port_add(m, best) < 0) {
+                best->retired = true; /* out of memory: it stays retired */
+                LIST_PREPEND(by_port, m->retired, best);
+                return;
+        }
         log_debug("Listener %" PRIu64 ": the newer registration of its socket is gone; it gets the connections again.",
                   best->id);
 }
@@ -244,7 +255,6 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         char err[SMC_CTL_ERRMSG_LEN], abuf[SMCD_ADDR_STRLEN];
         int pair[2], r;
         uint32_t backlog;
-        PortEntry *pe;
         Listener *l;
 
         l = calloc(1, sizeof(*l));
@@ -300,22 +310,13 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 return client_send_error(c, req->hdr.seq, r, 0, "cannot watch the accept channel");
         }
         listener_supersede(m, l);
-        pe = u64map_get(m->ports, l->addr.port);
-        if (!pe) {
-                pe = calloc(1, sizeof(*pe));
-                if (!pe || u64map_put(m->ports, l->addr.port, pe) < 0) {
-                        free(pe);
-                        manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
-                        close(pair[0]);
-                        close(pair[1]);
-                        free(l);
-                        return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
-                }
-                pe->port = l->addr.port;
+        if (port_add(m, l) < 0) {
+                manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
+                close(pair[0]);
+                close(pair[1]);
+                free(l);
+                return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
         }
-        LIST_PREPEND(by_port, pe->listeners, l);
-        pe->n++;
-        l->port = pe;
         LIST_PREPEND(by_client, c->listeners, l);
         m->stats.listeners++;
         m->stats.listeners_total++;
