@@ -342,6 +342,11 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
         return 0;
 }
 
+void smc_ring_fini(struct smc_ring_ep *ep) {
+        pthread_mutex_destroy(&ep->tx_lock);
+        pthread_mutex_destroy(&ep->rx_lock);
+}
+
 /* ---- transmit side (tx_lock held) ------------------------------------------------ */
 
 /* With nothing held back, take the producer cursor from the peer's DMB, where only

@@ -94,6 +94,11 @@ void smc_ring_set_shared(struct smc_ring_ep *ep);
 int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void *tx_base, uint32_t tx_size,
                   int x, int y_peer);
 
+/* Undo smc_ring_init() for an @ep that was never used by another thread (its locks);
+ * closes nothing and unmaps nothing: after smc_ring_close_reset(), or when the caller
+ * closes y_peer itself. */
+void smc_ring_fini(struct smc_ring_ep *ep);
+
 /* Send up to the sum of @iov bytes. @nonblock: return -EAGAIN instead of waiting
  * for space. flags: MSG_MORE (hold data as TCP_CORK does for this call).
  * Returns bytes sent (> 0; a blocking send sends all unless interrupted after

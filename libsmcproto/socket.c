@@ -1070,8 +1070,7 @@ static void chan_drain(int chan) {
                         if (smc_ring_init(&ep, rx, m.conn.rx.size, tx, m.conn.tx.size, fds[0], fds[1]) == 0) {
                                 (void) smc_ring_close_reset(&ep, true); /* closes Y */
                                 fds[1] = -1;
-                                pthread_mutex_destroy(&ep.tx_lock);
-                                pthread_mutex_destroy(&ep.rx_lock);
+                                smc_ring_fini(&ep);
                         }
                 }
                 sys_close(fds[0]);
@@ -4151,8 +4150,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
          * published (they must fit in the free space) */
         if (e->unpub > smc_ring_tx_space_for(&s->ep)) {
                 sys_close(y);
-                pthread_mutex_destroy(&s->ep.tx_lock);
-                pthread_mutex_destroy(&s->ep.rx_lock);
+                smc_ring_fini(&s->ep);
                 sock_release(s);
                 return -EPROTO;
         }
@@ -4189,8 +4187,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 sock_set_state(s, SOCK_NEW);
                 s->hidden = -1;
                 sys_close(y);
-                pthread_mutex_destroy(&s->ep.tx_lock);
-                pthread_mutex_destroy(&s->ep.rx_lock);
+                smc_ring_fini(&s->ep);
                 sock_release(s);
                 return r;
         }

@@ -697,6 +697,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         struct smc_buf *cbuf = NULL, *sbuf = NULL;
         int fds[SMC_CTL_MAX_FDS], one = 1, r;
         union smc_ctl_msg msg;
+        uint64_t queued;
         size_t nfds;
         Listener *l;
         Conn *conn;
@@ -756,7 +757,8 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 return reply_fallback(c, req->hdr.seq, reason, &req->dst);
 
         /* (e) the listener's accept queue */
-        if (listener_queue_full(l) || listener_stalled(l))
+        queued = listener_queued(l);
+        if (queued >= l->queue_max || listener_stalled(l, queued))
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
 
         /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
@@ -872,7 +874,6 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
         }
         close(bb[0]);
-        l->n_conns++;
         l->n_sent++;
         /* smcd keeps Y_a: its HUP says that the last copy of X_a is gone */
         if (hold_take(m, &conn->ep[EP_CLIENT], ab[1]) < 0)

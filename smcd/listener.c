@@ -374,14 +374,18 @@ Listener *manager_get_listener(Manager *m, uint64_t id) {
         return u64map_get(m->watches, id | WATCH_LISTENER);
 }
 
-bool listener_queue_full(Listener *l) {
+uint64_t listener_queued(Listener *l) {
         int outq = 0;
         size_t ts = l->manager->msg_truesize;
 
         if (ioctl(l->channel, SIOCOUTQ, &outq) < 0 || outq <= 0)
-                return false;
+                return 0;
         /* every datagram on the channel is a NEW_CONN of the same size */
-        return ((size_t) outq + ts - 1) / ts >= l->queue_max;
+        return ((size_t) outq + ts - 1) / ts;
+}
+
+bool listener_queue_full(Listener *l) {
+        return listener_queued(l) >= l->queue_max;
 }
 
 #define LISTENER_STALL_USEC (3 * 1000000ULL)
@@ -393,16 +397,10 @@ bool listener_queue_full(Listener *l) {
  * the socket's other accepters (without the library) serve TCP: new connections go
  * over TCP instead (SMC_CLC_DECL_PEERDECL, as a full queue) until one is accepted.
  * Judged at each CONNECT, no timer: a listener nobody connects to costs nothing. */
-bool listener_stalled(Listener *l) {
+bool listener_stalled(Listener *l, uint64_t queued) {
         Manager *m = l->manager;
-        size_t ts = m->msg_truesize;
-        uint64_t queued, accepted, now = manager_now(m);
-        int outq = 0;
+        uint64_t accepted, now = manager_now(m);
 
-        if (ioctl(l->channel, SIOCOUTQ, &outq) < 0 || outq <= 0) {
-                queued = 0;
-        } else
-                queued = ((size_t) outq + ts - 1) / ts;
         accepted = queued < l->n_sent ? l->n_sent - queued : 0;
         if (queued == 0 || accepted != l->stall_accepted || l->stall_since == 0) {
                 l->stall_accepted = accepted;

@@ -187,7 +187,6 @@ struct Listener {
                                    * (key = id | WATCH_LISTENER): HUP = the client
                                    * closed its end */
         PortEntry *port;
-        uint64_t n_conns;         /* connections queued to it, total */
         uint64_t n_sent;          /* messages sent on its channel, total (NEW_CONN of
                                    * any mode): minus those queued, the accepted ones */
         uint64_t stall_accepted;  /* listener_stalled(): the accepted count seen last */
@@ -405,9 +404,10 @@ int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
-/* Nothing accepted from @l for LISTENER_STALL_USEC with connections queued to it
- * (its holders do not accept from it any more): new connections go over TCP. */
-bool listener_stalled(Listener *l);
+/* Nothing accepted from @l for LISTENER_STALL_USEC with @queued (listener_queued())
+ * connections queued to it (its holders do not accept from it any more): new
+ * connections go over TCP. */
+bool listener_stalled(Listener *l, uint64_t queued);
 /* The owner client is gone (died): keep @l, ownerless, until its channel hangs up. */
 void listener_orphan(Listener *l);
 /* @c, of @l's uid, takes over the ownerless @l (no-op if @l has an owner). */
@@ -418,6 +418,9 @@ void endpoint_on_hold_hup(Endpoint *e);
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
+/* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */
+uint64_t listener_queued(Listener *l);
+/* listener_queued(@l) >= its backlog + 1. */
 bool listener_queue_full(Listener *l);
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd);

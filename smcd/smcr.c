@@ -2960,10 +2960,8 @@ static void hs_done(SmcrHs *hs) {
                 hs->fd = -1;
                 (void) smc_ctl_set_version(&msg, cl->version);
                 r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
-                if (r >= 0) {
-                        l->n_conns++;
+                if (r >= 0)
                         l->n_sent++;
-                }
         } else
                 r = client_send(cl, &msg, fds, nfds);
         close(a[0]);

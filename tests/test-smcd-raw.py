@@ -431,12 +431,19 @@ def main():
     return 1 if failures else 0
 
 
-def connect_n(client, addr, n):
-    """@n CONNECTs of @client to @addr, their fds closed at once."""
+def connect_n(client, addr, n, keep=None):
+    """@n CONNECTs of @client to @addr: their modes. Their fds are closed at once, or
+    appended to the list @keep."""
+    modes = []
     for _ in range(n):
-        _, fds = client.connect(addr)
-        for fd in fds:
-            os.close(fd)
+        info, fds = client.connect(addr)
+        modes.append(info["mode"])
+        if keep is not None:
+            keep += fds
+        else:
+            for fd in fds:
+                os.close(fd)
+    return modes
 
 
 def drain_queue(ch):
@@ -1255,11 +1262,7 @@ def run_stall_check(binary):
         tcp = tcp_listener()
         lid, chan, _ = a.listen(tcp, backlog=64)
         keep = []
-        modes = []
-        for _ in range(2):
-            info, fds = a.connect(tcp.getsockname())
-            modes.append(info["mode"])
-            keep += fds
+        modes = connect_n(a, tcp.getsockname(), 2, keep)
         check(modes == [MODE_SMCD, MODE_SMCD], f"queued while the queue is young: SMC-D ({modes})")
         time.sleep(3.3)
         info, fds = a.connect(tcp.getsockname())
