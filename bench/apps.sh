@@ -9,7 +9,7 @@
 #   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
 #   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
 #     off), wrk "Connection: close", a 1 MiB file; and sendfile on vs off under smcrun
-#   - iperf3 -P1 and -P4, with smcd's default ring (64 KiB RMB) and with --rmem 1M
+#   - iperf3 -P1 and -P4, with smcd's default ring (128 KiB RMB) and with --rmem 1M
 #   - qperf tcp_lat and tcp_bw
 #   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
 # Each measurement runs BENCH_APPS_REPEAT times (default 3), TCP and smcrun
@@ -438,7 +438,7 @@ echo "notes: medians of $REPEAT runs per transport, TCP and smcrun alternating; 
 echo "  iperf3, qperf and echo run. redis-benchmark: 50 clients, -n 100000 (-P 1) or 1000000"
 echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t $WRK_THREADS -c 32, tcp_nopush on;"
 echo "  'sendfile on/off' compares 4 KiB keep-alive req/s of the two configurations (TCP column:"
-echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 64 KiB, '--rmem 1M'"
+echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 128 KiB, '--rmem 1M'"
 echo "  restarts smcd with 1 MiB RMBs. qperf: -t $DUR, -uu. python: tests/apps/echo.py, one"
 echo "  connection, 64 B messages. CPUs: $pin_note."
 [ -n "${nginx_note:-}" ] && echo "  $nginx_note"

@@ -14,7 +14,7 @@
  *             syscalls): producer memcpy in, consumer memcpy out, each publishing its
  *             cursor every 16, 32 or 64 KiB (--ring-piece: only that), --repeat
  *             rounds, each run --time / 8 (>= 0.25 s). The best run per ring size
- *             (--ring-size, default 64 KiB = the default DMB, and 1 MiB = the largest)
+ *             (--ring-size, default 128 KiB = the default DMB, and 1 MiB = the largest)
  *             is the limit SMC-D streaming over that DMB size can reach: GB/s.
  *   pingpong  round trip of a SIZE-byte message (--sizes, default 14,64,1K,16K;
  *             blocking send of the whole message, recv with MSG_WAITALL),
@@ -35,7 +35,7 @@
  * modes alternating; the median run is reported, with the spread.
  *
  * --bufsize BYTES sets SO_SNDBUF and SO_RCVBUF on both ends before connect/listen
- * (for SMC-D: the DMB size class, 16 KiB .. 1 MiB; default 64 KiB); 0 = defaults.
+ * (for SMC-D: the DMB size class, 16 KiB .. 1 MiB; default 128 KiB); 0 = defaults.
  *
  * The server side runs in a child process (this binary re-executed with --serve, so
  * it starts with fresh library state), pinned to CPU 1 while the client is pinned to
@@ -1120,7 +1120,7 @@ static int parse_tests(struct cfg *c, const char *s) {
 static void usage(FILE *f) {
         fprintf(f,
                 "usage: bench-net [--mode smc|tcp|both] [--json] [--tests ring,pingpong,stream,connect]\n"
-                "                 [--time SEC] [--iters N] [--sizes 14,64,1K,16K] [--ring-size 64K,1M]\n"
+                "                 [--time SEC] [--iters N] [--sizes 14,64,1K,16K] [--ring-size 128K,1M]\n"
                 "                 [--ring-piece BYTES] [--bufsize BYTES] [--read-size BYTES] [--rx-offset N]\n"
                 "                 [--repeat N] [--server-cpu 0|1]\n");
 }

@@ -104,7 +104,7 @@ static const Tunable tunables[] = {
           "N", "Links per SMC-R link group (1..2, default 2)" },
         { "rmem", KIND_CLASS, FIELD(rmem), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_DEFAULT_SIZE, NULL,
           "bytes 16K..1M (K/M suffixes)",
-          "BYTES", "RMB size of a socket without SO_RCVBUF (16K..1M, default 64K)" },
+          "BYTES", "RMB size of a socket without SO_RCVBUF (16K..1M, default 128K)" },
         { "sndbuf", KIND_CLASS, FIELD(sndbuf), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_MIN_SIZE, NULL,
           "bytes 16K..1M (K/M suffixes)",
           "BYTES", "An RMB is at least its writer's SO_SNDBUF or this (16K..1M, default 16K)" },

@@ -232,12 +232,12 @@ if "$smcctl" -j tunables show | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
 assert t == {"buf_clear": "release", "cq_poll": "event", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
-             "max_conns_per_uid": "0", "rmem": "65536", "autocork_size": "65536", "busy_poll": "50",
+             "max_conns_per_uid": "0", "rmem": "131072", "autocork_size": "65536", "busy_poll": "50",
              "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "max_links_per_lgr": "2", "sndbuf": "16384", "test_link_time": "30",
              "ueid": "SMCD-USERSPACE"}, t' 2>"$tmp/err"
 then ok "smcctl -j tunables: the defaults"; else nok "smcctl -j tunables: $(cat "$tmp/err")"; fi
 [ "$("$smcctl" tunables get buf_clear)" = release ] && ok "tunables get buf_clear" || nok "tunables get buf_clear"
-[ "$("$smcctl" -j tun get rmem)" = '{"rmem":"65536"}' ] && ok "tunables get -j, prefix" || nok "tunables get -j: $("$smcctl" -j tun get rmem)"
+[ "$("$smcctl" -j tun get rmem)" = '{"rmem":"131072"}' ] && ok "tunables get -j, prefix" || nok "tunables get -j: $("$smcctl" -j tun get rmem)"
 [ -e "$state" ] && nok "state file written before any set" || ok "no state file before a set"
 if "$smcctl" tunables set buf_clear=create 2>"$tmp/err" &&
    [ "$("$smcctl" tunables get buf_clear)" = create ] &&
@@ -260,10 +260,10 @@ n0=$(grep -c "Tunable rmem set to" "$tmp/smcd.log")
 python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 15, t' "$state" \
         2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
 ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
-"$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=100K inline=on 2>"$tmp/err"
+"$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=200K inline=on 2>"$tmp/err"
 out=$("$smcctl" -j tunables)
-[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","cq_poll":"event","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","max_links_per_lgr":"2","rmem":"131072","sndbuf":"16384","test_link_time":"30","ueid":"SMCD-USERSPACE"}' ] \
-        && ok "set several (sizes normalized, rmem rounded to 128K): $out" || nok "set several: $(cat "$tmp/err") $out"
+[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","cq_poll":"event","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","max_links_per_lgr":"2","rmem":"262144","sndbuf":"16384","test_link_time":"30","ueid":"SMCD-USERSPACE"}' ] \
+        && ok "set several (sizes normalized, rmem rounded to 256K): $out" || nok "set several: $(cat "$tmp/err") $out"
 before=$("$smcctl" -j tunables); cp "$state" "$tmp/state.before"
 bad() {
         local what=$1 msg=$2; shift 2
@@ -300,7 +300,7 @@ if command -v setpriv >/dev/null; then
         setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" tunables get inline >"$tmp/out" 2>&1 \
                 && [ "$(cat "$tmp/out")" = on ] && ok "unprivileged get" || nok "unprivileged get: $(cat "$tmp/out")"
 fi
-# rmem applies to a new connection without SO_RCVBUF: its RMB is 128K
+# rmem applies to a new connection without SO_RCVBUF: its RMB is 256K (set above)
 # (a sanitizer build of libsmcrun.so needs its runtime preloaded first, as above)
 if out=$(timeout 30 env ${san:+LD_PRELOAD="$san"} ${san:+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"} \
          sh "$smcrun" python3 - "$smcctl" <<'PY' 2>&1
@@ -311,10 +311,10 @@ env = dict(os.environ); env.pop("LD_PRELOAD", None)
 l = json.loads(subprocess.check_output([sys.argv[1], "-j", "connections"], env=env))
 cl = [e for e in l if e["role"] == "client"]
 a.close(); c.close(); s.close()
-assert len(cl) == 1 and cl[0]["rmb"] == 131072, l
+assert len(cl) == 1 and cl[0]["rmb"] == 262144, l
 print("client rmb", cl[0]["rmb"])
 PY
-); then ok "rmem=128K used by a new connection: $out"; else nok "rmem on a new connection: $out"; fi
+); then ok "rmem=256K used by a new connection: $out"; else nok "rmem on a new connection: $out"; fi
 
 # --no-bus: a second smcd does not touch the bus
 "$smcd" --no-bus --runtime-dir "$tmp" --state-file "$tmp/state-nobus.json" >"$tmp/smcd2.log" 2>&1 &

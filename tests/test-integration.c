@@ -2458,7 +2458,7 @@ static int case_limit_conns_same_uid(struct ctx *c) {
         return limit_run(c, &a);
 }
 
-/* --max-buf-per-uid 256K, one uid, default 64 KiB DMBs (128 KiB per connection):
+/* --max-buf-per-uid 512K, one uid, default 128 KiB DMBs (256 KiB per connection):
  * the third connection falls back with MAX_DMB. */
 static int case_limit_buf(struct ctx *c) {
         struct limit_arg a = { .reason = SMC_CLC_DECL_MAX_DMB };
@@ -2490,7 +2490,7 @@ static const struct tcase cases[] = {
         { "listener-close-resets-queued", case_queued_reset, { NULL }, false, false, 60 },
         { "per-uid-connection-limit", case_limit_conns, { "--max-conns-per-uid", "2", NULL }, false, false, 60 },
         { "per-uid-connection-limit-same-uid", case_limit_conns_same_uid, { "--max-conns-per-uid", "4", NULL }, false, false, 60 },
-        { "per-uid-buffer-limit", case_limit_buf, { "--max-buf-per-uid", "256K", NULL }, false, false, 60 },
+        { "per-uid-buffer-limit", case_limit_buf, { "--max-buf-per-uid", "512K", NULL }, false, false, 60 },
 };
 
 static void reap_group(pid_t pgid) {

@@ -59,7 +59,7 @@ if run 2 2; then
                 [ "$free_count" = 2 ] && break
                 sleep 0.1
         done
-        want=$((2 * (4096 + 65536)))
+        want=$((2 * (4096 + 131072)))
         before=$free_count0
         if [ "$before" -gt 2 ] && [ "$free_count" = 2 ] && [ "$total" = "$want" ] &&
                 [ "$trimmed" = $((before - 2)) ]; then

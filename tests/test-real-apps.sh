@@ -209,8 +209,8 @@ test_redis() {
         [ "$len" = 40000 ]
         check $? "redis LLEN mylist after two benchmark runs: $len (want 40000)"
 
-        # a 100 KiB binary value (larger than a 64 KiB ring) in and out, three times
-        head -c 102400 /dev/urandom >"$APPS_DIR/redis-value"
+        # a 300 KiB binary value (larger than the 128 KiB ring) in and out, three times
+        head -c 307200 /dev/urandom >"$APPS_DIR/redis-value"
         local want got i good=0
         want=$(sha256sum <"$APPS_DIR/redis-value" | cut -d ' ' -f 1)
         for i in 1 2 3; do
@@ -220,7 +220,7 @@ test_redis() {
                 [ "$got" = "$want" ] && good=$((good + 1))
         done
         [ $good = 3 ]
-        check $? "redis SET/GET of a 100 KiB value: $good/3 sha256 match"
+        check $? "redis SET/GET of a 300 KiB value: $good/3 sha256 match"
 
         # BGSAVE forks a child that inherits every SMC socket and exits without closing
         # them: the parent's connections must not notice

@@ -486,7 +486,11 @@ def run_main_checks(d, binary, version):
           f"CONNECT_REPLY and NEW_CONN of version {version}, {want_len} bytes (params {info['params']}, {srv['params']})")
     check(info["rx"][0] == srv["tx"][0] and info["tx"][0] == srv["rx"][0] and info["rx"][0] != info["tx"][0],
           "buffer ids cross over (client rx = server tx)")
-    check(info["rx"][1] == 65536 and srv["rx"][1] == 65536, f"default DMB 64 KiB ({info['rx'][1]}, {srv['rx'][1]})")
+    # the default rmem (128 KiB); a version-1 LISTEN sizes the server's from the
+    # listening socket's SO_RCVBUF / 2 (tcp_rmem[1] / 2 = 64 KiB here)
+    want_srv = 65536 if version < 2 else 131072
+    check(info["rx"][1] == 131072 and srv["rx"][1] == want_srv,
+          f"default DMB 128 KiB, version 1 server SO_RCVBUF / 2 ({info['rx'][1]}, {srv['rx'][1]})")
     check(info["id"] != srv["id"] and info["id"] and srv["id"], "distinct endpoint ids")
     check(info["local"] == (socket.AF_INET, "127.0.0.1", 40000) and info["peer"] == (socket.AF_INET, "127.0.0.1", port),
           f"client addresses {info['local']} {info['peer']}")
@@ -1235,16 +1239,17 @@ def run_prepopulate_check(binary):
     d = Smcd(binary, rundir, ["--prepopulate", "8"])
     try:
         s = d.stats()
-        check(s["pool"]["alloc"] == 8 and s["pool"]["free_count_by_class"][2] == 8,
-              f"--prepopulate 8: 8 fresh 64 KiB buffers ({s['pool']['alloc']}, {s['pool']['free_count_by_class']})")
-        a = Client(d.sock)
+        check(s["pool"]["alloc"] == 8 and s["pool"]["free_count_by_class"][3] == 8,
+              f"--prepopulate 8: 8 fresh 128 KiB buffers ({s['pool']['alloc']}, {s['pool']['free_count_by_class']})")
+        # (version 2 and later: both ends get the default rmem, the pre-populated class)
+        a = Client(d.sock, version=VERSION_MAX)
         tcp = tcp_listener()
         lid, chan, _ = a.listen(tcp)
         info, fds = a.connect(tcp.getsockname())
         for fd in fds:
             os.close(fd)
         s = d.stats()
-        check(s["pool"]["alloc"] == 8 and s["pool"]["in_use"] == 2, "a connection takes pre-populated buffers")
+        check(s["pool"]["alloc"] == 8 and s["pool"]["in_use"] == 2, f"a connection takes pre-populated buffers ({s['pool']})")
         a.s.close()
     finally:
         d.stop()

@@ -240,9 +240,9 @@ PY
 then ok "-j and -j -p carry the same document"; else nok "-j vs -j -p: $(cat "$tmp/err")"; fi
 
 # ---- downgrade: a per-uid buffer limit that forces 16 KiB RMBs ----
-# one connection (64K + 64K, same uid) leaves 32K of 160K: the next gets 16K + 16K
+# one connection (128K + 128K, same uid) leaves 32K of 288K: the next gets 16K + 16K
 "$smcctl" stats reset
-"$smcctl" tunables set max_buf_per_uid=160K 2>"$tmp/err" || nok "set max_buf_per_uid: $(cat "$tmp/err")"
+"$smcctl" tunables set max_buf_per_uid=288K 2>"$tmp/err" || nok "set max_buf_per_uid: $(cat "$tmp/err")"
 rm -f "$tmp/ready" "$tmp/go"
 timeout 60 "$client" hold "$tmp" >"$tmp/hold.out" 2>"$tmp/hold.err" &
 hpid=$!
@@ -250,14 +250,14 @@ for _ in $(seq 600); do [ -e "$tmp/ready" ] && break; kill -0 "$hpid" 2>/dev/nul
 if [ -e "$tmp/ready" ]; then
         ok "1 MiB each way over the downgraded connection, checksums match"
         "$smcctl" -j connections >"$tmp/conns.json"
-        check_json "downgrade: pool.downgrade 2, RMBs 16K on the second connection, 64K on the first" "" "
+        check_json "downgrade: pool.downgrade 2, RMBs 16K on the second connection, 128K on the first" "" "
 conns = json.load(open('$tmp/conns.json'))
-assert sorted(e['rmb'] for e in conns) == [16384, 16384, 65536, 65536], conns
+assert sorted(e['rmb'] for e in conns) == [16384, 16384, 131072, 131072], conns
 assert all(e['sndbuf'] == e['rmb'] for e in conns), conns  # one uid, symmetric sizes
 small = [e for e in conns if e['rmb'] == 16384]
 assert sum(e['bytes_tx'] for e in small) == 2 * 2**20 and sum(e['msgs_rx'] for e in small) > 0, small
 assert s['pool']['downgrade'] == 2, s['pool']
-assert s['pool']['in_use'] == 4 and s['pool']['in_use_by_class'][0] == 2 and s['pool']['in_use_by_class'][2] == 2, s['pool']
+assert s['pool']['in_use'] == 4 and s['pool']['in_use_by_class'][0] == 2 and s['pool']['in_use_by_class'][3] == 2, s['pool']
 assert s['fallback']['client'] == 0, s['fallback']"
         # reset with connections open: counters to 0, gauges stay, and what the open
         # connections did before the reset is not counted again when they end
@@ -268,7 +268,7 @@ assert d["conns_client"] == 0 and d["msgs_tx"] == 0 and d["bytes_tx"] == 0, d
 assert d["conns_current"] == 2 and d["conns_client_current"] == 2 and d["conns_server_current"] == 2, d
 assert d["clients"] >= 1 and d["listeners"] == 1, d
 assert p["downgrade"] == 0 and p["alloc"] == 0 and p["reuse"] == 0 and hist("buffer_acquire")["count"] == 0, p
-assert p["in_use"] == 4 and p["bytes_in_use"] == 2 * (4096 + 16384) + 2 * (4096 + 65536), p
+assert p["in_use"] == 4 and p["bytes_in_use"] == 2 * (4096 + 16384) + 2 * (4096 + 131072), p
 assert hist("connect")["count"] == 0'
         touch "$tmp/go"
 else

@@ -89,7 +89,7 @@ static void test_defaults(void) {
                 { "autocork_size", "65536" }, { "buf_clear", "release" }, { "busy_poll", "50" },
                 { "cq_poll", "event" }, { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
                 { "max_conns_per_lgr", "255" }, { "max_conns_per_uid", "0" }, { "max_handshakes_per_uid", "0" },
-                { "max_links_per_lgr", "2" }, { "rmem", "65536" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
+                { "max_links_per_lgr", "2" }, { "rmem", "131072" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
                 { "ueid", "SMCD-USERSPACE" },
         };
         ManagerConfig cfg;

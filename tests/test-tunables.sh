@@ -108,14 +108,14 @@ for case in sys.argv[2:]:
 PY
 if out=$(smcpy python3 "$tmp/rings.py" "$smcctl" \
         "sndbuf=256K|0,0|0,0|256,256" \
-        "|0,0|32,0|256,64" \
-        "sndbuf=16K rmem=128K|0,0|512,0|128,512" \
-        "|128,0|0,16|128,128" \
-        "|0,32|0,0|128,32" \
-        "rmem=64K|0,0|0,0|64,64" 2>&1); then
+        "|0,0|32,0|256,128" \
+        "sndbuf=16K rmem=64K|0,0|512,0|64,512" \
+        "|128,0|0,16|128,64" \
+        "|0,32|0,0|64,32" \
+        "rmem=128K|0,0|0,0|128,128" 2>&1); then
         ok "sndbuf/rmem set ring sizes (smcctl -j connections):"; echo "$out" | sed 's/^/#   /'
 else nok "sndbuf ring sizes: $out"; fi
-[ "$(get sndbuf)" = 16384 ] && [ "$(get rmem)" = 65536 ] && ok "sndbuf, rmem back to 16384, 65536" \
+[ "$(get sndbuf)" = 16384 ] && [ "$(get rmem)" = 131072 ] && ok "sndbuf, rmem back to 16384, 131072" \
         || nok "sndbuf $(get sndbuf) rmem $(get rmem)"
 
 # ---- busy_poll, autocork_size: handed to both ends of each new connection ----
@@ -144,16 +144,16 @@ except OSError as e:
     assert e.errno == 107, e
 PY
 "$smcctl" tunables set busy_poll=123 autocork_size=8K 2>"$tmp/err" || nok "set busy_poll, autocork_size: $(cat "$tmp/err")"
-# 64 KiB rings: autocork_size is capped at half the ring (32768)
+# 128 KiB rings: autocork_size is capped at half the ring (65536)
 out=$(smcpy python3 "$tmp/tune.py" "$smcctl" busy_poll=200 autocork_size=1M 2>&1)
-[ "$out" = "123/123 8192/8192 | 200/200 32768/32768 | 123/123 8192/8192" ] \
+[ "$out" = "123/123 8192/8192 | 200/200 65536/65536 | 123/123 8192/8192" ] \
         && ok "busy_poll/autocork_size reach both ends; a change applies to new connections only: $out" \
         || nok "busy_poll/autocork_size: '$out'"
 out=$(SMC_BUSY_POLL_US=7 SMC_AUTOCORK=5000 smcpy python3 "$tmp/tune.py" "$smcctl" busy_poll=0 2>&1)
 [ "$out" = "7/7 5000/5000 | 7/7 5000/5000 | 7/7 5000/5000" ] \
         && ok "SMC_BUSY_POLL_US / SMC_AUTOCORK override smcd's values: $out" || nok "environment override: '$out'"
 out=$(smcpy python3 "$tmp/tune.py" "$smcctl" 2>&1)
-[ "$out" = "0/0 32768/32768 | 0/0 32768/32768 | 0/0 32768/32768" ] \
+[ "$out" = "0/0 65536/65536 | 0/0 65536/65536 | 0/0 65536/65536" ] \
         && ok "busy_poll=0 reaches the clients (no spinning): $out" || nok "busy_poll=0: '$out'"
 
 # ---- max_handshakes_per_uid: a token bucket per uid ----

@@ -276,7 +276,7 @@ if [ $smcr = 1 ] && [ -x "${SMCR_XFER:-}" ]; then
         wait "${hpids[@]}" $xspid 2>/dev/null
         ok1=$(smcr_stat handshakes_ok 2>/dev/null || echo -1)
         check "smcctl -j stats: smcr.handshakes_ok grew by 8 ($ok0 -> $ok1)" test "$ok1" -ge $((ok0 + 8))
-        check "smcctl set rmem=64K sndbuf=16K (the defaults again)" smcctl set rmem=64K sndbuf=16K
+        check "smcctl set rmem=128K sndbuf=16K (the defaults again)" smcctl set rmem=128K sndbuf=16K
         kill $bpid
         wait $bpid
 elif [ $smcr = 1 ]; then
