@@ -510,8 +510,8 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
 
 /* An SMC listener's descriptor is an epoll instance, and the kernel refuses
  * EPOLLEXCLUSIVE for one (EINVAL), which nginx sets on its shared listener (worker
- * processes, accept_mutex off). EPOLLEXCLUSIVE only spares wakeups: without it every
- * waiting process wakes and one accepts, the others get EAGAIN, as on TCP without it.
+ * processes, accept_mutex off): socket.c puts the listener's members into the set
+ * instead (smc_listener_epoll_ctl), so that one waiter wakes per connection, as on TCP.
  * Everything else goes to the kernel unchanged. */
 DEFINE_REAL(epoll_ctl)
 
@@ -519,11 +519,22 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
         __typeof__(epoll_ctl) *f = real_epoll_ctl();
         struct epoll_event copy;
 
-        if (ev && (ev->events & EPOLLEXCLUSIVE) && (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) &&
-            smc_fd_is_smc_listener(fd)) {
-                copy = *ev;
-                copy.events &= ~EPOLLEXCLUSIVE;
-                ev = &copy;
+        if (op != EPOLL_CTL_ADD || (ev && (ev->events & EPOLLEXCLUSIVE))) {
+                bool handled;
+                int r;
+
+                if (ev)
+                        copy = *ev;
+                r = smc_listener_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
+                if (handled) {
+                        if (r < 0) {
+                                errno = -r;
+                                return -1;
+                        }
+                        return 0;
+                }
+                if (ev)
+                        ev = &copy;
         }
         return f ? f(epfd, op, fd, ev) : (int) syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 
 /* True if @fd is a socket made by smc_socket() or smc_accept*() of AF_INET/AF_INET6
@@ -28,6 +29,13 @@ void smc_fd_dup(int oldfd, int newfd);
 
 /* Is @fd an SMC listener (its descriptor is an epoll instance: smcproto.h)? */
 bool smc_fd_is_smc_listener(int fd);
+/* epoll_ctl(@epfd, @op, @fd, @ev) for an SMC listener @fd: EPOLLEXCLUSIVE (ADD) puts
+ * its hidden TCP socket and accept channel into @epfd directly, as the kernel refuses
+ * the flag for the epoll instance the app's fd is; a later DEL or MOD of @fd in that
+ * set acts on them. *@handled: whether it did the call (then the result, 0 or
+ * -errno, is the call's); if not the caller makes the call with @ev (which may have
+ * lost EPOLLEXCLUSIVE when more sets than recorded ask for it). */
+int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 
 /* Is @fd an SMC connection (SMC-D or SMC-R: its descriptor is the socketpair end X, whose
  * own bytes are doorbells, not the stream; smcproto.h)? C stdio must not touch it

@@ -194,6 +194,8 @@ struct opt_rec {
 struct smc_sock;
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
 
+#define LISTEN_XREG_MAX 4
+
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
         int fd;
@@ -232,6 +234,14 @@ struct smc_sock {
         uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
                                     * with: its connections' conn_instance */
         uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
+        /* epoll sets the app added the listener to with EPOLLEXCLUSIVE: T and C sit in
+         * them directly, with the app's events and data (smc_listener_epoll_ctl) */
+        struct listen_xreg {
+                int epfd;
+                unsigned fork_gen; /* fork_gen when added */
+                struct epoll_event ev;
+        } xreg[LISTEN_XREG_MAX];
+        unsigned n_xreg;
 
         /* SMCD */
         uint64_t conn_id;
@@ -1080,6 +1090,127 @@ static void chan_drain(int chan) {
         }
 }
 
+/* ---- EPOLLEXCLUSIVE on an SMC listener ----------------------------------------------
+ * The listener's descriptor E is an epoll instance holding T and C, and the kernel
+ * refuses EPOLLEXCLUSIVE for an epoll instance. Nor would it help there: an exclusive
+ * wakeup stops only at an epoll set with a task in epoll_wait(), and E never has one
+ * (fs/eventpoll.c ep_poll_callback()), so every process whose epoll set holds E would
+ * wake for each connection (nginx workers: measured, each loser paid an epoll_wait, an
+ * accept4 on T and a recvmsg on C per connection). So T and C themselves go into the
+ * app's epoll set with the app's events and data, and the set is recorded here to
+ * answer a later EPOLL_CTL_DEL / MOD of E and to take them out again at close. */
+
+/* Add fd @m (T or a new C) to every recorded set. Caller holds s->lock. */
+static void xreg_add(struct smc_sock *s, int m) {
+        for (unsigned i = 0; i < s->n_xreg; i++)
+                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_ADD, m, &s->xreg[i].ev);
+}
+
+/* Take fd @m out of every recorded set (before it is closed: another process may
+ * hold a copy, which would keep it there). Caller holds s->lock. */
+static void xreg_del(struct smc_sock *s, int m) {
+        for (unsigned i = 0; i < s->n_xreg; i++)
+                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, m, NULL);
+}
+
+/* At close: take T and C out of the sets this process added them to since its last
+ * fork. After a fork another process may still hold them, and as with TCP a set
+ * keeps a socket some process still holds (epoll(7): a registration goes with the
+ * last descriptor of the open file), so those stay. */
+static void xreg_drop_all(struct smc_sock *s) {
+        unsigned gen = atomic_load(&fork_gen);
+
+        for (unsigned i = 0; i < s->n_xreg; i++) {
+                if (s->xreg[i].fork_gen != gen)
+                        continue;
+                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->hidden, NULL);
+                if (s->chan >= 0)
+                        (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->chan, NULL);
+        }
+        s->n_xreg = 0;
+}
+
+static int xreg_find(const struct smc_sock *s, int epfd) {
+        for (unsigned i = 0; i < s->n_xreg; i++)
+                if (s->xreg[i].epfd == epfd)
+                        return (int) i;
+        return -1;
+}
+
+static void xreg_forget(struct smc_sock *s, int i) {
+        s->xreg[i] = s->xreg[--s->n_xreg];
+}
+
+int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled) {
+        struct smc_sock *s = sock_lookup(fd);
+        int r = 0, i;
+
+        *handled = false;
+        if (!s || sock_state(s) != SOCK_LISTEN_SMC)
+                return 0;
+        pthread_mutex_lock(&s->lock);
+        if (sock_state(s) != SOCK_LISTEN_SMC || s->hidden < 0)
+                goto out;
+        i = xreg_find(s, epfd);
+        switch (op) {
+        case EPOLL_CTL_ADD:
+                if (!ev || !(ev->events & EPOLLEXCLUSIVE))
+                        goto out; /* E itself, as asked */
+                if (i < 0 && s->n_xreg >= LISTEN_XREG_MAX) {
+                        /* more sets than recorded: E itself, without the flag (every
+                         * waiter wakes, one accepts: correct, only slower) */
+                        ev->events &= ~EPOLLEXCLUSIVE;
+                        goto out;
+                }
+                *handled = true;
+                if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->hidden, ev) < 0) {
+                        r = -errno; /* EEXIST: added before, as the kernel says for E */
+                        break;
+                }
+                if (s->chan >= 0 && sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->chan, ev) < 0) {
+                        r = -errno;
+                        (void) sys_epoll_ctl(epfd, EPOLL_CTL_DEL, s->hidden, NULL);
+                        break;
+                }
+                if (i < 0)
+                        i = (int) s->n_xreg++;
+                s->xreg[i] = (struct listen_xreg) { .epfd = epfd, .fork_gen = atomic_load(&fork_gen), .ev = *ev };
+                break;
+        case EPOLL_CTL_DEL:
+                if (i < 0)
+                        goto out;
+                /* a recorded set may be gone (closed, its number reused): T not in it
+                 * says so, and E itself is asked for */
+                if (sys_epoll_ctl(epfd, EPOLL_CTL_DEL, s->hidden, NULL) < 0) {
+                        xreg_forget(s, i);
+                        goto out;
+                }
+                if (s->chan >= 0)
+                        (void) sys_epoll_ctl(epfd, EPOLL_CTL_DEL, s->chan, NULL);
+                xreg_forget(s, i);
+                *handled = true;
+                break;
+        case EPOLL_CTL_MOD:
+                if (i < 0)
+                        goto out;
+                /* an exclusive registration cannot be modified (EINVAL, epoll_ctl(2));
+                 * the kernel says so for T without changing it, or ENOENT when the
+                 * recorded set is gone */
+                if (sys_epoll_ctl(epfd, EPOLL_CTL_MOD, s->hidden, ev) < 0 && errno == ENOENT) {
+                        xreg_forget(s, i);
+                        goto out;
+                }
+                *handled = true;
+                r = -EINVAL;
+                break;
+        default:
+                break;
+        }
+out:
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
 /* Release everything of @s except s->fd itself. Caller holds s->lock and has
  * removed @s from the table (or is replacing it). */
 static void sock_teardown(struct smc_sock *s) {
@@ -1088,6 +1219,8 @@ static void sock_teardown(struct smc_sock *s) {
                 union smc_ctl_msg m, reply;
                 int fds[SMC_CTL_MAX_FDS];
                 int n;
+
+                xreg_drop_all(s);
 
                 if (getpid() != s->listen_pid || atomic_load(&fork_gen) != s->listen_fork_gen) {
                         /* Another process may hold the listener since a fork: only drop
@@ -1581,6 +1714,7 @@ static void listen_reregister(struct smc_sock *l) {
                 return;
         }
         l->chan = chan;
+        xreg_add(l, chan);
         listen_take_reply(l, &reply);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
                   (unsigned long long) l->listener_id);
@@ -1605,6 +1739,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 pthread_mutex_lock(&l->lock);
                 if (l->chan == chan) {
                         (void) sys_epoll_ctl(l->fd, EPOLL_CTL_DEL, chan, NULL);
+                        xreg_del(l, chan);
                         l->chan = -1;
                         sys_close(chan);
                 }

@@ -65,8 +65,8 @@ Listener *listener_free(Listener *l) {
  * listening socket lives as long as any copy of it: the listener keeps serving until
  * the last copy of the channel is closed (HUP on our end: listener_on_channel_hup()).
  * It has no owner meanwhile: its SMC-D server endpoints have none (they end with their
- * X, as those of a dead owner: client_free()), every NEW_CONN carries both memfds
- * (shared), and the next client of its uid that sends SMCR for it adopts it. */
+ * X, as those of a dead owner: client_free()), and the next client of its uid that
+ * sends SMCR for it adopts it. */
 void listener_orphan(Listener *l) {
         Client *c = l->owner;
 
@@ -74,7 +74,6 @@ void listener_orphan(Listener *l) {
                 return;
         LIST_REMOVE(by_client, c->listeners, l);
         l->owner = NULL;
-        l->shared = true;
         log_debug("Listener %" PRIu64 ": client %" PRIu64 " (pid %d) is gone; kept while its accept channel is open "
                   "elsewhere.", l->id, c->id, (int) c->pid);
 }

@@ -196,10 +196,6 @@ struct Listener {
         bool retired;             /* in Manager.retired instead of a port (a newer
                                    * LISTEN of its socket): back when that one goes */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
-        bool shared;              /* another client (a forked process that inherited the
-                                   * accept channel) closed one of its connections: the
-                                   * NEW_CONN reader may be any process, so every
-                                   * NEW_CONN carries both memfds */
         LIST_FIELDS(Listener, by_client);
         LIST_FIELDS(Listener, by_port);
 };

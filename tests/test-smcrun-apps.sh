@@ -12,7 +12,8 @@
 # io_uring get TCP (SMCD_DECL_IOURING), every byte right (tests/iouring-smc.c; liburing
 # loaded into python); select/pselect with the library's busy-poll in front of the
 # real call: readiness, timeouts, EBADF, pipes mixed in, 2 x 32 MiB streams
-# (select-spin.py).
+# (select-spin.py); EPOLLEXCLUSIVE on a listener shared by two worker processes: one
+# wakeup per connection, epoll_ctl answers as for TCP (epoll-exclusive.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -22,7 +23,7 @@ here=$(dirname "$0")
 # private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
 smcrun_env "$smcd" "$lib" smcd-test-apps || exit 1
 failed=0
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
