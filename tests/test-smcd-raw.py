@@ -539,7 +539,10 @@ def run_main_checks(d, binary, version):
     if reused:
         check(len(fds) == 2 and not (info["rx"][2] | info["tx"][2]) & BUF_FD,
               f"CONNECT_REPLY of reused buffers carries no memfds ({len(fds)} fds)")
-        check(len(sfds) == 2, f"NEW_CONN of buffers the listener's client mapped carries no memfds ({len(sfds)} fds)")
+        # a NEW_CONN may be read by any process holding the channel, also one forked
+        # before the listener's client mapped these: always both memfds
+        check(len(sfds) == 4 and srv["rx"][2] & srv["tx"][2] & BUF_FD,
+              f"NEW_CONN of buffers the listener's client mapped carries both memfds all the same ({len(sfds)} fds)")
     cc = Conn(info, fds, maps_b)
     sc = Conn(srv, sfds, maps_a)
     check(cc.tx[OFF_TYPE] == EYECATCHER and struct.unpack_from("<Q", cc.tx, OFF_PROD)[0] == 0 and
@@ -1173,9 +1176,9 @@ def run_shared_checks(binary):
         else:
             print("skip other-uid CLOSE check (needs root to switch uid)")
 
-        # NEW_CONN memfds, on a listener nobody else closed for (the first one is
-        # shared by now): the owner closes its server endpoint -> it has the buffers
-        # mapped and a NEW_CONN of reused buffers comes without memfds ...
+        # NEW_CONN memfds: the owner closes its server endpoint -> it has the buffers
+        # mapped, and a NEW_CONN of reused buffers still carries both memfds (any
+        # process holding the channel may read it) ...
         tcp = tcp_listener()
         port = tcp.getsockname()[1]
         lid, chan, _ = a.listen(tcp)
@@ -1192,9 +1195,9 @@ def run_shared_checks(binary):
         t, _, data, sfds = recv_msg(chan)
         srv = parse_conn(data)
         reused = {srv["rx"][0], srv["tx"][0]} == owned
-        check(reused and len(sfds) == 2,
-              f"owner-only listener: NEW_CONN of buffers its client mapped has no memfds (reused {reused}, {len(sfds)} fds)")
-        # ... until another client (a "child" that read this NEW_CONN) closes it
+        check(reused and len(sfds) == 4,
+              f"owner-only listener: NEW_CONN of buffers its client mapped has both memfds (reused {reused}, {len(sfds)} fds)")
+        # ... also after another client (a "child" that read this NEW_CONN) closes it
         a2.close_conn(srv["id"])
         b.close_conn(info["id"])
         for fd in fds + sfds:
