@@ -175,17 +175,22 @@ def case_ctl_semantics():
     ep.close()
 
 
+def recv_all(s):
+    """Everything @s receives until EOF."""
+    got = []
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return b"".join(got)
+        got.append(d)
+
+
 def echo_once(addr, payload):
     c = socket.create_connection(addr)
     c.settimeout(10)
     c.sendall(payload)
     c.shutdown(socket.SHUT_WR)
-    got = b""
-    while True:
-        d = c.recv(65536)
-        if not d:
-            break
-        got += d
+    got = recv_all(c)
     c.close()
     return got
 
@@ -198,13 +203,7 @@ def serve(ls, n, go_r):
         s, _ = ls.accept()
         if is_smc(s) == tcp_ref:
             bad += 1
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
-        s.sendall(data)
+        s.sendall(recv_all(s))
         s.close()
     os._exit(1 if bad else 0)
 
