@@ -518,24 +518,21 @@ DEFINE_REAL(epoll_ctl)
 _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
         __typeof__(epoll_ctl) *f = real_epoll_ctl();
         struct epoll_event copy;
+        bool handled;
+        int r;
 
-        if (op != EPOLL_CTL_ADD || (ev && (ev->events & EPOLLEXCLUSIVE))) {
-                bool handled;
-                int r;
-
-                if (ev)
-                        copy = *ev;
-                r = smc_listener_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
-                if (handled) {
-                        if (r < 0) {
-                                errno = -r;
-                                return -1;
-                        }
-                        return 0;
+        if (ev)
+                copy = *ev;
+        r = smc_listener_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
+        if (handled) {
+                if (r < 0) {
+                        errno = -r;
+                        return -1;
                 }
-                if (ev)
-                        ev = &copy;
+                return 0;
         }
+        if (ev)
+                ev = &copy;
         return f ? f(epfd, op, fd, ev) : (int) syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 }
 

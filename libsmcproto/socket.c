@@ -194,7 +194,7 @@ struct opt_rec {
 struct smc_sock;
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
 
-#define LISTEN_XREG_MAX 4
+#define LISTEN_XREG_MAX 8
 
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
@@ -238,7 +238,6 @@ struct smc_sock {
          * them directly, with the app's events and data (smc_listener_epoll_ctl) */
         struct listen_xreg {
                 int epfd;
-                unsigned fork_gen; /* fork_gen when added */
                 struct epoll_event ev;
         } xreg[LISTEN_XREG_MAX];
         unsigned n_xreg;
@@ -1098,12 +1097,27 @@ static void chan_drain(int chan) {
  * wake for each connection (nginx workers: measured, each loser paid an epoll_wait, an
  * accept4 on T and a recvmsg on C per connection). So T and C themselves go into the
  * app's epoll set with the app's events and data, and the set is recorded here to
- * answer a later EPOLL_CTL_DEL / MOD of E and to take them out again at close. */
+ * answer a later EPOLL_CTL_ADD / DEL / MOD of E there. Closing the listener needs
+ * nothing: as a TCP listener's, their registrations end when no descriptor of T and C
+ * is left (no process holds the listener), and last while a dup or a forked copy
+ * lives. */
 
-/* Add fd @m (T or a new C) to every recorded set. Caller holds s->lock. */
-static void xreg_add(struct smc_sock *s, int m) {
-        for (unsigned i = 0; i < s->n_xreg; i++)
-                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_ADD, m, &s->xreg[i].ev);
+/* The events C is registered with: an accept channel is a writable socket, a
+ * listener never is (EPOLLOUT would be reported for ever). */
+static struct epoll_event xreg_chan_ev(const struct epoll_event *ev) {
+        struct epoll_event e = *ev;
+
+        e.events &= ~(uint32_t) (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+        return e;
+}
+
+/* Add the new channel @chan to every recorded set. Caller holds s->lock. */
+static void xreg_add_chan(struct smc_sock *s, int chan) {
+        for (unsigned i = 0; i < s->n_xreg; i++) {
+                struct epoll_event e = xreg_chan_ev(&s->xreg[i].ev);
+
+                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_ADD, chan, &e);
+        }
 }
 
 /* Take fd @m out of every recorded set (before it is closed: another process may
@@ -1111,23 +1125,6 @@ static void xreg_add(struct smc_sock *s, int m) {
 static void xreg_del(struct smc_sock *s, int m) {
         for (unsigned i = 0; i < s->n_xreg; i++)
                 (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, m, NULL);
-}
-
-/* At close: take T and C out of the sets this process added them to since its last
- * fork. After a fork another process may still hold them, and as with TCP a set
- * keeps a socket some process still holds (epoll(7): a registration goes with the
- * last descriptor of the open file), so those stay. */
-static void xreg_drop_all(struct smc_sock *s) {
-        unsigned gen = atomic_load(&fork_gen);
-
-        for (unsigned i = 0; i < s->n_xreg; i++) {
-                if (s->xreg[i].fork_gen != gen)
-                        continue;
-                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->hidden, NULL);
-                if (s->chan >= 0)
-                        (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->chan, NULL);
-        }
-        s->n_xreg = 0;
 }
 
 static int xreg_find(const struct smc_sock *s, int epfd) {
@@ -1139,6 +1136,27 @@ static int xreg_find(const struct smc_sock *s, int epfd) {
 
 static void xreg_forget(struct smc_sock *s, int i) {
         s->xreg[i] = s->xreg[--s->n_xreg];
+}
+
+/* Whether recorded set @i still holds T: the app may have closed it, and its number
+ * may now be another set or another file. An ADD of T says so (EEXIST) without a
+ * change; one that succeeds is undone. */
+static bool xreg_live(struct smc_sock *s, int i) {
+        struct epoll_event e = { .events = EPOLLIN };
+
+        if (sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_ADD, s->hidden, &e) == 0) {
+                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->hidden, NULL);
+                return false;
+        }
+        return errno == EEXIST;
+}
+
+/* Forget the recorded sets that are gone; whether a slot is free now. */
+static bool xreg_prune(struct smc_sock *s) {
+        for (unsigned i = s->n_xreg; i-- > 0;)
+                if (!xreg_live(s, (int) i))
+                        xreg_forget(s, (int) i);
+        return s->n_xreg < LISTEN_XREG_MAX;
 }
 
 int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled) {
@@ -1154,11 +1172,21 @@ int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, boo
         i = xreg_find(s, epfd);
         switch (op) {
         case EPOLL_CTL_ADD:
-                if (!ev || !(ev->events & EPOLLEXCLUSIVE))
-                        goto out; /* E itself, as asked */
-                if (i < 0 && s->n_xreg >= LISTEN_XREG_MAX) {
-                        /* more sets than recorded: E itself, without the flag (every
-                         * waiter wakes, one accepts: correct, only slower) */
+                if (!ev || !(ev->events & EPOLLEXCLUSIVE)) {
+                        /* E itself, as asked; unless this set holds the listener
+                         * already (exclusively): EEXIST, as for a TCP listener */
+                        if (i >= 0) {
+                                if (xreg_live(s, i)) {
+                                        *handled = true;
+                                        r = -EEXIST;
+                                } else
+                                        xreg_forget(s, i);
+                        }
+                        goto out;
+                }
+                if (i < 0 && s->n_xreg >= LISTEN_XREG_MAX && !xreg_prune(s)) {
+                        /* more live sets than recorded: E itself, without the flag
+                         * (every waiter wakes, one accepts: correct, only slower) */
                         ev->events &= ~EPOLLEXCLUSIVE;
                         goto out;
                 }
@@ -1167,14 +1195,18 @@ int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, boo
                         r = -errno; /* EEXIST: added before, as the kernel says for E */
                         break;
                 }
-                if (s->chan >= 0 && sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->chan, ev) < 0) {
-                        r = -errno;
-                        (void) sys_epoll_ctl(epfd, EPOLL_CTL_DEL, s->hidden, NULL);
-                        break;
+                if (s->chan >= 0) {
+                        struct epoll_event e = xreg_chan_ev(ev);
+
+                        if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->chan, &e) < 0) {
+                                r = -errno;
+                                (void) sys_epoll_ctl(epfd, EPOLL_CTL_DEL, s->hidden, NULL);
+                                break;
+                        }
                 }
                 if (i < 0)
                         i = (int) s->n_xreg++;
-                s->xreg[i] = (struct listen_xreg) { .epfd = epfd, .fork_gen = atomic_load(&fork_gen), .ev = *ev };
+                s->xreg[i] = (struct listen_xreg) { .epfd = epfd, .ev = *ev };
                 break;
         case EPOLL_CTL_DEL:
                 if (i < 0)
@@ -1193,10 +1225,8 @@ int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, boo
         case EPOLL_CTL_MOD:
                 if (i < 0)
                         goto out;
-                /* an exclusive registration cannot be modified (EINVAL, epoll_ctl(2));
-                 * the kernel says so for T without changing it, or ENOENT when the
-                 * recorded set is gone */
-                if (sys_epoll_ctl(epfd, EPOLL_CTL_MOD, s->hidden, ev) < 0 && errno == ENOENT) {
+                /* an exclusive registration cannot be modified (EINVAL, epoll_ctl(2)) */
+                if (!xreg_live(s, i)) {
                         xreg_forget(s, i);
                         goto out;
                 }
@@ -1220,7 +1250,7 @@ static void sock_teardown(struct smc_sock *s) {
                 int fds[SMC_CTL_MAX_FDS];
                 int n;
 
-                xreg_drop_all(s);
+                s->n_xreg = 0; /* (their registrations end with T's and C's files) */
 
                 if (getpid() != s->listen_pid || atomic_load(&fork_gen) != s->listen_fork_gen) {
                         /* Another process may hold the listener since a fork: only drop
@@ -1714,7 +1744,7 @@ static void listen_reregister(struct smc_sock *l) {
                 return;
         }
         l->chan = chan;
-        xreg_add(l, chan);
+        xreg_add_chan(l, chan);
         listen_take_reply(l, &reply);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
                   (unsigned long long) l->listener_id);

@@ -13,7 +13,9 @@
 # loaded into python); select/pselect with the library's busy-poll in front of the
 # real call: readiness, timeouts, EBADF, pipes mixed in, 2 x 32 MiB streams
 # (select-spin.py); EPOLLEXCLUSIVE on a listener shared by two worker processes: one
-# wakeup per connection, epoll_ctl answers as for TCP (epoll-exclusive.py).
+# wakeup per connection, epoll_ctl answers as for TCP (epoll-exclusive.py), and a
+# transcript of epoll_ctl / epoll_wait on listeners compared with TCP's line by line
+# (epoll-transcript.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -31,6 +33,17 @@ for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-sp
                 failed=1
         fi
 done
+# epoll_ctl / epoll_wait on listeners with EPOLLEXCLUSIVE: the transcript under smcrun
+# must be TCP's, line by line
+if tcp_t=$(timeout 120 python3 "$here/apps/epoll-transcript.py" 2>&1) &&
+        smc_t=$(timeout 120 sh "$smcrun" python3 "$here/apps/epoll-transcript.py" 2>&1) &&
+        [ "$tcp_t" = "$smc_t" ]; then
+        echo "ok - epoll-transcript: $(echo "$smc_t" | grep -c .) lines as over TCP"
+else
+        echo "not ok - epoll-transcript: differs from TCP's (< TCP, > smcrun):"
+        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
 if out=$(printf 'first\nsecond\n' | timeout 60 sh "$smcrun" "$stdio_smc" 2>&1); then
         echo "ok - stdio-smc:"
 else
