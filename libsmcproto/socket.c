@@ -1191,6 +1191,19 @@ int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, boo
                         goto out;
                 }
                 *handled = true;
+                if (i < 0) {
+                        /* E itself in this set already (added without the flag):
+                         * EEXIST, as for a TCP listener; an ADD of E says so, one
+                         * that succeeds is undone */
+                        struct epoll_event e = *ev;
+
+                        e.events &= ~EPOLLEXCLUSIVE;
+                        if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+                                r = -errno; /* EEXIST, or EBADF / EINVAL for @epfd */
+                                break;
+                        }
+                        (void) sys_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+                }
                 if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->hidden, ev) < 0) {
                         r = -errno; /* EEXIST: added before, as the kernel says for E */
                         break;
