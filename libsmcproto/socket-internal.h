@@ -31,10 +31,12 @@ void smc_fd_dup(int oldfd, int newfd);
 bool smc_fd_is_smc_listener(int fd);
 /* epoll_ctl(@epfd, @op, @fd, @ev) for an SMC listener @fd: EPOLLEXCLUSIVE (ADD) puts
  * its hidden TCP socket and accept channel into @epfd directly, as the kernel refuses
- * the flag for the epoll instance the app's fd is; a later DEL or MOD of @fd in that
- * set acts on them. *@handled: whether it did the call (then the result, 0 or
- * -errno, is the call's); if not the caller makes the call with @ev (which may have
- * lost EPOLLEXCLUSIVE when more sets than recorded ask for it). */
+ * the flag for the epoll instance the app's fd is; a later ADD (-EEXIST), DEL or MOD
+ * (-EINVAL) of @fd in that set acts on them as the kernel would on a TCP listener.
+ * *@handled: whether it did the call (then the result, 0 or -errno, is the call's);
+ * if not (not an SMC listener, or a call on @fd itself) the caller makes the call with
+ * @ev, which may have lost EPOLLEXCLUSIVE when more live sets than recorded (8) ask
+ * for it. Takes the socket's lock. */
 int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 
 /* Is @fd an SMC connection (SMC-D or SMC-R: its descriptor is the socketpair end X, whose
