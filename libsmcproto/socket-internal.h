@@ -27,8 +27,6 @@ void smc_fd_forget(int fd);
  * descriptors: logged with SMC_DEBUG) @newfd stays the bare descriptor. */
 void smc_fd_dup(int oldfd, int newfd);
 
-/* Is @fd an SMC listener (its descriptor is an epoll instance: smcproto.h)? */
-bool smc_fd_is_smc_listener(int fd);
 /* epoll_ctl(@epfd, @op, @fd, @ev) for an SMC listener @fd: EPOLLEXCLUSIVE (ADD) puts
  * its hidden TCP socket and accept channel into @epfd directly, as the kernel refuses
  * the flag for the epoll instance the app's fd is; a later ADD (-EEXIST), DEL or MOD

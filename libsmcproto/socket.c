@@ -1444,12 +1444,6 @@ out:
         smc_debug("dup: fd %d of fd %d stays a bare descriptor: %s", newfd, oldfd, strerror(-r));
 }
 
-bool smc_fd_is_smc_listener(int fd) {
-        struct smc_sock *s = sock_lookup(fd);
-
-        return s && sock_state(s) == SOCK_LISTEN_SMC;
-}
-
 void smc_set_tcp_only(uint32_t reason) {
         atomic_store_explicit(&tcp_only_reason, reason, memory_order_relaxed);
 }
