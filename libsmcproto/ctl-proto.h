@@ -108,7 +108,10 @@
  *   NEW_CONN     D->L  sent on a listener's accept channel for each SMC connection
  *                      queued to it (and, v3, for a TCP connection an SMC-R handshake
  *                      ended in a fallback: mode TCP, 1 fd); body and fds as CONNECT_REPLY (peer = the
- *                      connecting client's address, local = the listener's view).
+ *                      connecting client's address, local = the listener's view);
+ *                      smcd sets SMC_CTL_BUF_FD on both buffers (any process holding
+ *                      the channel may read it; a library must still accept a buffer
+ *                      without it, as older smcds sent).
  *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
  *                      success (fire and forget); ERROR on a bad id. The library
  *                      sends it for SMC-R endpoints and for SMC-D endpoints that
