@@ -1140,9 +1140,10 @@ static void xreg_forget(struct smc_sock *s, int i) {
 
 /* Whether recorded set @i still holds T: the app may have closed it, and its number
  * may now be another set or another file. An ADD of T says so (EEXIST) without a
- * change; one that succeeds is undone. */
+ * change; one that succeeds is undone. It asks for no event (a listening socket never
+ * reports EPOLLERR or EPOLLHUP), so a set in use meanwhile sees nothing. */
 static bool xreg_live(struct smc_sock *s, int i) {
-        struct epoll_event e = { .events = EPOLLIN };
+        struct epoll_event e = { .events = 0, .data = s->xreg[i].ev.data };
 
         if (sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_ADD, s->hidden, &e) == 0) {
                 (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->hidden, NULL);
@@ -1194,10 +1195,10 @@ int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, boo
                 if (i < 0) {
                         /* E itself in this set already (added without the flag):
                          * EEXIST, as for a TCP listener; an ADD of E says so, one
-                         * that succeeds is undone */
-                        struct epoll_event e = *ev;
+                         * that succeeds is undone (asking for no event: an epoll
+                         * instance never reports EPOLLERR or EPOLLHUP) */
+                        struct epoll_event e = { .events = 0, .data = ev->data };
 
-                        e.events &= ~EPOLLEXCLUSIVE;
                         if (sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
                                 r = -errno; /* EEXIST, or EBADF / EINVAL for @epfd */
                                 break;
