@@ -203,4 +203,39 @@ out("del", ctl(ep, "del", ls), "add ex", ctl(ep, "add", ls, E.EPOLLIN | EX), "ad
 out("del", ctl(ep, "del", ls), "del", ctl(ep, "del", ls))
 ep.close()
 ls.close()
+out("== a thread waits in epoll_wait while another closes the listener (5 times each)")
+import threading
+for flags in (E.EPOLLIN | EX, E.EPOLLIN):
+    seen = []
+    for _ in range(5):
+        ls = L()
+        ep = E.epoll()
+        ep.register(ls, flags)
+        res = []
+        t = threading.Thread(target=lambda: res.append(ep.poll(SETTLE)))
+        t.start()
+        time.sleep(0.1)
+        ls.close()
+        t.join()
+        seen.append(len(res[0]))
+        ep.close()
+    out("exclusive" if flags & EX else "plain", "events seen by the waiter", seen)
+out("== a program that closes or replaces descriptors it did not open, then exits")
+import subprocess
+import sys
+child = """
+import os, socket
+before = set(os.listdir("/proc/self/fd"))
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(8)
+new = sorted(int(f) for f in set(os.listdir("/proc/self/fd")) - before if int(f) != ls.fileno())
+nul = os.open("/dev/null", os.O_RDONLY)
+for f in new:
+    if f != nul:
+        os.dup2(nul, f)
+"""
+try:
+    p = subprocess.run([sys.executable, "-c", child], timeout=10, capture_output=True)
+    out("exit", p.returncode)
+except subprocess.TimeoutExpired:
+    out("no exit within 10 s")
 out("done")
