@@ -1291,11 +1291,9 @@ static void sock_teardown(struct smc_sock *s) {
                  * would wake a thread waiting in epoll_wait on E or on a set they are
                  * in (EPOLLEXCLUSIVE) with an event for a listener being closed, which
                  * TCP never reports (found: 12 of 20 runs). */
-                for (unsigned i = 0; i < s->n_xreg; i++) {
-                        (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->hidden, NULL);
-                        if (s->chan >= 0)
-                                (void) sys_epoll_ctl(s->xreg[i].epfd, EPOLL_CTL_DEL, s->chan, NULL);
-                }
+                xreg_del(s, s->hidden);
+                if (s->chan >= 0)
+                        xreg_del(s, s->chan);
                 s->n_xreg = 0;
                 (void) sys_epoll_ctl(s->fd, EPOLL_CTL_DEL, s->hidden, NULL);
                 if (s->chan >= 0)
