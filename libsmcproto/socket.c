@@ -1106,10 +1106,10 @@ static void chan_drain(int chan) {
  * wake for each connection (nginx workers: measured, each loser paid an epoll_wait, an
  * accept4 on T and a recvmsg on C per connection). So T and C themselves go into the
  * app's epoll set with the app's events and data, and the set is recorded here to
- * answer a later EPOLL_CTL_ADD / DEL / MOD of E there. Closing the listener needs
- * nothing: as a TCP listener's, their registrations end when no descriptor of T and C
- * is left (no process holds the listener), and last while a dup or a forked copy
- * lives. */
+ * answer a later EPOLL_CTL_ADD / DEL / MOD of E there. At close, as a TCP listener's,
+ * their registrations end when no descriptor of T and C is left (no process holds the
+ * listener), and last while a dup or a forked copy lives; an unshared listener takes
+ * them out first (sock_teardown). */
 
 /* The events C is registered with: an accept channel is a writable socket, a
  * listener never is (EPOLLOUT would be reported for ever). */
