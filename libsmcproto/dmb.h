@@ -166,8 +166,24 @@ struct smc_dmb_hdr {
          * smcd restart they prove with it which connection they re-register
          * (ctl-proto.h, REREG). Written by smcd only, then read-only. */
         uint64_t token;
-        uint8_t pad2[64 - 32];
+        /* How far the writer may have written the ring data: bytes from offset 0
+         * (SMC_DMB_DIRTY_UNKNOWN: no writer said). smcd sets UNKNOWN when it hands
+         * the DMB out; the writer's library replaces it by 0 before its first write
+         * (smc_ring_track_dirty() at connect and accept; a connection adopted after
+         * exec keeps what it finds) and raises it, before it copies, to the end of
+         * every write
+         * (the ring size once a write wraps). At release smcd then zeroes only that
+         * much of the ring (release-time clearing, seed 000) instead of all of it:
+         * a connection that moved 4 KiB through a 128 KiB ring costs a 4 KiB memset.
+         * The value is raised before the bytes land, so a writer killed in mid-copy
+         * has covered them. Either process could lower it, but only to leave behind
+         * bytes it can read itself, and only for the next connection of the same
+         * pair of uids (pool.h, trust domains). Written by the writer only. */
+        _Atomic uint32_t data_dirty;
+        uint8_t pad2[64 - 36];
 };
+
+#define SMC_DMB_DIRTY_UNKNOWN UINT32_MAX
 
 _Static_assert(sizeof(struct smc_dmb_hdr) == 192, "DMB header layout");
 /* the fields of the first layout keep their offsets; counters were appended */
@@ -180,6 +196,7 @@ _Static_assert(offsetof(struct smc_dmb_hdr, prod_msgs) / 64 == offsetof(struct s
                "hot counters share their writer's cache line");
 _Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear length");
 _Static_assert(offsetof(struct smc_dmb_hdr, token) == 152, "DMB header: token in the cold line");
+_Static_assert(offsetof(struct smc_dmb_hdr, data_dirty) / 64 == 2, "DMB header: data_dirty in the cold line");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
  * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */

@@ -827,6 +827,30 @@ struct tx_src {
         bool file_short;    /* the file gave fewer bytes than asked (end of file): stop */
 };
 
+void smc_ring_track_dirty(struct smc_ring_ep *ep) {
+        uint32_t unknown = SMC_DMB_DIRTY_UNKNOWN;
+
+        (void) atomic_compare_exchange_strong(&ep->tx_hdr->data_dirty, &unknown, 0);
+}
+
+/* Raise the peer's data_dirty to cover @n bytes at offset @pos (dmb.h) before they
+ * are written. Rare: it only grows, and stays at the ring size after a first wrap. */
+static void tx_note_dirty(struct smc_ring_ep *ep, uint32_t pos, uint32_t n) {
+        uint32_t end = ep->tx_size - pos < n ? ep->tx_size : pos + n;
+        uint32_t cur = atomic_load_explicit(&ep->tx_hdr->data_dirty, memory_order_relaxed);
+
+        if (cur >= end)
+                return;
+        /* CAS, not a store: a writer in another process (fork) may raise it too; an
+         * UNKNOWN left by a writer that did not track stays */
+        while (cur < end && !atomic_compare_exchange_weak_explicit(&ep->tx_hdr->data_dirty, &cur, end,
+                                                                    memory_order_relaxed, memory_order_relaxed))
+                ;
+        /* the compiler keeps the ring stores after it (a kill needs only program
+         * order: every store before the signal has landed) */
+        atomic_signal_fence(memory_order_seq_cst);
+}
+
 /* Put @n bytes from @src at offset @pos of the peer's ring (a file: one pread / read,
  * or one preadv / readv for both pieces when the free region wraps). Returns the bytes put there: @n, fewer
  * for a file that ends (src->file_short), or 0 with src->file_err set. */
@@ -839,6 +863,7 @@ static uint32_t tx_fill(struct smc_ring_ep *ep, struct tx_src *src, uint32_t pos
         int cnt = n > first ? 2 : 1;
         ssize_t k;
 
+        tx_note_dirty(ep, pos, n);
         if (src->file_fd < 0) {
                 ring_copy(ep->tx_data, ep->tx_size, pos, &src->it, n, true, false);
                 return n;

@@ -85,6 +85,12 @@ struct smc_ring_ep {
  * mix bytes within a call, as on a TCP socket. Call under no lock. */
 void smc_ring_set_shared(struct smc_ring_ep *ep);
 
+/* A new connection's writer (connect, accept; not an adoption after exec): say in
+ * the peer's DMB header that this library records how far it writes the ring, by
+ * replacing smcd's SMC_DMB_DIRTY_UNKNOWN with 0 (dmb.h, data_dirty); a value already
+ * there stays. Call after smc_ring_init(), before the first send. */
+void smc_ring_track_dirty(struct smc_ring_ep *ep);
+
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
  * Takes ownership of y_peer. @x keeps the send buffer its creator gave it: only plug
  * bytes go through it, so the smallest (SO_SNDBUF 1, which the kernel rounds up to

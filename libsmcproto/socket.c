@@ -1862,6 +1862,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 sock_release(s);
                 goto abort;
         }
+        smc_ring_track_dirty(&s->ep);
         ep_tune(&s->ep, &m);
         opt_inherit(s, l); /* the listener's options, as an accepted TCP socket has them */
         if (s->linger_reset)
@@ -2289,6 +2290,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 ctl_close_conn(reply.conn.conn_id, true, 0);
                 return r;
         }
+        smc_ring_track_dirty(&s->ep);
         ep_tune(&s->ep, &reply);
         if (s->cork)
                 (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */

@@ -398,6 +398,15 @@ static bool tomb_add(Manager *m, Conn *conn) {
 }
 
 /* Both ends closed: count, give the buffers back (the pool's worker clears them). */
+/* Release an SMC-D connection's DMB: its writer's library said how far it wrote the
+ * ring (dmb.h, data_dirty), so only that much is cleared; UNKNOWN (a writer that did
+ * not say, or none yet) clears all of it. */
+static void release_dmb(Manager *m, struct smc_buf *b) {
+        uint32_t dirty = atomic_load_explicit(&((struct smc_dmb_hdr *) b->base)->data_dirty, memory_order_relaxed);
+
+        manager_release_buf_len(m, b, dirty); /* UNKNOWN: clamped to the size */
+}
+
 static void conn_finish(Manager *m, Conn *conn) {
         struct smcd_dmb_counters crx, srx;
 
@@ -435,8 +444,8 @@ static void conn_finish(Manager *m, Conn *conn) {
                 m->stats.conns_aborted++;
         else
                 m->stats.conns_closed++;
-        manager_release_buf(m, conn->buf[EP_CLIENT]);
-        manager_release_buf(m, conn->buf[EP_SERVER]);
+        release_dmb(m, conn->buf[EP_CLIENT]);
+        release_dmb(m, conn->buf[EP_SERVER]);
         m->stats.conns_current--;
         free(conn);
         manager_status_changed(m);
@@ -799,6 +808,11 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
          * connection they re-register (REREG) */
         ((struct smc_dmb_hdr *) cbuf->base)->token = manager_random_u64(m);
         ((struct smc_dmb_hdr *) sbuf->base)->token = manager_random_u64(m);
+        /* until a writer's library says how far it writes (dmb.h): all of it */
+        atomic_store_explicit(&((struct smc_dmb_hdr *) cbuf->base)->data_dirty, SMC_DMB_DIRTY_UNKNOWN,
+                              memory_order_relaxed);
+        atomic_store_explicit(&((struct smc_dmb_hdr *) sbuf->base)->data_dirty, SMC_DMB_DIRTY_UNKNOWN,
+                              memory_order_relaxed);
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ab) < 0 ||
@@ -867,8 +881,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 free(conn);
                 close_fds(ab, 2);
                 close_fds(bb, 2);
-                manager_release_buf(m, cbuf);
-                manager_release_buf(m, sbuf);
+                /* no process got their memfds: nothing was written */
+                manager_release_buf_len(m, cbuf, 0);
+                manager_release_buf_len(m, sbuf, 0);
                 if (r != -EAGAIN)
                         log_debug_errno(r, "NEW_CONN to listener %" PRIu64 " failed: %m", l->id);
                 return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);

@@ -756,7 +756,11 @@ static int on_reclaim_idle(sd_event_source *s, void *userdata) {
 }
 
 void manager_release_buf(Manager *m, struct smc_buf *b) {
-        smc_pool_release(m->pool, b);
+        manager_release_buf_len(m, b, b ? b->size : 0);
+}
+
+void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty) {
+        smc_pool_release_len(m->pool, b, dirty);
         if (m->reclaim_idle)
                 (void) sd_event_source_set_enabled(m->reclaim_idle, SD_EVENT_ON);
 }

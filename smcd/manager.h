@@ -82,6 +82,9 @@ typedef struct SmcrConn SmcrConn;
 /* Give a buffer of a finished connection back to the pool; it is cleared when the
  * event loop has nothing else to do (or by the pool's worker under a backlog). */
 void manager_release_buf(Manager *m, struct smc_buf *b);
+/* As manager_release_buf() when only the first @dirty ring bytes can be non-zero
+ * (smc_pool_release_len()). */
+void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty);
 
 enum smcd_inline {
         SMCD_INLINE_AUTO = 0,

@@ -60,6 +60,8 @@ struct pool_slot {
         _Atomic uint32_t state;  /* SLOT_* */
         uint32_t gen;            /* times this slot was (re)initialised - 1 */
         bool dirty;              /* released uncleared (CLEAR_CREATE): acquire clears */
+        uint32_t clear_len;      /* ring bytes from offset 0 to zero at the next clear
+                                  * (<= buf.size; set at release) */
         struct smc_buf buf;
         _Atomic uint64_t id;     /* copy of buf.id for lock-free lookup; 0 if dead */
         struct pool_slot *dead_next; /* alloc_lock: list of dead slots */
@@ -410,10 +412,10 @@ static void buf_clear(struct smc_pool *p, struct pool_slot *s) {
         uint64_t t0 = now_ns();
 
         memset(s->buf.base, 0, SMC_DMB_HDR_CLEAR_LEN);
-        memset(smc_dmb_data(s->buf.base), 0, s->buf.size);
+        memset(smc_dmb_data(s->buf.base), 0, s->clear_len);
         atomic_fetch_add_explicit(&p->clear_ns, now_ns() - t0, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->clear, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->bytes_cleared, SMC_DMB_HDR_CLEAR_LEN + (uint64_t) s->buf.size,
+        atomic_fetch_add_explicit(&p->bytes_cleared, SMC_DMB_HDR_CLEAR_LEN + (uint64_t) s->clear_len,
                                   memory_order_relaxed);
 }
 
@@ -698,17 +700,25 @@ int smc_pool_acquire(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned clas
 }
 
 void smc_pool_release(struct smc_pool *p, struct smc_buf *b) {
+        if (b)
+                smc_pool_release_len(p, b, b->size);
+}
+
+void smc_pool_release_len(struct smc_pool *p, struct smc_buf *b, uint32_t dirty) {
         struct pool_slot *s;
         uint32_t expected = SLOT_IN_USE;
 
         if (!p || !b)
                 return;
         s = slot_of(b);
+        if (dirty > b->size)
+                dirty = b->size;
 
         if (atomic_load_explicit(&p->clear_mode, memory_order_relaxed) == SMC_POOL_CLEAR_CREATE) {
                 if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_FREE))
                         return; /* not acquired: double release, ignore */
                 s->dirty = true;
+                s->clear_len = dirty; /* published by the push */
                 atomic_fetch_sub_explicit(&p->in_use[b->class], 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&p->free_count[b->class], 1, memory_order_relaxed);
                 stack_push(p, &((struct pool_domain *) b->domain)->head[b->class], s);
@@ -717,6 +727,7 @@ void smc_pool_release(struct smc_pool *p, struct smc_buf *b) {
 
         if (!atomic_compare_exchange_strong(&s->state, &expected, SLOT_PENDING))
                 return;
+        s->clear_len = dirty; /* published to the clearing side by queue_lock */
         atomic_fetch_sub_explicit(&p->in_use[b->class], 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->pending_clear, 1, memory_order_relaxed);
 

@@ -121,6 +121,12 @@ int smc_pool_acquire_fit(struct smc_pool *p, uid_t uid_a, uid_t uid_b, unsigned 
  * payload) before anyone gets it again. Never blocks on clearing. */
 void smc_pool_release(struct smc_pool *p, struct smc_buf *b);
 
+/* As smc_pool_release() when only the first @dirty bytes of the ring data (from
+ * offset 0; clamped to the buffer's size) can be non-zero: the clear zeroes the
+ * header and those bytes only. For an SMC-D DMB whose writer's library recorded how
+ * far it wrote (dmb.h, data_dirty); anything else uses smc_pool_release(). */
+void smc_pool_release_len(struct smc_pool *p, struct smc_buf *b, uint32_t dirty);
+
 /* Clear up to @max released buffers in the calling thread and put them back on
  * their free lists (the owner's idle-time reclaim, with cfg.inline_reclaim). Returns
  * how many are still waiting. Thread-safe with the worker and with releases. */

@@ -687,6 +687,61 @@ static void test_aba_replay(void) {
 
 #endif /* SMC_POOL_TEST_HOOKS */
 
+/* smc_pool_release_len(): only the header and the first @dirty ring bytes are
+ * cleared (the writer wrote no further), in both clearing modes; a larger value is
+ * clamped to the size. */
+static void test_release_len(void) {
+        struct smc_pool_config cfg = {};
+        struct smc_pool_stats st;
+        struct smc_buf *b;
+        struct smc_pool *p;
+        uint64_t id;
+
+        ASSERT_OK(smc_pool_new(&cfg, &p));
+        ASSERT_OK(smc_pool_acquire(p, 9, 10, 1, &b)); /* 32 KiB */
+        id = b->id;
+        memset(b->base, 0x66, SMC_DMB_HDR_CLEAR_LEN);
+        memset(smc_dmb_data(b->base), 0x66, 5000);
+        smc_pool_release_len(p, b, 5000);
+        smc_pool_flush(p);
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.clear, 1);
+        ASSERT_EQ(st.bytes_cleared, SMC_DMB_HDR_CLEAR_LEN + 5000);
+        ASSERT_OK(smc_pool_acquire(p, 10, 9, 1, &b));
+        ASSERT_EQ(b->id, id);
+        ASSERT(buf_zero_full(b));
+
+        /* clamped: all of it */
+        buf_scribble(b, 0x67);
+        smc_pool_release_len(p, b, UINT32_MAX);
+        smc_pool_flush(p);
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.bytes_cleared, 2 * SMC_DMB_HDR_CLEAR_LEN + 5000 + (uint64_t) b->size);
+        ASSERT_OK(smc_pool_acquire(p, 10, 9, 1, &b));
+        ASSERT(buf_zero_full(b));
+
+        /* nothing written: the header only */
+        memset(b->base, 0x68, SMC_DMB_HDR_CLEAR_LEN);
+        smc_pool_release_len(p, b, 0);
+        smc_pool_flush(p);
+        ASSERT_OK(smc_pool_acquire(p, 10, 9, 1, &b));
+        ASSERT(buf_zero_full(b));
+
+        /* create mode: acquire clears the same extent */
+        smc_pool_set_clear(p, SMC_POOL_CLEAR_CREATE);
+        memset(b->base, 0x69, SMC_DMB_HDR_CLEAR_LEN);
+        memset(smc_dmb_data(b->base), 0x69, 1);
+        smc_pool_release_len(p, b, 1);
+        smc_pool_get_stats(p, &st);
+        uint64_t before = st.bytes_cleared;
+        ASSERT_OK(smc_pool_acquire(p, 10, 9, 1, &b));
+        ASSERT(buf_zero_full(b));
+        smc_pool_get_stats(p, &st);
+        ASSERT_EQ(st.bytes_cleared - before, SMC_DMB_HDR_CLEAR_LEN + 1);
+        smc_pool_release(p, b);
+        p = smc_pool_free(p);
+}
+
 int main(void) {
 #ifdef SMC_POOL_TEST_HOOKS
         /* test-pool-hooks: the replay, then the quick tests on the hooked build */
@@ -695,12 +750,14 @@ int main(void) {
         test_limit();
         test_trim_idle();
         test_set_clear();
+        test_release_len();
         test_aba();
 #else
         test_basic();
         test_limit();
         test_trim_idle();
         test_set_clear();
+        test_release_len();
         test_aba();
         test_stress(0);
         test_stress(6u << 20);

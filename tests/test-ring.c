@@ -47,6 +47,8 @@ struct conn {
         struct smc_ring_ep a, b;
 };
 
+static uint32_t dmb_new_dirty; /* data_dirty of new DMBs (smcd: SMC_DMB_DIRTY_UNKNOWN) */
+
 static void *dmb_new(uint32_t size) {
         int fd = memfd_create("test-dmb", MFD_CLOEXEC);
         void *p;
@@ -59,6 +61,7 @@ static void *dmb_new(uint32_t size) {
         CHECK(p != MAP_FAILED, "mmap: %m");
         close(fd);
         ((struct smc_dmb_hdr *) p)->type = SMC_DMB_EYECATCHER;
+        atomic_store(&((struct smc_dmb_hdr *) p)->data_dirty, dmb_new_dirty);
         return p;
 }
 
@@ -86,6 +89,8 @@ static void conn_open(struct conn *c, uint32_t size_a, uint32_t size_b) {
         CHECK(r == 0, "smc_ring_init(a): %s", ERRSTR(r));
         r = smc_ring_init(&c->b, c->dmb_b, size_b, c->dmb_a, size_a, pb[0], pa[1]);
         CHECK(r == 0, "smc_ring_init(b): %s", ERRSTR(r));
+        smc_ring_track_dirty(&c->a);
+        smc_ring_track_dirty(&c->b);
 }
 
 static void conn_close(struct conn *c) {
@@ -615,6 +620,95 @@ static void test_cork(void) {
         CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
         conn_close(&c);
         printf("ok cork, MSG_MORE, autocork\n");
+}
+
+/* data_dirty (dmb.h): the writer replaces smcd's UNKNOWN by 0 at init and raises it
+ * before every write to how far it wrote, also for corked (unpublished) bytes and
+ * sendfile; a write that wraps makes it the ring size. A value already set (an
+ * adopted connection) is kept. */
+static int pattern_file(size_t n, uint64_t seed);
+static void recv_check(struct smc_ring_ep *ep, size_t n, uint64_t seed, uint64_t pos, const char *what);
+
+static void test_data_dirty(void) {
+        struct smc_dmb_hdr *hb;
+        struct conn c;
+        uint8_t buf[4096];
+        ssize_t n;
+
+        dmb_new_dirty = SMC_DMB_DIRTY_UNKNOWN;
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        dmb_new_dirty = 0;
+        hb = c.dmb_b; /* A writes it */
+        CHECK(atomic_load(&hb->data_dirty) == 0, "after init: %u", atomic_load(&hb->data_dirty));
+        CHECK(atomic_load(&((struct smc_dmb_hdr *) c.dmb_a)->data_dirty) == 0, "B's tx after init");
+        memset(buf, 0x3c, sizeof(buf));
+        CHECK(xsend(&c.a, buf, 100, 0, false) == 100, "send");
+        CHECK(atomic_load(&hb->data_dirty) == 100, "after 100 B: %u", atomic_load(&hb->data_dirty));
+        CHECK(smc_ring_set_cork(&c.a, true) == 0, "cork");
+        CHECK(xsend(&c.a, buf, 50, 0, false) == 50, "corked send");
+        CHECK(atomic_load(&hb->data_dirty) == 150, "corked bytes count before publication: %u",
+              atomic_load(&hb->data_dirty));
+        CHECK(smc_ring_set_cork(&c.a, false) == 0, "uncork");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 150, "recv %zd", n);
+
+        int fd = pattern_file(3000, 7);
+        int64_t off = 0;
+        n = smc_ring_sendfile(&c.a, fd, &off, 3000, 0, false, -1);
+        CHECK(n == 3000, "sendfile %zd", n);
+        close(fd);
+        CHECK(atomic_load(&hb->data_dirty) == 3150, "after sendfile: %u", atomic_load(&hb->data_dirty));
+        recv_check(&c.b, 3000, 7, 0, "sendfile bytes");
+
+        /* fill to the end and wrap */
+        uint32_t left = SMC_DMB_MIN_SIZE - 3150;
+        while (left) {
+                size_t k = left < sizeof(buf) ? left : sizeof(buf);
+                CHECK(xsend(&c.a, buf, k, 0, false) == (ssize_t) k, "send to the end");
+                CHECK(xrecv(&c.b, buf, sizeof(buf), 0, true) == (ssize_t) k, "recv to the end");
+                left -= k;
+        }
+        CHECK(atomic_load(&hb->data_dirty) == SMC_DMB_MIN_SIZE, "at the end: %u", atomic_load(&hb->data_dirty));
+        CHECK(xsend(&c.a, buf, 10, 0, false) == 10, "send after the wrap");
+        CHECK(atomic_load(&hb->data_dirty) == SMC_DMB_MIN_SIZE, "after a wrap: %u", atomic_load(&hb->data_dirty));
+        conn_close(&c);
+
+        /* an adopted connection (smc_ring_init without smc_ring_track_dirty) keeps
+         * UNKNOWN */
+        dmb_new_dirty = SMC_DMB_DIRTY_UNKNOWN;
+        c.dmb_a = dmb_new(SMC_DMB_MIN_SIZE);
+        c.dmb_b = dmb_new(SMC_DMB_MIN_SIZE);
+        dmb_new_dirty = 0;
+        {
+                int pa[2], pb[2];
+                struct smc_ring_ep ea;
+
+                CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pa) == 0, "socketpair: %m");
+                CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pb) == 0, "socketpair: %m");
+                CHECK(smc_ring_init(&ea, c.dmb_a, SMC_DMB_MIN_SIZE, c.dmb_b, SMC_DMB_MIN_SIZE, pa[0], pb[1]) == 0,
+                      "init");
+                CHECK(xsend(&ea, buf, 10, 0, false) == 10, "send");
+                CHECK(atomic_load(&((struct smc_dmb_hdr *) c.dmb_b)->data_dirty) == SMC_DMB_DIRTY_UNKNOWN,
+                      "adopted: UNKNOWN kept");
+                smc_ring_fini(&ea);
+                close(pa[0]); close(pa[1]); close(pb[0]); close(pb[1]);
+        }
+        munmap(c.dmb_a, SMC_DMB_HDR_LEN + SMC_DMB_MIN_SIZE);
+        munmap(c.dmb_b, SMC_DMB_HDR_LEN + SMC_DMB_MIN_SIZE);
+
+        /* an adopted connection's value stays; UNKNOWN stays UNKNOWN when set later */
+        dmb_new_dirty = 777;
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        dmb_new_dirty = 0;
+        hb = c.dmb_b;
+        CHECK(atomic_load(&hb->data_dirty) == 777, "adopted: %u", atomic_load(&hb->data_dirty));
+        CHECK(xsend(&c.a, buf, 10, 0, false) == 10, "send");
+        CHECK(atomic_load(&hb->data_dirty) == 777, "below the mark: %u", atomic_load(&hb->data_dirty));
+        atomic_store(&hb->data_dirty, SMC_DMB_DIRTY_UNKNOWN);
+        CHECK(xsend(&c.a, buf, 1000, 0, false) == 1000, "send");
+        CHECK(atomic_load(&hb->data_dirty) == SMC_DMB_DIRTY_UNKNOWN, "UNKNOWN lowered");
+        conn_close(&c);
+        printf("ok data_dirty\n");
 }
 
 static void test_shutdown(void) {
@@ -1467,6 +1561,7 @@ int main(int argc, char **argv) {
         test_nonblock_and_poll();
         test_pollout_threshold();
         test_cork();
+        test_data_dirty();
         test_shutdown();
         test_close_abort();
         test_peer_death();

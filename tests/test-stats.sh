@@ -104,6 +104,16 @@ for h in (c, b):
     assert h["sum"] > 0 and h["buckets"][-1]["le"] == 2**64 - 1
     assert [x["le"] for x in h["buckets"][:-1]] == [2**i for i in range(31)]
 assert s["pool"]["reuse"] + s["pool"]["alloc"] == 6, s["pool"]'
+# release-time clearing zeroes the header and only the ring bytes a writer wrote
+# (dmb.h data_dirty): no ring wrapped here, so exactly the bytes sent
+for _ in $(seq 100); do
+        [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["pending_clear"])')" = 0 ] && break
+        sleep 0.05
+done
+check_json "pool: 6 buffers cleared, 256 header bytes each plus the bytes written into them" "$out" '
+p = s["pool"]
+assert p["clear"] == 6 and p["pending_clear"] == 0, p
+assert p["bytes_cleared"] == 6 * 256 + o["bytes_tx"] + o["bytes_rx"], (p["bytes_cleared"], o)'
 
 # ---- fallbacks: PEERNOSMC (client only), PEERDECL (accept queue full: server too) ----
 if fout=$(timeout 60 "$client" fallback 2>"$tmp/err"); then ok "client fallback: $fout"
