@@ -76,6 +76,8 @@ SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, RERE
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
 OFF_PROD_BYTES = 32  # struct smc_dmb_hdr.prod_bytes (64-bit byte count)
 OFF_TOKEN = 152  # struct smc_dmb_hdr.token (u64, written by smcd at set-up; REREG)
+OFF_DATA_DIRTY = 160  # struct smc_dmb_hdr.data_dirty (u32): how far the writer wrote the ring
+DIRTY_UNKNOWN = 0xFFFFFFFF
 
 failures = 0
 checks = 0
@@ -500,9 +502,14 @@ def run_main_checks(d, binary, version):
     cc = Conn(info, fds, maps_b)
     sc = Conn(srv, sfds, maps_a)
     check(cc.rx[OFF_TYPE] == EYECATCHER and cc.tx[OFF_TYPE] == EYECATCHER, "DMB eyecatcher set")
-    # data: the client writes into its tx (= the server's rx) and rings Y
+    check(u32(cc.rx, OFF_DATA_DIRTY) == u32(cc.tx, OFF_DATA_DIRTY) == DIRTY_UNKNOWN,
+          "data_dirty UNKNOWN at hand-out (a writer that never says how far it wrote gets the whole ring cleared)")
+    # data: the client writes into its tx (= the server's rx) and rings Y; it does
+    # not say how far (data_dirty stays UNKNOWN), and scribbles the ring's last byte
+    # too: the release must clear all of it
     payload = b"hello over loopback ISM"
     cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + len(payload)] = payload
+    cc.tx[len(cc.tx) - 1] = 0x5A
     struct.pack_into("<Q", cc.tx, OFF_PROD, len(payload))
     struct.pack_into("<Q", cc.tx, OFF_PROD_BYTES, len(payload))
     cc.y.send(b"\1")
@@ -546,7 +553,9 @@ def run_main_checks(d, binary, version):
     cc = Conn(info, fds, maps_b)
     sc = Conn(srv, sfds, maps_a)
     check(cc.tx[OFF_TYPE] == EYECATCHER and struct.unpack_from("<Q", cc.tx, OFF_PROD)[0] == 0 and
-          not any(cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + 4096]), "a reused buffer reads zero (header and data)")
+          not any(cc.tx[DMB_HDR_LEN:DMB_HDR_LEN + 4096]) and cc.tx[len(cc.tx) - 1] == 0 and
+          cc.rx[len(cc.rx) - 1] == 0,
+          "a reused buffer reads zero (header and data, also the last byte of the ring)")
 
     # client death, nothing unread: b goes away with the connection open after it
     # shut down writing (DONE_WRITING) and read all the server sent -> orderly close
