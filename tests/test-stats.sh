@@ -42,6 +42,15 @@ spid=$!
 for _ in $(seq 100); do "$smcctl" stats >/dev/null 2>&1 && break; sleep 0.05; done
 "$smcctl" stats >/dev/null 2>"$tmp/err" || { nok "smcd on the bus: $(cat "$tmp/err" "$tmp/smcd.log")"; exit 1; }
 
+# Wait (5 s at most) until smcctl -j stats shows SECTION.KEY == VALUE.
+wait_stat() {
+        for _ in $(seq 100); do
+                [ "$("$smcctl" -j stats | python3 -c "import json,sys; print(json.load(sys.stdin)['$1']['$2'])")" = "$3" ] &&
+                        return 0
+                sleep 0.05
+        done
+}
+
 # A JSON check: python3 CHECK-EXPRESSIONS over s = smcctl -j stats (and o = the
 # client's output line when given), each line one assert.
 check_json() {
@@ -74,10 +83,7 @@ assert s["reset_usec"] > 0 and s["reset_usec"] <= s["time_usec"]'
 if out=$(timeout 60 "$client" traffic 2>"$tmp/err"); then ok "client traffic: $out"
 else nok "client traffic: $(cat "$tmp/err")"; out=; fi
 # the counters of a connection arrive when smcd has seen both ends close
-for _ in $(seq 100); do
-        [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["smcd"]["conns_closed"])')" = 3 ] && break
-        sleep 0.05
-done
+wait_stat smcd conns_closed 3
 check_json "SMC-D: 3 client + 3 server connections, closed, none current; SMC-R 0; no fallback" "$out" '
 d = s["smcd"]
 assert d["conns_client"] == 3 and d["conns_server"] == 3, d
@@ -106,10 +112,7 @@ for h in (c, b):
 assert s["pool"]["reuse"] + s["pool"]["alloc"] == 6, s["pool"]'
 # release-time clearing zeroes the header and only the ring bytes a writer wrote
 # (dmb.h data_dirty): no ring wrapped here, so exactly the bytes sent
-for _ in $(seq 100); do
-        [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["pool"]["pending_clear"])')" = 0 ] && break
-        sleep 0.05
-done
+wait_stat pool pending_clear 0
 check_json "pool: 6 buffers cleared, 256 header bytes each plus the bytes written into them" "$out" '
 p = s["pool"]
 assert p["clear"] == 6 and p["pending_clear"] == 0, p
@@ -118,10 +121,7 @@ assert p["bytes_cleared"] == 6 * 256 + o["bytes_tx"] + o["bytes_rx"], (p["bytes_
 # ---- fallbacks: PEERNOSMC (client only), PEERDECL (accept queue full: server too) ----
 if fout=$(timeout 60 "$client" fallback 2>"$tmp/err"); then ok "client fallback: $fout"
 else nok "client fallback: $(cat "$tmp/err")"; fout=; fi
-for _ in $(seq 100); do
-        [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["smcd"]["conns_closed"])')" = 5 ] && break
-        sleep 0.05
-done
+wait_stat smcd conns_closed 5
 check_json "fallbacks: client 2 (PEERNOSMC, PEERDECL), server 1 (PEERDECL), names and codes" "$fout" '
 f, r = s["fallback"], reasons()
 assert f["client"] == 2 and f["server"] == 1, f
@@ -286,10 +286,7 @@ else
 fi
 wait "$hpid"; rc=$?; hpid=
 [ $rc -eq 0 ] && ok "hold client done: $(cat "$tmp/hold.out")" || nok "hold client: exit $rc $(cat "$tmp/hold.err")"
-for _ in $(seq 100); do
-        [ "$("$smcctl" -j stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["smcd"]["conns_current"])')" = 0 ] && break
-        sleep 0.05
-done
+wait_stat smcd conns_current 0
 check_json "after the reset, the ended connections add only what they did since (nothing)" "" '
 d = s["smcd"]
 assert d["conns_closed"] == 2 and d["conns_current"] == 0, d
