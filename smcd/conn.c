@@ -704,7 +704,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         struct smc_ctl_addr dst = req->dst, src = req->src;
         int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */
         struct smc_buf *cbuf = NULL, *sbuf = NULL;
-        int fds[SMC_CTL_MAX_FDS], one = 1, r;
+        int fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
         uint64_t queued;
         size_t nfds;
@@ -815,16 +815,16 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                               memory_order_relaxed);
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ab) < 0 ||
-            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bb) < 0) {
-                r = log_warning_errno(errno, "socketpair failed: %m");
-                goto fail_buffers;
+        r = manager_take_pair(m, ab);
+        if (r >= 0) {
+                r = manager_take_pair(m, bb);
+                if (r < 0) {
+                        close_fds(ab, 2);
+                        ab[0] = ab[1] = -1;
+                }
         }
-        /* a small send buffer keeps the writer's plug small (dmb.h) */
-        (void) setsockopt(ab[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-        (void) setsockopt(bb[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-        if (fcntl(ab[1], F_SETFL, O_NONBLOCK) < 0 || fcntl(bb[1], F_SETFL, O_NONBLOCK) < 0) {
-                r = -errno;
+        if (r < 0) {
+                log_warning_errno(r, "socketpair failed: %m");
                 goto fail_buffers;
         }
 

@@ -755,6 +755,45 @@ static int on_reclaim_idle(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+static int pair_make(int ret[2]) {
+        int one = 1;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ret) < 0)
+                return -errno;
+        (void) setsockopt(ret[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        if (fcntl(ret[1], F_SETFL, O_NONBLOCK) < 0) {
+                int r = -errno;
+
+                close(ret[0]);
+                close(ret[1]);
+                ret[0] = ret[1] = -1;
+                return r;
+        }
+        return 0;
+}
+
+/* Idle-priority defer source: one spare doorbell pair per dispatch, until full. */
+static int on_pairs_idle(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->n_spare_pairs < m->max_spare_pairs && pair_make(m->spare_pairs[m->n_spare_pairs]) == 0)
+                m->stats.spare_pairs = ++m->n_spare_pairs;
+        else
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF); /* full, or EMFILE */
+        return 0;
+}
+
+int manager_take_pair(Manager *m, int ret[2]) {
+        if (m->pairs_idle)
+                (void) sd_event_source_set_enabled(m->pairs_idle, SD_EVENT_ON);
+        if (m->n_spare_pairs == 0)
+                return pair_make(ret);
+        m->stats.spare_pairs = --m->n_spare_pairs;
+        ret[0] = m->spare_pairs[m->n_spare_pairs][0];
+        ret[1] = m->spare_pairs[m->n_spare_pairs][1];
+        return 0;
+}
+
 void manager_release_buf(Manager *m, struct smc_buf *b) {
         manager_release_buf_len(m, b, b ? b->size : 0);
 }
@@ -898,6 +937,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
                         nofile = UINT64_MAX;
                 m->max_clients = nofile / 4 < MAX_CLIENTS_CAP ? nofile / 4 : MAX_CLIENTS_CAP;
+                /* spare doorbell pairs: two fds each, at most 1/128 of the limit */
+                m->max_spare_pairs = nofile / 256 < SMCD_SPARE_PAIRS ? (unsigned) (nofile / 256) : SMCD_SPARE_PAIRS;
                 if (m->max_clients == 0)
                         m->max_clients = 1;
                 log_debug("At most %" PRIu64 " control connections (RLIMIT_NOFILE %" PRIu64 "), %" PRIu64
@@ -918,6 +959,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 r = sd_event_source_set_priority(m->reclaim_idle, SD_EVENT_PRIORITY_IDLE);
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->reclaim_idle, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_defer(m->event, &m->pairs_idle, on_pairs_idle, m);
+        if (r >= 0)
+                r = sd_event_source_set_priority(m->pairs_idle, SD_EVENT_PRIORITY_IDLE);
         if (r >= 0 && cfg->pool_idle_usec > 0)
                 r = sd_event_add_time_relative(m->event, &m->pool_trim, CLOCK_MONOTONIC, cfg->pool_idle_usec,
                                                cfg->pool_idle_usec / 10, on_pool_trim, m);
@@ -1078,6 +1123,12 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->reclaim_idle);
+        sd_event_source_disable_unref(m->pairs_idle);
+        for (unsigned i = 0; i < m->n_spare_pairs; i++) {
+                close(m->spare_pairs[i][0]);
+                close(m->spare_pairs[i][1]);
+        }
+        m->n_spare_pairs = 0;
         sd_event_source_disable_unref(m->pool_trim);
         sd_event_source_disable_unref(m->watch_io);
         if (m->watch_fd >= 0)

@@ -68,6 +68,10 @@
 #include "pool.h"
 #include "stats.h"
 
+/* doorbell socketpairs kept ready (two per SMC-D connection): making them took 7% of
+ * all CPU on the connect path (socketpair(2), inode and file set-up) */
+#define SMCD_SPARE_PAIRS 32
+
 typedef struct Manager Manager;
 typedef struct Client Client;
 typedef struct Listener Listener;
@@ -82,6 +86,13 @@ typedef struct SmcrConn SmcrConn;
 /* Give a buffer of a finished connection back to the pool; it is cleared when the
  * event loop has nothing else to do (or by the pool's worker under a backlog). */
 void manager_release_buf(Manager *m, struct smc_buf *b);
+
+/* One SMC-D doorbell socketpair (dmb.h): ret[0] = X (an endpoint's own fd, the
+ * smallest SO_SNDBUF: a writer's plug stays small), ret[1] = Y (O_NONBLOCK, its peer's
+ * end), both close-on-exec, owned by the caller. From the spares the event loop made
+ * when it had nothing else to do, else made now. Returns 0 or -errno of
+ * socketpair(2) / fcntl(2). */
+int manager_take_pair(Manager *m, int ret[2]);
 /* As manager_release_buf() when only the first @dirty ring bytes can be non-zero
  * (smc_pool_release_len()). */
 void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty);
@@ -347,6 +358,10 @@ struct Manager {
         /* sd_notify STATUS=, at most once per second */
         sd_event_source *status_timer;
         sd_event_source *reclaim_idle; /* clears released buffers when the loop is idle */
+        /* doorbell socketpairs made ahead, in idle time (manager_take_pair()) */
+        sd_event_source *pairs_idle;
+        int spare_pairs[SMCD_SPARE_PAIRS][2];
+        unsigned n_spare_pairs, max_spare_pairs; /* max: by RLIMIT_NOFILE, 1 per 256 fds */
         sd_event_source *pool_trim;    /* every --pool-idle-sec: smc_pool_trim_idle() */
         uint64_t status_last_usec;
         char *status_last;

@@ -94,6 +94,7 @@ void smcd_stats_reset(struct smcd_stats *s) {
                 .restored_current = s->restored_current,
                 .clients = s->clients,
                 .listeners = s->listeners,
+                .spare_pairs = s->spare_pairs,
                 .seq = s->seq,
                 .reset_usec = realtime_usec(),
                 .smcr = {
@@ -230,6 +231,7 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         add_u64(d, "clients_over_limit", s->clients_over_limit);
         add_u64(d, "listeners", s->listeners);
         add_u64(d, "listeners_total", s->listeners_total);
+        add_u64(d, "spare_pairs", s->spare_pairs);
         json_object_object_add(root, "smcd", d);
 
         {

@@ -203,6 +203,8 @@ struct smcd_stats {
                                       * or in all) */
         uint64_t listeners;        /* SMC listeners now */
         uint64_t listeners_total;
+        uint64_t spare_pairs;      /* doorbell socketpairs made ahead, now (two fds
+                                    * each; manager_take_pair()) */
 
         uint64_t seq; /* number of stats.json writes */
         uint64_t reset_usec; /* CLOCK_REALTIME of the last reset, 0 = never */

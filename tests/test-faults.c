@@ -175,7 +175,7 @@ static int smcd_up(const char *const *extra) {
 }
 
 struct snap {
-        int64_t fds, clients, listeners, conns, in_use, pending, free_count, bytes_total, aborted,
+        int64_t fds, clients, listeners, conns, in_use, pending, free_count, bytes_total, aborted, spare_pairs,
                 hs_errors, fallbacks;
         int64_t rss_kb, anon_kb, shmem_kb;
 };
@@ -184,9 +184,10 @@ static int64_t pool_bufs(const struct snap *s) {
         return s->in_use + s->free_count + s->pending;
 }
 
-/* descriptors beyond the pool's memfds: must come back to the baseline */
+/* descriptors beyond the pool's memfds and the spare doorbell socketpairs smcd
+ * keeps on purpose (smcd.spare_pairs, two fds each): must come back to the baseline */
 static int64_t fd_excess(const struct snap *s) {
-        return s->fds - pool_bufs(s);
+        return s->fds - pool_bufs(s) - 2 * s->spare_pairs;
 }
 
 /* NETLINK_SOCK_DIAG sockets (inodes): smcd opens one at the first FALLBACK notice
@@ -307,7 +308,7 @@ static int snap_take(struct snap *s) {
             stats_get(o, "pool.pending_clear", &s->pending) | stats_get(o, "pool.free_count", &s->free_count) |
             stats_get(o, "pool.bytes_total", &s->bytes_total) | stats_get(o, "smcd.conns_aborted", &s->aborted) |
             stats_get(o, "smcd.handshake_errors", &s->hs_errors) |
-            stats_get(o, "smcd.fallback_total", &s->fallbacks);
+            stats_get(o, "smcd.fallback_total", &s->fallbacks) | stats_get(o, "smcd.spare_pairs", &s->spare_pairs);
         json_object_put(o);
         if (r != 0)
                 return FAIL("stats.json: a key is missing");

@@ -117,6 +117,11 @@ check_json "pool: 6 buffers cleared, 256 header bytes each plus the bytes writte
 p = s["pool"]
 assert p["clear"] == 6 and p["pending_clear"] == 0, p
 assert p["bytes_cleared"] == 6 * 256 + o["bytes_tx"] + o["bytes_rx"], (p["bytes_cleared"], o)'
+# the doorbell socketpairs taken by those connections are made again in idle time:
+# 32 (or one per 256 descriptors of smcd's limit)
+wait_stat smcd spare_pairs 32
+check_json "smcd.spare_pairs: made again when idle, at most 32" "" '
+assert 1 <= s["smcd"]["spare_pairs"] <= 32, s["smcd"]["spare_pairs"]'
 
 # ---- fallbacks: PEERNOSMC (client only), PEERDECL (accept queue full: server too) ----
 if fout=$(timeout 60 "$client" fallback 2>"$tmp/err"); then ok "client fallback: $fout"
