@@ -25,7 +25,10 @@
  *   its event loop is idle, and the worker is woken only for a backlog. With
  *   buf_clear = SMC_POOL_CLEAR_CREATE (the old kernel behaviour, for comparison),
  *   release pushes the buffer uncleared and acquire clears it.
- * A buffer handed out by acquire always reads as zero.
+ * A buffer handed out by acquire reads as zero, except, after
+ * smc_pool_release_len(), for bytes beyond @dirty that a process wrote although it
+ * said it did not: only a process of the buffer's trust domain can (the pair of uids
+ * it is reused for), and it could read them anyway.
  *
  * Thread safety: every function may be called from any thread concurrently, except
  * smc_pool_new() / smc_pool_free().
