@@ -171,8 +171,7 @@ struct smc_dmb_hdr {
          * the DMB out; the writer's library replaces it by 0 before its first write
          * (smc_ring_track_dirty() at connect and accept; a connection adopted after
          * exec keeps what it finds) and raises it, before it copies, to the end of
-         * every write
-         * (the ring size once a write wraps). At release smcd then zeroes only that
+         * every write (the ring size once a write wraps). At release smcd zeroes only that
          * much of the ring (release-time clearing, seed 000) instead of all of it:
          * a connection that moved 4 KiB through a 128 KiB ring costs a 4 KiB memset.
          * The value is raised before the bytes land, so a writer killed in mid-copy

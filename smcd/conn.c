@@ -397,7 +397,6 @@ static bool tomb_add(Manager *m, Conn *conn) {
         return true;
 }
 
-/* Both ends closed: count, give the buffers back (the pool's worker clears them). */
 /* Release an SMC-D connection's DMB: its writer's library said how far it wrote the
  * ring (dmb.h, data_dirty), so only that much is cleared; UNKNOWN (a writer that did
  * not say, or none yet) clears all of it. */
@@ -407,6 +406,7 @@ static void release_dmb(Manager *m, struct smc_buf *b) {
         manager_release_buf_len(m, b, dirty); /* UNKNOWN: clamped to the size */
 }
 
+/* Both ends closed: count, give the buffers back (the pool's worker clears them). */
 static void conn_finish(Manager *m, Conn *conn) {
         struct smcd_dmb_counters crx, srx;
 
@@ -818,10 +818,8 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         r = manager_take_pair(m, ab);
         if (r >= 0) {
                 r = manager_take_pair(m, bb);
-                if (r < 0) {
+                if (r < 0)
                         close_fds(ab, 2);
-                        ab[0] = ab[1] = -1;
-                }
         }
         if (r < 0) {
                 log_warning_errno(r, "socketpair failed: %m");

@@ -86,6 +86,9 @@ typedef struct SmcrConn SmcrConn;
 /* Give a buffer of a finished connection back to the pool; it is cleared when the
  * event loop has nothing else to do (or by the pool's worker under a backlog). */
 void manager_release_buf(Manager *m, struct smc_buf *b);
+/* As manager_release_buf() when only the first @dirty ring bytes can be non-zero
+ * (smc_pool_release_len()). */
+void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty);
 
 /* One SMC-D doorbell socketpair (dmb.h): ret[0] = X (an endpoint's own fd, the
  * smallest SO_SNDBUF: a writer's plug stays small), ret[1] = Y (O_NONBLOCK, its peer's
@@ -93,9 +96,6 @@ void manager_release_buf(Manager *m, struct smc_buf *b);
  * when it had nothing else to do, else made now. Returns 0 or -errno of
  * socketpair(2) / fcntl(2). */
 int manager_take_pair(Manager *m, int ret[2]);
-/* As manager_release_buf() when only the first @dirty ring bytes can be non-zero
- * (smc_pool_release_len()). */
-void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty);
 
 enum smcd_inline {
         SMCD_INLINE_AUTO = 0,
