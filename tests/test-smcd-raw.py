@@ -1626,6 +1626,12 @@ def _run_eptable_checks(binary, rdir, daemons):
     daemons.append(D)
     D.p.send_signal(signal.SIGHUP)  # (logged and ignored)
     s = D.stats()["smcd"]
+    # the SIGHUP and the stats' SIGUSR1 are separate event sources: either may come
+    # first, so the log line may follow the stats
+    for _ in range(100):
+        if "SIGHUP" in open(os.path.join(rdir, "smcd.log")).read():
+            break
+        time.sleep(0.05)
     check(D.p.poll() is None and "SIGHUP" in open(os.path.join(rdir, "smcd.log")).read(),
           "SIGHUP: logged, smcd goes on")
     check(s["restored_loaded"] == 3 and s["restored_current"] == 3 and s["conns_current"] == 2 and
