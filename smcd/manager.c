@@ -776,8 +776,10 @@ static int pair_make(int ret[2]) {
 static int on_pairs_idle(sd_event_source *s, void *userdata) {
         Manager *m = userdata;
 
-        if (m->n_spare_pairs < m->max_spare_pairs && pair_make(m->spare_pairs[m->n_spare_pairs]) == 0)
-                m->stats.spare_pairs = ++m->n_spare_pairs;
+        uint64_t n = m->stats.spare_pairs; /* the gauge is the count (kept by a reset) */
+
+        if (n < m->max_spare_pairs && pair_make(m->spare_pairs[n]) == 0)
+                m->stats.spare_pairs++;
         else
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF); /* full, or EMFILE */
         return 0;
@@ -786,11 +788,11 @@ static int on_pairs_idle(sd_event_source *s, void *userdata) {
 int manager_take_pair(Manager *m, int ret[2]) {
         if (m->pairs_idle)
                 (void) sd_event_source_set_enabled(m->pairs_idle, SD_EVENT_ON);
-        if (m->n_spare_pairs == 0)
+        if (m->stats.spare_pairs == 0)
                 return pair_make(ret);
-        m->stats.spare_pairs = --m->n_spare_pairs;
-        ret[0] = m->spare_pairs[m->n_spare_pairs][0];
-        ret[1] = m->spare_pairs[m->n_spare_pairs][1];
+        m->stats.spare_pairs--;
+        ret[0] = m->spare_pairs[m->stats.spare_pairs][0];
+        ret[1] = m->spare_pairs[m->stats.spare_pairs][1];
         return 0;
 }
 
@@ -1124,11 +1126,11 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->reclaim_idle);
         sd_event_source_disable_unref(m->pairs_idle);
-        for (unsigned i = 0; i < m->n_spare_pairs; i++) {
+        for (uint64_t i = 0; i < m->stats.spare_pairs; i++) {
                 close(m->spare_pairs[i][0]);
                 close(m->spare_pairs[i][1]);
         }
-        m->n_spare_pairs = 0;
+        m->stats.spare_pairs = 0;
         sd_event_source_disable_unref(m->pool_trim);
         sd_event_source_disable_unref(m->watch_io);
         if (m->watch_fd >= 0)

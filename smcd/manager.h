@@ -361,7 +361,8 @@ struct Manager {
         /* doorbell socketpairs made ahead, in idle time (manager_take_pair()) */
         sd_event_source *pairs_idle;
         int spare_pairs[SMCD_SPARE_PAIRS][2];
-        unsigned n_spare_pairs, max_spare_pairs; /* max: by RLIMIT_NOFILE, 1 per 256 fds */
+        unsigned max_spare_pairs; /* by RLIMIT_NOFILE, 1 per 256 fds; how many are ready:
+                                   * stats.spare_pairs */
         sd_event_source *pool_trim;    /* every --pool-idle-sec: smc_pool_trim_idle() */
         uint64_t status_last_usec;
         char *status_last;
