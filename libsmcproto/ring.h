@@ -91,6 +91,11 @@ void smc_ring_set_shared(struct smc_ring_ep *ep);
  * there stays. Call after smc_ring_init(), before the first send. */
 void smc_ring_track_dirty(struct smc_ring_ep *ep);
 
+/* For tests: the copy loop used when the destination sits 1..63 bytes past the source
+ * modulo 4 KiB (ring.c copy_bytes): 1 SSE2, 2 AVX2 (only where the CPU has it), 0 ask
+ * the CPU again. Returns the loop now in use (1 or 2; 0 on other architectures). */
+int smc_ring_copy_isa(int isa);
+
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
  * Takes ownership of y_peer. @x keeps the send buffer its creator gave it: only plug
  * bytes go through it, so the smallest (SO_SNDBUF 1, which the kernel rounds up to
