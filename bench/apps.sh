@@ -8,7 +8,8 @@
 # smcrun/TCP, with the targets beside them:
 #   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
 #   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
-#     off), wrk "Connection: close", a 1 MiB file; and sendfile on vs off under smcrun
+#     off), wrk "Connection: close", a 1 MiB file, keep-alive again with wrk -t 2; and
+#     sendfile on vs off under smcrun
 #   - iperf3 -P1 and -P4, with smcd's default ring (128 KiB RMB) and with --rmem 1M
 #   - qperf tcp_lat and tcp_bw
 #   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
@@ -27,7 +28,8 @@
 #                       on CPU 1, their clients on CPU 0 (nginx and wrk never pinned)
 #   BENCH_RAW=1         also print every measured value
 #   BENCH_APPS_ONLY     a comma-separated subset of redis,nginx,iperf3,qperf,echo
-#   BENCH_APPS_WRK_THREADS  wrk's threads (default 1; its connections stay 32)
+#   BENCH_APPS_WRK_THREADS  wrk's threads (default 1; its connections stay 32; the extra
+#                       keep-alive row with wrk -t 2 is left out when this is 2)
 # Exit: 0 when everything ran (missed targets are reported, not fatal), 1 when a
 # measurement failed or smcrun runs fell back to TCP, 2 on bad usage or a missing tool.
 
@@ -188,7 +190,7 @@ bench_nginx() {
                 return
         fi
         wrap "$mode"
-        T $((DUR + 30)) "${W[@]}" wrk -t "$WRK_THREADS" -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
+        T $((DUR + 30)) "${W[@]}" wrk -t "${NGINX_WRK_T:-$WRK_THREADS}" -c 32 -d "$DUR" "$@" -s "$d/summary.lua" \
                 "http://127.0.0.1:$port/$file" >"$APPS_DIR/wrk-$key-$mode.log" 2>&1
         out=$(grep '^{' "$APPS_DIR/wrk-$key-$mode.log" | tail -n 1)
         apps_stop "$APPS_NGINX_PID" QUIT 10
@@ -304,6 +306,10 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_nginx $mode 4k-ka-off off 4k.bin
                         bench_nginx $mode 4k-close on 4k.bin -H 'Connection: close'
                         bench_nginx $mode 1m-ka-on on 1m.bin
+                        # the keep-alive run again with a wrk thread per CPU: wrk -t 1
+                        # is the limit of the run above (its 4 system calls a request
+                        # are as many as over TCP)
+                        [ "$WRK_THREADS" = 2 ] || NGINX_WRK_T=2 bench_nginx $mode 4k-ka-t2 on 4k.bin
                 fi
                 if [ $has_iperf3 = 1 ]; then
                         bench_iperf3 $mode P1 1
@@ -383,6 +389,7 @@ fi
 if [ $has_nginx = 1 ]; then
         pair "nginx 4 KiB keep-alive, sendfile on (req/s)" nginx-4k-ka-on 1.5
         pair "nginx 4 KiB keep-alive, sendfile off (req/s)" nginx-4k-ka-off
+        [ "$WRK_THREADS" = 2 ] || pair "nginx 4 KiB keep-alive, sendfile on, wrk -t 2 (req/s)" nginx-4k-ka-t2
         pair "nginx 4 KiB Connection: close (req/s)" nginx-4k-close 1.0
         pair "nginx 1 MiB keep-alive, sendfile on (MB/s)" nginx-1m-ka-on-MBps
         # seed 001: sendfile on vs off, both under smcrun (TCP's own on/off beside it)
