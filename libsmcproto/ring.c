@@ -225,8 +225,10 @@ static int copy_isa_cpu(void) {
 
 int smc_ring_copy_isa(int isa) {
 #if defined(__x86_64__)
-        if (isa != 1 && !(isa == 2 && copy_isa_cpu() == 2))
-                isa = copy_isa_cpu();
+        int cpu = copy_isa_cpu();
+
+        if (isa < 1 || isa > cpu)
+                isa = cpu;
         atomic_store_explicit(&copy_isa, isa, memory_order_relaxed);
         return isa;
 #else
@@ -546,13 +548,15 @@ static int tx_resolve(struct smc_ring_ep *ep) {
         uint64_t prod = atomic_load_explicit(&ep->tx_hdr->prod, memory_order_relaxed); /* ours */
         uint64_t end = 0;
         uint32_t b;
+        bool spin_wait;
         int r, y;
 
         if (!ep->tentative)
                 return 0;
         ep->tentative = false;
-        for (unsigned i = 0;
-             smc_curs_diff(ep->tx_size, atomic_load(&ep->tx_hdr->cons), prod) <= SMC_RING_HANDOFF_MAX_BYTES; i++) {
+        /* (what is unread only shrinks: once within the limit, it stays so) */
+        spin_wait = smc_curs_diff(ep->tx_size, atomic_load(&ep->tx_hdr->cons), prod) <= SMC_RING_HANDOFF_MAX_BYTES;
+        for (unsigned i = 0; spin_wait; i++) {
                 if (atomic_load(&ep->tx_hdr->cons) == prod)
                         break;
                 if (atomic_load(&ep->tx_hdr->spinning) == SMC_DMB_SPIN_SLEEPING)
