@@ -68,6 +68,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2534,15 +2535,28 @@ SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct
         return r;
 }
 
+/* sendmsg/recvmsg's checks of @msg before any data moves, as the kernel's
+ * (net/socket.c copy_msghdr_from_user: more than UIO_MAXIOV vectors is EMSGSIZE there,
+ * while readv/writev say EINVAL). Returns 0 or -1 with errno set. */
+static int msg_check(const struct msghdr *msg) {
+        if (!msg) {
+                errno = EFAULT;
+                return -1;
+        }
+        if (msg->msg_iovlen > UIO_MAXIOV) {
+                errno = EMSGSIZE;
+                return -1;
+        }
+        return 0;
+}
+
 SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
                 return sys_sendmsg(fd, msg, flags);
-        if (!msg) {
-                errno = EFAULT;
+        if (msg_check(msg) < 0)
                 return -1;
-        }
         return smcd_send(s, msg->msg_iov, (int) msg->msg_iovlen, flags, true);
 }
 
@@ -2552,10 +2566,8 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
 
         if (!s)
                 return sys_recvmsg(fd, msg, flags);
-        if (!msg) {
-                errno = EFAULT;
+        if (msg_check(msg) < 0)
                 return -1;
-        }
         r = smcd_recv(s, msg->msg_iov, (int) msg->msg_iovlen, flags);
         if (r >= 0) {
                 msg->msg_flags = 0;

@@ -6,6 +6,8 @@
 #  2. recvmmsg with MSG_WAITFORONE: one message at least, no blocking after it.
 #  3. splice socket -> pipe -> socket (a relay), 1 MiB checked; an offset for
 #     the socket: EINVAL, as the kernel.
+#  4. more than 1024 vectors: sendmsg/recvmsg EMSGSIZE, writev/readv EINVAL, as
+#     the kernel, and the connection goes on.
 # Prints one line; exit status 0 only if every case held.
 import ctypes
 import errno
@@ -124,8 +126,33 @@ def case_splice():
     return ok, "splice-relay"
 
 
+def case_iov_limits():
+    """More than UIO_MAXIOV (1024) vectors: sendmsg/recvmsg fail with EMSGSIZE,
+    writev/readv with EINVAL, as the kernel's; nothing moves, the connection goes on."""
+    c, s = pair()
+    calls = [("sendmsg", errno.EMSGSIZE, lambda: c.sendmsg([b"x"] * 1025)),
+             ("recvmsg_into", errno.EMSGSIZE, lambda: s.recvmsg_into([bytearray(1)] * 1025)),
+             ("writev", errno.EINVAL, lambda: os.writev(c.fileno(), [b"x"] * 1025)),
+             ("readv", errno.EINVAL, lambda: os.readv(s.fileno(), [bytearray(1)] * 1025))]
+    ok = True
+    for name, want, call in calls:
+        try:
+            call()
+            got = 0
+        except OSError as e:
+            got = e.errno
+        if got != want:
+            print("iov limits: %s: errno %d, want %d" % (name, got, want), file=sys.stderr)
+            ok = False
+    c.sendall(b"after")
+    ok = ok and recv_all(s, 5) == b"after"
+    c.close()
+    s.close()
+    return ok, "iov-limits"
+
+
 def main():
-    results = [case_sendmmsg(), case_recvmmsg(), case_splice()]
+    results = [case_sendmmsg(), case_recvmmsg(), case_splice(), case_iov_limits()]
     bad = [name for ok, name in results if not ok]
     print("%d cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
