@@ -25,6 +25,17 @@ here=$(dirname "$0")
 # private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
 smcrun_env "$smcd" "$lib" smcd-test-apps || exit 1
 failed=0
+# a preload library that is not one: smcrun refuses (125) instead of running the
+# program without it
+for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
+        out=$(SMCRUN_LIB=$bad sh "$smcrun" true 2>&1); rc=$?
+        if [ $rc = 125 ] && echo "$out" | grep -q "^smcrun: .*preload library"; then
+                echo "ok - SMCRUN_LIB=$bad: exit 125"
+        else
+                echo "not ok - SMCRUN_LIB=$bad: exit $rc: $out"
+                failed=1
+        fi
+done
 for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
