@@ -3659,6 +3659,16 @@ const char *smcr_why_unavailable(const SmcrManager *sm) {
         return sm->why;
 }
 
+/* Whether @want (a --roce-dev value: DEVICE or DEVICE:PORT) names RoCE port @pt. */
+static bool port_named(const IbPort *pt, const char *want) {
+        char name[IBDEV_NAME_MAX + 8];
+
+        if (strcmp(pt->link_layer, "Ethernet") != 0)
+                return false;
+        snprintf(name, sizeof(name), "%s:%u", pt->device, pt->port);
+        return !strcmp(want, pt->device) || !strcmp(want, name);
+}
+
 static int open_devices(SmcrManager *sm, char **devices) {
         const IbPort *ports;
         size_t n = sm->m->ibdevs ? ibdevs_get_ports(sm->m->ibdevs, &ports) : 0;
@@ -3670,12 +3680,9 @@ static int open_devices(SmcrManager *sm, char **devices) {
 
                 if (strcmp(ports[i].link_layer, "Ethernet") != 0)
                         continue;
-                for (char **p = devices; p && *p; p++) {
-                        char name[IBDEV_NAME_MAX + 8];
-                        snprintf(name, sizeof(name), "%s:%u", ports[i].device, ports[i].port);
-                        if (!strcmp(*p, ports[i].device) || !strcmp(*p, name))
+                for (char **p = devices; p && *p; p++)
+                        if (port_named(&ports[i], *p))
                                 want = true;
-                }
                 if (!want)
                         continue;
                 r = roce_dev_open(sm->m->event, ports[i].device, ports[i].port, &d);
@@ -3688,6 +3695,16 @@ static int open_devices(SmcrManager *sm, char **devices) {
                 snprintf(sm->netdevs[sm->n_devs], IF_NAMESIZE, "%s", ports[i].netdev);
                 sm->devs[sm->n_devs++] = d;
                 log_info("SMC-R: using RoCE device %s port %u (%s).", ports[i].device, ports[i].port, ports[i].netdev);
+        }
+        /* a --roce-dev that names no RoCE port of this host is a typo or a missing
+         * driver: say so (the others are used) */
+        for (char **p = devices; p && *p; p++) {
+                bool found = false;
+
+                for (size_t i = 0; i < n && !found; i++)
+                        found = port_named(&ports[i], *p);
+                if (!found)
+                        log_warning("--roce-dev %s: no RoCE (Ethernet) port of that name on this host; ignored.", *p);
         }
         if (sm->n_devs > 0) {
                 char *u = NULL;

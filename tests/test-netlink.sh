@@ -449,5 +449,17 @@ fi
 kill "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc -eq 0 ] && ok "smcd exits cleanly" || nok "smcd exit $rc"
 grep -E "^<[0-3]>" "$tmp/smcd.log" && nok "errors in smcd's log" || ok "no errors in smcd's log"
+
+# --roce-dev naming no RoCE port of this host: a warning, and smcd serves on (SMC-D)
+mkdir "$tmp/run2"
+"$smcd" --runtime-dir "$tmp/run2" --no-bus --roce-dev nosuch0:9 >"$tmp/smcd2.log" 2>&1 &
+spid=$!
+for _ in $(seq 100); do grep -q " ready " "$tmp/smcd2.log" && break; sleep 0.05; done
+if grep -q "^<4>.*--roce-dev nosuch0:9: no RoCE (Ethernet) port" "$tmp/smcd2.log" && grep -q " ready " "$tmp/smcd2.log"; then
+        ok "--roce-dev of no port: warned, smcd ready"
+else
+        nok "--roce-dev of no port: $(cat "$tmp/smcd2.log")"
+fi
+kill "$spid"; wait "$spid"; spid=
 [ $failed -eq 0 ] || { echo "--- smcd log (tail)"; tail -40 "$tmp/smcd.log"; }
 exit $failed
