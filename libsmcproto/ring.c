@@ -499,6 +499,26 @@ static int tx_check(struct smc_ring_ep *ep) {
         return 0;
 }
 
+/* TCP accepts the first send after the peer's orderly close (FIN): the data goes out,
+ * the peer's kernel answers with RST, and only a later send fails with EPIPE (and
+ * SIGPIPE), as tcp_reset() sets EPIPE for a connection in CLOSE_WAIT. A program that
+ * writes and then reads to learn that the server hung up (an HTTP client reusing a
+ * kept-alive connection) must not be killed by SIGPIPE on that write. So the first
+ * send after the peer closed is taken whole and dropped (its bytes had nowhere to go
+ * over TCP either), once per endpoint; never after an abort (ECONNRESET), nor after
+ * our own shutdown(SHUT_WR). True if this send is that one. tx_lock held. */
+static bool tx_take_send_after_fin(struct smc_ring_ep *ep) {
+        uint32_t f;
+
+        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || ep->fin_send_taken)
+                return false;
+        f = peer_flags(ep);
+        if (!(f & SMC_DMB_CONN_CLOSED) || (f & SMC_DMB_CONN_ABORT))
+                return false;
+        __atomic_store_n(&ep->fin_send_taken, true, __ATOMIC_RELAXED); /* smc_ring_tcp_closed() */
+        return true;
+}
+
 /* A syscall towards the peer failed with EPIPE/ECONNRESET. */
 static int tx_peer_gone(struct smc_ring_ep *ep) {
         int r;
@@ -955,6 +975,12 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
+        if (r == -EPIPE && total > 0 && !sendfile && tx_take_send_after_fin(ep)) {
+                /* (tx_take_send_after_fin) */
+                sent = total;
+                r = 0;
+                goto out;
+        }
         if (r < 0 || total == 0)
                 goto out;
         hold = ep->corked || (flags & MSG_MORE);
@@ -1673,6 +1699,17 @@ void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {
 
 uint32_t smc_ring_readable(struct smc_ring_ep *ep) {
         return rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
+}
+
+bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
+        uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
+
+        if (peer_flags(ep) & SMC_DMB_CONN_ABORT)
+                return true;
+        if (__atomic_load_n(&ep->fin_send_taken, __ATOMIC_RELAXED))
+                return true;
+        return (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)) &&
+               __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
 }
 
 int smc_ring_error(struct smc_ring_ep *ep) {

@@ -61,6 +61,8 @@ struct smc_ring_ep {
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
+        bool fin_send_taken;  /* the one send TCP accepts after the peer's orderly close
+                               * was taken (tx_take_send_after_fin) */
         bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
                                * after smc_ring_init()); its death is an abort */
         bool shared;          /* other processes may write this connection too (fork,
@@ -221,3 +223,9 @@ uint32_t smc_ring_readable(struct smc_ring_ep *ep);
 
 /* The pending error, as SO_ERROR reports it (ECONNRESET once after an abort), or 0. */
 int smc_ring_error(struct smc_ring_ep *ep);
+
+/* Whether a TCP socket in this connection's place would be in state CLOSE (tcp(7)):
+ * the peer aborted (RST), or the peer closed and we sent after it (the send TCP takes,
+ * answered by RST), or both directions were shut in order (FINs both ways). TCP then
+ * answers getpeername(2) and shutdown(2) with ENOTCONN, and TCP_INFO says CLOSE. */
+bool smc_ring_tcp_closed(struct smc_ring_ep *ep);

@@ -2656,6 +2656,8 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 errno = EINVAL;
                 return -1;
         }
+        if (smc_ring_tcp_closed(&s->ep))
+                return ret_errno(-ENOTCONN); /* as inet_shutdown() in state CLOSE */
         return ret_errno(smc_ring_shutdown(&s->ep, how));
 }
 
@@ -2989,10 +2991,10 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
 
         flags = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
         wr_shut = __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
-        if ((flags | atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire)) & SMC_DMB_CONN_ABORT)
-                ti->tcpi_state = TCPI_STATE_CLOSE; /* reset */
+        if (smc_ring_tcp_closed(ep))
+                ti->tcpi_state = TCPI_STATE_CLOSE; /* reset, or FINs both ways */
         else if (flags & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
-                ti->tcpi_state = wr_shut ? TCPI_STATE_CLOSE : TCPI_STATE_CLOSE_WAIT;
+                ti->tcpi_state = TCPI_STATE_CLOSE_WAIT;
         else
                 ti->tcpi_state = wr_shut ? TCPI_STATE_FIN_WAIT2 : TCPI_STATE_ESTABLISHED;
 
@@ -3229,7 +3231,9 @@ SMC_PUBLIC int smc_getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
                 return sys_getpeername(fd, addr, len);
         st = sock_state(s);
         if (st == SOCK_SMCD)
-                return ret_errno(copy_addr_out(&s->peer, s->peer_len, addr, len));
+                /* as TCP in state CLOSE (reset, or FINs both ways): ENOTCONN */
+                return ret_errno(smc_ring_tcp_closed(&s->ep) ? -ENOTCONN
+                                                             : copy_addr_out(&s->peer, s->peer_len, addr, len));
         if (st == SOCK_LISTEN_SMC)
                 return sys_getpeername(s->hidden, addr, len); /* ENOTCONN */
         return sys_getpeername(fd, addr, len);

@@ -1466,7 +1466,8 @@ static int reset_client(struct pair *p, int fd) {
         return 0;
 }
 
-/* send() to a closed peer without MSG_NOSIGNAL: EPIPE and SIGPIPE */
+/* send() to a closed peer without MSG_NOSIGNAL: the first is taken, as TCP's, then EPIPE
+ * and SIGPIPE */
 static volatile sig_atomic_t sigpipes;
 static void on_sigpipe(int sig) {
         sigpipes++;
@@ -1501,11 +1502,30 @@ static int sigpipe_client(struct pair *p, int fd) {
                 } else if (n < 0 && errno == ECONNRESET) {
                         resets++;
                 } else if (n < 0 && errno == EPIPE) {
+                        /* as TCP: the first send after the peer's FIN goes out (the
+                         * peer answers RST); EPIPE comes on a later one */
+                        CHECK(sent >= 1, "EPIPE on the first send after the peer's close (TCP takes it)");
                         CHECK(sigpipes == before + 1, "EPIPE with %d SIGPIPE (expected 1)", sigpipes - before);
                         before = sigpipes;
                         n = o->send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
                         CHECK(n < 0 && errno == EPIPE, "send(MSG_NOSIGNAL) to a closed peer: %zd %m", n);
                         CHECK(sigpipes == before, "SIGPIPE despite MSG_NOSIGNAL");
+                        /* the connection is in state CLOSE now (the peer's RST) */
+                        {
+                                struct sockaddr_storage ss;
+                                socklen_t sl = sizeof(ss);
+                                struct tcp_info ti;
+                                socklen_t tl = sizeof(ti);
+
+                                CHECK(o->getpeername(fd, (struct sockaddr *) &ss, &sl) < 0 && errno == ENOTCONN,
+                                      "getpeername after the reset: %m, want ENOTCONN");
+                                CHECK(o->shutdown(fd, SHUT_WR) < 0 && errno == ENOTCONN,
+                                      "shutdown after the reset: %m, want ENOTCONN");
+                                CHECK(o->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+                                              ti.tcpi_state == TCP_CLOSE,
+                                      "TCP_INFO state after the reset: %u, want CLOSE", ti.tcpi_state);
+                                CHECK(o->recv(fd, buf, sizeof(buf), 0) == 0, "recv after the reset: %m, want EOF");
+                        }
                         break;
                 } else {
                         o->close(fd);

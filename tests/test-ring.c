@@ -847,14 +847,33 @@ static void test_close_abort(void) {
         CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR twice");
         conn_close(&c);
 
-        /* orderly close, then send: EPIPE */
+        /* orderly close, then send: the first is taken (TCP sends it, the peer
+         * answers RST), the next ones fail with EPIPE; nothing reaches the ring */
         conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
         CHECK(smc_ring_close(&c.b) == false, "orderly close aborted");
+        CHECK(!smc_ring_tcp_closed(&c.a), "CLOSE before the send (TCP: CLOSE_WAIT)");
+        n = xsend(&c.a, "xyz", 3, 0, false);
+        CHECK(n == 3, "first send after the peer closed: %zd %s, want 3 as TCP", n, ERRSTR(n));
+        CHECK(smc_ring_tcp_closed(&c.a), "not CLOSE after the send (TCP: the peer's RST)");
+        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR after the dropped send");
         n = xsend(&c.a, "x", 1, 0, false);
-        CHECK(n == -EPIPE, "send after the peer closed: %zd %s", n, ERRSTR(n));
+        CHECK(n == -EPIPE, "second send after the peer closed: %zd %s", n, ERRSTR(n));
+        n = xsend(&c.a, "x", 1, MSG_MORE, true);
+        CHECK(n == -EPIPE, "third send after the peer closed: %zd %s", n, ERRSTR(n));
         CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "recv after the peer closed");
+        CHECK(smc_curs_count(c.a.tx_prod) == 0, "the dropped send moved the producer cursor");
         conn_close(&c);
-        printf("ok close: abort -> ECONNRESET once, closed -> EPIPE\n");
+
+        /* ... but not after our own shutdown(SHUT_WR): EPIPE at once, as TCP */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown");
+        CHECK(!smc_ring_tcp_closed(&c.a), "CLOSE after SHUT_WR alone (TCP: FIN_WAIT2)");
+        CHECK(smc_ring_close(&c.b) == false, "orderly close aborted");
+        CHECK(smc_ring_tcp_closed(&c.a), "not CLOSE after FINs both ways");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "send after SHUT_WR and the peer's close: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+        printf("ok close: abort -> ECONNRESET once, closed -> one send taken, then EPIPE\n");
 }
 
 struct blocked_op {
@@ -975,6 +994,9 @@ static void test_peer_death(void) {
                       ERRSTR(o.result));
                 n = xrecv(&c.a, buf, sizeof(buf), 0, false);
                 CHECK(n == 0, "recv after the EOF: %zd %s", n, ERRSTR(n));
+                /* its FIN: one send is taken (the peer's kernel answers RST), then EPIPE */
+                n = xsend(&c.a, buf, 1, 0, false);
+                CHECK(n == 1, "first send after the peer's death: %zd %s", n, ERRSTR(n));
                 n = xsend(&c.a, buf, 1, 0, false);
                 CHECK(n == -EPIPE, "send after the peer's death: %zd %s", n, ERRSTR(n));
                 conn_close(&c);
