@@ -2414,7 +2414,7 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 /* Data */
 
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)
-#define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC)
+#define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC)
 
 /* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
  * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
@@ -2488,7 +2488,9 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
         r = iov_total(iov, iovcnt);
         if (r <= 0)
                 return ret_errno_ssize(r);
-        r = smc_ring_recv(&s->ep, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL),
+        /* MSG_TRUNC: as tcp_recvmsg(), the bytes are dropped instead of copied (the
+         * buffer is not touched and may be NULL); the count says how many */
+        r = smc_ring_recv(&s->ep, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL | MSG_TRUNC),
                           atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT));
         return ret_errno_ssize(r);
 }

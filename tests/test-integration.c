@@ -21,7 +21,7 @@
  *                            per side), every byte checked; smcd's byte counters exact
  *   3 1000-concurrent-...    1000 connections open at once, each echoes, all closed;
  *                            conns_current and pool in_use back to 0
- *   4 socket-semantics-...   MSG_PEEK, MSG_WAITALL, EAGAIN, SHUT_WR/EOF, close keeps data,
+ *   4 socket-semantics-...   MSG_PEEK, MSG_TRUNC, MSG_WAITALL, EAGAIN, SHUT_WR/EOF, close keeps data,
  *                            ECONNRESET, EPIPE/SIGPIPE, nonblocking connect, ECONNREFUSED:
  *                            each run over libc TCP and over smc_*, same assertions
  *   5 no-smcd-tcp-fallback   no smcd / no dir / stale socket: TCP, NOSMCDDEV, 1 MiB ok
@@ -1113,6 +1113,43 @@ static int peek_client(struct pair *p, int fd) {
         return p->cops->close(fd) == 0 ? 0 : FAIL("close: %m");
 }
 
+/* MSG_TRUNC (tcp(7)): the bytes are dropped, not copied; the buffer may be NULL */
+static int trunc_server(struct pair *p, int fd) {
+        const struct sock_ops *o = p->sops;
+        char buf[64] = { 0 };
+        ssize_t n;
+        uint64_t t;
+
+        CHECK(o->recv(fd, NULL, 4, MSG_TRUNC | MSG_DONTWAIT) < 0 && errno == EAGAIN,
+              "MSG_TRUNC on an empty socket: expected EAGAIN, got %m");
+        CHECK(chan_put(p->s2c[1], 1) == 0, "side channel");
+        t = now_ns();
+        do {
+                n = o->recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+        } while ((n >= 0 || errno == EAGAIN) && n < 11 && now_ns() - t < 2000000000ull);
+        CHECK(n == 11, "peek 11: %zd %m", n);
+        n = o->recv(fd, NULL, 3, MSG_TRUNC | MSG_PEEK);
+        CHECK(n == 3, "MSG_TRUNC|MSG_PEEK 3: %zd %m", n);
+        n = o->recv(fd, NULL, 6, MSG_TRUNC);
+        CHECK(n == 6, "MSG_TRUNC 6 into NULL: %zd %m", n);
+        memset(buf, '#', sizeof(buf));
+        n = o->recv(fd, buf, 2, MSG_TRUNC);
+        CHECK(n == 2 && buf[0] == '#' && buf[1] == '#', "MSG_TRUNC 2 touched the buffer or failed: %zd %m", n);
+        n = o->recv(fd, buf, sizeof(buf), 0);
+        CHECK(n == 3 && memcmp(buf, "rld", 3) == 0, "recv after MSG_TRUNC: %zd '%.3s' %m", n, buf);
+        n = o->recv(fd, NULL, 100, MSG_TRUNC);
+        CHECK(n == 0, "MSG_TRUNC at EOF: %zd %m", n);
+        return o->close(fd) == 0 ? 0 : FAIL("close: %m");
+}
+
+static int trunc_client(struct pair *p, int fd) {
+        uint64_t v;
+
+        CHECK(chan_get(p->s2c[0], &v, 10000) == 0, "side channel");
+        CHECK(p->cops->send(fd, "hello world", 11, MSG_NOSIGNAL) == 11, "send: %m");
+        return p->cops->close(fd) == 0 ? 0 : FAIL("close: %m");
+}
+
 /* MSG_WAITALL: assembles slow pieces, spans more than a ring, stops at EOF */
 static int waitall_server(struct pair *p, int fd) {
         const struct sock_ops *o = p->sops;
@@ -1638,6 +1675,7 @@ struct semantic {
 static int case_semantics(struct ctx *c) {
         static const struct semantic tests[] = {
                 { "MSG_PEEK", peek_server, peek_client, false, NULL },
+                { "MSG_TRUNC", trunc_server, trunc_client, false, NULL },
                 { "MSG_WAITALL", waitall_server, waitall_client, false, NULL },
                 { "nonblocking EAGAIN", eagain_server, eagain_client, false, NULL },
                 { "shutdown(SHUT_WR) then EOF", shutwr_server, shutwr_client, false, NULL },
