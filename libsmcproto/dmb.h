@@ -115,6 +115,10 @@
 #define SMC_DMB_READER_LINGER_RESET 0x02u
 /* prod_flags: producer flags as in the CDC (wire spec 4.1) */
 #define SMC_DMB_PROD_WRITE_BLOCKED 0x80u
+/* prod_flags, library-private (a bit the CDC reserves, never sent: smcr-wire.c masks
+ * it): a writer took the one send TCP accepts after the reader's orderly close
+ * (ring.c tx_take_send_after_fin); shared by every process that holds the socket */
+#define SMC_DMB_PROD_SENT_AFTER_CLOSE 0x01u
 
 struct smc_dmb_hdr {
         /* cache line 0: written by the writer (the peer), read by the owner */

@@ -506,17 +506,18 @@ static int tx_check(struct smc_ring_ep *ep) {
  * kept-alive connection) must not be killed by SIGPIPE on that write. So the first
  * send after the peer closed is taken whole and dropped (its bytes had nowhere to go
  * over TCP either), once per endpoint; never after an abort (ECONNRESET), nor after
- * our own shutdown(SHUT_WR). True if this send is that one. tx_lock held. */
+ * our own shutdown(SHUT_WR). Once per connection, also when processes share it (the
+ * flag is in the peer's DMB header). True if this send is that one. tx_lock held. */
 static bool tx_take_send_after_fin(struct smc_ring_ep *ep) {
         uint32_t f;
 
-        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || ep->fin_send_taken)
+        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
                 return false;
         f = peer_flags(ep);
         if (!(f & SMC_DMB_CONN_CLOSED) || (f & SMC_DMB_CONN_ABORT))
                 return false;
-        __atomic_store_n(&ep->fin_send_taken, true, __ATOMIC_RELAXED); /* smc_ring_tcp_closed() */
-        return true;
+        return !(atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_SENT_AFTER_CLOSE) &
+                 SMC_DMB_PROD_SENT_AFTER_CLOSE);
 }
 
 /* A syscall towards the peer failed with EPIPE/ECONNRESET. */
@@ -1706,7 +1707,7 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
 
         if (peer_flags(ep) & SMC_DMB_CONN_ABORT)
                 return true;
-        if (__atomic_load_n(&ep->fin_send_taken, __ATOMIC_RELAXED))
+        if (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
                 return true;
         return (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)) &&
                __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);

@@ -61,8 +61,6 @@ struct smc_ring_ep {
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
-        bool fin_send_taken;  /* the one send TCP accepts after the peer's orderly close
-                               * was taken (tx_take_send_after_fin) */
         bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
                                * after smc_ring_init()); its death is an abort */
         bool shared;          /* other processes may write this connection too (fork,

@@ -13,6 +13,9 @@
 #     client reads the three parts in that order.
 #  5. The connecting side forks: the child sends, the parent waits and closes its
 #     copy after the child exited; the server gets the child's bytes, then EOF.
+#  8. After the peer's orderly close, one send is taken (TCP sends it, the peer answers
+#     RST) and later ones fail with EPIPE, whichever process sends: the child's send
+#     succeeds, the parent's next one fails.
 #  7. Writers at the same time: three processes (the parent and two children) send
 #     small records (90 bytes, one sendall each; one writer with nonblocking sends and
 #     select) and 64 KiB blocks concurrently; the reader gets every byte, every small
@@ -197,6 +200,37 @@ def case_write_in_turn():
     return data == b"A" * n + b"B" * n + b"C" * n and reap(srv) == 0, "write-in-turn"
 
 
+def case_send_after_peer_close():
+    ls, addr = listener()
+    s = socket.create_connection(addr)
+    c, _ = ls.accept()
+    ls.close()
+    c.close()  # the peer's FIN
+    if s.recv(1) != b"":
+        return False, "send-after-peer-close"
+    ch = os.fork()
+    if ch == 0:
+        try:
+            ok = s.send(b"taken") == 5
+        except OSError:
+            ok = False
+        os._exit(0 if ok else 1)
+    rc = reap(ch)
+    time.sleep(0.05)  # TCP: the peer's RST comes back
+    try:
+        s.send(b"x")
+        second = "sent"
+    except BrokenPipeError:
+        second = "EPIPE"
+    except OSError as e:
+        second = str(e)
+    s.close()
+    if rc != 0 or second != "EPIPE":
+        print("send after the peer's close: child's send %s, parent's %s (want ok, EPIPE)" %
+              ("ok" if rc == 0 else "failed", second), file=sys.stderr)
+    return rc == 0 and second == "EPIPE", "send-after-peer-close"
+
+
 def case_concurrent_writers():
     n, blocks, rec = 20000, 8, 90
     ls, addr = listener()
@@ -248,7 +282,7 @@ def case_concurrent_writers():
 
 def main():
     results = [case_write_in_turn(), case_concurrent_writers(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
-               case_child_closes_parent_exits(), case_client_forks()]
+               case_child_closes_parent_exits(), case_client_forks(), case_send_after_peer_close()]
     bad = [name for ok, name in results if not ok]
     print("%d fork cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
