@@ -496,6 +496,10 @@ static int tx_check(struct smc_ring_ep *ep) {
                 return -ECONNRESET; /* taken (reported once) by smc_ring_send() */
         if (f & SMC_DMB_CONN_CLOSED)
                 return -EPIPE;
+        /* the peer "reset" the connection after the send it got with both directions
+         * shut (tx_take_send_after_fin) */
+        if (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
+                return -EPIPE;
         return 0;
 }
 
@@ -507,17 +511,29 @@ static int tx_check(struct smc_ring_ep *ep) {
  * send after the peer closed is taken whole and dropped (its bytes had nowhere to go
  * over TCP either), once per endpoint; never after an abort (ECONNRESET), nor after
  * our own shutdown(SHUT_WR). Once per connection, also when processes share it (the
- * flag is in the peer's DMB header). True if this send is that one. tx_lock held. */
+ * flag is in the peer's DMB header). The same holds for a peer that shut down both
+ * directions but still holds the socket (TCP: data reaching a socket in FIN_WAIT with
+ * its receive side shut is answered with RST, tcp_rcv_state_process()); that peer
+ * then gets the reset too (our ABORT flag: ECONNRESET once, state CLOSE). True if
+ * this send is that one. tx_lock held. */
 static bool tx_take_send_after_fin(struct smc_ring_ep *ep) {
         uint32_t f;
+        bool shut_both;
 
         if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
                 return false;
         f = peer_flags(ep);
-        if (!(f & SMC_DMB_CONN_CLOSED) || (f & SMC_DMB_CONN_ABORT))
+        if (f & SMC_DMB_CONN_ABORT)
                 return false;
-        return !(atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_SENT_AFTER_CLOSE) &
-                 SMC_DMB_PROD_SENT_AFTER_CLOSE);
+        shut_both = (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire) & SMC_DMB_READER_SHUT_RD) &&
+                    (atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) & SMC_DMB_CONN_DONE_WRITING);
+        if (!(f & SMC_DMB_CONN_CLOSED) && !shut_both)
+                return false;
+        if (atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_SENT_AFTER_CLOSE) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
+                return false;
+        if (!(f & SMC_DMB_CONN_CLOSED))
+                atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_ABORT); /* the peer's RST */
+        return true;
 }
 
 /* A syscall towards the peer failed with EPIPE/ECONNRESET. */
@@ -976,7 +992,9 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
-        if (r == -EPIPE && total > 0 && !sendfile && tx_take_send_after_fin(ep)) {
+        if ((r == -EPIPE || (r == 0 && (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) &
+                                        SMC_DMB_READER_SHUT_RD))) &&
+            total > 0 && !sendfile && tx_take_send_after_fin(ep)) {
                 /* (tx_take_send_after_fin) */
                 sent = total;
                 r = 0;

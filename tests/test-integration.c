@@ -1578,6 +1578,45 @@ static int sigpipe_client(struct pair *p, int fd) {
         return 0;
 }
 
+/* A peer that shut down both directions but keeps the socket: the first send to it is
+ * taken, it answers with a reset (TCP: tcp_rcv_state_process() in FIN_WAIT with the
+ * receive side shut), later sends fail with EPIPE; the peer sees ECONNRESET */
+static int shutboth_server(struct pair *p, int fd) {
+        const struct sock_ops *o = p->sops;
+        uint64_t v;
+        int err = 0;
+        socklen_t el = sizeof(err);
+        char b;
+
+        CHECK(o->shutdown(fd, SHUT_RDWR) == 0, "shutdown(SHUT_RDWR): %m");
+        CHECK(chan_put(p->s2c[1], 1) == 0, "side channel");
+        CHECK(chan_get(p->c2s[0], &v, 10000) == 0, "side channel");
+        CHECK(o->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == ECONNRESET,
+              "SO_ERROR after the client's send: %d, want ECONNRESET", err);
+        CHECK(o->recv(fd, &b, 1, MSG_DONTWAIT) == 0, "recv after the reset: %m, want 0");
+        CHECK(o->send(fd, &b, 1, MSG_NOSIGNAL) < 0 && errno == EPIPE, "send after the reset: %m, want EPIPE");
+        return o->close(fd) == 0 ? 0 : FAIL("close: %m");
+}
+
+static int shutboth_client(struct pair *p, int fd) {
+        const struct sock_ops *o = p->cops;
+        uint64_t v, t0;
+        ssize_t n;
+        char b;
+
+        CHECK(chan_get(p->s2c[0], &v, 10000) == 0, "side channel");
+        CHECK(o->recv(fd, &b, 1, 0) == 0, "EOF after the server's SHUT_RDWR: %m");
+        CHECK(o->send(fd, "ab", 2, MSG_NOSIGNAL) == 2, "first send to a peer that shut both ways: %m");
+        t0 = now_ns();
+        do {
+                sleep_ms(5);
+                n = o->send(fd, "c", 1, MSG_NOSIGNAL);
+        } while (n == 1 && now_ns() - t0 < 2000000000ull);
+        CHECK(n < 0 && errno == EPIPE, "later send to a peer that shut both ways: %zd %m, want EPIPE", n);
+        CHECK(chan_put(p->c2s[1], 1) == 0, "side channel");
+        return o->close(fd) == 0 ? 0 : FAIL("close: %m");
+}
+
 /* connect to a port with no listener: ECONNREFUSED, blocking and nonblocking */
 static int refused_body(void *arg) {
         const struct sock_ops *o = arg;
@@ -1682,6 +1721,7 @@ static int case_semantics(struct ctx *c) {
                 { "close by the writer keeps its data", closeeof_server, closeeof_client, false, NULL },
                 { "close with unread data -> ECONNRESET", reset_server, reset_client, false, NULL },
                 { "EPIPE and SIGPIPE", sigpipe_server, sigpipe_client, false, NULL },
+                { "send to a peer that shut both ways", shutboth_server, shutboth_client, false, NULL },
                 { "nonblocking connect", nbconnect_server, nbconnect_client, true, NULL },
                 { "ECONNREFUSED", NULL, NULL, false, refused_body },
         };

@@ -873,6 +873,30 @@ static void test_close_abort(void) {
         n = xsend(&c.a, "x", 1, 0, false);
         CHECK(n == -EPIPE, "send after SHUT_WR and the peer's close: %zd %s", n, ERRSTR(n));
         conn_close(&c);
+        /* a peer that shut both directions but holds the socket: as TCP (RST from a
+         * socket in FIN_WAIT with its receive side shut), the first send is taken,
+         * the peer gets the reset, later sends fail */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_shutdown(&c.b, SHUT_RDWR) == 0, "shutdown(SHUT_RDWR)");
+        CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "EOF after the peer's SHUT_RDWR");
+        n = xsend(&c.a, "xy", 2, 0, false);
+        CHECK(n == 2, "first send to a peer that shut both ways: %zd %s", n, ERRSTR(n));
+        CHECK(smc_ring_tcp_closed(&c.a) && smc_ring_tcp_closed(&c.b), "not CLOSE on both sides after the reset");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "second send to a peer that shut both ways: %zd %s", n, ERRSTR(n));
+        CHECK(smc_ring_error(&c.b) == ECONNRESET, "the peer's SO_ERROR after the reset");
+        n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+        CHECK(n == 0, "the peer's recv after the reset: %zd %s (nothing was queued)", n, ERRSTR(n));
+        CHECK(smc_curs_count(c.a.tx_prod) == 0, "the dropped send moved the producer cursor");
+        conn_close(&c);
+
+        /* ... but only SHUT_RD: data goes on to be queued, as Linux TCP does */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_shutdown(&c.b, SHUT_RD) == 0, "shutdown(SHUT_RD)");
+        CHECK(xsend(&c.a, "xy", 2, 0, false) == 2, "send to a peer that shut reading");
+        CHECK(xsend(&c.a, "z", 1, 0, false) == 1, "second send to a peer that shut reading");
+        CHECK(!smc_ring_tcp_closed(&c.a), "CLOSE after the peer's SHUT_RD alone");
+        conn_close(&c);
         printf("ok close: abort -> ECONNRESET once, closed -> one send taken, then EPIPE\n");
 }
 
