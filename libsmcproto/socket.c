@@ -393,17 +393,23 @@ static void sock_remove(struct smc_sock *s) {
  * SA_RESTART (signal(7)), or fail with EINTR. The library waits in poll(2), which
  * the kernel never restarts, and cannot tell which signal came: it restarts when every
  * signal that has a handler has SA_RESTART (the usual case: all or none), else
- * reports EINTR (fault signals, which cannot interrupt a call, do not count). A send
- * with SO_SNDTIMEO set is never restarted, as the kernel's. Costs one sigaction(2) per
- * signal number, only after an EINTR. */
+ * reports EINTR (fault signals, which cannot interrupt a call, do not count, nor do
+ * signals the calling thread blocks: they cannot have come). A send with SO_SNDTIMEO
+ * set is never restarted, as the kernel's. Costs one sigaction(2) per signal number,
+ * only after an EINTR. */
 static bool restart_after_signal(void) {
+        sigset_t blocked;
+
+        if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
+                sigemptyset(&blocked);
         for (int sig = 1; sig < NSIG; sig++) {
                 struct sigaction sa;
 
                 /* fault signals are synchronous (a crash handler, ASan's): they do
                  * not interrupt a system call */
                 if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
-                    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || sigaction(sig, NULL, &sa) < 0)
+                    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || sigismember(&blocked, sig) == 1 ||
+                    sigaction(sig, NULL, &sa) < 0)
                         continue;
                 if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
                         continue;
