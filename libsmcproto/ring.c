@@ -802,6 +802,11 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                 ring_idle();
                 if (nonblock)
                         return -EAGAIN;
+                /* O_NONBLOCK is shared by the copies of X (an open file's flag): a
+                 * copy in another process may have set it since the caller looked */
+                if (ep->x_mode_is_app && __atomic_load_n(&ep->shared, __ATOMIC_RELAXED) &&
+                    (sys_fcntl(ep->x, F_GETFL, 0) & O_NONBLOCK))
+                        return -EAGAIN;
                 ms = tx_deadline_poll_ms(dl);
                 if (ms < 0)
                         return -EAGAIN; /* SO_SNDTIMEO passed: EAGAIN, as TCP */
@@ -1468,8 +1473,17 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                 x_eof = true;
                         else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
                                  (sys_fcntl(ep->x, F_GETFL, 0) & O_NONBLOCK)) {
-                                /* X is nonblocking although this call blocks: wait in poll */
+                                /* X is nonblocking although this call blocks: the
+                                 * application's mode, changed through another copy of
+                                 * the socket (its open file's flag): EAGAIN as TCP;
+                                 * else wait in poll */
                                 struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
+
+                                if (ep->x_mode_is_app) {
+                                        if (got == 0)
+                                                r = -EAGAIN;
+                                        break;
+                                }
 
                                 if (sys_poll(&p, 1, -1) < 0 && errno != EINTR) {
                                         if (got == 0)

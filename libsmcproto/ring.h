@@ -61,6 +61,10 @@ struct smc_ring_ep {
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
+        bool x_mode_is_app;   /* X's O_NONBLOCK is the application's socket mode (set by
+                               * the caller after smc_ring_init()): a call asked to block
+                               * returns -EAGAIN instead of sleeping when another copy
+                               * of the socket (dup, fork) made it nonblocking */
         bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
                                * after smc_ring_init()); its death is an abort */
         bool shared;          /* other processes may write this connection too (fork,

@@ -1487,6 +1487,27 @@ static inline void conn_note_shared(struct smc_sock *s) {
                 smc_ring_set_shared(&s->ep);
 }
 
+/* O_NONBLOCK is a flag of the open file, which the copies of a socket made by dup()
+ * and fork() share: a copy's cached mode (s->nonblock) can be stale once another copy
+ * changed it. The kernel's flag on X is the truth (the library sets it with every mode
+ * change). After a call the cache made nonblocking ended with -EAGAIN: if the socket
+ * may have copies and the file is blocking now, cache that and return true (block
+ * instead). After a call asked to block ended with -EAGAIN (the ring found X
+ * nonblocking, or a timeout): refresh the cache. */
+static bool mode_turned_blocking(struct smc_sock *s, bool was_nonblock, int flags) {
+        int fl;
+
+        if (flags & MSG_DONTWAIT)
+                return false;
+        if (was_nonblock && s->conn_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+                return false; /* no copies: every mode change came through s */
+        fl = sys_fcntl(s->fd, F_GETFL, 0);
+        if (fl < 0)
+                return false;
+        atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);
+        return was_nonblock && !(fl & O_NONBLOCK);
+}
+
 bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
@@ -1869,6 +1890,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 sock_release(s);
                 goto abort;
         }
+        s->ep.x_mode_is_app = true;
         smc_ring_track_dirty(&s->ep);
         ep_tune(&s->ep, &m);
         opt_inherit(s, l); /* the listener's options, as an accepted TCP socket has them */
@@ -2039,6 +2061,14 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                                                               memory_order_relaxed);
                                 return ret_errno(r);
                         }
+                }
+                /* O_NONBLOCK is the open file's: a copy made by fork() or dup() may
+                 * have changed it (the library sets it on the listener's fd) */
+                if (s->listen_fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed)) {
+                        int fl = sys_fcntl(s->fd, F_GETFL, 0);
+
+                        if (fl >= 0)
+                                atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);
                 }
                 if (atomic_load(&s->nonblock)) {
                         errno = EAGAIN;
@@ -2297,6 +2327,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 ctl_close_conn(reply.conn.conn_id, true, 0);
                 return r;
         }
+        s->ep.x_mode_is_app = true;
         smc_ring_track_dirty(&s->ep);
         ep_tune(&s->ep, &reply);
         if (s->cork)
@@ -2470,11 +2501,12 @@ static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt
         for (;;) {
                 struct timeval tv = {};
                 socklen_t tl = sizeof(tv);
+                bool nb = atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 
-                r = smc_ring_send_timeo(&s->ep, iov, iovcnt, flags & MSG_MORE,
-                                        atomic_load_explicit(&s->nonblock, memory_order_relaxed) ||
-                                                (flags & MSG_DONTWAIT),
+                r = smc_ring_send_timeo(&s->ep, iov, iovcnt, flags & MSG_MORE, nb || (flags & MSG_DONTWAIT),
                                         timeo_fd);
+                if (r == -EAGAIN && mode_turned_blocking(s, nb, flags))
+                        continue; /* another copy made the socket blocking */
                 if (r != -EINTR || !restart_after_signal())
                         break;
                 if (timeo_fd >= 0 && sys_getsockopt(timeo_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
@@ -2496,8 +2528,14 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
                 return ret_errno_ssize(r);
         /* MSG_TRUNC: as tcp_recvmsg(), the bytes are dropped instead of copied (the
          * buffer is not touched and may be NULL); the count says how many */
-        r = smc_ring_recv(&s->ep, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL | MSG_TRUNC),
-                          atomic_load_explicit(&s->nonblock, memory_order_relaxed) || (flags & MSG_DONTWAIT));
+        for (;;) {
+                bool nb = atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+
+                r = smc_ring_recv(&s->ep, iov, iovcnt, flags & (MSG_PEEK | MSG_WAITALL | MSG_TRUNC),
+                                  nb || (flags & MSG_DONTWAIT));
+                if (r != -EAGAIN || !mode_turned_blocking(s, nb, flags))
+                        break; /* (else another copy made the socket blocking) */
+        }
         return ret_errno_ssize(r);
 }
 
@@ -2648,8 +2686,13 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         if (timeo_fd < 0)
                 timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
         conn_note_shared(s);
-        r = smc_ring_sendfile(&s->ep, in_fd, offset, count, 0,
-                              atomic_load_explicit(&s->nonblock, memory_order_relaxed), timeo_fd);
+        for (;;) {
+                bool nb = atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+
+                r = smc_ring_sendfile(&s->ep, in_fd, offset, count, 0, nb, timeo_fd);
+                if (r != -EAGAIN || !mode_turned_blocking(s, nb, 0))
+                        break; /* (else another copy made the socket blocking) */
+        }
         if (r == -EPIPE)
                 raise_sigpipe();
         return ret_errno_ssize(r);
@@ -3011,6 +3054,8 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
         tx_prod = __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED);
         unread = smc_curs_diff(ep->tx_size, tx_cons, tx_pub); /* sent, not yet taken by the peer */
         unpub = smc_curs_diff(ep->tx_size, tx_pub, tx_prod);  /* held back by cork */
+        if (ti->tcpi_state == TCPI_STATE_CLOSE)
+                unread = unpub = 0; /* as TCP's reset purges its write queue */
         readable = smc_ring_readable(ep);
         sent = atomic_load_explicit(&ep->tx_hdr->prod_bytes, memory_order_relaxed);
         tx_msgs = atomic_load_explicit(&ep->tx_hdr->prod_msgs, memory_order_relaxed);
@@ -3650,6 +3695,8 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                         return ret_errno(-EFAULT);
                 if (req == FIONREAD)
                         v = (int) smc_ring_readable(&s->ep);
+                else if (smc_ring_tcp_closed(&s->ep))
+                        v = 0; /* state CLOSE: as TCP's reset purges its write queue */
                 else
                         v = (int) smc_curs_diff(s->ep.tx_size,
                                                 req == SIOCOUTQ ? atomic_load(&s->ep.tx_hdr->cons)
@@ -4366,6 +4413,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 sock_release(s);
                 return r;
         }
+        s->ep.x_mode_is_app = true;
         ep_tune(&s->ep, &reply);
         /* the local state of the ring that lives in no DMB header: doorbell bytes the
          * old image owed, and bytes it had copied into the peer's ring but not

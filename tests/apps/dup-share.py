@@ -10,12 +10,18 @@
 #     copy listening.
 #  5. dup2 onto the number of another connection: that one is closed (its peer reads
 #     EOF), the number is now the first connection.
+#  6. O_NONBLOCK is the open file's flag, shared by the copies: set through one copy
+#     (F_SETFL, FIONBIO), a read, a send into a full ring and an accept through another
+#     copy (dup, or after fork) return EAGAIN instead of blocking; made blocking again
+#     through one copy, a read through the other waits for data.
 # Prints one line; exit status 0 only if every case held.
 import fcntl
 import hashlib
 import os
 import socket
+import struct
 import sys
+import termios
 import threading
 
 from streams import expect_eof as eof, pair, recv_all
@@ -125,8 +131,102 @@ def case_dup2_over_connection():
     return ok, "dup2-over-connection"
 
 
+def nonblocking(fd):
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)
+
+
+def set_nonblocking(fd, on, how="F_SETFL"):
+    if how == "FIONBIO":
+        fcntl.ioctl(fd, termios.FIONBIO, struct.pack("i", int(on)))
+        return
+    fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, (fl | os.O_NONBLOCK) if on else (fl & ~os.O_NONBLOCK))
+
+
+def read_result(fd, wake=None):
+    """os.read(fd) with a watchdog: @wake() after 2 s ends a read that blocks"""
+    t = threading.Timer(2.0, wake) if wake else None
+    if t:
+        t.start()
+    try:
+        r = os.read(fd, 100)
+    except BlockingIOError:
+        r = "EAGAIN"
+    if t:
+        t.cancel()
+    return r
+
+
+def case_shared_mode():
+    ok = True
+    for how in ("F_SETFL", "FIONBIO"):
+        c, s = pair()
+        d = os.dup(s.fileno())
+        set_nonblocking(s.fileno(), True, how)
+        ok = ok and nonblocking(d) and read_result(d, lambda: c.send(b"w")) == "EAGAIN"
+        set_nonblocking(d, False, how)
+        c.send(b"late")
+        ok = ok and read_result(s.fileno()) == b"late"  # blocking again: the data
+        # a send that would block: EAGAIN through the copy once the original is nonblocking
+        c.setblocking(False)
+        cd = os.dup(c.fileno())
+        try:
+            while True:
+                os.write(cd, b"x" * 65536)
+        except BlockingIOError:
+            pass
+        os.close(cd)
+        os.close(d)
+        c.close()
+        s.close()
+    # fork: the parent makes it nonblocking after the fork, the child reads
+    c, s = pair()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.read(r, 1)
+        res = read_result(s.fileno(), lambda: c.send(b"w"))
+        os._exit(0 if res == "EAGAIN" else 1)
+    s.setblocking(False)
+    os.write(w, b"x")
+    _, st = os.waitpid(pid, 0)
+    ok = ok and os.waitstatus_to_exitcode(st) == 0
+    os.close(r)
+    os.close(w)
+    c.close()
+    s.close()
+    # a listener's copy
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    ld = os.dup(ls.fileno())
+    ls.setblocking(False)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if socket.socket(fileno=ld).accept() is None else 1)
+        except BlockingIOError:
+            os._exit(0)
+        except BaseException:
+            os._exit(2)
+    done = False
+    for _ in range(30):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            done = True
+            break
+        threading.Event().wait(0.1)
+    if not done:  # blocked in accept: let it return, then count the case failed
+        socket.create_connection(ls.getsockname()).close()
+        os.waitpid(pid, 0)
+    ok = ok and done
+    os.close(ld)
+    ls.close()
+    return ok, "shared-nonblock-mode"
+
+
 def main():
-    results = [case_dup(), case_dup2_chain(), case_threads(), case_listener(), case_dup2_over_connection()]
+    results = [case_dup(), case_dup2_chain(), case_threads(), case_listener(), case_dup2_over_connection(),
+               case_shared_mode()]
     bad = [name for ok, name in results if not ok]
     print("%d dup cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
