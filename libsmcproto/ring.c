@@ -515,8 +515,9 @@ static int tx_check(struct smc_ring_ep *ep) {
  * directions but still holds the socket (TCP: data reaching a socket in FIN_WAIT with
  * its receive side shut is answered with RST, tcp_rcv_state_process()); that peer
  * then gets the reset too (our ABORT flag: ECONNRESET once, state CLOSE). True if
- * this send is that one. tx_lock held. */
-static bool tx_take_send_after_fin(struct smc_ring_ep *ep) {
+ * this send is that one (with @take false: would be, and nothing is taken: a zero-length
+ * send, which TCP answers with 0 there). tx_lock held. */
+static bool tx_take_send_after_fin(struct smc_ring_ep *ep, bool take) {
         uint32_t f;
         bool shut_both;
 
@@ -529,6 +530,9 @@ static bool tx_take_send_after_fin(struct smc_ring_ep *ep) {
                     (atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) & SMC_DMB_CONN_DONE_WRITING);
         if (!(f & SMC_DMB_CONN_CLOSED) && !shut_both)
                 return false;
+        if (!take)
+                return !(atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) &
+                         SMC_DMB_PROD_SENT_AFTER_CLOSE);
         if (atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_SENT_AFTER_CLOSE) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
                 return false;
         if (!(f & SMC_DMB_CONN_CLOSED))
@@ -999,7 +1003,7 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         r = tx_check(ep);
         if ((r == -EPIPE || (r == 0 && (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) &
                                         SMC_DMB_READER_SHUT_RD))) &&
-            total > 0 && !sendfile && tx_take_send_after_fin(ep)) {
+            !sendfile && tx_take_send_after_fin(ep, total > 0)) {
                 /* (tx_take_send_after_fin) */
                 sent = total;
                 r = 0;

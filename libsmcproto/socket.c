@@ -235,6 +235,8 @@ struct smc_sock {
         uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
                                     * with: its connections' conn_instance */
         uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
+        bool listen_shut;          /* shutdown(SHUT_RD) stopped it (listener_shutdown):
+                                    * never registered with smcd again */
         /* epoll sets the app added the listener to with EPOLLEXCLUSIVE: T and C sit in
          * them directly, with the app's events and data (smc_listener_epoll_ctl) */
         struct listen_xreg {
@@ -1787,7 +1789,8 @@ static void listen_reregister(struct smc_sock *l) {
         uint64_t now = now_ms();
         int chan;
 
-        if (l->chan >= 0 || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 || getpid() != l->listen_pid ||
+        if (l->chan >= 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
+            getpid() != l->listen_pid ||
             atomic_load(&fork_gen) != l->listen_fork_gen || geteuid() != l->listen_euid ||
             (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
                 return;
@@ -2450,8 +2453,13 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 /* ------------------------------------------------------------------------- */
 /* Data */
 
-#define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE)
-#define RECV_FLAGS (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC)
+/* MSG_EOR, MSG_CONFIRM and MSG_DONTROUTE change nothing a TCP program can see over
+ * loopback, and MSG_WAITFORONE nothing on a recv: accepted and ignored, as by TCP.
+ * MSG_ZEROCOPY is refused: a program that enabled SO_ZEROCOPY would wait for completion
+ * notifications that never come. */
+#define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM | MSG_DONTROUTE)
+#define RECV_FLAGS \
+        (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC | MSG_WAITFORONE)
 
 /* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
  * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
@@ -2491,8 +2499,8 @@ static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt
         if (flags & ~SEND_FLAGS)
                 return ret_errno_ssize(-EOPNOTSUPP);
         r = iov_total(iov, iovcnt);
-        if (r <= 0)
-                return ret_errno_ssize(r);
+        if (r < 0)
+                return ret_errno_ssize(r); /* (a zero-length send reports the state, as TCP's) */
         /* where smc_setsockopt() keeps SO_SNDTIMEO (as smc_sendfile) */
         timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
         if (timeo_fd < 0)
@@ -2521,6 +2529,8 @@ static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt
 static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt, int flags) {
         ssize_t r;
 
+        if (flags & MSG_ERRQUEUE)
+                return ret_errno_ssize(-EAGAIN); /* as TCP's empty error queue */
         if (flags & ~RECV_FLAGS)
                 return ret_errno_ssize(-EOPNOTSUPP);
         r = iov_total(iov, iovcnt);
@@ -2698,9 +2708,35 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         return ret_errno_ssize(r);
 }
 
-SMC_PUBLIC int smc_shutdown(int fd, int how) {
-        struct smc_sock *s = data_sock(fd, &fd);
+/* shutdown(2) of an SMC listener. As TCP's (inet_shutdown(): a listener shut for
+ * reading stops listening): its TCP socket T answers and stops listening, and when it
+ * did, the SMC side stops too: UNLISTEN (only the process that listened may; smcd then
+ * hangs up every copy of the accept channel), what was queued is reset, and the
+ * listener is never registered again. Connects are then refused, accept(2) fails with
+ * EINVAL (T's answer) and a thread blocked in accept wakes. */
+static int listener_shutdown(struct smc_sock *l, int how) {
+        int r;
 
+        pthread_mutex_lock(&l->lock);
+        r = sys_shutdown(l->hidden, how);
+        if (r == 0 && how != SHUT_WR && sock_state(l) == SOCK_LISTEN_SMC && l->chan >= 0) {
+                l->listen_shut = true;
+                if (getpid() == l->listen_pid && atomic_load(&fork_gen) == l->listen_fork_gen) {
+                        xreg_del(l, l->chan);
+                        (void) sys_epoll_ctl(l->fd, EPOLL_CTL_DEL, l->chan, NULL);
+                        listen_undo(l->listener_id, l->chan);
+                        l->chan = -1;
+                }
+        }
+        pthread_mutex_unlock(&l->lock);
+        return r;
+}
+
+SMC_PUBLIC int smc_shutdown(int fd, int how) {
+        struct smc_sock *l = sock_lookup(fd), *s = data_sock(fd, &fd);
+
+        if (!s && l && sock_state(l) == SOCK_LISTEN_SMC && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR))
+                return listener_shutdown(l, how);
         if (!s)
                 return sys_shutdown(fd, how);
         if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {

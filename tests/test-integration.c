@@ -2174,6 +2174,66 @@ static int addrinuse_body(void *arg) {
         return 0;
 }
 
+/* shutdown(SHUT_RDWR) of a listener stops it, as TCP's (inet_shutdown()): a thread
+ * blocked in accept wakes with EINVAL, a later connect is refused, and a connection
+ * queued before is reset. Over TCP and over smc_*, the same assertions. */
+struct lshut_arg {
+        const struct sock_ops *o;
+        int l, r, err;
+};
+
+static void *lshut_accept(void *p) {
+        struct lshut_arg *a = p;
+
+        a->r = a->o->accept(a->l, NULL, NULL);
+        a->err = errno;
+        return NULL;
+}
+
+static int lshut_body(void *arg) {
+        const struct sock_ops *o = arg;
+        struct lshut_arg a = { .o = o, .r = -2 };
+        struct sockaddr_storage ss;
+        struct pollfd p;
+        socklen_t len;
+        uint16_t port;
+        pthread_t t;
+        char b;
+        int c, q, l2;
+
+        /* a thread blocked in accept */
+        a.l = listen_on(o, "127.0.0.1", 0, 16, &port);
+        CHECK(a.l >= 0, "%s listener", o->name);
+        len = make_addr("127.0.0.1", port, &ss);
+        CHECK(pthread_create(&t, NULL, lshut_accept, &a) == 0, "pthread_create");
+        sleep_ms(100);
+        CHECK(o->shutdown(a.l, SHUT_RDWR) == 0, "%s shutdown of the listener: %m", o->name);
+        pthread_join(t, NULL);
+        CHECK(a.r < 0 && a.err == EINVAL, "%s accept blocked across the listener's shutdown: %d %s, want EINVAL",
+              o->name, a.r, strerror(a.err));
+        c = o->socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(c >= 0 && o->connect(c, (struct sockaddr *) &ss, len) < 0 && errno == ECONNREFUSED,
+              "%s connect after the listener's shutdown: %m, want ECONNREFUSED", o->name);
+        o->close(c);
+        CHECK(o->accept(a.l, NULL, NULL) < 0 && errno == EINVAL, "%s accept after shutdown: %m, want EINVAL", o->name);
+        o->close(a.l);
+
+        /* a connection queued, never accepted: reset by the shutdown */
+        l2 = listen_on(o, "127.0.0.1", 0, 16, &port);
+        CHECK(l2 >= 0, "%s listener", o->name);
+        len = make_addr("127.0.0.1", port, &ss);
+        q = o->socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(q >= 0 && o->connect(q, (struct sockaddr *) &ss, len) == 0, "%s queued connect: %m", o->name);
+        CHECK(o->shutdown(l2, SHUT_RD) == 0, "%s shutdown(SHUT_RD) of the listener: %m", o->name);
+        p = (struct pollfd) { .fd = q, .events = POLLIN };
+        CHECK(o->poll(&p, 1, 5000) == 1, "%s the queued connection was not woken", o->name);
+        CHECK(o->recv(q, &b, 1, 0) < 0 && errno == ECONNRESET, "%s recv on the queued connection: %m, want ECONNRESET",
+              o->name);
+        o->close(q);
+        o->close(l2);
+        return 0;
+}
+
 static int mixed_server(struct pair *p, int lfd) {
         struct sockaddr_storage peer, got;
         socklen_t l = sizeof(peer);
@@ -2249,6 +2309,9 @@ static int case_listen(struct ctx *c) {
         };
 
         CHECK(run_child(addrinuse_body, NULL, 30) == 0, "EADDRINUSE");
+        CHECK(run_child(lshut_body, (void *) &sock_ops_tcp, 30) == 0, "listener shutdown over TCP");
+        CHECK(run_child(lshut_body, (void *) &sock_ops_smc, 30) == 0, "listener shutdown over SMC");
+        fprintf(stderr, "# shutdown of a listener: blocked accept EINVAL, connect refused (TCP and SMC)\n");
         CHECK(pair_run(&mixed, mixed_server, mixed_client) == 0, "plain TCP and SMC clients on one SMC listener");
         fprintf(stderr, "# one SMC listener accepted a plain TCP client (mode TCP) and an SMC client (SMCD)\n");
         CHECK(pair_run(&plain, xfer_server, xfer_client) == 0, "SMC client to a plain TCP listener");
