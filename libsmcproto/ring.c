@@ -306,6 +306,14 @@ static uint32_t peer_flags(struct smc_ring_ep *ep) {
                atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire);
 }
 
+/* The peer shut down writing (its FIN) before it aborted: TCP then delivers the data
+ * and EOF, and reports the reset that follows as EPIPE, not ECONNRESET (tcp_reset() of
+ * a connection in CLOSE_WAIT). Python's socketserver does shutdown(SHUT_WR) then
+ * close() with a request body partly unread: curl must read the reply and its end. */
+static bool peer_fin_then_reset(struct smc_ring_ep *ep) {
+        return atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) & SMC_DMB_CONN_DONE_WRITING;
+}
+
 /* The peer vanished (EOF/EPIPE on one of our sockets to it) without telling us
  * through the flags: it died. Mark the abort in our own DMB as smcd does. */
 /* The peer's end of our doorbell pair closed without a close flag: its process exited
@@ -491,9 +499,14 @@ static int tx_check(struct smc_ring_ep *ep) {
 
         if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
                 return -EPIPE;
+        /* ... also through a copy in another process (fork): the flag is shared */
+        if (atomic_load_explicit(&ep->tx_hdr->conn_flags, memory_order_relaxed) & SMC_DMB_CONN_DONE_WRITING)
+                return -EPIPE;
         f = peer_flags(ep);
         if (f & SMC_DMB_CONN_ABORT)
-                return -ECONNRESET; /* taken (reported once) by smc_ring_send() */
+                /* taken (reported once) by smc_ring_send(); after the peer's FIN, TCP
+                 * reports the reset as EPIPE (tcp_reset() in CLOSE_WAIT) */
+                return peer_fin_then_reset(ep) ? -EPIPE : -ECONNRESET;
         if (f & SMC_DMB_CONN_CLOSED)
                 return -EPIPE;
         /* the peer "reset" the connection after the send it got with both directions
@@ -1178,8 +1191,24 @@ int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
 
         pthread_mutex_lock(&ep->tx_lock);
         ep->corked = on;
-        if (!on)
-                r = tx_publish(ep, true);
+        if (!on) {
+                /* TCP's uncork never fails: it pushes what was held, and a closed peer
+                 * answers with RST; the next send reports it. Held bytes for a peer
+                 * that closed, or shut down both ways, are that one taken send
+                 * (tx_take_send_after_fin): dropped, as over TCP. */
+                r = tx_check(ep);
+                if (ep->tx_unpub > 0 &&
+                    (r == -EPIPE || (r == 0 && (atomic_load_explicit(&ep->tx_hdr->reader_flags,
+                                                                      memory_order_relaxed) &
+                                                SMC_DMB_READER_SHUT_RD))) &&
+                    tx_take_send_after_fin(ep, true)) {
+                        __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
+                        ep->tx_unpub = 0;
+                        ep->tx_held = false;
+                } else if (r == 0)
+                        (void) tx_publish(ep, true); /* (a failure: the next send reports it) */
+                r = 0;
+        }
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
 }
@@ -1325,8 +1354,8 @@ static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
                 mark_peer_dead(ep);
                 f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
         }
-        if (f & SMC_DMB_CONN_ABORT)
-                return -ECONNRESET;
+        if ((f & SMC_DMB_CONN_ABORT) && !(f & SMC_DMB_CONN_DONE_WRITING))
+                return -ECONNRESET; /* (after a FIN: EOF, peer_fin_then_reset) */
         if (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
                 return 0;
         if (__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
@@ -1540,7 +1569,19 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
                 if (pthread_mutex_trylock(&ep->tx_lock) != 0)
                         return __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED) < 0 ? -ENOTCONN : 0;
         }
-        r = tx_shutdown_locked(ep);
+        {
+                /* a copy in another process may be sending: its bytes go before the
+                 * EOF or get EPIPE, never after it (their cross-process lock) */
+                bool shared = __atomic_load_n(&ep->shared, __ATOMIC_RELAXED);
+
+                if (shared) {
+                        tx_lock_shared(ep);
+                        tx_sync(ep);
+                }
+                r = tx_shutdown_locked(ep);
+                if (shared)
+                        tx_unlock_shared(ep);
+        }
         pthread_mutex_unlock(&ep->tx_lock);
         return r;
 }
@@ -1751,6 +1792,6 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
 
 int smc_ring_error(struct smc_ring_ep *ep) {
         if ((peer_flags(ep) & SMC_DMB_CONN_ABORT) && take_reset(ep))
-                return ECONNRESET;
+                return peer_fin_then_reset(ep) ? EPIPE : ECONNRESET;
         return 0;
 }

@@ -158,7 +158,9 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 /* Publish bytes held back by cork / MSG_MORE and ring the peer. Returns 0 or -errno. */
 int smc_ring_flush(struct smc_ring_ep *ep);
 
-/* TCP_CORK on/off; turning it off flushes. */
+/* TCP_CORK on/off; turning it off flushes. Returns 0, as TCP's setsockopt: a peer that
+ * is gone is reported by the next send (held bytes for a peer that closed count as the
+ * one send TCP takes after the peer's FIN: dropped). */
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on);
 
 /* Statistics for a sendfile(2) made of smc_ring_send() calls (smc_ring_sendfile()

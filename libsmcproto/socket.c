@@ -2745,6 +2745,7 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
         }
         if (smc_ring_tcp_closed(&s->ep))
                 return ret_errno(-ENOTCONN); /* as inet_shutdown() in state CLOSE */
+        conn_note_shared(s);
         return ret_errno(smc_ring_shutdown(&s->ep, how));
 }
 

@@ -1611,6 +1611,40 @@ static int shutboth_client(struct pair *p, int fd) {
         return o->close(fd) == 0 ? 0 : FAIL("close: %m");
 }
 
+/* The peer shuts down writing, then closes with our bytes unread (Python's
+ * socketserver): its FIN comes before its RST, so TCP delivers the reply and EOF, and
+ * reports the reset as EPIPE on a send, never ECONNRESET */
+static int finrst_server(struct pair *p, int fd) {
+        const struct sock_ops *o = p->sops;
+        uint64_t v;
+
+        CHECK(chan_get(p->c2s[0], &v, 10000) == 0, "side channel"); /* the client sent */
+        CHECK(o->send(fd, "reply", 5, MSG_NOSIGNAL) == 5, "send: %m");
+        CHECK(o->shutdown(fd, SHUT_WR) == 0, "shutdown(SHUT_WR): %m");
+        return o->close(fd) == 0 ? 0 : FAIL("close: %m"); /* "unsent" unread: RST */
+}
+
+static int finrst_client(struct pair *p, int fd) {
+        const struct sock_ops *o = p->cops;
+        char buf[16] = { 0 };
+        ssize_t n;
+        int err = 0;
+        socklen_t el = sizeof(err);
+
+        CHECK(o->send(fd, "unread", 6, MSG_NOSIGNAL) == 6, "send: %m");
+        CHECK(chan_put(p->c2s[1], 1) == 0, "side channel");
+        n = recv_all(o, fd, buf, 5);
+        CHECK(n == 5 && memcmp(buf, "reply", 5) == 0, "the reply before the peer's FIN: %zd %m", n);
+        sleep_ms(50); /* the RST after the FIN */
+        n = o->recv(fd, buf, sizeof(buf), 0);
+        CHECK(n == 0, "recv after the peer's FIN and RST: %zd %m, want EOF", n);
+        n = o->send(fd, "x", 1, MSG_NOSIGNAL);
+        CHECK(n < 0 && errno == EPIPE, "send after the peer's FIN and RST: %zd %m, want EPIPE", n);
+        CHECK(o->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err != ECONNRESET,
+              "SO_ERROR after the peer's FIN and RST: %d", err);
+        return o->close(fd) == 0 ? 0 : FAIL("close: %m");
+}
+
 /* connect to a port with no listener: ECONNREFUSED, blocking and nonblocking */
 static int refused_body(void *arg) {
         const struct sock_ops *o = arg;
@@ -1716,6 +1750,7 @@ static int case_semantics(struct ctx *c) {
                 { "close with unread data -> ECONNRESET", reset_server, reset_client, false, NULL },
                 { "EPIPE and SIGPIPE", sigpipe_server, sigpipe_client, false, NULL },
                 { "send to a peer that shut both ways", shutboth_server, shutboth_client, false, NULL },
+                { "FIN, then RST: EOF and EPIPE", finrst_server, finrst_client, false, NULL },
                 { "nonblocking connect", nbconnect_server, nbconnect_client, true, NULL },
                 { "ECONNREFUSED", NULL, NULL, false, refused_body },
         };

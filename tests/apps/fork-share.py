@@ -16,6 +16,10 @@
 #  8. After the peer's orderly close, one send is taken (TCP sends it, the peer answers
 #     RST) and later ones fail with EPIPE, whichever process sends: the child's send
 #     succeeds, the parent's next one fails.
+#  9. The parent shuts the connection down for writing: the child's later send fails
+#     with EPIPE and the peer reads the parent's bytes, then EOF, nothing after it.
+# 10. (no fork) Bytes held by TCP_CORK when the peer closes: uncorking succeeds, as
+#     TCP's; held bytes for a peer that shut down both ways reset it (ECONNRESET).
 #  7. Writers at the same time: three processes (the parent and two children) send
 #     small records (90 bytes, one sendall each; one writer with nonblocking sends and
 #     select) and 64 KiB blocks concurrently; the reader gets every byte, every small
@@ -231,6 +235,79 @@ def case_send_after_peer_close():
     return rc == 0 and second == "EPIPE", "send-after-peer-close"
 
 
+def case_shutdown_by_other_process():
+    ls, addr = listener()
+    a = socket.create_connection(addr)
+    b, _ = ls.accept()
+    ls.close()
+    r, w = os.pipe()
+    ch = os.fork()
+    if ch == 0:
+        os.read(r, 1)
+        try:
+            a.send(b"AFTER-EOF")
+            os._exit(1)
+        except BrokenPipeError:
+            os._exit(0)
+        except OSError:
+            os._exit(2)
+    a.send(b"before")
+    a.shutdown(socket.SHUT_WR)
+    got = recv_all(b, 6)
+    eof1 = b.recv(100) == b""
+    os.write(w, b"g")
+    rc = reap(ch)
+    b.settimeout(0.3)
+    try:
+        after = b.recv(100)
+    except socket.timeout:
+        after = b"(timeout)"
+    for x in (a, b):
+        x.close()
+    os.close(r)
+    os.close(w)
+    ok = got == b"before" and eof1 and rc == 0 and after == b""
+    if not ok:
+        print("shutdown by the other process: peer got %r eof %s, child rc %d, then %r" % (got, eof1, rc, after),
+              file=sys.stderr)
+    return ok, "shutdown-by-other-process"
+
+
+def case_uncork_after_peer_close():
+    ls, addr = listener()
+    a = socket.create_connection(addr)
+    b, _ = ls.accept()
+    a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    a.send(b"c" * 100)
+    b.close()
+    time.sleep(0.05)
+    try:
+        a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        uncork = "ok"
+    except OSError as e:
+        uncork = e.strerror
+    a.close()
+    a = socket.create_connection(addr)
+    b, _ = ls.accept()
+    ls.close()
+    a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    a.send(b"c" * 100)
+    b.shutdown(socket.SHUT_RDWR)
+    time.sleep(0.05)
+    a.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+    time.sleep(0.05)
+    try:
+        peer = b.recv(1000)
+    except ConnectionResetError:
+        peer = "ECONNRESET"
+    a.close()
+    b.close()
+    ok = uncork == "ok" and peer == "ECONNRESET"
+    if not ok:
+        print("uncork after the peer's close: %s; peer after SHUT_RDWR: %r" % (uncork, peer), file=sys.stderr)
+    return ok, "uncork-after-peer-close"
+
+
 def case_concurrent_writers():
     n, blocks, rec = 20000, 8, 90
     ls, addr = listener()
@@ -282,7 +359,8 @@ def case_concurrent_writers():
 
 def main():
     results = [case_write_in_turn(), case_concurrent_writers(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
-               case_child_closes_parent_exits(), case_client_forks(), case_send_after_peer_close()]
+               case_child_closes_parent_exits(), case_client_forks(), case_send_after_peer_close(),
+               case_shutdown_by_other_process(), case_uncork_after_peer_close()]
     bad = [name for ok, name in results if not ok]
     print("%d fork cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
