@@ -522,9 +522,9 @@ static int tx_check(struct smc_ring_ep *ep) {
  * writes and then reads to learn that the server hung up (an HTTP client reusing a
  * kept-alive connection) must not be killed by SIGPIPE on that write. So the first
  * send after the peer closed is taken whole and dropped (its bytes had nowhere to go
- * over TCP either), once per endpoint; never after an abort (ECONNRESET), nor after
- * our own shutdown(SHUT_WR). Once per connection, also when processes share it (the
- * flag is in the peer's DMB header). The same holds for a peer that shut down both
+ * over TCP either); never after an abort (ECONNRESET), nor after our own
+ * shutdown(SHUT_WR). Once per connection, also when processes share it (the flag is in
+ * the peer's DMB header). The same holds for a peer that shut down both
  * directions but still holds the socket (TCP: data reaching a socket in FIN_WAIT with
  * its receive side shut is answered with RST, tcp_rcv_state_process()); that peer
  * then gets the reset too (our ABORT flag: ECONNRESET once, state CLOSE). True if
@@ -551,6 +551,15 @@ static bool tx_take_send_after_fin(struct smc_ring_ep *ep, bool take) {
         if (!(f & SMC_DMB_CONN_CLOSED))
                 atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_ABORT); /* the peer's RST */
         return true;
+}
+
+/* tx_take_send_after_fin() for a send that tx_check() answered with @r: only after
+ * EPIPE, or with the peer's receive side shut (one relaxed load otherwise). */
+static bool tx_send_after_close(struct smc_ring_ep *ep, int r, bool take) {
+        if (r != -EPIPE &&
+            (r != 0 || !(atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) & SMC_DMB_READER_SHUT_RD)))
+                return false;
+        return tx_take_send_after_fin(ep, take);
 }
 
 /* A syscall towards the peer failed with EPIPE/ECONNRESET. */
@@ -1014,9 +1023,7 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
-        if ((r == -EPIPE || (r == 0 && (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) &
-                                        SMC_DMB_READER_SHUT_RD))) &&
-            !sendfile && tx_take_send_after_fin(ep, total > 0)) {
+        if (!sendfile && tx_send_after_close(ep, r, total > 0)) {
                 /* (tx_take_send_after_fin) */
                 sent = total;
                 r = 0;
@@ -1197,11 +1204,7 @@ int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
                  * that closed, or shut down both ways, are that one taken send
                  * (tx_take_send_after_fin): dropped, as over TCP. */
                 r = tx_check(ep);
-                if (ep->tx_unpub > 0 &&
-                    (r == -EPIPE || (r == 0 && (atomic_load_explicit(&ep->tx_hdr->reader_flags,
-                                                                      memory_order_relaxed) &
-                                                SMC_DMB_READER_SHUT_RD))) &&
-                    tx_take_send_after_fin(ep, true)) {
+                if (ep->tx_unpub > 0 && tx_send_after_close(ep, r, true)) {
                         __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
                         ep->tx_unpub = 0;
                         ep->tx_held = false;
