@@ -2479,6 +2479,14 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
         return NULL;
 }
 
+/* One buffer's length as the kernel takes it (MAX_RW_COUNT, linux/fs.h): a longer one
+ * is cut, not refused (recv(fd, NULL, SIZE_MAX, MSG_TRUNC) drops what is there). */
+static size_t rw_count(size_t len) {
+        const size_t max = (size_t) INT_MAX & ~(size_t) 4095;
+
+        return len < max ? len : max;
+}
+
 static ssize_t iov_total(const struct iovec *iov, int iovcnt) {
         size_t t = 0;
 
@@ -2550,7 +2558,7 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
 }
 
 SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
-        struct iovec v = { .iov_base = (void *) buf, .iov_len = len };
+        struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
@@ -2559,7 +2567,7 @@ SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
 }
 
 SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
-        struct iovec v = { .iov_base = buf, .iov_len = len };
+        struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
@@ -2569,7 +2577,7 @@ SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
 
 SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                               socklen_t tolen) {
-        struct iovec v = { .iov_base = (void *) buf, .iov_len = len };
+        struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
@@ -2579,7 +2587,7 @@ SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, co
 
 SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                                 socklen_t *fromlen) {
-        struct iovec v = { .iov_base = buf, .iov_len = len };
+        struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
         ssize_t r;
 
@@ -2634,7 +2642,7 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
 }
 
 SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
-        struct iovec v = { .iov_base = buf, .iov_len = len };
+        struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
@@ -2643,7 +2651,7 @@ SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
 }
 
 SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
-        struct iovec v = { .iov_base = (void *) buf, .iov_len = len };
+        struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s)
