@@ -1023,15 +1023,24 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
+        hold = ep->corked || (flags & MSG_MORE);
+        if (!sendfile && total > 0 && hold && tx_send_after_close(ep, r, false)) {
+                /* held back, as TCP holds it: it goes with the next push, which is
+                 * the taken send */
+                ep->held_after_close = true;
+                sent = total;
+                r = 0;
+                goto out;
+        }
         if (!sendfile && tx_send_after_close(ep, r, total > 0)) {
                 /* (tx_take_send_after_fin) */
+                ep->held_after_close = false;
                 sent = total;
                 r = 0;
                 goto out;
         }
         if (r < 0 || total == 0)
                 goto out;
-        hold = ep->corked || (flags & MSG_MORE);
 
         while (sent < total) {
                 uint32_t space = tx_space(ep), n, pos, k, chunk, need = 1;
@@ -1204,7 +1213,8 @@ int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
                  * that closed, or shut down both ways, are that one taken send
                  * (tx_take_send_after_fin): dropped, as over TCP. */
                 r = tx_check(ep);
-                if (ep->tx_unpub > 0 && tx_send_after_close(ep, r, true)) {
+                if ((ep->tx_unpub > 0 || ep->held_after_close) && tx_send_after_close(ep, r, true)) {
+                        ep->held_after_close = false;
                         __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
                         ep->tx_unpub = 0;
                         ep->tx_held = false;

@@ -61,6 +61,9 @@ struct smc_ring_ep {
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
         bool reset_seen;      /* ECONNRESET already reported once */
+        bool held_after_close; /* a send held back (MSG_MORE, TCP_CORK) after the peer's
+                                * close was accepted: the next push is the taken send
+                                * (tx_send; tx_lock) */
         bool x_mode_is_app;   /* X's O_NONBLOCK is the application's socket mode (set by
                                * the caller after smc_ring_init()): a call asked to block
                                * returns -EAGAIN instead of sleeping when another copy

@@ -864,6 +864,19 @@ static void test_close_abort(void) {
         CHECK(smc_curs_count(c.a.tx_prod) == 0, "the dropped send moved the producer cursor");
         conn_close(&c);
 
+        /* a send held back (MSG_MORE) after the peer closed is accepted, as TCP holds
+         * it; the push after it is the taken send, then EPIPE */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_close(&c.b) == false, "orderly close aborted");
+        n = xsend(&c.a, "held", 4, MSG_MORE, false);
+        CHECK(n == 4, "MSG_MORE send after the peer closed: %zd %s, want 4 as TCP", n, ERRSTR(n));
+        CHECK(!smc_ring_tcp_closed(&c.a), "CLOSE after a held send (TCP: nothing went out yet)");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == 1, "the push after a held send: %zd %s, want 1 as TCP", n, ERRSTR(n));
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "send after the push: %zd %s", n, ERRSTR(n));
+        conn_close(&c);
+
         /* ... but not after our own shutdown(SHUT_WR): EPIPE at once, as TCP */
         conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
         CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown");
