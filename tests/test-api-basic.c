@@ -377,11 +377,16 @@ int main(int argc, char **argv) {
 
         stop_server(srv, report);
         {
+                /* what smcd left in its runtime directory (it was killed) */
+                static const char *const left[] = { "smcd.sock", "endpoints", "endpoints.tmp", "instance",
+                                                    "stats.json" };
                 char path[4096];
 
-                snprintf(path, sizeof(path), "%s/smcd.sock", dir);
-                unlink(path);
-                rmdir(dir);
+                for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+                        snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+                        unlink(path);
+                }
+                CHECK(rmdir(dir) == 0, "rmdir %s: %m", dir);
         }
         printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
         return failures ? 1 : 0;
