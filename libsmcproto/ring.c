@@ -1024,17 +1024,11 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         tx_sync(ep);
         r = tx_check(ep);
         hold = ep->corked || (flags & MSG_MORE);
-        if (!sendfile && total > 0 && hold && tx_send_after_close(ep, r, false)) {
-                /* held back, as TCP holds it: it goes with the next push, which is
-                 * the taken send */
-                ep->held_after_close = true;
-                sent = total;
-                r = 0;
-                goto out;
-        }
-        if (!sendfile && tx_send_after_close(ep, r, total > 0)) {
-                /* (tx_take_send_after_fin) */
-                ep->held_after_close = false;
+        /* the one send TCP takes after the peer's close (tx_take_send_after_fin): a
+         * held one is only accepted, as TCP holds it, and the next push is the taken
+         * send; a zero-length one takes nothing */
+        if (!sendfile && tx_send_after_close(ep, r, total > 0 && !hold)) {
+                ep->held_after_close = total > 0 && hold;
                 sent = total;
                 r = 0;
                 goto out;
@@ -1183,13 +1177,27 @@ ssize_t smc_ring_sendfile(struct smc_ring_ep *ep, int in_fd, int64_t *offset, si
         return r;
 }
 
-int smc_ring_flush(struct smc_ring_ep *ep) {
-        int r;
+/* Push what cork or MSG_MORE held back, as TCP's uncork and TCP_NODELAY do. A push
+ * never fails: a closed peer answers with RST over TCP, and the next send reports it.
+ * Held bytes for a peer that closed, or shut down both ways, are the one taken send
+ * (tx_take_send_after_fin): dropped, as over TCP. tx_lock held. */
+static void tx_push_held(struct smc_ring_ep *ep) {
+        int r = tx_check(ep);
 
+        if ((ep->tx_unpub > 0 || ep->held_after_close) && tx_send_after_close(ep, r, true)) {
+                ep->held_after_close = false;
+                __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
+                ep->tx_unpub = 0;
+                ep->tx_held = false;
+        } else if (r == 0)
+                (void) tx_publish(ep, true); /* (a failure: the next send reports it) */
+}
+
+int smc_ring_flush(struct smc_ring_ep *ep) {
         pthread_mutex_lock(&ep->tx_lock);
-        r = tx_publish(ep, true);
+        tx_push_held(ep);
         pthread_mutex_unlock(&ep->tx_lock);
-        return r;
+        return 0;
 }
 
 void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes) {
@@ -1203,27 +1211,12 @@ void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes) {
 }
 
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
-        int r = 0;
-
         pthread_mutex_lock(&ep->tx_lock);
         ep->corked = on;
-        if (!on) {
-                /* TCP's uncork never fails: it pushes what was held, and a closed peer
-                 * answers with RST; the next send reports it. Held bytes for a peer
-                 * that closed, or shut down both ways, are that one taken send
-                 * (tx_take_send_after_fin): dropped, as over TCP. */
-                r = tx_check(ep);
-                if ((ep->tx_unpub > 0 || ep->held_after_close) && tx_send_after_close(ep, r, true)) {
-                        ep->held_after_close = false;
-                        __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
-                        ep->tx_unpub = 0;
-                        ep->tx_held = false;
-                } else if (r == 0)
-                        (void) tx_publish(ep, true); /* (a failure: the next send reports it) */
-                r = 0;
-        }
+        if (!on)
+                tx_push_held(ep);
         pthread_mutex_unlock(&ep->tx_lock);
-        return r;
+        return 0;
 }
 
 /* ---- receive side (rx_lock held) ------------------------------------------------- */

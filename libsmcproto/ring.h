@@ -158,7 +158,10 @@ ssize_t smc_ring_sendfile(struct smc_ring_ep *ep, int in_fd, int64_t *offset, si
  * aborted / died; data sent before the abort is still delivered first), -EINTR. */
 ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
 
-/* Publish bytes held back by cork / MSG_MORE and ring the peer. Returns 0 or -errno. */
+/* Publish bytes held back by cork / MSG_MORE and ring the peer (TCP_NODELAY's push).
+ * Returns 0, as TCP's push never fails: a peer that is gone is reported by the next
+ * send (held bytes for a peer that closed are the one send TCP takes after the peer's
+ * FIN, as at uncork). */
 int smc_ring_flush(struct smc_ring_ep *ep);
 
 /* TCP_CORK on/off; turning it off flushes. Returns 0, as TCP's setsockopt: a peer that

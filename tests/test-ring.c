@@ -877,6 +877,18 @@ static void test_close_abort(void) {
         CHECK(n == -EPIPE, "send after the push: %zd %s", n, ERRSTR(n));
         conn_close(&c);
 
+        /* ... and TCP_NODELAY's push (smc_ring_flush) is that send too, as uncork */
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_close(&c.b) == false, "orderly close aborted");
+        n = xsend(&c.a, "held", 4, MSG_MORE, false);
+        CHECK(n == 4, "MSG_MORE send after the peer closed: %zd %s, want 4 as TCP", n, ERRSTR(n));
+        CHECK(smc_ring_flush(&c.a) == 0, "the push (TCP_NODELAY) failed");
+        CHECK(smc_ring_tcp_closed(&c.a), "not CLOSE after the push (TCP: the peer's RST)");
+        n = xsend(&c.a, "x", 1, 0, false);
+        CHECK(n == -EPIPE, "send after the push: %zd %s, want EPIPE as TCP", n, ERRSTR(n));
+        CHECK(smc_curs_count(c.a.tx_prod) == 0, "the dropped send moved the producer cursor");
+        conn_close(&c);
+
         /* ... but not after our own shutdown(SHUT_WR): EPIPE at once, as TCP */
         conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
         CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown");
