@@ -474,7 +474,7 @@ uint32_t smc_ctl_client_instance_file(void) {
             (size_t) (slash - path) + sizeof("/" SMC_CTL_INSTANCE_NAME) > sizeof(path))
                 return 0;
         memcpy(slash, "/" SMC_CTL_INSTANCE_NAME, sizeof("/" SMC_CTL_INSTANCE_NAME));
-        fd = (int) syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return 0;
         if (sys_pread(fd, &v, sizeof(v), 0) != (ssize_t) sizeof(v))
@@ -623,6 +623,18 @@ __attribute__((constructor)) static void ctl_client_init(void) {
         if (secure_getenv(SMC_CTL_RUNDIR_ENV))
                 (void) ctl_path_make(ctl_path_at_load, sizeof(ctl_path_at_load));
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+size_t smc_ctl_client_fds(int ret[2]) {
+        size_t n = 0;
+
+        pthread_mutex_lock(&ctl_lock);
+        if (ctl_fd >= 0)
+                ret[n++] = ctl_fd;
+        if (ctl_zombie >= 0)
+                ret[n++] = ctl_zombie;
+        pthread_mutex_unlock(&ctl_lock);
+        return n;
 }
 
 void smc_ctl_client_reset(void) {

@@ -95,5 +95,10 @@ int smc_ctl_client_notify(union smc_ctl_msg *req, uint16_t min_version);
  * and those of connecting (-ENOENT, -ECONNREFUSED ... : smcd not running). */
 int smc_ctl_client_notify_connect(union smc_ctl_msg *req, uint16_t min_version);
 
+/* The control connection's descriptors at this moment (the socket, and one being
+ * dropped while another thread reads it), for close_range() in the shim, which must
+ * leave them open. Returns how many it stored in @ret (0..2). Takes the lock. */
+size_t smc_ctl_client_fds(int ret[2]);
+
 /* Drop the connection (e.g. in tests). Safe to call at any time. */
 void smc_ctl_client_reset(void);

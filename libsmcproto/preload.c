@@ -533,7 +533,7 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
         }
         if (ev)
                 ev = &copy;
-        return f ? f(epfd, op, fd, ev) : (int) syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+        return f ? f(epfd, op, fd, ev) : (int) smc_syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 }
 
 /* ---- data ---------------------------------------------------------------------------- */
@@ -650,7 +650,7 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 
         if (!managed(fd)) {
                 f = real_sendmmsg();
-                return f ? f(fd, vec, vlen, flags) : (int) syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+                return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
         }
         if (vlen > UIO_MAXIOV)
                 vlen = UIO_MAXIOV;
@@ -684,7 +684,7 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
         if (!managed(fd)) {
                 f = real_recvmmsg();
                 return f ? f(fd, vec, vlen, flags, timeout)
-                         : (int) syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
+                         : (int) smc_syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
         }
         if (timeout) {
                 if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000) {
@@ -807,7 +807,7 @@ _public_ ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, 
         if (!in && !out) {
                 f = real_splice();
                 return f ? f(fd_in, off_in, fd_out, off_out, len, flags)
-                         : syscall(SYS_splice, fd_in, off_in, fd_out, off_out, len, flags);
+                         : smc_syscall(SYS_splice, fd_in, off_in, fd_out, off_out, len, flags);
         }
         /* as the kernel: an offset for the socket is EINVAL (no pread on it), for
          * the pipe ESPIPE */
@@ -1032,6 +1032,129 @@ _public_ int ioctl(int fd, unsigned long req, ...) {
         return f(fd, req, arg);
 }
 
+/* ---- close_range, closefrom, syscall ---------------------------------------------------
+ *
+ * close_range(2) and closefrom(3) close SMC sockets too, as close() would, and leave
+ * the library's own descriptors open (smc_fd_close_range). A program that closes or
+ * uses a descriptor through syscall(2) must not bypass the library either: node's
+ * libuv closes every descriptor with syscall(SYS_close, fd), and a close the library
+ * never saw left the number marked as an SMC socket, so a file or socket opened later
+ * on that number had its writes sent into the old connection's ring. syscall() is
+ * therefore defined here: the calls on descriptors this file intercepts go to the
+ * functions above (which pass descriptors not ours to libc), everything else to the
+ * kernel. (The library itself enters the kernel through smc_syscall(), sys.h.) */
+
+_public_ int close_range(unsigned int first, unsigned int last, int flags) {
+        return smc_fd_close_range(first, last, (unsigned) flags);
+}
+
+DEFINE_REAL(closefrom)
+
+_public_ void closefrom(int lowfd) {
+        __typeof__(closefrom) *f;
+
+        if (smc_fd_close_range(lowfd < 0 ? 0u : (unsigned) lowfd, ~0u, 0) == 0)
+                return;
+        f = real_closefrom(); /* (no close_range in this kernel: glibc's own way) */
+        if (f)
+                f(lowfd);
+}
+
+#ifdef SMC_RAW_SYSCALL
+_public_ long syscall(long n, ...) {
+        va_list ap;
+        long a[6];
+
+        /* as glibc's syscall(): six arguments are taken, whatever the call uses */
+        va_start(ap, n);
+        for (int i = 0; i < 6; i++)
+                a[i] = va_arg(ap, long);
+        va_end(ap);
+        switch (n) {
+        case SYS_close:
+                return close((int) a[0]);
+        case SYS_close_range:
+                return close_range((unsigned) a[0], (unsigned) a[1], (int) a[2]);
+        case SYS_dup:
+                return dup((int) a[0]);
+#ifdef SYS_dup2
+        case SYS_dup2:
+                return dup2((int) a[0], (int) a[1]);
+#endif
+        case SYS_dup3:
+                return dup3((int) a[0], (int) a[1], (int) a[2]);
+        case SYS_fcntl:
+                return fcntl((int) a[0], (int) a[1], a[2]);
+        case SYS_ioctl:
+                return ioctl((int) a[0], (unsigned long) a[1], (void *) a[2]);
+        case SYS_socket:
+                return socket((int) a[0], (int) a[1], (int) a[2]);
+        case SYS_bind:
+                return bind((int) a[0], (const struct sockaddr *) a[1], (socklen_t) a[2]);
+        case SYS_listen:
+                return listen((int) a[0], (int) a[1]);
+#ifdef SYS_accept
+        case SYS_accept:
+                return accept((int) a[0], (struct sockaddr *) a[1], (socklen_t *) a[2]);
+#endif
+        case SYS_accept4:
+                return accept4((int) a[0], (struct sockaddr *) a[1], (socklen_t *) a[2], (int) a[3]);
+        case SYS_connect:
+                return connect((int) a[0], (const struct sockaddr *) a[1], (socklen_t) a[2]);
+        case SYS_shutdown:
+                return shutdown((int) a[0], (int) a[1]);
+        case SYS_setsockopt:
+                return setsockopt((int) a[0], (int) a[1], (int) a[2], (const void *) a[3], (socklen_t) a[4]);
+        case SYS_getsockopt:
+                return getsockopt((int) a[0], (int) a[1], (int) a[2], (void *) a[3], (socklen_t *) a[4]);
+        case SYS_getsockname:
+                return getsockname((int) a[0], (struct sockaddr *) a[1], (socklen_t *) a[2]);
+        case SYS_getpeername:
+                return getpeername((int) a[0], (struct sockaddr *) a[1], (socklen_t *) a[2]);
+        case SYS_read:
+                return read((int) a[0], (void *) a[1], (size_t) a[2]);
+        case SYS_write:
+                return write((int) a[0], (const void *) a[1], (size_t) a[2]);
+        case SYS_readv:
+                return readv((int) a[0], (const struct iovec *) a[1], (int) a[2]);
+        case SYS_writev:
+                return writev((int) a[0], (const struct iovec *) a[1], (int) a[2]);
+        case SYS_sendto:
+                return sendto((int) a[0], (const void *) a[1], (size_t) a[2], (int) a[3],
+                              (const struct sockaddr *) a[4], (socklen_t) a[5]);
+        case SYS_recvfrom:
+                return recvfrom((int) a[0], (void *) a[1], (size_t) a[2], (int) a[3], (struct sockaddr *) a[4],
+                                (socklen_t *) a[5]);
+        case SYS_sendmsg:
+                return sendmsg((int) a[0], (const struct msghdr *) a[1], (int) a[2]);
+        case SYS_recvmsg:
+                return recvmsg((int) a[0], (struct msghdr *) a[1], (int) a[2]);
+        case SYS_sendmmsg:
+                return sendmmsg((int) a[0], (struct mmsghdr *) a[1], (unsigned) a[2], (int) a[3]);
+        case SYS_recvmmsg:
+                return recvmmsg((int) a[0], (struct mmsghdr *) a[1], (unsigned) a[2], (int) a[3],
+                                (struct timespec *) a[4]);
+        case SYS_sendfile:
+                return sendfile((int) a[0], (int) a[1], (off_t *) a[2], (size_t) a[3]);
+        case SYS_splice:
+                return splice((int) a[0], (loff_t *) a[1], (int) a[2], (loff_t *) a[3], (size_t) a[4],
+                              (unsigned) a[5]);
+        case SYS_epoll_ctl:
+                return epoll_ctl((int) a[0], (int) a[1], (int) a[2], (struct epoll_event *) a[3]);
+#ifdef SYS_poll
+        case SYS_poll:
+                return poll((struct pollfd *) a[0], (nfds_t) a[1], (int) a[2]);
+#endif
+#ifdef SYS_select
+        case SYS_select:
+                return select((int) a[0], (fd_set *) a[1], (fd_set *) a[2], (fd_set *) a[3], (struct timeval *) a[4]);
+#endif
+        default:
+                return smc_syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        }
+}
+#endif
+
 /* ---- glibc fortified variants (_FORTIFY_SOURCE builds call these instead) ------------ */
 
 _public_ ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen) {
@@ -1229,7 +1352,7 @@ static int do_execve(const char *path, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
         char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, false, envp), true, false, &u);
         __typeof__(execve) *f = real_execve();
-        int r = f ? f(path, argv, env) : (int) syscall(SYS_execve, path, argv, env);
+        int r = f ? f(path, argv, env) : (int) smc_syscall(SYS_execve, path, argv, env);
 
         smc_exec_finish(u, true); /* we are still here: it failed */
         return r;
@@ -1271,7 +1394,7 @@ _public_ int fexecve(int fd, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
         char **env = smc_exec_prepare(envp, env_preloads_us(envp) && fd_elf_dynamic(fd), true, false, &u);
         __typeof__(fexecve) *f = real_fexecve();
-        int r = f ? f(fd, argv, env) : (int) syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
+        int r = f ? f(fd, argv, env) : (int) smc_syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
 
         smc_exec_finish(u, true);
         return r;
@@ -1290,7 +1413,7 @@ _public_ int execveat(int dirfd, const char *path, char *const argv[], char *con
                                               : exec_loads_us(dirfd, path, false, envp),
                                       true, false, &u);
         __typeof__(execveat) *f = (__typeof__(execveat) *) resolve(&real_execveat_slot, "execveat");
-        int r = f ? f(dirfd, path, argv, env, flags) : (int) syscall(SYS_execveat, dirfd, path, argv, env, flags);
+        int r = f ? f(dirfd, path, argv, env, flags) : (int) smc_syscall(SYS_execveat, dirfd, path, argv, env, flags);
 
         smc_exec_finish(u, true);
         return r;

@@ -37,6 +37,19 @@ void smc_fd_dup(int oldfd, int newfd);
  * for it. Takes the socket's lock. */
 int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 
+/* close_range(2) for the shim (also closefrom() and syscall(SYS_close_range)): the
+ * program's sockets in [@first, @last] are closed as by smc_close() (with
+ * CLOSE_RANGE_CLOEXEC only the kernel's flag is set on them), and every other
+ * descriptor in the range by the kernel, except the library's own (the hidden TCP
+ * sockets, accept channels and doorbell ends of the sockets left, and the control
+ * connection), which the connections outside the range still need. Bad @first/@last
+ * or @flags, CLOSE_RANGE_UNSHARE (a descriptor table of the thread's own, which the
+ * library shared by all threads cannot follow), and a call in a vfork() child (whose
+ * library state is the parent's memory) go to the kernel as they are.
+ * Returns 0, or -1 with errno (ENOMEM, or the kernel's). */
+#define CLOSE_RANGE_CLOEXEC_FLAG (1u << 2) /* linux/close_range.h CLOSE_RANGE_CLOEXEC */
+int smc_fd_close_range(unsigned first, unsigned last, unsigned flags);
+
 /* Is @fd an SMC connection (SMC-D or SMC-R: its descriptor is the socketpair end X, whose
  * own bytes are doorbells, not the stream; smcproto.h)? C stdio must not touch it
  * directly (preload.c, "C stdio"). */

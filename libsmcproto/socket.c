@@ -134,7 +134,7 @@ void smcproto_debug_log(const char *fmt, ...) {
         int saved = errno, n, k;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        n = snprintf(line, sizeof(line), "libsmcproto[%d.%ld] %llu.%03ld: ", (int) getpid(), (long) syscall(SYS_gettid),
+        n = snprintf(line, sizeof(line), "libsmcproto[%d.%ld] %llu.%03ld: ", (int) getpid(), (long) smc_syscall(SYS_gettid),
                      (unsigned long long) ts.tv_sec, ts.tv_nsec / 1000000L);
         if (n < 0 || (size_t) n >= sizeof(line))
                 n = 0;
@@ -463,7 +463,7 @@ static int set_cloexec(int fd, bool on) {
 }
 
 static void raise_sigpipe(void) {
-        (void) syscall(SYS_tgkill, getpid(), (pid_t) syscall(SYS_gettid), SIGPIPE);
+        (void) smc_syscall(SYS_tgkill, getpid(), (pid_t) smc_syscall(SYS_gettid), SIGPIPE);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -2757,11 +2757,19 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
         return ret_errno(smc_ring_shutdown(&s->ep, how));
 }
 
+static pid_t exec_known_pid; /* (exec, below) */
+
+/* In a vfork() child (or a raw clone) the library's state is the parent's memory:
+ * closing a descriptor there closes the child's copy only, and must not touch it. */
+static bool in_vfork_child(void) {
+        return getpid() != exec_known_pid;
+}
+
 SMC_PUBLIC int smc_close(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         int r;
 
-        if (!s)
+        if (!s || in_vfork_child())
                 return sys_close(fd);
         pthread_mutex_lock(&s->lock);
         sock_remove(s);
@@ -2769,6 +2777,89 @@ SMC_PUBLIC int smc_close(int fd) {
         r = sys_close(fd);
         pthread_mutex_unlock(&s->lock);
         sock_release(s);
+        return r;
+}
+
+/* The library's own descriptors of @s (locked): its hidden TCP socket, option socket,
+ * accept channel and the peer's doorbell end Y; stored from @out[*n], at most @max. */
+static void sock_internal_fds(struct smc_sock *s, int *out, size_t *n, size_t max) {
+        int fds[4] = { s->hidden, s->optsock, s->chan,
+                       sock_state(s) == SOCK_SMCD ? __atomic_load_n(&s->ep.y_peer, __ATOMIC_RELAXED) : -1 };
+
+        for (size_t i = 0; i < 4; i++)
+                if (fds[i] >= 0 && *n < max)
+                        out[(*n)++] = fds[i];
+}
+
+static int cmp_int(const void *a, const void *b) {
+        int x = *(const int *) a, y = *(const int *) b;
+
+        return (x > y) - (x < y);
+}
+
+int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
+        unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP, lo;
+        size_t n = 0, cap = 2;
+        int *keep = NULL, r = 0;
+
+        if (first > last || (flags & ~CLOSE_RANGE_CLOEXEC_FLAG) != 0 || in_vfork_child())
+                /* the kernel's answer (EINVAL), CLOSE_RANGE_UNSHARE as it is, and a
+                 * vfork() child's descriptors (CPython's subprocess closes them so
+                 * between vfork and exec): the parent's library state stays */
+                return (int) smc_syscall(SYS_close_range, first, last, flags);
+
+        /* the program's sockets in the range first, each as close() would (with
+         * CLOSE_RANGE_CLOEXEC: the flag on its descriptor is all, as on TCP's) */
+        for (unsigned top = first / FD_CHUNK; top < top_end; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+                        unsigned fd = top * FD_CHUNK + i;
+
+                        if (s && fd >= first && fd <= last && !(flags & CLOSE_RANGE_CLOEXEC_FLAG))
+                                (void) smc_close((int) fd);
+                }
+        }
+        /* then the rest, around the library's own descriptors of the sockets left
+         * (their connections must keep working) and its control connection */
+        for (unsigned top = 0; top < FD_TOP; top++)
+                if (atomic_load_explicit(&fd_table[top], memory_order_acquire))
+                        cap += 4 * FD_CHUNK;
+        keep = malloc(cap * sizeof(int));
+        if (!keep) {
+                errno = ENOMEM;
+                return -1;
+        }
+        n = smc_ctl_client_fds(keep);
+        for (unsigned top = 0; top < FD_TOP; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s)
+                                continue;
+                        pthread_mutex_lock(&s->lock);
+                        if (sock_lookup(s->fd) == s)
+                                sock_internal_fds(s, keep, &n, cap);
+                        pthread_mutex_unlock(&s->lock);
+                }
+        }
+        qsort(keep, n, sizeof(int), cmp_int);
+        lo = first;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                unsigned k = (unsigned) keep[i];
+
+                if (k < lo || k > last)
+                        continue;
+                if (k > lo)
+                        r = (int) smc_syscall(SYS_close_range, lo, k - 1, flags);
+                lo = k + 1;
+        }
+        if (r == 0 && lo <= last && lo >= first)
+                r = (int) smc_syscall(SYS_close_range, lo, last, flags);
+        free(keep);
         return r;
 }
 
@@ -2923,7 +3014,7 @@ static bool tcp_timestamps(void) {
         if (ts)
                 return ts == 2;
         ts = 2; /* the default: on */
-        fd = (int) syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_timestamps", O_RDONLY | O_CLOEXEC);
+        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_timestamps", O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
                 if (sys_read(fd, b, sizeof(b) - 1) > 0 && b[0] == '0')
                         ts = 1;
@@ -3575,7 +3666,7 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
 
                 if (ts)
                         ts_from_ns(&left, timeout_ns - (int64_t) (now_ns() - t0));
-                r = (int) syscall(SYS_pselect6, nfds, rd, wr, ex, ts ? &left : NULL, &m);
+                r = (int) smc_syscall(SYS_pselect6, nfds, rd, wr, ex, ts ? &left : NULL, &m);
                 spin_restore_signals(&old);
                 if (ts)
                         *ts = left; /* what the kernel left of it */
@@ -3791,10 +3882,9 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
 /* ------------------------------------------------------------------------- */
 /* exec: SMC-D sockets that survive execve() (socket-internal.h, smcrun(1)) */
 
-/* The process the library last knew it ran in (set at load and in a fork child): a
- * vfork() child, or a raw clone, runs the parent's memory under another pid, so a
- * socket it passes on is still held by the parent. */
-static pid_t exec_known_pid;
+/* The process the library last knew it ran in (exec_known_pid, declared above smc_close:
+ * set at load and in a fork child): a vfork() child, or a raw clone, runs the parent's
+ * memory under another pid, so a socket it passes on is still held by the parent. */
 
 static void exec_atfork_child(void) {
         exec_known_pid = getpid();

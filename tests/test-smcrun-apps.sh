@@ -15,7 +15,9 @@
 # (select-spin.py); EPOLLEXCLUSIVE on a listener shared by two worker processes: one
 # wakeup per connection, epoll_ctl answers as for TCP (epoll-exclusive.py), and a
 # transcript of epoll_ctl / epoll_wait on listeners compared with TCP's line by line
-# (epoll-transcript.py).
+# (epoll-transcript.py); descriptors closed through syscall(SYS_close), close_range(2)
+# and syscall(SYS_dup3) (raw-close.py), and node's libuv, which closes every descriptor
+# that way (node-echo.js).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -36,7 +38,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
@@ -44,6 +46,25 @@ for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-sp
                 failed=1
         fi
 done
+# node (libuv closes descriptors with syscall(SYS_close)): its connections over SMC-D
+# (smcd's client connection counter grows by all 120), as over TCP
+conns_client() {
+        kill -USR1 "$spid"
+        sleep 0.5
+        python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["smcd"]["conns_client"])' "$rundir/stats.json"
+}
+if command -v node >/dev/null; then
+        before=$(conns_client)
+        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-echo.js" 2>&1) &&
+                after=$(conns_client) && [ $((after - before)) -ge 120 ]; then
+                echo "ok - node-echo: $out ($((after - before)) SMC-D connections)"
+        else
+                echo "not ok - node-echo: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                failed=1
+        fi
+else
+        echo "ok - node-echo: skipped: no node (scripts/install-deps.sh installs nodejs)"
+fi
 # epoll_ctl / epoll_wait on listeners with EPOLLEXCLUSIVE: the transcript under smcrun
 # must be TCP's, line by line
 if tcp_t=$(timeout 120 python3 "$here/apps/epoll-transcript.py" 2>&1) &&
