@@ -721,88 +721,164 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
         return (int) i;
 }
 
-/* splice(2) between a pipe and an SMC socket: through a buffer here (splice needs a
- * pipe on one side; the SMC socket's bytes live in the ring). Socket -> pipe: never
- * more than the pipe has room for, so every byte taken from the ring reaches the
- * pipe. Pipe -> socket: what was taken from the pipe is sent in full (blocking even
- * with SPLICE_F_NONBLOCK once taken: the bytes cannot go back into the pipe).
+/* splice(2) between a pipe and an SMC connection: through a buffer here (splice
+ * needs a pipe on one side; the connection's bytes live in the ring). Other managed
+ * sockets (TCP fallback, not connected, listeners) are kernel sockets: the kernel's
+ * splice serves them. Socket -> pipe: only what the pipe takes without blocking
+ * leaves the ring (splice_from_smc). Pipe -> socket: never more than the ring
+ * has room for, so every byte taken from the pipe is sent; with no room, EAGAIN
+ * (SPLICE_F_NONBLOCK, or a nonblocking socket) before anything is taken, as the
+ * kernel leaves the pipe as it was. (Before, a full ring made the send fail after
+ * the read: the bytes taken from the pipe were lost, and a caller that counts what
+ * its pipe holds, as haproxy does, then blocked reading an empty pipe.) A pipe that
+ * is empty gives EAGAIN with SPLICE_F_NONBLOCK, as the kernel's.
  * Offsets: EINVAL for the socket's, ESPIPE for the pipe's, as the kernel. */
 DEFINE_REAL(splice)
 
 #define SPLICE_BUF (64u << 10)
 
+/* Wait until @fd polls @events (smc_poll: the ring's readiness for an SMC socket). */
+static int splice_wait(int fd, short events) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int r;
+
+        do
+                r = smc_poll(&p, 1, -1);
+        while (r < 0 && errno == EINTR);
+        return r < 0 ? -1 : 0;
+}
+
+/* Socket -> pipe. A pipe's room is counted in pages, not bytes (FIONREAD does not tell
+ * it), so the bytes go through a private pipe of this call and on into @pipe_out by
+ * the kernel's own splice, which moves what fits without blocking; only what it moved
+ * is taken from the ring (peeked first, dropped after with MSG_TRUNC). Before, a
+ * write into a pipe that was fuller than its byte count said blocked the caller (an
+ * haproxy thread for good: it is the pipe's reader) with bytes taken from the ring. */
 static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned flags) {
         char buf[SPLICE_BUF];
-        int queued = 0, size;
-        ssize_t n, w;
-        size_t room;
+        int priv[2];
+        ssize_t n, moved, k;
 
-        for (;;) {
-                size = sys_fcntl(pipe_out, F_GETPIPE_SZ, 0);
-                if (size < 0) {
-                        errno = EINVAL; /* not a pipe */
-                        return -1;
-                }
-                if (ioctl(pipe_out, FIONREAD, &queued) < 0)
-                        queued = 0;
-                room = size > queued ? (size_t) (size - queued) : 0;
-                if (room > 0)
-                        break;
-                if (flags & SPLICE_F_NONBLOCK) {
-                        errno = EAGAIN;
-                        return -1;
-                }
-                struct pollfd p = { .fd = pipe_out, .events = POLLOUT };
-                if (sys_poll(&p, 1, -1) < 0)
-                        return -1;
+        if (sys_fcntl(pipe_out, F_GETPIPE_SZ, 0) < 0) {
+                errno = EINVAL; /* not a pipe */
+                return -1;
         }
-        if (len > room)
-                len = room;
         if (len > sizeof(buf))
                 len = sizeof(buf);
-        n = smc_recv(fd_in, buf, len, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
-        if (n <= 0)
-                return n;
-        for (ssize_t done = 0; done < n; done += w) {
-                w = sys_write(pipe_out, buf + done, (size_t) (n - done));
-                if (w < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                w = 0;
-                        else
-                                return done > 0 ? done : -1; /* another writer filled it, or it broke */
+        if (pipe2(priv, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -1;
+        (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) sizeof(buf));
+        for (;;) {
+                n = smc_recv(fd_in, buf, len, MSG_PEEK | ((flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0));
+                if (n <= 0)
+                        break;
+                /* into the empty private pipe (it holds SPLICE_BUF): all of it */
+                for (ssize_t done = 0; done < n; done += k) {
+                        k = sys_write(priv[1], buf + done, (size_t) (n - done));
+                        if (k <= 0) {
+                                n = done;
+                                break;
+                        }
+                }
+                moved = n > 0 ? smc_syscall(SYS_splice, priv[0], NULL, pipe_out, NULL, (size_t) n,
+                                            SPLICE_F_NONBLOCK | (flags & SPLICE_F_MORE))
+                              : 0;
+                if (moved > 0) {
+                        /* what the pipe took leaves the ring: exactly those bytes */
+                        (void) smc_recv(fd_in, NULL, (size_t) moved, MSG_TRUNC | MSG_DONTWAIT);
+                        n = moved;
+                        break;
+                }
+                if (moved < 0 && errno != EAGAIN) {
+                        n = -1; /* the pipe broke (EPIPE: no reader) */
+                        break;
+                }
+                /* the pipe is full */
+                if (flags & SPLICE_F_NONBLOCK) {
+                        errno = EAGAIN;
+                        n = -1;
+                        break;
+                }
+                while (sys_read(priv[0], buf, sizeof(buf)) > 0) /* (empty it again) */
+                        ;
+                if (splice_wait(pipe_out, POLLOUT) < 0) {
+                        n = -1;
+                        break;
                 }
         }
+        k = errno;
+        sys_close(priv[0]);
+        sys_close(priv[1]);
+        errno = (int) k;
         return n;
 }
 
 static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) {
         char buf[SPLICE_BUF];
+        int fl = sys_fcntl(fd_out, F_GETFL, 0);
+        bool nonblock = (flags & SPLICE_F_NONBLOCK) || (fl >= 0 && (fl & O_NONBLOCK));
+        size_t room;
         ssize_t n, w;
 
         if (sys_fcntl(pipe_in, F_GETPIPE_SZ, 0) < 0) {
                 errno = EINVAL; /* not a pipe: splice needs one */
                 return -1;
         }
+        for (;;) {
+                struct pollfd p = { .fd = fd_out, .events = POLLOUT };
+
+                room = smc_fd_send_room(fd_out);
+                if (room > 0)
+                        break;
+                /* no room: a broken connection says so at a zero-length send
+                 * (EPIPE, ECONNRESET); one that polls writable all the same has a
+                 * peer that closed or stopped reading, and the send decides (the
+                 * one send TCP takes then, else EPIPE) */
+                if (smc_send(fd_out, buf, 0, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+                        return -1;
+                if (smc_poll(&p, 1, 0) > 0) {
+                        room = sizeof(buf);
+                        break;
+                }
+                if (nonblock) {
+                        errno = EAGAIN;
+                        return -1;
+                }
+                if (splice_wait(fd_out, POLLOUT) < 0)
+                        return -1;
+        }
+        if (flags & SPLICE_F_NONBLOCK) {
+                struct pollfd p = { .fd = pipe_in, .events = POLLIN };
+
+                if (sys_poll(&p, 1, 0) == 0) {
+                        errno = EAGAIN; /* an empty pipe */
+                        return -1;
+                }
+        }
+        if (len > room)
+                len = room;
         if (len > sizeof(buf))
                 len = sizeof(buf);
         n = sys_read(pipe_in, buf, len);
         if (n <= 0)
                 return n;
+        /* taken from the pipe: sent in full (it fits, unless another process that
+         * shares the connection wrote meanwhile: then wait for room) */
         for (ssize_t done = 0; done < n; done += w) {
-                w = smc_send(fd_out, buf + done, (size_t) (n - done), MSG_NOSIGNAL);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                w = 0;
-                        else
-                                return done > 0 ? done : -1;
-                }
+                w = smc_send(fd_out, buf + done, (size_t) (n - done), MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w < 0 && errno == EAGAIN && splice_wait(fd_out, POLLOUT) == 0)
+                        w = 0;
+                else if (w < 0 && errno == EINTR)
+                        w = 0;
+                else if (w < 0)
+                        return done > 0 ? done : -1; /* the connection broke */
         }
         return n;
 }
 
 _public_ ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags) {
         __typeof__(splice) *f;
-        bool in = managed(fd_in), out = managed(fd_out);
+        bool in = smc_fd_is_smc_conn(fd_in), out = smc_fd_is_smc_conn(fd_out);
 
         if (!in && !out) {
                 f = real_splice();

@@ -1785,6 +1785,10 @@ uint32_t smc_ring_readable(struct smc_ring_ep *ep) {
         return rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
 }
 
+uint32_t smc_ring_send_room(struct smc_ring_ep *ep) {
+        return tx_space_unlocked(ep);
+}
+
 bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
         uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
 

@@ -231,6 +231,10 @@ void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping);
 /* Bytes ready to read (FIONREAD). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
 
+/* Bytes a send could put into the peer's ring now without waiting (its free space;
+ * another process sharing the connection may take some meanwhile). */
+uint32_t smc_ring_send_room(struct smc_ring_ep *ep);
+
 /* The pending error, as SO_ERROR reports it (ECONNRESET once after an abort), or 0. */
 int smc_ring_error(struct smc_ring_ep *ep);
 

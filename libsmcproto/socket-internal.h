@@ -55,6 +55,10 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags);
  * directly (preload.c, "C stdio"). */
 bool smc_fd_is_smc_conn(int fd);
 
+/* Bytes a send on the SMC connection @fd could take now without waiting (the free
+ * space of the peer's ring), 0 if none or if @fd is not one. Lock-free. */
+size_t smc_fd_send_room(int fd);
+
 /* From now on, every connect and listen of this process is plain TCP with fallback
  * @reason (an SMC_CLC_DECL_* or SMCD_DECL_* code; 0 undoes it): as with no smcd, but
  * smcd is told of each fallback connection with @reason (smcctl connections / stats).

@@ -1516,6 +1516,12 @@ bool smc_fd_is_smc_conn(int fd) {
         return s && sock_state(s) == SOCK_SMCD;
 }
 
+size_t smc_fd_send_room(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+
+        return s && sock_state(s) == SOCK_SMCD ? smc_ring_send_room(&s->ep) : 0;
+}
+
 bool smc_fd_managed(int fd) {
         return sock_lookup(fd) != NULL;
 }

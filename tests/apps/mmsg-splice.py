@@ -6,15 +6,20 @@
 #  2. recvmmsg with MSG_WAITFORONE: one message at least, no blocking after it.
 #  3. splice socket -> pipe -> socket (a relay), 1 MiB checked; an offset for
 #     the socket: EINVAL, as the kernel.
-#  4. more than 1024 vectors: sendmsg/recvmsg EMSGSIZE, writev/readv EINVAL, as
+#  4. splice pipe -> a full nonblocking socket (haproxy's pattern): EAGAIN takes
+#     nothing from the pipe, 4 MiB arrive in order; socket -> a pipe full by pages
+#     but not by bytes: EAGAIN, the bytes stay in the ring.
+#  5. more than 1024 vectors: sendmsg/recvmsg EMSGSIZE, writev/readv EINVAL, as
 #     the kernel, and the connection goes on.
 # Prints one line; exit status 0 only if every case held.
 import ctypes
 import errno
+import fcntl
 import hashlib
 import os
 import socket
 import sys
+import termios
 import threading
 
 from streams import pair, recv_all
@@ -126,6 +131,103 @@ def case_splice():
     return ok, "splice-relay"
 
 
+def pipe_fill(fd):
+    n = ctypes.c_int(0)
+    fcntl.ioctl(fd, termios.FIONREAD, n)
+    return n.value
+
+
+def case_splice_full_socket():
+    """pipe -> a full nonblocking socket with SPLICE_F_NONBLOCK (haproxy's pattern): an
+    EAGAIN takes nothing from the pipe, a count takes exactly that many; 4 MiB arrive
+    in order (before: the bytes of a send that found the ring full were lost)."""
+    c, s = pair()
+    c.setblocking(False)
+    r, w = os.pipe()
+    data = os.urandom(4 << 20)
+    def feed():
+        try:
+            for i in range(0, len(data), 65536):
+                os.write(w, data[i:i + 65536])
+        except OSError:
+            pass
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    out = {}
+
+    def drain():
+        s.settimeout(20)  # bytes lost: fail, not hang
+        try:
+            out["d"] = recv_all(s, len(data))
+        except OSError:
+            pass
+
+    sink = threading.Thread(target=drain)
+    moved, ok, eagain = 0, True, 0
+    while moved < len(data) and ok:
+        before = pipe_fill(r)
+        try:
+            n = os.splice(r, c.fileno(), 65536, flags=os.SPLICE_F_NONBLOCK | os.SPLICE_F_MOVE)
+        except BlockingIOError:
+            n = 0
+            eagain += 1
+            if eagain == 1:
+                sink.start()  # the ring was full: start reading
+            threading.Event().wait(0.0005)
+        after = pipe_fill(r)
+        # (the feeder may add bytes meanwhile: more, never fewer)
+        if after < before - n:
+            ok = False  # more left the pipe than the call reported
+        moved += n
+    if eagain == 0:
+        sink.start()
+    if not ok:  # unblock the feeder and the sink
+        os.close(r)
+        c.close()
+    feeder.join()
+    sink.join()
+    ok = ok and eagain > 0 and out.get("d") == data
+    for x in (c, s):
+        x.close()
+    if ok:
+        os.close(r)
+    os.close(w)
+    return ok, "splice-to-full-socket"
+
+
+def case_splice_full_pipe():
+    """socket -> a pipe that is full by pages though not by bytes (16 one-byte packets,
+    O_DIRECT): SPLICE_F_NONBLOCK gives EAGAIN and leaves the bytes in the ring, as the
+    kernel's splice (before: a write into the pipe blocked for good, or spun, with the
+    bytes already taken)."""
+    c, s = pair()
+    r, w = os.pipe2(os.O_DIRECT | os.O_NONBLOCK)
+    for _ in range(16):
+        try:
+            os.write(w, b"p")
+        except BlockingIOError:
+            break
+    c.sendall(b"ring bytes")
+    threading.Event().wait(0.05)
+    try:
+        os.splice(s.fileno(), w, 100, flags=os.SPLICE_F_NONBLOCK)
+        ok = False
+    except BlockingIOError:
+        ok = True
+    while True:  # drain the packets, then the bytes move
+        try:
+            os.read(r, 1)
+        except BlockingIOError:
+            break
+    ok = ok and os.splice(s.fileno(), w, 100, flags=os.SPLICE_F_NONBLOCK) == 10 and os.read(r, 100) == b"ring bytes"
+    for x in (c, s):
+        x.close()
+    os.close(r)
+    os.close(w)
+    return ok, "splice-to-full-pipe"
+
+
 def case_iov_limits():
     """More than UIO_MAXIOV (1024) vectors: sendmsg/recvmsg fail with EMSGSIZE,
     writev/readv with EINVAL, as the kernel's; nothing moves, the connection goes on."""
@@ -152,7 +254,8 @@ def case_iov_limits():
 
 
 def main():
-    results = [case_sendmmsg(), case_recvmmsg(), case_splice(), case_iov_limits()]
+    results = [case_sendmmsg(), case_recvmmsg(), case_splice(), case_splice_full_socket(), case_splice_full_pipe(),
+               case_iov_limits()]
     bad = [name for ok, name in results if not ok]
     print("%d cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
