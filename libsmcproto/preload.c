@@ -726,16 +726,22 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
  * sockets (TCP fallback, not connected, listeners) are kernel sockets: the kernel's
  * splice serves them. Socket -> pipe: only what the pipe takes without blocking
  * leaves the ring (splice_from_smc). Pipe -> socket: never more than the ring
- * has room for, so every byte taken from the pipe is sent; with no room, EAGAIN
- * (SPLICE_F_NONBLOCK, or a nonblocking socket) before anything is taken, as the
- * kernel leaves the pipe as it was. (Before, a full ring made the send fail after
- * the read: the bytes taken from the pipe were lost, and a caller that counts what
- * its pipe holds, as haproxy does, then blocked reading an empty pipe.) A pipe that
- * is empty gives EAGAIN with SPLICE_F_NONBLOCK, as the kernel's.
+ * has room for, so every byte taken from the pipe is sent; a nonblocking socket
+ * with no room gives EAGAIN before anything is taken, as the kernel leaves the pipe
+ * as it was (splice_to_smc). (Before, a full ring made the send fail after the read:
+ * the bytes taken from the pipe were lost, and a caller that counts what its pipe
+ * holds, as haproxy does, then blocked reading an empty pipe.)
  * Offsets: EINVAL for the socket's, ESPIPE for the pipe's, as the kernel. */
 DEFINE_REAL(splice)
 
 #define SPLICE_BUF (64u << 10)
+
+/* Is the socket @fd in nonblocking mode (the kernel's flag on its descriptor)? */
+static bool sock_nonblock(int fd) {
+        int fl = sys_fcntl(fd, F_GETFL, 0);
+
+        return fl >= 0 && (fl & O_NONBLOCK);
+}
 
 /* Wait until @fd polls @events (smc_poll: the ring's readiness for an SMC socket). */
 static int splice_wait(int fd, short events) {
@@ -769,7 +775,9 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
                 return -1;
         (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) sizeof(buf));
         for (;;) {
-                n = smc_recv(fd_in, buf, len, MSG_PEEK | ((flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0));
+                /* waits for data as the socket's mode says (the kernel's splice does
+                 * not apply SPLICE_F_NONBLOCK to the socket) */
+                n = smc_recv(fd_in, buf, len, MSG_PEEK);
                 if (n <= 0)
                         break;
                 /* into the empty private pipe (it holds SPLICE_BUF): all of it */
@@ -793,7 +801,8 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
                         n = -1; /* the pipe broke (EPIPE: no reader) */
                         break;
                 }
-                /* the pipe is full */
+                /* the pipe is full: EAGAIN with SPLICE_F_NONBLOCK, else wait (also
+                 * for a nonblocking socket, as the kernel's) */
                 if (flags & SPLICE_F_NONBLOCK) {
                         errno = EAGAIN;
                         n = -1;
@@ -813,12 +822,20 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
         return n;
 }
 
+/* Pipe -> socket. The bytes go through a private pipe of this call: the kernel's
+ * splice moves exactly what is asked from @pipe_in into it (part of a packet of an
+ * O_DIRECT pipe too, the rest staying), then they are read and sent in full; never
+ * more than the ring has room for. As the kernel's: the socket's own mode says
+ * whether a full ring waits (SPLICE_F_NONBLOCK is the pipe's: an empty one gives
+ * EAGAIN, and a nonblocking socket sets it), and a connection that is gone gives
+ * EPIPE (with SIGPIPE) before anything is taken from the pipe. */
 static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) {
         char buf[SPLICE_BUF];
-        int fl = sys_fcntl(fd_out, F_GETFL, 0);
-        bool nonblock = (flags & SPLICE_F_NONBLOCK) || (fl >= 0 && (fl & O_NONBLOCK));
+        bool sock_nb = sock_nonblock(fd_out);
+        unsigned pipe_flags = (flags & SPLICE_F_NONBLOCK) || sock_nb ? SPLICE_F_NONBLOCK : 0;
+        int priv[2];
         size_t room;
-        ssize_t n, w;
+        ssize_t n, w, k;
 
         if (sys_fcntl(pipe_in, F_GETPIPE_SZ, 0) < 0) {
                 errno = EINVAL; /* not a pipe: splice needs one */
@@ -827,45 +844,51 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
         for (;;) {
                 struct pollfd p = { .fd = fd_out, .events = POLLOUT };
 
+                /* a broken connection says so at a zero-length send (EPIPE and
+                 * SIGPIPE, ECONNRESET), before the pipe is touched */
+                if (smc_send(fd_out, buf, 0, MSG_DONTWAIT) < 0)
+                        return -1;
                 room = smc_fd_send_room(fd_out);
                 if (room > 0)
                         break;
-                /* no room: a broken connection says so at a zero-length send
-                 * (EPIPE, ECONNRESET); one that polls writable all the same has a
-                 * peer that closed or stopped reading, and the send decides (the
-                 * one send TCP takes then, else EPIPE) */
-                if (smc_send(fd_out, buf, 0, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-                        return -1;
+                /* no room, yet writable: the peer closed or stopped reading, and
+                 * the send decides (the one send TCP takes then, else EPIPE) */
                 if (smc_poll(&p, 1, 0) > 0) {
                         room = sizeof(buf);
                         break;
                 }
-                if (nonblock) {
+                if (sock_nb) {
                         errno = EAGAIN;
                         return -1;
                 }
                 if (splice_wait(fd_out, POLLOUT) < 0)
                         return -1;
         }
-        if (flags & SPLICE_F_NONBLOCK) {
-                struct pollfd p = { .fd = pipe_in, .events = POLLIN };
-
-                if (sys_poll(&p, 1, 0) == 0) {
-                        errno = EAGAIN; /* an empty pipe */
-                        return -1;
-                }
-        }
         if (len > room)
                 len = room;
         if (len > sizeof(buf))
                 len = sizeof(buf);
-        n = sys_read(pipe_in, buf, len);
+        if (pipe2(priv, O_CLOEXEC) < 0)
+                return -1;
+        (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) sizeof(buf));
+        n = smc_syscall(SYS_splice, pipe_in, NULL, priv[1], NULL, len, pipe_flags);
+        for (ssize_t done = 0; n > 0 && done < n; done += k) {
+                k = sys_read(priv[0], buf + done, (size_t) (n - done));
+                if (k <= 0) {
+                        n = done;
+                        break;
+                }
+        }
+        k = errno;
+        sys_close(priv[0]);
+        sys_close(priv[1]);
+        errno = (int) k;
         if (n <= 0)
                 return n;
         /* taken from the pipe: sent in full (it fits, unless another process that
          * shares the connection wrote meanwhile: then wait for room) */
         for (ssize_t done = 0; done < n; done += w) {
-                w = smc_send(fd_out, buf + done, (size_t) (n - done), MSG_NOSIGNAL | MSG_DONTWAIT);
+                w = smc_send(fd_out, buf + done, (size_t) (n - done), MSG_DONTWAIT);
                 if (w < 0 && errno == EAGAIN && splice_wait(fd_out, POLLOUT) == 0)
                         w = 0;
                 else if (w < 0 && errno == EINTR)

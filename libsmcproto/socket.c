@@ -1382,11 +1382,15 @@ static void sock_teardown(struct smc_sock *s) {
         sock_set_state(s, SOCK_NEW);
 }
 
+static bool in_vfork_child(void);
+
 void smc_fd_forget(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         bool asked;
 
-        if (!s)
+        /* in a vfork() child the state is the parent's, whose socket that number
+         * still is (CPython's subprocess dup2()s a pipe onto a connection on fd 1) */
+        if (!s || in_vfork_child())
                 return;
         pthread_mutex_lock(&s->lock);
         asked = sock_state(s) == SOCK_SMCD || sock_state(s) == SOCK_LISTEN_SMC;

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import signal
 import socket
 import sys
 import termios
@@ -228,6 +229,42 @@ def case_splice_full_pipe():
     return ok, "splice-to-full-pipe"
 
 
+def case_splice_closed_and_packets():
+    """pipe -> socket as the kernel's: a peer that is gone gives EPIPE (and SIGPIPE)
+    with the bytes left in the pipe; from a packet (O_DIRECT) pipe a splice of part of
+    a packet moves that part and leaves the rest (before: the bytes were taken and
+    lost, and the rest of the packet was dropped)"""
+    c, s = pair()
+    r, w = os.pipe2(os.O_DIRECT)
+    os.write(w, b"P" * 4096)
+    ok = os.splice(r, c.fileno(), 1000) == 1000 and recv_all(s, 1000) == b"P" * 1000
+    ok = ok and pipe_fill(r) == 3096
+    while pipe_fill(r):
+        os.read(r, 4096)
+    s.close()
+    old = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        results = []
+        for _ in range(3):
+            os.write(w, b"xyz")
+            try:
+                results.append(os.splice(r, c.fileno(), 100))
+            except BrokenPipeError:
+                results.append("EPIPE")
+            except ConnectionResetError:
+                results.append("ECONNRESET")
+        # the first send after the peer's close is taken (TCP: its peer answers RST),
+        # then EPIPE, each time leaving the new bytes in the pipe
+        ok = ok and results[0] == 3 and results[1] in ("EPIPE", "ECONNRESET") and results[2] == "EPIPE"
+        ok = ok and pipe_fill(r) == 6
+    finally:
+        signal.signal(signal.SIGPIPE, old)
+    c.close()
+    os.close(r)
+    os.close(w)
+    return ok, "splice-closed-peer-and-packets"
+
+
 def case_iov_limits():
     """More than UIO_MAXIOV (1024) vectors: sendmsg/recvmsg fail with EMSGSIZE,
     writev/readv with EINVAL, as the kernel's; nothing moves, the connection goes on."""
@@ -255,7 +292,7 @@ def case_iov_limits():
 
 def main():
     results = [case_sendmmsg(), case_recvmmsg(), case_splice(), case_splice_full_socket(), case_splice_full_pipe(),
-               case_iov_limits()]
+               case_splice_closed_and_packets(), case_iov_limits()]
     bad = [name for ok, name in results if not ok]
     print("%d cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)

@@ -14,11 +14,14 @@
 #     FD_CLOEXEC set.
 #  4. syscall(SYS_dup3, file, fd, 0) onto a connection: the peer reads EOF, the number
 #     is the file.
+#  5. a connection on fd 1 while subprocess runs a program (its vfork child dup2()s a
+#     pipe onto fd 1): the parent's connection goes on.
 # Prints one line; exit status 0 only if every case held.
 import ctypes
 import fcntl
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 
@@ -120,13 +123,36 @@ def case_syscall_dup3(path):
     return ok, "syscall(SYS_dup3)"
 
 
+def case_vfork_dup2_over():
+    """a connection on fd 1 while subprocess (vfork, then dup2 of a pipe onto fd 1 in
+    the child) runs a program: the parent's connection goes on (before: the child's
+    dup2 made the library forget the parent's socket)"""
+    c, s = pair()
+    saved = os.dup(1)
+    try:
+        os.dup2(c.fileno(), 1)
+        out = subprocess.run(["echo", "child"], stdout=subprocess.PIPE, check=False).stdout
+        os.write(1, b"after")
+        ok = out == b"child\n" and recv_all(s, 5) == b"after"
+        s.sendall(b"back")
+        ok = ok and os.read(1, 4) == b"back"
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    c.close()
+    ok = ok and eof(s)
+    s.close()
+    return ok, "vfork-dup2-over-connection"
+
+
 def main():
     if NR is None:
         print("skipped: no system call numbers for %s" % platform.machine())
         sys.exit(0)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "file")
-        results = [case_syscall_close(path), case_closerange(path), case_cloexec(), case_syscall_dup3(path)]
+        results = [case_syscall_close(path), case_closerange(path), case_cloexec(), case_syscall_dup3(path),
+                   case_vfork_dup2_over()]
     bad = [name for ok, name in results if not ok]
     print("%d raw close cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
