@@ -220,6 +220,8 @@ static void gen_ctl(void) {
                         m.rereg_done.flags = SMC_CTL_REREG_DONE_ALL | SMC_CTL_REREG_DONE_SERVERS;
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "rereg-done");
                 }
+                if (INIT(SMC_CTL_ADOPT_FD))
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "adopt-fd");
 #undef INIT
         }
 }

@@ -29,6 +29,7 @@ static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
 static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 static uint32_t ctl_instance; /* HELLO_REPLY.instance; 0 while not connected */
+static pid_t ctl_daemon_pid;  /* SO_PEERCRED of the control socket; 0 while not connected */
 static bool ctl_forked;       /* we are a child of a process that had a control
                                * connection (closed at the fork): notices connect */
 
@@ -93,6 +94,7 @@ static void drop_locked(void) {
         ctl_fd = -1;
         ctl_version = 0;
         ctl_instance = 0;
+        ctl_daemon_pid = 0;
         ctl_conn_gen++; /* the waiters not served yet give up (-ENOTCONN) */
         pthread_cond_broadcast(&ctl_cond);
 }
@@ -320,6 +322,12 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
         ctl_hold_off_until = 0;
         ctl_hold_off_ms = 0;
         ctl_instance = reply.hello_reply.instance;
+        {
+                struct ucred cr;
+                socklen_t cl = sizeof(cr);
+
+                ctl_daemon_pid = sys_getsockopt(ctl_fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? cr.pid : 0;
+        }
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
 }
@@ -491,6 +499,16 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
                 i = ctl_instance;
         pthread_mutex_unlock(&ctl_lock);
         return i;
+}
+
+pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms) {
+        pid_t p = 0;
+
+        pthread_mutex_lock(&ctl_lock);
+        if (ensure_locked(timeout_ms, true, false) == 0)
+                p = ctl_daemon_pid;
+        pthread_mutex_unlock(&ctl_lock);
+        return p;
 }
 
 int smc_ctl_client_send_instance(union smc_ctl_msg *req, uint32_t instance) {

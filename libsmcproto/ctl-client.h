@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ctl-proto.h"
 
@@ -62,6 +63,13 @@ uint32_t smc_ctl_client_instance(void);
  * (1 poll(2)): waits up to @timeout_ms (ms) for a HELLO. 0 if smcd cannot be reached
  * in that time. */
 uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms);
+
+/* The process id of the smcd at the other end of the control connection (its
+ * SO_PEERCRED), connecting first if there is none (waiting up to @timeout_ms, ms);
+ * 0 if smcd cannot be reached. The doorbell pairs of SMC-D connections are made by
+ * that process (their SO_PEERCRED says so): smc_fds_received() asks smcd only about
+ * such descriptors. */
+pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
 
 /* The instance smcd wrote into "instance" in its runtime directory (4 bytes, host
  * order, at offset 0; smcd rewrites the file in place at every start), or 0 if there

@@ -46,7 +46,8 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_ADOPT_REPLY:
                 case SMC_CTL_REREG:
                 case SMC_CTL_REREG_REPLY:
-                case SMC_CTL_REREG_DONE: return 0; /* not before version 3 */
+                case SMC_CTL_REREG_DONE:
+                case SMC_CTL_ADOPT_FD: return 0; /* not before version 3 */
                 default: break;
                 }
         return smc_ctl_msg_size(type);
@@ -70,6 +71,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_REREG: return sizeof(struct smc_ctl_rereg);
         case SMC_CTL_REREG_REPLY: return sizeof(struct smc_ctl_rereg_reply);
         case SMC_CTL_REREG_DONE: return sizeof(struct smc_ctl_rereg_done);
+        case SMC_CTL_ADOPT_FD: return sizeof(struct smc_ctl_adopt_fd);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -88,6 +90,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_ADOPT:
         case SMC_CTL_REREG:
         case SMC_CTL_REREG_DONE:
+        case SMC_CTL_ADOPT_FD:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -135,6 +138,7 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
         case SMC_CTL_LISTEN:
         case SMC_CTL_LISTEN_REPLY:
         case SMC_CTL_SMCR:
+        case SMC_CTL_ADOPT_FD:
                 return 1;
         case SMC_CTL_ADOPT_REPLY:
                 return 3;
@@ -297,6 +301,8 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
         case SMC_CTL_ADOPT:
                 return m->adopt.conn_id ? 0 : -EBADMSG;
+        case SMC_CTL_ADOPT_FD:
+                return m->adopt_fd.reserved ? -EBADMSG : 0;
         case SMC_CTL_REREG:
                 /* an established connection of an smcd that writes DMB tokens (any
                  * smcd that tells an instance does): two different tokens, both

@@ -190,6 +190,18 @@
  *                      instance, by a process that had SMC-D connections of another.
  *                      Errors (ERROR, discarded by the library): -EBADMSG (instance 0,
  *                      unknown flags), -EPROTO (another instance). No fds.
+ *   ADOPT_FD     C->D  (v3; added after REREG_DONE: an smcd without it answers ERROR
+ *                      -EOPNOTSUPP) reserved 0. 1 fd: an AF_UNIX stream socket this
+ *                      process received from another over a unix socket (SCM_RIGHTS;
+ *                      smcrun(1), "Passing connections"). smcd looks for the SMC-D
+ *                      endpoint whose X it is (the socket's inode, recorded when smcd
+ *                      made the doorbell pair) and answers as ADOPT: ADOPT_REPLY with the
+ *                      endpoint's buffers and Y (3 fds), counted as owned by the
+ *                      asking client if its owner is gone. Holding X is the proof
+ *                      (it is never handed out otherwise); the endpoint's uid must
+ *                      still be the client's. Others (not an X smcd made, a closed
+ *                      endpoint, SMC-R, restored after an smcd restart, another
+ *                      uid): ERROR -ENOENT. smcd closes its copy of the fd.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -237,6 +249,7 @@ enum smc_ctl_type {
         SMC_CTL_REREG,       /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_REREG_REPLY, /* v3 */
         SMC_CTL_REREG_DONE,  /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
+        SMC_CTL_ADOPT_FD,    /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -391,6 +404,13 @@ struct smc_ctl_adopt {
         uint64_t conn_id;
 };
 
+/* ADOPT_FD (v3): take over the SMC-D endpoint whose X is the one fd sent along, as
+ * received over a unix socket (SCM_RIGHTS; see Messages). The reply is ADOPT_REPLY. */
+struct smc_ctl_adopt_fd {
+        struct smc_ctl_hdr hdr;
+        uint64_t reserved; /* 0 */
+};
+
 /* REREG (v3): an SMC-D endpoint set up by an earlier smcd (see Messages). */
 struct smc_ctl_rereg {
         struct smc_ctl_hdr hdr;
@@ -450,6 +470,7 @@ union smc_ctl_msg {
         struct smc_ctl_fallback fallback;
         struct smc_ctl_smcr smcr;
         struct smc_ctl_adopt adopt;
+        struct smc_ctl_adopt_fd adopt_fd;
         struct smc_ctl_rereg rereg;
         struct smc_ctl_rereg_reply rereg_reply;
         struct smc_ctl_rereg_done rereg_done;

@@ -567,6 +567,8 @@ _public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
 
         if (managed(fd))
                 return smc_sendmsg(fd, msg, flags);
+        if (msg && msg->msg_controllen)
+                smc_fds_passing(msg); /* SCM_RIGHTS: SMC connections passed on */
         f = real_sendmsg();
         return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
 }
@@ -593,10 +595,15 @@ _public_ ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 _public_ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
         __typeof__(recvmsg) *f;
 
+        ssize_t r;
+
         if (managed(fd))
                 return smc_recvmsg(fd, msg, recv_flags(flags));
         f = real_recvmsg();
-        return f ? f(fd, msg, flags) : sys_recvmsg(fd, msg, flags);
+        r = f ? f(fd, msg, flags) : sys_recvmsg(fd, msg, flags);
+        if (r >= 0 && msg && msg->msg_controllen)
+                smc_fds_received(msg); /* SCM_RIGHTS: SMC connections passed to us */
+        return r;
 }
 
 _public_ ssize_t read(int fd, void *buf, size_t len) {
@@ -649,6 +656,9 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
         unsigned i;
 
         if (!managed(fd)) {
+                for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
+                        if (vec[i].msg_hdr.msg_controllen)
+                                smc_fds_passing(&vec[i].msg_hdr);
                 f = real_sendmmsg();
                 return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
         }
@@ -682,9 +692,14 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
         unsigned i;
 
         if (!managed(fd)) {
+                int n;
+
                 f = real_recvmmsg();
-                return f ? f(fd, vec, vlen, flags, timeout)
-                         : (int) smc_syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
+                n = f ? f(fd, vec, vlen, flags, timeout) : (int) smc_syscall(SYS_recvmmsg, fd, vec, vlen, flags, timeout);
+                for (int k = 0; k < n; k++)
+                        if (vec[k].msg_hdr.msg_controllen)
+                                smc_fds_received(&vec[k].msg_hdr);
+                return n;
         }
         if (timeout) {
                 if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000) {

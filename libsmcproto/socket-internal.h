@@ -139,6 +139,17 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed);
 #define SMC_ADOPT_TIMEOUT_MS 1000u
 void smc_exec_adopt_inherited(void);
 
+/* SMC connections passed between processes over a unix socket (SCM_RIGHTS; smcrun(1),
+ * "Passing connections"). smc_fds_passing(): before @msg is sent on a descriptor
+ * that is not an SMC socket: each SMC-D connection among its SCM_RIGHTS descriptors
+ * is shared from now on (as after fork()), its held bytes published.
+ * smc_fds_received(): after @msg was received: each SCM_RIGHTS descriptor that is
+ * the socket pair end of an SMC-D connection becomes that SMC socket in this process
+ * (asking smcd, ADOPT_FD), or a reset TCP socket if smcd does not give it; other
+ * descriptors are left as they are. Both leave errno alone. */
+void smc_fds_passing(const struct msghdr *msg);
+void smc_fds_received(const struct msghdr *msg);
+
 /* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every
  * descriptor once (poll, no wait) and, if none is ready, busy-poll the SMC-D rings for
  * up to their busy_poll_ns, signals blocked, then wait in the kernel (pselect6) for the

@@ -2627,8 +2627,11 @@ static int msg_check(const struct msghdr *msg) {
 SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
-        if (!s)
+        if (!s) {
+                if (msg && msg->msg_controllen)
+                        smc_fds_passing(msg); /* SCM_RIGHTS: SMC connections passed on */
                 return sys_sendmsg(fd, msg, flags);
+        }
         if (msg_check(msg) < 0)
                 return -1;
         return smcd_send(s, msg->msg_iov, (int) msg->msg_iovlen, flags, true);
@@ -2638,8 +2641,12 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
         ssize_t r;
 
-        if (!s)
-                return sys_recvmsg(fd, msg, flags);
+        if (!s) {
+                r = sys_recvmsg(fd, msg, flags);
+                if (r >= 0 && msg && msg->msg_controllen)
+                        smc_fds_received(msg); /* SCM_RIGHTS: SMC connections passed to us */
+                return r;
+        }
         if (msg_check(msg) < 0)
                 return -1;
         r = smcd_recv(s, msg->msg_iov, (int) msg->msg_iovlen, flags);
@@ -4472,8 +4479,6 @@ static uint32_t smc_ring_tx_space_for(struct smc_ring_ep *ep) {
         return ep->tx_size - smc_curs_diff(ep->tx_size, atomic_load(&ep->tx_hdr->cons), atomic_load(&ep->tx_hdr->prod));
 }
 
-/* Rebuild the SMC-D socket of entry @e in this image. Returns 0, or -errno (nothing
- * changed then, the memfds closed). */
 /* Is @fd (>= 0) a TCP socket bound to @port (0: any) that is neither connected nor
  * listening, as the connecting side's hidden T is? */
 static bool exec_is_hidden_tcp(int fd, uint16_t port) {
@@ -4494,42 +4499,17 @@ static bool exec_is_hidden_tcp(int fd, uint16_t port) {
         return a.port != 0 && (port == 0 || a.port == port);
 }
 
-static int exec_adopt(const struct smc_inherit_entry *e) {
-        union smc_ctl_msg m, reply;
-        int fds[SMC_CTL_MAX_FDS], n, r, fl, y;
+/* Build the SMC-D socket of entry @e at e->x from an ADOPT_REPLY @reply that matches
+ * it, with its 3 fds (rx memfd, tx memfd, Y), which it takes in every case. Returns 0,
+ * or -errno (nothing changed then). */
+static int adopt_install(const struct smc_inherit_entry *e, const union smc_ctl_msg *rp, int *fds) {
+        int r, fl, y;
         void *rx = NULL, *tx = NULL;
         struct smc_sock *s;
 
-        smc_ctl_init(&m, SMC_CTL_ADOPT, 0);
-        m.adopt.conn_id = e->conn_id;
-        if (adopt_give_up)
-                return -ETIMEDOUT;
-        if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed))
-                return -ECANCELED; /* (io_uring) this image must not have SMC sockets */
-        n = smc_ctl_client_call_timeout(&m, NULL, 0, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
-        if (n == -ETIMEDOUT)
-                adopt_give_up = true; /* smcd is stuck: do not wait again for each socket */
-        if (n < 0)
-                return n;
-        if (reply.hdr.type == SMC_CTL_ERROR) {
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                smc_debug("exec: ADOPT %016llx: ERROR %s: %s", (unsigned long long) e->conn_id,
-                          strerror(-reply.error.error), reply.error.msg);
-                return reply.error.error;
-        }
-        if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3 || reply.conn.conn_id != e->conn_id ||
-            reply.conn.rx.id != e->rx_id || reply.conn.rx.size != e->rx_size || reply.conn.tx.id != e->tx_id ||
-            reply.conn.tx.size != e->tx_size) {
-                for (int i = 0; i < n; i++)
-                        sys_close(fds[i]);
-                smc_debug("exec: ADOPT %016llx: reply of type %u does not match the entry", (unsigned long long) e->conn_id,
-                          reply.hdr.type);
-                return -EPROTO;
-        }
         y = fds[2];
-        r = buf_get(&reply.conn.rx, fds[0], 0, &rx);
-        if (buf_get(&reply.conn.tx, fds[1], 0, &tx) < 0 && r == 0)
+        r = buf_get(&rp->conn.rx, fds[0], 0, &rx);
+        if (buf_get(&rp->conn.tx, fds[1], 0, &tx) < 0 && r == 0)
                 r = -EPROTO;
         fl = sys_fcntl(e->x, F_GETFL, 0);
         if (r == 0 && fl < 0)
@@ -4546,8 +4526,8 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
         s->conn_id = e->conn_id;
         s->conn_instance = smc_ctl_client_instance();
         s->conn_role = -1; /* ADOPT_REPLY does not say */
-        if (addr_for_family(&reply.conn.local, s->family, &s->local, &s->local_len) < 0 ||
-            addr_for_family(&reply.conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
+        if (addr_for_family(&rp->conn.local, s->family, &s->local, &s->local_len) < 0 ||
+            addr_for_family(&rp->conn.peer, s->family, &s->peer, &s->peer_len) < 0) {
                 sys_close(y);
                 sock_release(s);
                 return -EPROTO;
@@ -4559,7 +4539,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 return r;
         }
         s->ep.x_mode_is_app = true;
-        ep_tune(&s->ep, &reply);
+        ep_tune(&s->ep, rp);
         /* the local state of the ring that lives in no DMB header: doorbell bytes the
          * old image owed, and bytes it had copied into the peer's ring but not
          * published (they must fit in the free space) */
@@ -4590,7 +4570,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
         s->rcvtimeo_set = (e->flags & SMC_INHERIT_F_RCVTIMEO) != 0;
         /* T (connecting side: it keeps the port) if it still is that socket: a TCP
          * socket bound to the connection's local port and not connected */
-        if (exec_is_hidden_tcp(e->t, reply.conn.local.port)) {
+        if (exec_is_hidden_tcp(e->t, rp->conn.local.port)) {
                 s->hidden = e->t;
                 (void) set_cloexec(e->t, true);
         }
@@ -4607,6 +4587,157 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
                 return r;
         }
         return 0;
+}
+
+/* Rebuild the SMC-D socket of entry @e in this image. Returns 0, or -errno (nothing
+ * changed then, the memfds closed). */
+static int exec_adopt(const struct smc_inherit_entry *e) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS], n;
+
+        smc_ctl_init(&m, SMC_CTL_ADOPT, 0);
+        m.adopt.conn_id = e->conn_id;
+        if (adopt_give_up)
+                return -ETIMEDOUT;
+        if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed))
+                return -ECANCELED; /* (io_uring) this image must not have SMC sockets */
+        n = smc_ctl_client_call_timeout(&m, NULL, 0, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
+        if (n == -ETIMEDOUT)
+                adopt_give_up = true; /* smcd is stuck: do not wait again for each socket */
+        if (n < 0)
+                return n;
+        if (reply.hdr.type == SMC_CTL_ERROR) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                smc_debug("exec: ADOPT %016llx: ERROR %s: %s", (unsigned long long) e->conn_id,
+                          strerror(-reply.error.error), reply.error.msg);
+                return reply.error.error;
+        }
+        if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3 || reply.conn.conn_id != e->conn_id ||
+            reply.conn.rx.id != e->rx_id || reply.conn.rx.size != e->rx_size || reply.conn.tx.id != e->tx_id ||
+            reply.conn.tx.size != e->tx_size) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                smc_debug("exec: ADOPT %016llx: reply of type %u does not match the entry", (unsigned long long) e->conn_id,
+                          reply.hdr.type);
+                return -EPROTO;
+        }
+        return adopt_install(e, &reply, fds);
+}
+
+/* ---- SMC connections passed between processes over unix sockets (SCM_RIGHTS) ---- */
+
+/* Call @fn for each descriptor of the SCM_RIGHTS messages in @msg's control data. */
+static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd)) {
+        if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+                return;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *) msg); c; c = CMSG_NXTHDR((struct msghdr *) msg, c)) {
+                size_t n;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+                        continue;
+                n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < n; i++) {
+                        int fd;
+
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+                        fn(fd);
+                }
+        }
+}
+
+/* @fd goes to another process: an SMC-D connection is shared from now on, as after
+ * fork() (either copy's close lets go of it only; sends take the cross-process lock),
+ * and what TCP_CORK or MSG_MORE held back is published first: the receiver starts
+ * from what the peer can see. */
+static void fd_passing(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (sock_state(s) == SOCK_SMCD && !s->smcr && s->fd == fd) {
+                s->conn_fork_gen = ~0u;
+                smc_ring_set_shared(&s->ep);
+                (void) smc_ring_flush(&s->ep);
+                smc_debug("fd %d: SMC-D connection %016llx passed to another process", fd,
+                          (unsigned long long) s->conn_id);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void smc_fds_passing(const struct msghdr *msg) {
+        int saved = errno;
+
+        scm_rights_each(msg, fd_passing);
+        errno = saved;
+}
+
+/* @fd arrived from another process: if it is the X of an SMC-D connection (a stream
+ * socket pair end that smcd made: its SO_PEERCRED is smcd's), ask smcd for the
+ * connection (ADOPT_FD) and make @fd that SMC socket, shared, as after fork(). One
+ * getsockopt(2) for any other descriptor. */
+static void fd_received(int fd) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS], n, r;
+        struct ucred cr;
+        socklen_t cl = sizeof(cr);
+        struct smc_inherit_entry e;
+        pid_t daemon;
+
+        if (fd < 0 || sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || cr.pid == getpid() ||
+            env_disable || !fd_is_stream(fd, AF_UNIX))
+                return;
+        daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
+        if (daemon <= 0 || cr.pid != daemon)
+                return;
+        /* a doorbell end made by smcd: apps hold only X ends, which are useless bare */
+        if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
+                r = -ECANCELED; /* (io_uring) this image must not have SMC sockets */
+                goto reset;
+        }
+        smc_ctl_init(&m, SMC_CTL_ADOPT_FD, 0);
+        n = smc_ctl_client_call_timeout(&m, &fd, 1, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
+        if (n < 0) {
+                r = n;
+                goto reset;
+        }
+        if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                r = reply.hdr.type == SMC_CTL_ERROR ? reply.error.error : -EPROTO;
+                goto reset;
+        }
+        e = (struct smc_inherit_entry) {
+                .x = fd,
+                .t = -1, /* the sender's hidden TCP socket (its port) stays with it */
+                .conn_id = reply.conn.conn_id,
+                .rx_id = reply.conn.rx.id,
+                .rx_size = reply.conn.rx.size,
+                .tx_id = reply.conn.tx.id,
+                .tx_size = reply.conn.tx.size,
+                .flags = SMC_INHERIT_F_SHARED | (reply.conn.local.family == AF_INET6 ? SMC_INHERIT_F_INET6 : 0),
+        };
+        r = adopt_install(&e, &reply, fds);
+        if (r == 0) {
+                smc_debug("fd %d: SMC-D connection %016llx received from another process", fd,
+                          (unsigned long long) e.conn_id);
+                return;
+        }
+reset:
+        /* never hand the app the bare socket pair end (its bytes would be doorbells):
+         * a reset connection instead, as for an exec that cannot adopt */
+        smc_debug("fd %d: an SMC-D connection received from another process cannot be taken over: %s: it is reset",
+                  fd, strerror(-r));
+        if (stub_in_place(fd, AF_INET) < 0)
+                (void) sys_shutdown(fd, SHUT_RDWR);
+}
+
+void smc_fds_received(const struct msghdr *msg) {
+        int saved = errno;
+
+        scm_rights_each(msg, fd_received);
+        errno = saved;
 }
 
 /* A listener entry "L:FD:FLAGS" (FLAGS: SMC_INHERIT_F_INET6 or 0): FD is the listening

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -703,6 +704,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         uint32_t csize = smc_dmb_class_size(cclass), ssize, reason;
         struct smc_ctl_addr dst = req->dst, src = req->src;
         int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */
+        uint64_t ab_ino = 0, bb_ino = 0; /* inode numbers of X_a, X_b (ADOPT_FD) */
         struct smc_buf *cbuf = NULL, *sbuf = NULL;
         int fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
@@ -815,9 +817,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                               memory_order_relaxed);
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
-        r = manager_take_pair(m, ab);
+        r = manager_take_pair(m, ab, &ab_ino);
         if (r >= 0) {
-                r = manager_take_pair(m, bb);
+                r = manager_take_pair(m, bb, &bb_ino);
                 if (r < 0)
                         close_fds(ab, 2);
         }
@@ -849,6 +851,8 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         }
         conn->ep[EP_CLIENT].uid = c->uid;
         conn->ep[EP_SERVER].uid = suid;
+        conn->ep[EP_CLIENT].x_ino = ab_ino; /* X_a */
+        conn->ep[EP_SERVER].x_ino = bb_ino; /* X_b */
         conn->listener_id = l->id;
 
         /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB */
@@ -995,26 +999,20 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         return 0;
 }
 
-/* ADOPT (ctl-proto.h): a process image that inherited endpoint req->conn_id's X over
- * execve() asks for its buffers again (the old image's mappings are gone with it). */
-int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
+/* ADOPT_REPLY for @e (SMC-D, open, of @c's uid): both buffers and Y, and @c as its
+ * owner if it has none. @how for the log. Returns 0 or a negative errno from sending. */
+static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
         Manager *m = c->manager;
-        Endpoint *e = u64map_get(m->endpoints, req->conn_id), *peer;
+        Endpoint *peer;
         union smc_ctl_msg msg;
         int fds[SMC_CTL_MAX_FDS], dead[2] = { -1, -1 };
         size_t nfds = 0;
         unsigned side;
         int r;
 
-        /* as CLOSE: other uids learn nothing, not even that the id exists; SMC-R
-         * endpoints cannot be adopted (smcd is their peer and ended them with the old
-         * image's control connection) */
-        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn || e->conn->restored)
-                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no SMC-D connection %016" PRIx64 " of this uid",
-                                         req->conn_id);
         side = ep_side(e);
         peer = &e->conn->ep[!side];
-        smc_ctl_init(&msg, SMC_CTL_ADOPT_REPLY, req->hdr.seq);
+        smc_ctl_init(&msg, SMC_CTL_ADOPT_REPLY, seq);
         msg.conn.conn_id = e->id;
         msg.conn.mode = SMC_CTL_MODE_SMCD;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;
@@ -1031,7 +1029,7 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
                 fds[nfds++] = peer->hold_fd;
         else {
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dead) < 0)
-                        return client_send_error(c, req->hdr.seq, errno, 0, "socketpair: %m");
+                        return client_send_error(c, seq, errno, 0, "socketpair: %m");
                 close(dead[1]);
                 fds[nfds++] = dead[0];
         }
@@ -1043,13 +1041,54 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
         mark_mapped(c, e->conn->buf[EP_CLIENT]);
         mark_mapped(c, e->conn->buf[EP_SERVER]);
         if (!e->owner) {
-                /* the old image's control connection is gone: the new image owns it */
+                /* the old image's (or the sender's) control connection is gone: the
+                 * asking client owns it now */
                 e->owner = c;
                 LIST_PREPEND(by_client, c->endpoints, e);
         }
-        log_debug("Client %" PRIu64 " (pid %d) adopted endpoint %016" PRIx64 " after an exec.", c->id, (int) c->pid,
-                  e->id);
+        log_debug("Client %" PRIu64 " (pid %d) adopted endpoint %016" PRIx64 " %s.", c->id, (int) c->pid, e->id, how);
         return 0;
+}
+
+/* ADOPT (ctl-proto.h): a process image that inherited endpoint req->conn_id's X over
+ * execve() asks for its buffers again (the old image's mappings are gone with it). */
+int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
+        Endpoint *e = u64map_get(c->manager->endpoints, req->conn_id);
+
+        /* as CLOSE: other uids learn nothing, not even that the id exists; SMC-R
+         * endpoints cannot be adopted (smcd is their peer and ended them with the old
+         * image's control connection) */
+        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn || e->conn->restored)
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no SMC-D connection %016" PRIx64 " of this uid",
+                                         req->conn_id);
+        return adopt_reply(c, req->hdr.seq, e, "after an exec");
+}
+
+/* ADOPT_FD (ctl-proto.h): a process that received an X over a unix socket
+ * (SCM_RIGHTS) asks for the endpoint's buffers. @fd is the X it sent (closed here). */
+int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd) {
+        Manager *m = c->manager;
+        Endpoint *e, *found = NULL;
+        struct stat st;
+        size_t state = 0;
+        uint64_t key;
+        void *v;
+
+        if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino != 0)
+                /* a scan: passing a connection is rare next to making one, which
+                 * then keeps no index up to date */
+                while (!found && u64map_iterate(m->endpoints, &state, &key, &v)) {
+                        e = v;
+                        if (e->x_ino == (uint64_t) st.st_ino && !e->smcr && e->conn && !e->closed &&
+                            !e->conn->restored)
+                                found = e;
+                }
+        close(fd);
+        /* another uid's endpoint: as CLOSE, it learns nothing */
+        if (!found || found->uid != c->uid)
+                return client_send_error(c, req->hdr.seq, ENOENT, 0,
+                                         "the descriptor is no open SMC-D connection of this uid");
+        return adopt_reply(c, req->hdr.seq, found, "passed over a unix socket");
 }
 
 static int reply_rereg(Client *c, uint32_t seq, uint64_t id) {

@@ -286,6 +286,8 @@ static int client_process_one(Client *c) {
                 return client_handle_close(c, &msg.close);
         case SMC_CTL_ADOPT:
                 return client_handle_adopt(c, &msg.adopt);
+        case SMC_CTL_ADOPT_FD:
+                return client_handle_adopt_fd(c, &msg.adopt_fd, fds[0]); /* takes the fd */
         case SMC_CTL_REREG:
                 return client_handle_rereg(c, &msg.rereg);
         case SMC_CTL_REREG_DONE:
@@ -755,8 +757,9 @@ static int on_reclaim_idle(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-static int pair_make(int ret[2]) {
+static int pair_make(int ret[2], uint64_t *ret_ino) {
         int one = 1;
+        struct stat st;
 
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ret) < 0)
                 return -errno;
@@ -769,6 +772,7 @@ static int pair_make(int ret[2]) {
                 ret[0] = ret[1] = -1;
                 return r;
         }
+        *ret_ino = fstat(ret[0], &st) == 0 ? (uint64_t) st.st_ino : 0;
         return 0;
 }
 
@@ -778,21 +782,22 @@ static int on_pairs_idle(sd_event_source *s, void *userdata) {
 
         uint64_t n = m->stats.spare_pairs; /* the gauge is the count (kept by a reset) */
 
-        if (n < m->max_spare_pairs && pair_make(m->spare_pairs[n]) == 0)
+        if (n < m->max_spare_pairs && pair_make(m->spare_pairs[n], &m->spare_pair_ino[n]) == 0)
                 m->stats.spare_pairs++;
         else
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF); /* full, or EMFILE */
         return 0;
 }
 
-int manager_take_pair(Manager *m, int ret[2]) {
+int manager_take_pair(Manager *m, int ret[2], uint64_t *ret_ino) {
         if (m->pairs_idle)
                 (void) sd_event_source_set_enabled(m->pairs_idle, SD_EVENT_ON);
         if (m->stats.spare_pairs == 0)
-                return pair_make(ret);
+                return pair_make(ret, ret_ino);
         m->stats.spare_pairs--;
         ret[0] = m->spare_pairs[m->stats.spare_pairs][0];
         ret[1] = m->spare_pairs[m->stats.spare_pairs][1];
+        *ret_ino = m->spare_pair_ino[m->stats.spare_pairs];
         return 0;
 }
 

@@ -95,7 +95,10 @@ void manager_release_buf_len(Manager *m, struct smc_buf *b, uint32_t dirty);
  * end), both close-on-exec, owned by the caller. From the spares the event loop made
  * when it had nothing else to do, else made now. Returns 0 or -errno of
  * socketpair(2) / fcntl(2). */
-int manager_take_pair(Manager *m, int ret[2]);
+/* A doorbell socketpair (ret[0] blocking with a 1-byte SO_SNDBUF request, ret[1]
+ * nonblocking, both close-on-exec), made ahead in idle time if one is ready, with
+ * the inode number of ret[0] in *@ret_ino (0 if fstat failed). Returns 0 or -errno. */
+int manager_take_pair(Manager *m, int ret[2], uint64_t *ret_ino);
 
 enum smcd_inline {
         SMCD_INLINE_AUTO = 0,
@@ -255,6 +258,10 @@ struct Endpoint {
          * the endpoint closes (conn.c endpoint_on_hold_hup). -1 once closed. */
         int hold_fd;
         uint64_t hold_key;
+        /* SMC-D: the inode number of X (fstat), recorded when smcd made the pair, by
+         * which ADOPT_FD finds the endpoint of an X passed between processes
+         * (SCM_RIGHTS); 0 = unknown (restored endpoints) */
+        uint64_t x_ino;
         /* SMC-D: its record in the endpoint table (eptable.h): slot + 1, 0 = none */
         uint32_t ept_slot1;
         /* restored, read from the endpoint table an earlier smcd left, and not yet
@@ -361,6 +368,7 @@ struct Manager {
         /* doorbell socketpairs made ahead, in idle time (manager_take_pair()) */
         sd_event_source *pairs_idle;
         int spare_pairs[SMCD_SPARE_PAIRS][2];
+        uint64_t spare_pair_ino[SMCD_SPARE_PAIRS]; /* inode number of spare_pairs[i][0] */
         unsigned max_spare_pairs; /* by RLIMIT_NOFILE, 1 per 256 fds; how many are ready:
                                    * stats.spare_pairs */
         sd_event_source *pool_trim;    /* every --pool-idle-sec: smc_pool_trim_idle() */
@@ -447,6 +455,9 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req);
  * a process image that inherited it over execve(). Returns 0 (also after an ERROR
  * reply) or a negative errno from sending (the client is dropped). */
 int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
+/* ADOPT_FD (conn.c): the same for the SMC-D endpoint whose X is @fd (received by the
+ * client's process over a unix socket); takes @fd. Returns as client_handle_adopt(). */
+int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd);
 /* REREG (conn.c): an SMC-D endpoint set up by an earlier smcd, re-registered by its
  * process after a restart; listed and counted from now on, joined with its peer
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also

@@ -1190,6 +1190,39 @@ static void test_rereg(void) {
         CHECK(fds_after == fds_before, "fds open after the REREG checks: %d, before %d", fds_after, fds_before);
 }
 
+/* ADOPT_FD: v3 only, to the daemon, exactly one fd, reserved 0 */
+static void test_adopt_fd(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = count_fds();
+
+        if (pipe(pfd) < 0)
+                abort();
+        int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] };
+
+        CHECK(SMC_CTL_ADOPT_FD == 19 && sizeof(struct smc_ctl_adopt_fd) == 24, "ADOPT_FD type 19, 24 bytes");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_ADOPT_FD, 3) == 24 && smc_ctl_msg_size_v(SMC_CTL_ADOPT_FD, 2) == 0 &&
+              smc_ctl_msg_size_v(SMC_CTL_ADOPT_FD, 1) == 0, "ADOPT_FD: v3 only");
+        smc_ctl_init(&m, SMC_CTL_ADOPT_FD, 21);
+        CHECK(smc_ctl_msg_nfds(&m) == 1, "ADOPT_FD carries one fd");
+        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send ADOPT_FD");
+        memset(&r, 0xa5, sizeof(r));
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_ADOPT_FD && r.hdr.seq == 21 && r.adopt_fd.reserved == 0 &&
+              fd_open(fds[0]), "ADOPT_FD round trip: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        expect_bad("ADOPT_FD without an fd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("ADOPT_FD with 2 fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("ADOPT_FD to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        c = m;
+        c.adopt_fd.reserved = 1;
+        expect_bad("ADOPT_FD reserved", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("ADOPT_FD short", &m, 16, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        close(pfd[0]);
+        close(pfd[1]);
+        CHECK(count_fds() == fds_before, "ADOPT_FD: no fd leaked (%d -> %d)", fds_before, count_fds());
+}
+
 static void test_addr(void) {
         struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
         struct smc_ctl_addr a;
@@ -1240,6 +1273,7 @@ int main(void) {
         test_fallback();
         test_v3();
         test_rereg();
+        test_adopt_fd();
         test_addr();
         test_fuzz_regressions();
         /* EOF */

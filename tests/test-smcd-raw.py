@@ -45,6 +45,8 @@ VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before
  NEW_CONN, CLOSE, OK, ERROR, FALLBACK, SMCR) = range(1, 14)
 REREG, REREG_REPLY = 16, 17  # (v3) after ADOPT (14), ADOPT_REPLY (15)
 REREG_DONE = 18  # (v3) after REREG_REPLY
+ADOPT_REPLY = 15
+ADOPT_FD = 19  # (v3) after REREG_DONE
 DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
@@ -70,7 +72,8 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
-SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24})
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT_REPLY: 120,
+                   ADOPT_FD: 24})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -418,6 +421,7 @@ def main():
     run_option_checks(binary)
     run_rereg_checks(binary)
     run_eptable_checks(binary)
+    run_adopt_fd_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
         run_domain_check(binary)
@@ -2229,6 +2233,90 @@ def _run_rereg_checks(binary, start, daemons):
     for fd in fds:
         os.close(fd)
     c.s.close()
+
+
+def run_adopt_fd_checks(binary):
+    """ADOPT_FD (v3): a process that received the X of an SMC-D connection over a
+    unix socket (SCM_RIGHTS) gets the connection's buffers and Y; anything else, and
+    another uid, gets ERROR ENOENT; malformed requests are refused; smcd keeps serving
+    and the connection ends when the last copy of its X is closed."""
+    print("---- ADOPT_FD (connections passed between processes)")
+    rdir = tempfile.mkdtemp(prefix="smcd-raw-adopt-fd-")
+    tmpdirs.append(rdir)
+    os.chmod(rdir, 0o755)  # another uid's client must reach the socket
+    d = Smcd(binary, rdir)
+    try:
+        _run_adopt_fd_checks(d)
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"ADOPT_FD checks: smcd exits 0 ({rc})")
+
+
+def _run_adopt_fd_checks(d):
+    srv_c, cli_c, other = Client(d.sock, version=3), Client(d.sock, version=3), Client(d.sock, version=3)
+    tcp = tcp_listener()
+    lid, chan, _ = srv_c.listen(tcp)
+    info, fds = cli_c.connect(tcp.getsockname())
+    t, _, data, sfds = recv_msg(chan, version=3)
+    srv = parse_conn(data)
+    check(info["mode"] == MODE_SMCD and t == NEW_CONN, f"an SMC-D connection ({info['mode']}, {t})")
+
+    def adopt_fd(c, fd, reserved=0, nfds=None, version=3, length=24):
+        seq = c.next()
+        send(c.s, hdr(ADOPT_FD, seq, length=length, version=version) + struct.pack("<Q", reserved)[:length - 16],
+             [fd] if nfds is None else [fd] * nfds)
+        t, rseq, data, rfds = recv_msg(c.s, version=c.version)
+        if t == ADOPT_REPLY:
+            r = ("reply", parse_conn(data), len(rfds))
+        elif t == ERROR:
+            r = ("error", parse_error(data)[0])
+        else:
+            r = ("type", t)
+        for f in rfds:
+            os.close(f)
+        return r
+
+    r = adopt_fd(other, fds[0])
+    check(r[0] == "reply" and r[1]["id"] == info["id"] and r[1]["rx"] == info["rx"] and r[1]["tx"] == info["tx"]
+          and r[1]["local"] == info["local"] and r[1]["peer"] == info["peer"] and r[2] == 3,
+          f"ADOPT_FD with the client's X, from another control connection of the uid -> ADOPT_REPLY with its id, "
+          f"buffers and addresses, 3 fds ({r[0]}, {r[2] if r[0] == 'reply' else r[1]})")
+    r = adopt_fd(other, sfds[0])
+    check(r[0] == "reply" and r[1]["id"] == srv["id"] and r[1]["rx"] == srv["rx"],
+          f"ADOPT_FD with the server's X -> the server endpoint ({r[0]})")
+    r = adopt_fd(other, fds[1])
+    check(r == ("error", -errno.ENOENT), f"ADOPT_FD with a Y (not an app's end) -> ERROR ENOENT {r}")
+    pr, pw = os.pipe()
+    sp1, sp2 = socket.socketpair()
+    r1, r2 = adopt_fd(other, pr), adopt_fd(other, sp1.fileno())
+    check(r1 == r2 == ("error", -errno.ENOENT), f"ADOPT_FD with a pipe, another socket pair -> ERROR ENOENT {r1} {r2}")
+    res = as_uid(lambda: repr(adopt_fd(Client(d.sock, version=3), fds[0])).encode())
+    check(res == repr(("error", -errno.ENOENT)).encode(), f"ADOPT_FD with the X by another uid -> ERROR ENOENT ({res})")
+    r = adopt_fd(other, fds[0], reserved=1)
+    check(r == ("error", -errno.EBADMSG), f"ADOPT_FD with reserved 1 -> ERROR EBADMSG {r}")
+    r = adopt_fd(other, fds[0], nfds=2)
+    check(r[0] == "error", f"ADOPT_FD with 2 fds -> ERROR {r}")
+    r = adopt_fd(other, fds[0], length=16)
+    check(r == ("error", -errno.EBADMSG), f"ADOPT_FD without its body -> ERROR EBADMSG {r}")
+    v1 = Client(d.sock, version=1)
+    r = adopt_fd(v1, fds[0], version=1)
+    check(r[0] == "error", f"ADOPT_FD in version 1 -> ERROR {r}")
+    for f in (pr, pw):
+        os.close(f)
+    sp1.close()
+    sp2.close()
+    # smcd serves on, and the connection ends with the last close of its X copies
+    info2, fds2 = cli_c.connect(tcp.getsockname())
+    check(info2["mode"] == MODE_SMCD, f"after these, smcd still sets up SMC-D connections ({info2['mode']})")
+    for f in fds + sfds + fds2:
+        os.close(f)
+    drain_queue(chan)
+    s = d.stats(lambda s: s["smcd"]["conns_current"] == 0)["smcd"]
+    check(s["conns_current"] == 0, f"every copy closed: no connection left (conns_current {s['conns_current']})")
+    for c in (srv_c, cli_c, other, v1):
+        c.s.close()
+    chan.close()
+    tcp.close()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@
 # transcript of epoll_ctl / epoll_wait on listeners compared with TCP's line by line
 # (epoll-transcript.py); descriptors closed through syscall(SYS_close), close_range(2)
 # and syscall(SYS_dup3) (raw-close.py), and node's libuv, which closes every descriptor
-# that way (node-echo.js).
+# that way (node-echo.js); connections passed to another process over a unix socket
+# (SCM_RIGHTS: pass-fds.py, and node's cluster module, whose primary accepts and passes
+# every connection to a worker: node-cluster.js).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -38,7 +40,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
@@ -64,6 +66,20 @@ if command -v node >/dev/null; then
         fi
 else
         echo "ok - node-echo: skipped: no node (scripts/install-deps.sh installs nodejs)"
+fi
+# node's cluster: the primary passes each accepted connection to a worker (SCM_RIGHTS);
+# all 140 over SMC-D
+if command -v node >/dev/null; then
+        before=$(conns_client)
+        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-cluster.js" 2>&1) &&
+                after=$(conns_client) && [ $((after - before)) -ge 140 ]; then
+                echo "ok - node-cluster: $out ($((after - before)) SMC-D connections)"
+        else
+                echo "not ok - node-cluster: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                failed=1
+        fi
+else
+        echo "ok - node-cluster: skipped: no node (scripts/install-deps.sh installs nodejs)"
 fi
 # epoll_ctl / epoll_wait on listeners with EPOLLEXCLUSIVE: the transcript under smcrun
 # must be TCP's, line by line
