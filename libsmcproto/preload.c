@@ -769,6 +769,24 @@ static int splice_wait(int fd, short events) {
         return r < 0 ? -1 : 0;
 }
 
+/* A private pipe of SPLICE_BUF bytes for one splice call, close-on-exec, plus
+ * @extra (O_NONBLOCK or 0). Returns 0 or -1 with errno. */
+static int priv_pipe_open(int priv[2], int extra) {
+        if (pipe2(priv, O_CLOEXEC | extra) < 0)
+                return -1;
+        (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) SPLICE_BUF);
+        return 0;
+}
+
+/* Close it, errno kept (the splice's own). */
+static void priv_pipe_close(const int priv[2]) {
+        int e = errno;
+
+        sys_close(priv[0]);
+        sys_close(priv[1]);
+        errno = e;
+}
+
 /* Socket -> pipe. A pipe's room is counted in pages, not bytes (FIONREAD does not tell
  * it), so the bytes go through a private pipe of this call and on into @pipe_out by
  * the kernel's own splice, which moves what fits without blocking; only what it moved
@@ -786,9 +804,8 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
         }
         if (len > sizeof(buf))
                 len = sizeof(buf);
-        if (pipe2(priv, O_CLOEXEC | O_NONBLOCK) < 0)
+        if (priv_pipe_open(priv, O_NONBLOCK) < 0)
                 return -1;
-        (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) sizeof(buf));
         for (;;) {
                 /* waits for data as the socket's mode says (the kernel's splice does
                  * not apply SPLICE_F_NONBLOCK to the socket) */
@@ -830,10 +847,7 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
                         break;
                 }
         }
-        k = errno;
-        sys_close(priv[0]);
-        sys_close(priv[1]);
-        errno = (int) k;
+        priv_pipe_close(priv);
         return n;
 }
 
@@ -883,9 +897,8 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
                 len = room;
         if (len > sizeof(buf))
                 len = sizeof(buf);
-        if (pipe2(priv, O_CLOEXEC) < 0)
+        if (priv_pipe_open(priv, 0) < 0)
                 return -1;
-        (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) sizeof(buf));
         n = smc_syscall(SYS_splice, pipe_in, NULL, priv[1], NULL, len, pipe_flags);
         for (ssize_t done = 0; n > 0 && done < n; done += k) {
                 k = sys_read(priv[0], buf + done, (size_t) (n - done));
@@ -894,10 +907,7 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
                         break;
                 }
         }
-        k = errno;
-        sys_close(priv[0]);
-        sys_close(priv[1]);
-        errno = (int) k;
+        priv_pipe_close(priv);
         if (n <= 0)
                 return n;
         /* taken from the pipe: sent in full (it fits, unless another process that

@@ -1382,7 +1382,16 @@ static void sock_teardown(struct smc_sock *s) {
         sock_set_state(s, SOCK_NEW);
 }
 
-static bool in_vfork_child(void);
+/* The process the library last knew it ran in (set at load and in a fork child:
+ * "exec" below): a vfork() child, or a raw clone, runs the parent's memory under
+ * another pid, so a socket it passes on is still held by the parent. */
+static pid_t exec_known_pid;
+
+/* In a vfork() child (or a raw clone) the library's state is the parent's memory:
+ * closing a descriptor there closes the child's copy only, and must not touch it. */
+static bool in_vfork_child(void) {
+        return getpid() != exec_known_pid;
+}
 
 void smc_fd_forget(int fd) {
         struct smc_sock *s = sock_lookup(fd);
@@ -2774,14 +2783,6 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
         return ret_errno(smc_ring_shutdown(&s->ep, how));
 }
 
-static pid_t exec_known_pid; /* (exec, below) */
-
-/* In a vfork() child (or a raw clone) the library's state is the parent's memory:
- * closing a descriptor there closes the child's copy only, and must not touch it. */
-static bool in_vfork_child(void) {
-        return getpid() != exec_known_pid;
-}
-
 SMC_PUBLIC int smc_close(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         int r;
@@ -3899,10 +3900,7 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
 /* ------------------------------------------------------------------------- */
 /* exec: SMC-D sockets that survive execve() (socket-internal.h, smcrun(1)) */
 
-/* The process the library last knew it ran in (exec_known_pid, declared above smc_close:
- * set at load and in a fork child): a vfork() child, or a raw clone, runs the parent's
- * memory under another pid, so a socket it passes on is still held by the parent. */
-
+/* exec_known_pid (declared above smc_fd_forget) follows the process */
 static void exec_atfork_child(void) {
         exec_known_pid = getpid();
 }
