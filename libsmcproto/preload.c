@@ -68,6 +68,7 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <alloca.h>
 #include <spawn.h>
@@ -567,8 +568,14 @@ _public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
 
         if (managed(fd))
                 return smc_sendmsg(fd, msg, flags);
-        if (msg && msg->msg_controllen)
-                smc_fds_passing(msg); /* SCM_RIGHTS: SMC connections passed on */
+        if (msg && msg->msg_controllen) { /* SCM_RIGHTS: SMC sockets passed on */
+                union smc_scm_buf cb;
+                struct msghdr copy;
+
+                msg = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
+                f = real_sendmsg();
+                return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
+        }
         f = real_sendmsg();
         return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
 }
@@ -624,6 +631,85 @@ _public_ ssize_t write(int fd, const void *buf, size_t len) {
         return f ? f(fd, buf, len) : sys_write(fd, buf, len);
 }
 
+/* fstat(2) and the like on an SMC listener describe its TCP socket: the program's
+ * number holds the library's epoll descriptor, which fstat would call no socket (node
+ * checks a handle's type so, systemd's sd_is_socket() too). Every other descriptor is
+ * left as it is. The stat structure of this ABI has no 32-bit twin (LP64), so the
+ * *64 names take the same path. */
+DEFINE_REAL(fstat)
+DEFINE_REAL(fstatat)
+DEFINE_REAL(statx)
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "one stat layout (LP64)");
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+DEFINE_REAL(__fxstat)
+DEFINE_REAL(__fxstatat)
+
+static inline int stat_fd(int fd) {
+        return managed(fd) ? smc_fd_stat_target(fd) : fd;
+}
+
+static inline bool stat_empty_path(const char *path, int flags) {
+        return (flags & AT_EMPTY_PATH) && path && !path[0];
+}
+
+_public_ int fstat(int fd, struct stat *st) {
+        __typeof__(fstat) *f = real_fstat();
+
+        fd = stat_fd(fd);
+        return f ? f(fd, st) : (int) smc_syscall(SYS_fstat, fd, st);
+}
+
+_public_ int fstat64(int fd, struct stat64 *st) {
+        return fstat(fd, (struct stat *) st);
+}
+
+_public_ int fstatat(int dirfd, const char *path, struct stat *st, int flags) {
+        __typeof__(fstatat) *f = real_fstatat();
+
+        if (stat_empty_path(path, flags))
+                dirfd = stat_fd(dirfd);
+        return f ? f(dirfd, path, st, flags) : (int) smc_syscall(SYS_newfstatat, dirfd, path, st, flags);
+}
+
+_public_ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags) {
+        return fstatat(dirfd, path, (struct stat *) st, flags);
+}
+
+_public_ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx) {
+        __typeof__(statx) *f = real_statx();
+
+        if (stat_empty_path(path, flags))
+                dirfd = stat_fd(dirfd);
+        return f ? f(dirfd, path, flags, mask, stx) : (int) smc_syscall(SYS_statx, dirfd, path, flags, mask, stx);
+}
+
+/* programs built against glibc before 2.33 call these */
+_public_ int __fxstat(int ver, int fd, struct stat *st) {
+        __typeof__(__fxstat) *f = real___fxstat();
+
+        fd = stat_fd(fd);
+        return f ? f(ver, fd, st) : (int) smc_syscall(SYS_fstat, fd, st);
+}
+
+_public_ int __fxstat64(int ver, int fd, struct stat64 *st) {
+        return __fxstat(ver, fd, (struct stat *) st);
+}
+
+_public_ int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags) {
+        __typeof__(__fxstatat) *f = real___fxstatat();
+
+        if (stat_empty_path(path, flags))
+                dirfd = stat_fd(dirfd);
+        return f ? f(ver, dirfd, path, st, flags) : (int) smc_syscall(SYS_newfstatat, dirfd, path, st, flags);
+}
+
+_public_ int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags) {
+        return __fxstatat(ver, dirfd, path, (struct stat *) st, flags);
+}
+
 /* sendfile(2) onto an SMC socket goes through the ring (smc_sendfile); without this
  * it would write into the bare socketpair end, where the bytes would be lost. One
  * definition serves both names: off_t is 64-bit here (x86_64 and every LP64 target). */
@@ -657,8 +743,8 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 
         if (!managed(fd)) {
                 for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
-                        if (vec[i].msg_hdr.msg_controllen)
-                                smc_fds_passing(&vec[i].msg_hdr);
+                        if (vec[i].msg_hdr.msg_controllen) /* (listeners go as they are) */
+                                (void) smc_fds_passing(&vec[i].msg_hdr, NULL, NULL, 0);
                 f = real_sendmmsg();
                 return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
         }

@@ -1785,6 +1785,34 @@ uint32_t smc_ring_readable(struct smc_ring_ep *ep) {
         return rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
 }
 
+uint32_t smc_ring_fionread(struct smc_ring_ep *ep) {
+        uint32_t b = SMC_DMB_BELL_SET, n;
+        uint8_t buf[64];
+
+        if (pthread_mutex_trylock(&ep->rx_lock) != 0)
+                return smc_ring_readable(ep); /* another thread receives: it settles */
+        /* R1 (seq_cst, before the load of prod in rx_avail): from here on a writer
+         * that publishes rings again */
+        if (atomic_compare_exchange_strong(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE))
+                ep->owed++;
+        n = rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
+        if (n == 0)
+                (void) rx_settle(ep); /* nothing to read: X must not stay readable */
+        else
+                /* the ring is not empty: one owed byte keeps X readable (level-triggered
+                 * pollers), the others go, so X never fills with doorbell bytes */
+                while (ep->owed > 1) {
+                        ssize_t k = sys_recvfrom(ep->x, buf, ep->owed - 1 < sizeof(buf) ? ep->owed - 1 : sizeof(buf),
+                                                 MSG_DONTWAIT, NULL, NULL);
+
+                        if (k <= 0)
+                                break; /* (in flight: the next settle reads it) */
+                        ep->owed -= (uint32_t) k;
+                }
+        pthread_mutex_unlock(&ep->rx_lock);
+        return n;
+}
+
 uint32_t smc_ring_send_room(struct smc_ring_ep *ep) {
         return tx_space_unlocked(ep);
 }

@@ -228,8 +228,16 @@ bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events);
  * sleep in the kernel (the writer must ring from then on) or returns ready (IDLE). */
 void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping);
 
-/* Bytes ready to read (FIONREAD). */
+/* Bytes ready to read (TCP_INFO, smcss). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
+
+/* Bytes ready to read, for the program's FIONREAD: as smc_ring_readable(), and data
+ * published after the call rings the reader again (a SET bell is taken, its byte kept
+ * in X while the ring is not empty), as TCP wakes an edge-triggered epoll for every
+ * arrival. nginx counts FIONREAD down and waits for a new EPOLLIN edge once it read
+ * that many bytes: without this, its proxy connections stalled (the bell stayed set
+ * while the writer kept the ring non-empty, so no byte, no edge). */
+uint32_t smc_ring_fionread(struct smc_ring_ep *ep);
 
 /* Bytes a send could put into the peer's ring now without waiting (its free space;
  * another process sharing the connection may take some meanwhile). */

@@ -55,6 +55,12 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags);
  * directly (preload.c, "C stdio"). */
 bool smc_fd_is_smc_conn(int fd);
 
+/* The descriptor whose file fstat(2) and the like should describe for @fd: an SMC
+ * listener's TCP socket (the program's number holds the library's epoll descriptor,
+ * which is no socket to fstat: node's handle check, systemd's sd_is_socket), else @fd
+ * itself. */
+int smc_fd_stat_target(int fd);
+
 /* Bytes a send on the SMC connection @fd could take now without waiting (the free
  * space of the peer's ring), 0 if none or if @fd is not one. Lock-free. */
 size_t smc_fd_send_room(int fd);
@@ -139,15 +145,23 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed);
 #define SMC_ADOPT_TIMEOUT_MS 1000u
 void smc_exec_adopt_inherited(void);
 
-/* SMC connections passed between processes over a unix socket (SCM_RIGHTS; smcrun(1),
+/* SMC sockets passed between processes over a unix socket (SCM_RIGHTS; smcrun(1),
  * "Passing connections"). smc_fds_passing(): before @msg is sent on a descriptor
  * that is not an SMC socket: each SMC-D connection among its SCM_RIGHTS descriptors
- * is shared from now on (as after fork()), its held bytes published.
+ * is shared from now on (as after fork()), its held bytes published; each SMC
+ * listener must go as its TCP socket: returns @msg, or @copy with the control data
+ * copied into @cbuf (@cbuf_len bytes; NULL, or too small: the listener goes as it
+ * is) and the listeners replaced; send what it returns.
  * smc_fds_received(): after @msg was received: each SCM_RIGHTS descriptor that is
  * the socket pair end of an SMC-D connection becomes that SMC socket in this process
- * (asking smcd, ADOPT_FD), or a reset TCP socket if smcd does not give it; other
- * descriptors are left as they are. Both leave errno alone. */
-void smc_fds_passing(const struct msghdr *msg);
+ * (asking smcd, ADOPT_FD), or a reset TCP socket if smcd does not give it; a TCP
+ * listener becomes an SMC listener (blocking for the program); other descriptors
+ * are left as they are. Both leave errno alone. */
+union smc_scm_buf {
+        struct cmsghdr align;
+        char buf[4096]; /* bytes of control data a copy can hold (SCM_MAX_FD fds fit) */
+};
+const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len);
 void smc_fds_received(const struct msghdr *msg);
 
 /* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every

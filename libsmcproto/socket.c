@@ -196,6 +196,7 @@ struct smc_sock;
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
 
 #define LISTEN_XREG_MAX 8
+#define PREREG_MAX 4
 
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
@@ -244,6 +245,13 @@ struct smc_sock {
                 struct epoll_event ev;
         } xreg[LISTEN_XREG_MAX];
         unsigned n_xreg;
+        /* epoll sets the app added the socket to before connect() (nginx adds its
+         * upstream socket first): connect_smc() moves them from T onto X when X
+         * takes the number (prereg_epoll_ctl, prereg_detach, prereg_attach) */
+        struct listen_xreg prereg[PREREG_MAX];
+        unsigned n_prereg;
+        bool prereg_unknown; /* a set more, or a MOD/DEL of one not recorded: the
+                              * connection stays TCP (its sets cannot all be moved) */
 
         /* SMCD */
         uint64_t conn_id;
@@ -1178,12 +1186,69 @@ static bool xreg_prune(struct smc_sock *s) {
         return s->n_xreg < LISTEN_XREG_MAX;
 }
 
+/* epoll_ctl on a socket that is not connected yet (SOCK_NEW, SOCK_BOUND: fd is T):
+ * done here, and recorded for connect_smc(). Lock held. Returns 0 or -errno. */
+static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_event *ev) {
+        unsigned i;
+
+        if (sys_epoll_ctl(epfd, op, s->fd, ev) < 0)
+                return -errno;
+        for (i = 0; i < s->n_prereg && s->prereg[i].epfd != epfd; i++)
+                ;
+        if (op == EPOLL_CTL_DEL) {
+                if (i < s->n_prereg)
+                        s->prereg[i] = s->prereg[--s->n_prereg];
+                else
+                        s->prereg_unknown = true; /* (added through another number) */
+        } else if (i < s->n_prereg && op == EPOLL_CTL_MOD)
+                s->prereg[i].ev = *ev;
+        else if (i == s->n_prereg && op == EPOLL_CTL_ADD && i < PREREG_MAX)
+                s->prereg[s->n_prereg++] = (struct listen_xreg) { .epfd = epfd, .ev = *ev };
+        else
+                s->prereg_unknown = true;
+        return 0;
+}
+
+/* Before T leaves the app's number: take it out of the recorded sets (those it is
+ * no longer in, an epoll descriptor closed or reused since, are forgotten). */
+static void prereg_detach(struct smc_sock *s) {
+        for (unsigned i = 0; i < s->n_prereg;) {
+                if (sys_epoll_ctl(s->prereg[i].epfd, EPOLL_CTL_DEL, s->fd, NULL) == 0)
+                        i++;
+                else
+                        s->prereg[i] = s->prereg[--s->n_prereg];
+        }
+}
+
+/* ... and put what now has the number (X; T again if the switch failed) into them,
+ * with the app's events and data. */
+static void prereg_attach(struct smc_sock *s) {
+        for (unsigned i = 0; i < s->n_prereg; i++)
+                if (sys_epoll_ctl(s->prereg[i].epfd, EPOLL_CTL_ADD, s->fd, &s->prereg[i].ev) < 0)
+                        smc_debug("connect fd %d: adding it to epoll set %d again failed: %m", s->fd,
+                                  s->prereg[i].epfd);
+        s->n_prereg = 0;
+}
+
 int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled) {
         struct smc_sock *s = sock_lookup(fd);
-        int r = 0, i;
+        int r = 0, i, st;
 
         *handled = false;
-        if (!s || sock_state(s) != SOCK_LISTEN_SMC)
+        if (!s)
+                return 0;
+        st = sock_state(s);
+        if (st == SOCK_NEW || st == SOCK_BOUND) {
+                pthread_mutex_lock(&s->lock);
+                st = sock_state(s);
+                if (s->fd == fd && (st == SOCK_NEW || st == SOCK_BOUND) && (op == EPOLL_CTL_DEL || ev)) {
+                        *handled = true;
+                        r = prereg_epoll_ctl(s, epfd, op, ev);
+                }
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        if (st != SOCK_LISTEN_SMC)
                 return 0;
         pthread_mutex_lock(&s->lock);
         if (sock_state(s) != SOCK_LISTEN_SMC || s->hidden < 0)
@@ -1527,6 +1592,19 @@ bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
         return s && sock_state(s) == SOCK_SMCD;
+}
+
+int smc_fd_stat_target(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+        int t = fd;
+
+        if (!s)
+                return fd;
+        pthread_mutex_lock(&s->lock);
+        if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->hidden >= 0)
+                t = s->hidden;
+        pthread_mutex_unlock(&s->lock);
+        return t;
 }
 
 size_t smc_fd_send_room(int fd) {
@@ -2192,6 +2270,12 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 smc_debug("connect fd %d: TCP only, reason %s", s->fd, smc_clc_decl_name(*ret_reason));
                 return 0;
         }
+        if (s->prereg_unknown) {
+                smc_debug("connect fd %d: in epoll sets that cannot all be moved to the connection: TCP, reason INTERR",
+                          s->fd);
+                *ret_reason = SMC_CLC_DECL_INTERR;
+                return 0;
+        }
         if (dst->port == 0) {
                 smc_debug("connect fd %d: port 0: TCP, reason PEERNOSMC", s->fd);
                 *ret_reason = SMC_CLC_DECL_PEERNOSMC;
@@ -2314,9 +2398,11 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 goto fail;
         }
         /* the point of no return: the app's fd number becomes X */
+        prereg_detach(s);
         if (sys_dup3(x, s->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
                 /* s->fd still is T */
                 smc_debug("connect fd %d: dup3 failed: %m", s->fd);
+                prereg_attach(s);
                 goto fail;
         }
         sys_close(x);
@@ -2347,6 +2433,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                  * it is a dead connection now */
                 sys_close(y);
                 ctl_close_conn(reply.conn.conn_id, true, 0);
+                prereg_attach(s);
                 return r;
         }
         s->ep.x_mode_is_app = true;
@@ -2361,6 +2448,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         s->conn_fork_gen = atomic_load(&fork_gen);
         s->conn_euid = geteuid();
         sock_set_state(s, SOCK_SMCD);
+        prereg_attach(s); /* X in the app's epoll sets, as T was: now that it is SMC-D */
         return 1;
 
 fail:
@@ -2637,8 +2725,11 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s) {
-                if (msg && msg->msg_controllen)
-                        smc_fds_passing(msg); /* SCM_RIGHTS: SMC connections passed on */
+                union smc_scm_buf cb;
+                struct msghdr copy;
+
+                if (msg && msg->msg_controllen) /* SCM_RIGHTS: SMC sockets passed on */
+                        msg = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
                 return sys_sendmsg(fd, msg, flags);
         }
         if (msg_check(msg) < 0)
@@ -3848,7 +3939,7 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                 if (!arg)
                         return ret_errno(-EFAULT);
                 if (req == FIONREAD)
-                        v = (int) smc_ring_readable(&s->ep);
+                        v = (int) smc_ring_fionread(&s->ep);
                 else if (smc_ring_tcp_closed(&s->ep))
                         v = 0; /* state CLOSE: as TCP's reset purges its write queue */
                 else
@@ -4625,8 +4716,14 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
 
 /* ---- SMC connections passed between processes over unix sockets (SCM_RIGHTS) ---- */
 
-/* Call @fn for each descriptor of the SCM_RIGHTS messages in @msg's control data. */
-static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd)) {
+/* bytes: the largest SO_SNDBUF an X of smcd's doorbell pairs reports (smcd sets 1; the
+ * kernel raises it to its minimum, 4608 on x86-64); ordinary socket pairs have far
+ * more (wmem_default) */
+#define DOORBELL_SNDBUF_MAX 16384
+
+/* Call @fn(fd, offset of its int in msg_control, @arg) for each descriptor of the
+ * SCM_RIGHTS messages in @msg's control data. */
+static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd, size_t off, void *arg), void *arg) {
         if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
                 return;
         for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *) msg); c; c = CMSG_NXTHDR((struct msghdr *) msg, c)) {
@@ -4636,10 +4733,11 @@ static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd)) {
                         continue;
                 n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 for (size_t i = 0; i < n; i++) {
+                        size_t off = (size_t) (CMSG_DATA(c) - (unsigned char *) msg->msg_control) + i * sizeof(int);
                         int fd;
 
-                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-                        fn(fd);
+                        memcpy(&fd, (const char *) msg->msg_control + off, sizeof(fd));
+                        fn(fd, off, arg);
                 }
         }
 }
@@ -4647,35 +4745,139 @@ static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd)) {
 /* @fd goes to another process: an SMC-D connection is shared from now on, as after
  * fork() (either copy's close lets go of it only; sends take the cross-process lock),
  * and what TCP_CORK or MSG_MORE held back is published first: the receiver starts
- * from what the peer can see. */
-static void fd_passing(int fd) {
+ * from what the peer can see. An SMC listener (an epoll descriptor here) goes as its
+ * TCP socket: returns that descriptor to send in @fd's place, else -1. */
+static int fd_passing(int fd) {
         struct smc_sock *s = sock_lookup(fd);
+        int t = -1;
 
         if (!s)
-                return;
+                return -1;
         pthread_mutex_lock(&s->lock);
-        if (sock_state(s) == SOCK_SMCD && !s->smcr && s->fd == fd) {
+        if (s->fd == fd && sock_state(s) == SOCK_SMCD && !s->smcr) {
                 s->conn_fork_gen = ~0u;
                 smc_ring_set_shared(&s->ep);
                 (void) smc_ring_flush(&s->ep);
                 smc_debug("fd %d: SMC-D connection %016llx passed to another process", fd,
                           (unsigned long long) s->conn_id);
+        } else if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->hidden >= 0) {
+                t = s->hidden;
+                smc_debug("fd %d: SMC listener passed to another process as its TCP socket", fd);
         }
         pthread_mutex_unlock(&s->lock);
+        return t;
 }
 
-void smc_fds_passing(const struct msghdr *msg) {
+struct passing {
+        const struct msghdr *msg;
+        struct msghdr *copy; /* set up once a listener is replaced */
+        void *cbuf;
+        size_t cbuf_len;
+        bool copied;
+};
+
+static void fd_passing_at(int fd, size_t off, void *arg) {
+        struct passing *p = arg;
+        int t = fd_passing(fd);
+
+        if (t < 0)
+                return;
+        if (!p->copied) {
+                if (!p->copy || !p->cbuf || p->msg->msg_controllen > p->cbuf_len) {
+                        smc_debug("fd %d: SMC listener passed as itself: no room to replace it", fd);
+                        return;
+                }
+                memcpy(p->cbuf, p->msg->msg_control, p->msg->msg_controllen);
+                *p->copy = *p->msg;
+                p->copy->msg_control = p->cbuf;
+                p->copied = true;
+        }
+        memcpy((char *) p->cbuf + off, &t, sizeof(t));
+}
+
+const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len) {
+        struct passing p = { .msg = msg, .copy = copy, .cbuf = cbuf, .cbuf_len = cbuf_len };
         int saved = errno;
 
-        scm_rights_each(msg, fd_passing);
+        scm_rights_each(msg, fd_passing_at, &p);
         errno = saved;
+        return p.copied ? copy : msg;
+}
+
+/* @fd, a TCP socket of family @dom that arrived from another process and is not
+ * listening: if it is not connected either (node's cluster with SCHED_NONE hands its
+ * workers a bound socket, and each worker calls listen()), it is the library's from
+ * now on, as one this process made: listen() or connect() on it go SMC. A connected
+ * one is a plain TCP connection and stays unmanaged. */
+static void unconnected_received(int fd, int dom) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        struct smc_ctl_addr a;
+        struct smc_sock *s;
+        bool bound;
+        int fl;
+
+        if (sys_getpeername(fd, (struct sockaddr *) &ss, &sl) == 0 || errno != ENOTCONN)
+                return;
+        sl = sizeof(ss);
+        bound = sys_getsockname(fd, (struct sockaddr *) &ss, &sl) == 0 &&
+                smc_ctl_addr_from_sockaddr(&a, (struct sockaddr *) &ss, sl) == 0 && a.port != 0;
+        fl = sys_fcntl(fd, F_GETFL, 0);
+        if (fl < 0)
+                return;
+        s = sock_alloc(fd, dom, bound ? SOCK_BOUND : SOCK_NEW, fl & O_NONBLOCK);
+        if (s && sock_insert(s) < 0)
+                sock_release(s);
+}
+
+/* @fd, a TCP socket that arrived from another process: a listening one (an SMC
+ * listener passes as its TCP socket) becomes an SMC listener here too, registered
+ * with smcd as listen() does (smcd gives the newest registration of a socket the new
+ * connections: smcd(8)); it starts blocking for the program, whatever the flag of
+ * the shared file says (a sender's library keeps its TCP socket nonblocking). Not
+ * registered (no smcd): a plain TCP listener. Others: unconnected_received(). */
+static void tcp_received(int fd) {
+        struct smc_sock *s;
+        int v = 0, dom = 0, r;
+        socklen_t l = sizeof(v), dl = sizeof(dom);
+
+        if (sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 ||
+            sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6) ||
+            atomic_load_explicit(&tcp_only_reason, memory_order_relaxed))
+                return;
+        if (!v) {
+                unconnected_received(fd, dom);
+                return;
+        }
+        s = sock_alloc(fd, dom, SOCK_LISTEN_TCP, false);
+        if (!s)
+                return;
+        if (sock_insert(s) < 0) {
+                sock_release(s);
+                return;
+        }
+        pthread_mutex_lock(&s->lock);
+        r = listen_register(s, SOMAXCONN);
+        if (r == 0) {
+                /* fd is our epoll descriptor now: its flag is the program's */
+                (void) set_nonblock(fd, false);
+                atomic_store(&s->nonblock, false);
+        } else {
+                int fl = sys_fcntl(fd, F_GETFL, 0);
+
+                /* a plain TCP listener: the shared file's flag is the truth */
+                atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
+        }
+        pthread_mutex_unlock(&s->lock);
+        smc_debug("fd %d: a TCP listener received from another process: %s%s", fd,
+                  r < 0 ? "stays one: " : "an SMC listener", r < 0 ? strerror(-r) : "");
 }
 
 /* @fd arrived from another process: if it is the X of an SMC-D connection (a stream
  * socket pair end that smcd made: its SO_PEERCRED is smcd's), ask smcd for the
  * connection (ADOPT_FD) and make @fd that SMC socket, shared, as after fork(). One
  * getsockopt(2) for any other descriptor. */
-static void fd_received(int fd) {
+static void fd_received(int fd, size_t off, void *arg) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS], n, r;
         struct ucred cr;
@@ -4683,11 +4885,31 @@ static void fd_received(int fd) {
         struct smc_inherit_entry e;
         pid_t daemon;
 
-        if (fd < 0 || sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || cr.pid == getpid() ||
-            env_disable || !fd_is_stream(fd, AF_UNIX))
+        (void) off;
+        (void) arg;
+        if (fd < 0 || env_disable)
+                return;
+        if (fd_is_stream(fd, AF_INET)) {
+                tcp_received(fd);
+                return;
+        }
+        if (sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || cr.pid == getpid() ||
+            !fd_is_stream(fd, AF_UNIX))
                 return;
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
-        if (daemon <= 0 || cr.pid != daemon)
+        if (daemon <= 0) {
+                /* smcd out of reach (no descriptor left to reach it, say): the X of a
+                 * doorbell pair has the kernel's smallest send buffer (smcd asks for 1
+                 * byte); reset such a descriptor rather than hand it over bare */
+                int sb = 0;
+                socklen_t sl = sizeof(sb);
+
+                if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb > DOORBELL_SNDBUF_MAX)
+                        return;
+                r = -ENOTCONN;
+                goto reset;
+        }
+        if (cr.pid != daemon)
                 return;
         /* a doorbell end made by smcd: apps hold only X ends, which are useless bare */
         if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
@@ -4727,14 +4949,21 @@ reset:
          * a reset connection instead, as for an exec that cannot adopt */
         smc_debug("fd %d: an SMC-D connection received from another process cannot be taken over: %s: it is reset",
                   fd, strerror(-r));
-        if (stub_in_place(fd, AF_INET) < 0)
+        if (stub_in_place(fd, AF_INET) < 0) {
+                /* no descriptor left for the stub: end of stream instead, never a
+                 * doorbell byte (shut first: the peer's later bells then fail) */
+                uint8_t buf[64];
+
                 (void) sys_shutdown(fd, SHUT_RDWR);
+                while (sys_recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL) > 0)
+                        ;
+        }
 }
 
 void smc_fds_received(const struct msghdr *msg) {
         int saved = errno;
 
-        scm_rights_each(msg, fd_received);
+        scm_rights_each(msg, fd_received, NULL);
         errno = saved;
 }
 

@@ -19,7 +19,9 @@
 # and syscall(SYS_dup3) (raw-close.py), and node's libuv, which closes every descriptor
 # that way (node-echo.js); connections passed to another process over a unix socket
 # (SCM_RIGHTS: pass-fds.py, and node's cluster module, whose primary accepts and passes
-# every connection to a worker: node-cluster.js).
+# every connection to a worker, or passes its listener: node-cluster.js); sockets added
+# to epoll sets before connect() (epoll-preconnect.py, and nginx's proxy_pass, whose
+# requests hung before).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -40,7 +42,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
@@ -67,19 +69,70 @@ if command -v node >/dev/null; then
 else
         echo "ok - node-echo: skipped: no node (scripts/install-deps.sh installs nodejs)"
 fi
-# node's cluster: the primary passes each accepted connection to a worker (SCM_RIGHTS);
-# all 140 over SMC-D
+# node's cluster: the primary passes each accepted connection to a worker (SCHED_RR),
+# or its listening socket to each worker (SCHED_NONE) (SCM_RIGHTS); all 140 over SMC-D
 if command -v node >/dev/null; then
+        for policy in rr none; do
+                before=$(conns_client)
+                if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-cluster.js" $policy 2>&1) &&
+                        after=$(conns_client) && [ $((after - before)) -ge 140 ]; then
+                        echo "ok - node-cluster $policy: $out ($((after - before)) SMC-D connections)"
+                else
+                        echo "not ok - node-cluster $policy: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                        failed=1
+                fi
+        done
+else
+        echo "ok - node-cluster: skipped: no node (scripts/install-deps.sh installs nodejs)"
+fi
+# nginx as a reverse proxy, with its backend (python's http.server) and curl under
+# smcrun too: nginx adds each upstream socket to epoll before connect(); 20 requests
+# of a 1 MiB + 7 file, each body checked, over SMC-D on both hops (nginx reads exactly
+# what FIONREAD said and then waits for an edge: epoll-preconnect.py case 6)
+if [ -n "${LD_PRELOAD:-}" ]; then
+        # (a sanitizer build: curl with the sanitizer runtime preloaded deadlocks at
+        # start, before any socket; epoll-preconnect.py covers the library's part)
+        echo "ok - nginx proxy_pass: skipped under a sanitizer build"
+elif command -v nginx >/dev/null && command -v curl >/dev/null; then
+        pd=$rundir/proxy
+        mkdir -p "$pd/www"
+        head -c $((1048576 + 7)) /dev/urandom >"$pd/www/f.bin"
+        want=$(sha256sum <"$pd/www/f.bin" | cut -d' ' -f1)
+        read -r p1 p2 < <(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s:
+    x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+        printf '%s\n' "daemon off; master_process off; pid $pd/nginx.pid; error_log $pd/error.log;" \
+                "events {}" \
+                "http { access_log off; server { listen 127.0.0.1:$p2; location / { proxy_pass http://127.0.0.1:$p1; } } }" \
+                >"$pd/nginx.conf"
+        sh "$smcrun" python3 -m http.server -d "$pd/www" -b 127.0.0.1 "$p1" >"$pd/backend.log" 2>&1 &
+        bpid=$!
+        sh "$smcrun" nginx -p "$pd" -c "$pd/nginx.conf" >/dev/null 2>&1 &
+        npid=$!
+        for _ in $(seq 50); do
+                curl -sf -o /dev/null "http://127.0.0.1:$p2/f.bin" && break
+                sleep 0.1
+        done
         before=$(conns_client)
-        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-cluster.js" 2>&1) &&
-                after=$(conns_client) && [ $((after - before)) -ge 140 ]; then
-                echo "ok - node-cluster: $out ($((after - before)) SMC-D connections)"
+        good=0
+        for _ in $(seq 20); do
+                got=$(timeout 10 sh "$smcrun" curl -s "http://127.0.0.1:$p2/f.bin" | sha256sum | cut -d' ' -f1)
+                [ "$got" = "$want" ] && good=$((good + 1))
+        done
+        after=$(conns_client)
+        kill "$npid" "$bpid" 2>/dev/null
+        wait "$npid" "$bpid" 2>/dev/null
+        if [ $good = 20 ] && [ $((after - before)) -ge 40 ]; then
+                echo "ok - nginx proxy_pass: 20 of 20 bodies right ($((after - before)) SMC-D connections)"
         else
-                echo "not ok - node-cluster: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                echo "not ok - nginx proxy_pass: $good of 20 bodies right (SMC-D connections: $before -> $after)"
+                tail -3 "$pd/error.log" "$pd/backend.log" | sed "s/^/    /"
                 failed=1
         fi
 else
-        echo "ok - node-cluster: skipped: no node (scripts/install-deps.sh installs nodejs)"
+        echo "ok - nginx proxy_pass: skipped: no nginx or curl"
 fi
 # epoll_ctl / epoll_wait on listeners with EPOLLEXCLUSIVE: the transcript under smcrun
 # must be TCP's, line by line

@@ -19,9 +19,15 @@
 #  5. other-descriptors: a pipe and a unix socket passed in the same message as a
 #     connection arrive unchanged, and the connection works.
 #  6. addresses: getsockname/getpeername in the worker are the master's.
+#  7. listener: the master passes its listening socket and closes it; the worker
+#     accepts two connections the master makes, blocking, and echoes 64 KiB + 3 on
+#     each (under smcrun the listener arrives as a TCP listener and is an SMC
+#     listener in the worker: its connections are SMC-D); fstat() says socket on
+#     both sides.
 # Prints one line; exit status 0 only if every case held.
 import os
 import socket
+import stat
 import subprocess
 import sys
 
@@ -77,6 +83,16 @@ def worker(chan_fd):
             c.sendall(data)
             c.close()
             chan.sendall(b"done")
+        elif cmd == "listen":
+            is_sock = stat.S_ISSOCK(os.fstat(fds[0]).st_mode)
+            ls = socket.socket(fileno=fds[0])
+            for _ in range(2):
+                c, _ = ls.accept()
+                data = recv_all(c, 65539)
+                c.sendall(data)
+                c.close()
+            ls.close()
+            chan.sendall(b"done" if is_sock else b"nost")
         elif cmd == "addrs":
             c = socket.socket(fileno=fds[0])
             chan.sendall(("%s|%s" % (c.getsockname(), c.getpeername())).encode())
@@ -196,6 +212,21 @@ def case_addresses(chan):
     return ok, "addresses"
 
 
+def case_listener(chan):
+    ls, addr = listener()
+    ok = stat.S_ISSOCK(os.fstat(ls.fileno()).st_mode)  # (an SMC listener too)
+    socket.send_fds(chan, [b"listen"], [ls.fileno()])
+    ls.close()
+    data = os.urandom(65539)
+    for _ in range(2):
+        c = socket.create_connection(addr)
+        c.sendall(data)
+        ok = ok and recv_all(c, len(data)) == data and expect_eof(c)
+        c.close()
+    ok = ok and reply(chan, 4) == b"done"
+    return ok, "listener"
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "worker":
         worker(int(sys.argv[2]))
@@ -204,7 +235,7 @@ def main():
     results = []
     try:
         for case in (case_accept_and_pass, case_pass_connecting_side, case_shared_after_pass,
-                     case_corked_before_pass, case_other_descriptors, case_addresses):
+                     case_corked_before_pass, case_other_descriptors, case_addresses, case_listener):
             results.append(case(chan))
     finally:
         chan.close()
