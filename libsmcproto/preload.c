@@ -635,7 +635,8 @@ _public_ ssize_t write(int fd, const void *buf, size_t len) {
  * number holds the library's epoll descriptor, which fstat would call no socket (node
  * checks a handle's type so, systemd's sd_is_socket() too). Every other descriptor is
  * left as it is. The stat structure of this ABI has no 32-bit twin (LP64), so the
- * *64 names take the same path. */
+ *64 names take the same path; without the C library, newfstatat (arm64 has no fstat
+ * system call). */
 DEFINE_REAL(fstat)
 DEFINE_REAL(fstatat)
 DEFINE_REAL(statx)
@@ -659,7 +660,7 @@ _public_ int fstat(int fd, struct stat *st) {
         __typeof__(fstat) *f = real_fstat();
 
         fd = stat_fd(fd);
-        return f ? f(fd, st) : (int) smc_syscall(SYS_fstat, fd, st);
+        return f ? f(fd, st) : (int) smc_syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
 }
 
 _public_ int fstat64(int fd, struct stat64 *st) {
@@ -691,7 +692,7 @@ _public_ int __fxstat(int ver, int fd, struct stat *st) {
         __typeof__(__fxstat) *f = real___fxstat();
 
         fd = stat_fd(fd);
-        return f ? f(ver, fd, st) : (int) smc_syscall(SYS_fstat, fd, st);
+        return f ? f(ver, fd, st) : (int) smc_syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
 }
 
 _public_ int __fxstat64(int ver, int fd, struct stat64 *st) {
