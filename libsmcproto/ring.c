@@ -536,6 +536,10 @@ static bool tx_take_send_after_fin(struct smc_ring_ep *ep, bool take) {
 
         if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
                 return false;
+        /* ... nor after a shutdown(SHUT_WR) through another copy (fork, a passed
+         * descriptor): the flag is shared */
+        if (atomic_load_explicit(&ep->tx_hdr->conn_flags, memory_order_relaxed) & SMC_DMB_CONN_DONE_WRITING)
+                return false;
         f = peer_flags(ep);
         if (f & SMC_DMB_CONN_ABORT)
                 return false;

@@ -18,6 +18,7 @@
 #     succeeds, the parent's next one fails.
 #  9. The parent shuts the connection down for writing: the child's later send fails
 #     with EPIPE and the peer reads the parent's bytes, then EOF, nothing after it.
+# 11. A child shuts down both ways: the parent reads EOF, then every send gets EPIPE.
 # 10. (no fork) Bytes held by TCP_CORK when the peer closes: uncorking succeeds, as
 #     TCP's; held bytes for a peer that shut down both ways reset it (ECONNRESET).
 #  7. Writers at the same time: three processes (the parent and two children) send
@@ -273,6 +274,36 @@ def case_shutdown_by_other_process():
     return ok, "shutdown-by-other-process"
 
 
+def case_shut_both_by_other_process():
+    """11. A child shuts the connection down both ways; the parent reads end of file,
+    then each send fails with EPIPE (the first one too: it is our own shutdown, not the
+    peer's close, whose first send TCP takes); the peer gets end of file, nothing else."""
+    ls, addr = listener()
+    a = socket.create_connection(addr)
+    b, _ = ls.accept()
+    ls.close()
+    ch = os.fork()
+    if ch == 0:
+        a.shutdown(socket.SHUT_RDWR)
+        os._exit(0)
+    rc = reap(ch)
+    eof = a.recv(10) == b""
+    sends = []
+    for _ in range(2):
+        try:
+            sends.append(a.send(b"hello"))
+        except BrokenPipeError:
+            sends.append("EPIPE")
+    b.settimeout(2)
+    peer = b.recv(10)
+    for x in (a, b):
+        x.close()
+    ok = rc == 0 and eof and sends == ["EPIPE", "EPIPE"] and peer == b""
+    if not ok:
+        print("shut both by the other process: eof %s, sends %r, peer %r" % (eof, sends, peer), file=sys.stderr)
+    return ok, "shut-both-by-other-process"
+
+
 def case_uncork_after_peer_close():
     ls, addr = listener()
     a = socket.create_connection(addr)
@@ -360,7 +391,7 @@ def case_concurrent_writers():
 def main():
     results = [case_write_in_turn(), case_concurrent_writers(), case_fork_after_accept(), case_child_exits_silently(), case_parent_closes_child_exits(),
                case_child_closes_parent_exits(), case_client_forks(), case_send_after_peer_close(),
-               case_shutdown_by_other_process(), case_uncork_after_peer_close()]
+               case_shutdown_by_other_process(), case_uncork_after_peer_close(), case_shut_both_by_other_process()]
     bad = [name for ok, name in results if not ok]
     print("%d fork cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
