@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 
 /* True if @fd is a socket made by smc_socket() or smc_accept*() of AF_INET/AF_INET6
  * SOCK_STREAM, in any mode (not connected yet, listener, SMC-D, TCP fallback).
