@@ -113,6 +113,19 @@
  * instead of closing orderly, as TCP's close sends RST with such a linger (Linux
  * tcp_close()). Set and cleared by the owner with the option; never a peer state. */
 #define SMC_DMB_READER_LINGER_RESET 0x02u
+/* reader_flags only: both directions of the owner's socket are shut (its write side,
+ * and its read side by the peer's FIN or abort or its own shutdown(SHUT_RD)), and
+ * the doorbell pair was shut down both ways for it, so that the kernel reports
+ * EPOLLHUP on X as on a TCP socket in that state (tcp_poll()). Set, before that
+ * shutdown(2), by whichever saw both halves: the owner, its peer (the FIN that
+ * completes it) or smcd (a peer's close or death); only where smcd offered
+ * SMC_DMB_FEAT_X_HUP. Y then hangs up while X lives on: smcd asks the kernel
+ * whether X still exists before it takes the hang-up for X's last close. */
+#define SMC_DMB_READER_X_HUP 0x04u
+/* features: what the smcd that set up the connection does (set when it hands the
+ * DMB out, read-only then; 0 from an older smcd) */
+#define SMC_DMB_FEAT_X_HUP 0x01u /* tells X's last close from a shutdown of both
+                                  * directions (SMC_DMB_READER_X_HUP) */
 /* prod_flags: producer flags as in the CDC (wire spec 4.1) */
 #define SMC_DMB_PROD_WRITE_BLOCKED 0x80u
 /* prod_flags, library-private (a bit the CDC reserves, never sent: smcr-wire.c masks
@@ -183,7 +196,8 @@ struct smc_dmb_hdr {
          * bytes it can read itself, and only for the next connection of the same
          * pair of uids (pool.h, trust domains). Written by the writer only. */
         _Atomic uint32_t data_dirty;
-        uint8_t pad2[64 - 36];
+        uint32_t features;              /* SMC_DMB_FEAT_*: written by smcd only */
+        uint8_t pad2[64 - 40];
 };
 
 #define SMC_DMB_DIRTY_UNKNOWN UINT32_MAX

@@ -306,6 +306,34 @@ static uint32_t peer_flags(struct smc_ring_ep *ep) {
                atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_acquire);
 }
 
+/* Our read side is shut: by our own shutdown(SHUT_RD), in this process or through
+ * another copy of the socket (fork, a passed descriptor: the flag is shared, as a
+ * TCP socket's shutdown state is). */
+static bool rd_shut_any(struct smc_ring_ep *ep) {
+        return __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED) ||
+               (atomic_load_explicit(&ep->rx_hdr->reader_flags, memory_order_relaxed) & SMC_DMB_READER_SHUT_RD);
+}
+
+/* ... our write side: shutdown(SHUT_WR) or close, here or through another copy */
+static bool wr_shut_any(struct smc_ring_ep *ep) {
+        return __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) ||
+               (atomic_load_explicit(&ep->tx_hdr->conn_flags, memory_order_relaxed) & SMC_DMB_CONN_DONE_WRITING);
+}
+
+/* The socket that reads @hdr will have both directions shut once the shutdown(2)
+ * we are about to make lands: mark it (dmb.h SMC_DMB_READER_X_HUP) before that call.
+ * The doorbell pair mirrors the socket's state (X's write side shut with ours, its
+ * read side with the peer's FIN or our SHUT_RD), so the kernel then reports EPOLLHUP
+ * on X as on TCP (tcp_poll(): both directions shut), and smcd, whose copy of Y hangs
+ * up at the same moment, must know that X may live on. Every call that can complete
+ * the pair's shutdown marks first if it sees the other half: it sets its own half in
+ * the flags (seq_cst) before it looks at the other, so of two racing halves at least
+ * one sees both. Only where smcd offered it (SMC_DMB_FEAT_X_HUP). */
+static void x_hup_mark(struct smc_dmb_hdr *hdr) {
+        if (hdr->features & SMC_DMB_FEAT_X_HUP)
+                atomic_fetch_or(&hdr->reader_flags, SMC_DMB_READER_X_HUP);
+}
+
 /* The peer shut down writing (its FIN) before it aborted: TCP then delivers the data
  * and EOF, and reports the reset that follows as EPIPE, not ECONNRESET (tcp_reset() of
  * a connection in CLOSE_WAIT). Python's socketserver does shutdown(SHUT_WR) then
@@ -578,7 +606,7 @@ static int tx_peer_gone(struct smc_ring_ep *ep) {
 /* The doorbell write failed with EPIPE: the peer died, unless it only shut down
  * reading (its X then refuses doorbell bytes, and nobody needs waking). */
 static int tx_bell_gone(struct smc_ring_ep *ep) {
-        if (atomic_load(&ep->tx_hdr->reader_flags) & SMC_DMB_READER_SHUT_RD)
+        if (atomic_load(&ep->tx_hdr->reader_flags) & (SMC_DMB_READER_SHUT_RD | SMC_DMB_READER_X_HUP))
                 return 0;
         return tx_peer_gone(ep);
 }
@@ -934,7 +962,20 @@ static int tx_shutdown_locked(struct smc_ring_ep *ep) {
                 __atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
                 /* the flag before the EOF it explains (release, part of seq_cst) */
                 atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
+                /* our FIN completes a peer that shut down writing already */
+                if (atomic_load(&ep->rx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
+                        x_hup_mark(ep->tx_hdr);
                 (void) sys_shutdown(y, SHUT_WR);
+                if (ep->rx_hdr->features & SMC_DMB_FEAT_X_HUP) {
+                        /* X's write side too, as TCP's own state (an edge for
+                         * edge-triggered epoll; EPOLLHUP once the read side is shut):
+                         * nothing of ours goes through X any more (no plug after the
+                         * last send) */
+                        if ((atomic_load(&ep->rx_hdr->conn_flags) & PEER_EOF_FLAGS) ||
+                            (atomic_load(&ep->rx_hdr->reader_flags) & SMC_DMB_READER_SHUT_RD))
+                                x_hup_mark(ep->rx_hdr);
+                        (void) sys_shutdown(ep->x, SHUT_WR);
+                }
         }
         return 0;
 }
@@ -1360,7 +1401,7 @@ static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
         uint32_t f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
 
         /* after our own SHUT_RD, X reads EOF by itself: that is no peer death */
-        if (!(f & PEER_EOF_FLAGS) && x_eof && !__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)) {
+        if (!(f & PEER_EOF_FLAGS) && x_eof && !rd_shut_any(ep)) {
                 mark_peer_dead(ep);
                 f = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
         }
@@ -1368,7 +1409,7 @@ static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
                 return -ECONNRESET; /* (after a FIN: EOF, peer_fin_then_reset) */
         if (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
                 return 0;
-        if (__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
+        if (rd_shut_any(ep))
                 return 0;
         return 1;
 }
@@ -1566,6 +1607,8 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
                  * X's receive side (the kernel then reports POLLIN|POLLRDHUP), after
                  * telling the writer that EPIPE on its doorbell is not our death. */
                 atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
+                if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
+                        x_hup_mark(ep->rx_hdr); /* our write side is shut: this completes it */
                 (void) sys_shutdown(ep->x, SHUT_RD);
         }
         if (how == SHUT_RD)
@@ -1644,6 +1687,9 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
                                                                       .msg_iovlen = 1 },
                                                 MSG_DONTWAIT) <= 0)
                                         break;
+                        /* our FIN completes a peer that shut down writing already */
+                        if (atomic_load(&ep->rx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
+                                x_hup_mark(ep->tx_hdr);
                         (void) sys_shutdown(y, SHUT_WR);
                         (void) sys_close(y);
                 }
@@ -1711,7 +1757,7 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
                         eof = true;
                 else if (s == 0 && !(atomic_load(&ep->rx_hdr->conn_flags) & PEER_EOF_FLAGS) && rx_x_eof(ep))
                         eof = true;
-                if (eof && !__atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
+                if (eof && !rd_shut_any(ep))
                         mark_peer_dead(ep);
                 pthread_mutex_unlock(&ep->rx_lock);
         }
@@ -1720,9 +1766,9 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         pf = peer_flags(ep);
         if (rx_avail(ep, cons) > 0)
                 m |= POLLIN | POLLRDNORM;
-        if ((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED))
+        if ((f & PEER_EOF_FLAGS) || rd_shut_any(ep))
                 m |= POLLIN | POLLRDNORM | POLLRDHUP;
-        if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) || (pf & PEER_GONE_FLAGS) ||
+        if (wr_shut_any(ep) || (pf & PEER_GONE_FLAGS) ||
             tx_space_unlocked(ep) >= WRITABLE_MIN(ep->tx_size))
                 m |= POLLOUT | POLLWRNORM; /* as TCP: a shut-down writer gets POLLOUT, then EPIPE */
         if (pf & SMC_DMB_CONN_ABORT) {
@@ -1732,8 +1778,7 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         }
         /* as tcp_poll(): hang-up once both directions are shut, by the peer's FIN or
          * our own shutdown(SHUT_RD) for the receive side */
-        if (((f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)) &&
-            __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+        if (((f & PEER_EOF_FLAGS) || rd_shut_any(ep)) && wr_shut_any(ep))
                 m |= POLLHUP;
         return m;
 }
@@ -1762,7 +1807,7 @@ bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events) {
                 return true;
         if ((events & POLLIN) &&
             (rx_avail(ep, atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed)) > 0 ||
-             (f & PEER_EOF_FLAGS) || __atomic_load_n(&ep->rd_shut, __ATOMIC_RELAXED)))
+             (f & PEER_EOF_FLAGS) || rd_shut_any(ep)))
                 return true;
         if ((events & POLLOUT) &&
             (tx_space_unlocked(ep) >= WRITABLE_MIN(ep->tx_size) || __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED) ||

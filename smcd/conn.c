@@ -499,13 +499,22 @@ static int hold_take_events(Manager *m, Endpoint *e, int fd, uint32_t events) {
 }
 
 static int hold_take(Manager *m, Endpoint *e, int fd) {
-        return hold_take_events(m, e, fd, EPOLLHUP);
+        /* edge-triggered: after a shutdown of both directions (SMC_DMB_READER_X_HUP)
+         * Y stays hung up while X lives; X's last close is the next edge (its
+         * release wakes Y). Only HUP and ERR pass the mask: the data and space
+         * wakeups of the doorbell traffic carry other keys and wake nobody. */
+        return hold_take_events(m, e, fd, EPOLLHUP | EPOLLET);
 }
 
 /* Wake the reader and a blocked writer of @e after its peer went away: drain the
  * plug bytes its writer left in Y (its X turns writable: POLLOUT), then shut Y's
- * writing side (X reads EOF: POLLIN|POLLRDHUP). The flags in the DMBs say why. */
+ * writing side (X reads EOF: POLLIN|POLLRDHUP). The flags in the DMBs say why. When
+ * that leaves @e shut both ways (after its own shutdown(SHUT_WR), whose library shut
+ * X's write side, or after an abort, for which we shut it here, as a RST leaves a
+ * TCP socket), the kernel reports EPOLLHUP on X; SMC_DMB_READER_X_HUP first. */
 static void hold_wake(Endpoint *e) {
+        struct smc_dmb_hdr *rx, *tx;
+        bool abort = false;
         char buf[4096];
 
         if (e->hold_fd < 0)
@@ -513,7 +522,39 @@ static void hold_wake(Endpoint *e) {
         for (unsigned i = 0; i < 64; i++)
                 if (read(e->hold_fd, buf, sizeof(buf)) <= 0)
                         break;
-        (void) shutdown(e->hold_fd, SHUT_WR);
+        if (!e->conn->restored) {
+                rx = e->conn->buf[ep_side(e)]->base;  /* @e reads it: the peer's state as writer */
+                tx = e->conn->buf[!ep_side(e)]->base; /* @e writes it: its own */
+                /* seq_cst, after the flags endpoint_close() set: against @e's own
+                 * shutdown(SHUT_WR), which sets DONE_WRITING and then looks at these
+                 * (ring.c x_hup_mark()); the mark goes before the shutdown it covers */
+                abort = (rx->features & SMC_DMB_FEAT_X_HUP) && (atomic_load(&rx->conn_flags) & SMC_DMB_CONN_ABORT);
+                if (abort || (atomic_load(&tx->conn_flags) & SMC_DMB_CONN_DONE_WRITING))
+                        if (rx->features & SMC_DMB_FEAT_X_HUP)
+                                atomic_fetch_or(&rx->reader_flags, SMC_DMB_READER_X_HUP);
+        }
+        /* an abort shuts X's write side too, as a RST leaves TCP's socket */
+        (void) shutdown(e->hold_fd, abort ? SHUT_RDWR : SHUT_WR);
+}
+
+/* Is X of @e (SMC-D, held) still open somewhere, though Y hung up? Only after a
+ * shutdown of both directions (SMC_DMB_READER_X_HUP): otherwise the hang-up is X's
+ * last close. When the kernel cannot say, X counts as open: a DMB released under a
+ * reader would lose its data, while an endpoint kept too long is only memory. */
+static bool x_lives(Manager *m, Endpoint *e) {
+        struct smc_dmb_hdr *rx;
+        int r;
+
+        if (e->conn->restored || !m->unixdiag) /* (no unixdiag: smcd offered no X_HUP) */
+                return false;
+        rx = e->conn->buf[ep_side(e)]->base;
+        if (!(atomic_load(&rx->reader_flags) & SMC_DMB_READER_X_HUP))
+                return false;
+        r = sockdiag_unix_exists(m->unixdiag, e->x_ino);
+        if (r < 0)
+                log_warning_errno(r, "Endpoint %016" PRIx64 ": cannot tell whether its socket is still open, "
+                                     "keeping it: %m", e->id);
+        return r != 0;
 }
 
 void endpoint_on_hold_hup(Endpoint *e) {
@@ -521,6 +562,10 @@ void endpoint_on_hold_hup(Endpoint *e) {
         Manager *m = conn->manager;
         Endpoint *peer = &conn->ep[!ep_side(e)];
 
+        if (x_lives(m, e)) {
+                log_debug("Endpoint %016" PRIx64 ": shut down both ways, its socket still open.", e->id);
+                return;
+        }
         /* as at a process's last close(2) of a TCP socket: unless the library closed
          * it itself (its CLOSED / ABORT stand), FIN if everything sent to it was
          * read, else RST (died_flags) */
@@ -565,8 +610,10 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                         /* only add: DONE_WRITING the dead one set stays; the survivor
                          * reads the flag as the writer's state and, when it writes,
                          * as the reader's state: EOF / EPIPE, or ECONNRESET */
-                        atomic_fetch_or_explicit(&peer_rx->conn_flags, f, memory_order_release);
-                        atomic_fetch_or_explicit(&own_rx->reader_flags, f, memory_order_release);
+                        /* seq_cst: hold_wake() then reads the survivor's
+                         * DONE_WRITING, which it sets before it reads these */
+                        atomic_fetch_or(&peer_rx->conn_flags, f);
+                        atomic_fetch_or(&own_rx->reader_flags, f);
                 }
                 if (f == 0) /* its own close decided: abort if it left data unread */
                         f = (atomic_load(&peer_rx->conn_flags) | atomic_load(&own_rx->reader_flags)) &
@@ -815,6 +862,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                               memory_order_relaxed);
         atomic_store_explicit(&((struct smc_dmb_hdr *) sbuf->base)->data_dirty, SMC_DMB_DIRTY_UNKNOWN,
                               memory_order_relaxed);
+        if (m->unixdiag) /* we can tell a shutdown of both ways from X's last close */
+                ((struct smc_dmb_hdr *) cbuf->base)->features = ((struct smc_dmb_hdr *) sbuf->base)->features =
+                        SMC_DMB_FEAT_X_HUP;
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
         r = manager_take_pair(m, ab, &ab_ino);

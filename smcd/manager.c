@@ -894,6 +894,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 manager_free(m);
                 return log_error_errno(ENOMEM, "Out of memory.");
         }
+        r = sockdiag_unix_open(&m->unixdiag);
+        if (r < 0)
+                log_info_errno(r, "No unix_diag in this kernel (%m): epoll reports no EPOLLHUP on SMC-D "
+                                  "connections shut down both ways.");
         m->somaxconn = read_somaxconn();
         r = conn_measure_truesize(&m->msg_truesize);
         if (r < 0) {
@@ -1111,6 +1115,7 @@ Manager *manager_free(Manager *m) {
                 client_free(c, false);
         manager_free_orphan_listeners(m);
         m->fallbacks = fallback_table_free(m->fallbacks); /* the clients' entries went with them */
+        m->unixdiag = sockdiag_free(m->unixdiag);
         if (m->endpoints)
                 conn_free_all(m);
         if (m->ports) {

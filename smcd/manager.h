@@ -255,7 +255,10 @@ struct Endpoint {
          * rings it through Y), in Manager.watch_fd (key = hold_key | WATCH_ENDPOINT).
          * Y gets EPOLLHUP when the last copy of X is gone in every process: the
          * kernel's count of X's holders, across fork, setuid and death, decides when
-         * the endpoint closes (conn.c endpoint_on_hold_hup). -1 once closed. */
+         * the endpoint closes (conn.c endpoint_on_hold_hup). Also when a shutdown of
+         * both directions reaches X (SMC_DMB_READER_X_HUP): then smcd asks the kernel
+         * whether X still exists (x_ino). Edge-triggered, so a Y that stays hung up
+         * wakes smcd once per change (X's last close is one). -1 once closed. */
         int hold_fd;
         uint64_t hold_key;
         /* SMC-D: the inode number of X (fstat), recorded when smcd made the pair, by
@@ -382,6 +385,10 @@ struct Manager {
         PnetTable pnet;     /* netdev <-> RoCE device, for SMC-R (policy.h) */
         FallbackTable *fallbacks; /* TCP fallback connections (fallback.h) */
         SmcrManager *smcr;  /* SMC-R over RoCE (smcr.h) */
+        /* unix_diag (sockdiag.h), NULL if the kernel has none: whether an X still
+         * exists when its Y hangs up after a shutdown of both directions (conn.c
+         * endpoint_on_hold_hup); without it no DMB offers SMC_DMB_FEAT_X_HUP */
+        SockDiag *unixdiag;
 };
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,

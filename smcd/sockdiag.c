@@ -7,10 +7,12 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/tcp.h>
+#include <linux/unix_diag.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -30,7 +32,8 @@ static int probe_cb(const SockDiagInfo *i, void *userdata) {
         return 0;
 }
 
-int sockdiag_open(SockDiag **ret) {
+/* A bound NETLINK_SOCK_DIAG socket with bounded waits. */
+static int diag_new(SockDiag **ret) {
         struct timeval tv = { .tv_sec = SOCKDIAG_TIMEOUT_MS / 1000, .tv_usec = (SOCKDIAG_TIMEOUT_MS % 1000) * 1000 };
         struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
         SockDiag *d = calloc(1, sizeof(*d));
@@ -52,6 +55,17 @@ int sockdiag_open(SockDiag **ret) {
                 sockdiag_free(d);
                 return r;
         }
+        *ret = d;
+        return 0;
+}
+
+int sockdiag_open(SockDiag **ret) {
+        SockDiag *d;
+        int r;
+
+        r = diag_new(&d);
+        if (r < 0)
+                return r;
         /* Is there a TCP handler (tcp_diag)? Without one every lookup would say ENOENT,
          * like a socket that is gone. A dump of no states walks no socket. */
         r = sockdiag_dump(d, AF_INET, 0, false, probe_cb, NULL);
@@ -112,28 +126,39 @@ static uint8_t ext_bits(bool ext) {
         return ext ? (uint8_t) ((1u << (INET_DIAG_INFO - 1)) | (1u << (INET_DIAG_SKMEMINFO - 1))) : 0;
 }
 
-static int send_req(SockDiag *d, const struct inet_diag_req_v2 *req, uint16_t flags) {
+/* One SOCK_DIAG_BY_FAMILY request (@req, @len bytes: an inet_diag_req_v2 or a
+ * unix_diag_req) under a new sequence number. */
+static int send_req_raw(SockDiag *d, const void *req, size_t len, uint16_t flags) {
         struct {
                 struct nlmsghdr nlh;
-                struct inet_diag_req_v2 req;
+                union {
+                        struct inet_diag_req_v2 in;
+                        struct unix_diag_req un;
+                } req;
         } msg = {
                 .nlh = {
-                        .nlmsg_len = sizeof(msg),
+                        .nlmsg_len = (uint32_t) NLMSG_LENGTH(len),
                         .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                         .nlmsg_flags = NLM_F_REQUEST | flags,
                         .nlmsg_seq = ++d->seq,
                 },
-                .req = *req,
         };
         struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
         ssize_t n;
 
+        if (len > sizeof(msg.req))
+                return -EINVAL;
+        memcpy(&msg.req, req, len);
         do
-                n = sendto(d->fd, &msg, sizeof(msg), 0, (struct sockaddr *) &kernel, sizeof(kernel));
+                n = sendto(d->fd, &msg, msg.nlh.nlmsg_len, 0, (struct sockaddr *) &kernel, sizeof(kernel));
         while (n < 0 && errno == EINTR);
         if (n < 0)
                 return errno == EAGAIN ? -ETIMEDOUT : -errno;
-        return n == (ssize_t) sizeof(msg) ? 0 : -EIO;
+        return n == (ssize_t) msg.nlh.nlmsg_len ? 0 : -EIO;
+}
+
+static int send_req(SockDiag *d, const struct inet_diag_req_v2 *req, uint16_t flags) {
+        return send_req_raw(d, req, sizeof(*req), flags);
 }
 
 /* One datagram from the kernel into d->buf. Returns its length or -errno. */
@@ -311,4 +336,74 @@ int sockdiag_dump(SockDiag *d, int family, uint32_t states, bool ext, int (*cb)(
                         }
                 }
         }
+}
+
+/* The answer to the exact (not dump) request just sent: 1 if the kernel described a
+ * socket, 0 for ENOENT, or -errno. */
+static int exact_answer(SockDiag *d) {
+        for (;;) {
+                ssize_t n = recv_batch(d);
+
+                if (n < 0)
+                        return (int) n;
+                int len = (int) n;
+
+                for (struct nlmsghdr *h = (struct nlmsghdr *) d->buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+                        if (h->nlmsg_seq != d->seq)
+                                continue; /* a late answer to an earlier request */
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+
+                                if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
+                                        return -EBADMSG;
+                                return e->error == -ENOENT ? 0 : e->error < 0 ? e->error : -EBADMSG;
+                        }
+                        return h->nlmsg_type == SOCK_DIAG_BY_FAMILY ? 1 : -EBADMSG;
+                }
+        }
+}
+
+int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
+        struct unix_diag_req req = {
+                .sdiag_family = AF_UNIX,
+                .udiag_states = ~0u,
+                .udiag_ino = (uint32_t) ino,
+                .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
+        };
+        int r;
+
+        if (ino == 0 || ino > UINT32_MAX)
+                return -EINVAL;
+        r = send_req_raw(d, &req, sizeof(req), 0);
+        return r < 0 ? r : exact_answer(d);
+}
+
+int sockdiag_unix_open(SockDiag **ret) {
+        struct stat st;
+        SockDiag *d;
+        int p[2], r;
+
+        r = diag_new(&d);
+        if (r < 0)
+                return r;
+        /* Does the kernel find a socket we hold, and no longer once it is closed?
+         * (unix_diag may be missing: then every socket would look gone.) */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
+                r = -errno;
+                sockdiag_free(d);
+                return r;
+        }
+        r = fstat(p[0], &st) < 0 ? -errno : sockdiag_unix_exists(d, (uint64_t) st.st_ino);
+        close(p[0]);
+        if (r == 1)
+                r = sockdiag_unix_exists(d, (uint64_t) st.st_ino) == 0 ? 0 : -EPROTONOSUPPORT;
+        else if (r == 0)
+                r = -EPROTONOSUPPORT;
+        close(p[1]);
+        if (r < 0) {
+                sockdiag_free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
 }

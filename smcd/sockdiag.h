@@ -5,7 +5,9 @@
  * TCP sockets as the kernel sees them, through sock_diag (NETLINK_SOCK_DIAG,
  * SOCK_DIAG_BY_FAMILY with struct inet_diag_req_v2): one socket by its exact 4-tuple
  * (and cookie), or a dump of all TCP sockets of a family in given states. For the
- * TCP fallback connections smcd lists (fallback.h).
+ * TCP fallback connections smcd lists (fallback.h). And whether a unix socket is
+ * still open (unix_diag, struct unix_diag_req): the X ends of SMC-D doorbell pairs
+ * (conn.c).
  *
  * A plain netlink socket, not libnl-idiag: that library only sends the old
  * TCPDIAG_GETSOCK dump of a whole family (no lookup of one socket by its 4-tuple, no
@@ -80,6 +82,19 @@ int sockdiag_lookup(SockDiag *d, const struct smc_ctl_addr *local, const struct 
  * must not conclude that a socket is absent), -ETIMEDOUT, -errno. */
 int sockdiag_dump(SockDiag *d, int family, uint32_t states, bool ext, int (*cb)(const SockDiagInfo *i, void *userdata),
                   void *userdata);
+
+/* Unix sockets (unix_diag): the same netlink socket type, opened apart (a kernel may
+ * have one handler and not the other). Open one and check that the kernel finds a
+ * unix socket by its inode number, and no longer once it is closed. Returns 0, or
+ * -EPROTONOSUPPORT (no unix_diag), -errno. */
+int sockdiag_unix_open(SockDiag **ret);
+
+/* Is the unix socket with inode number @ino (st_ino of its descriptor) still open in
+ * some process? A socket is found from its creation until its last descriptor is
+ * closed (unix_release_sock() unhashes it before it wakes its peer), also while it
+ * is in flight in an SCM_RIGHTS message. Returns 1 (open), 0 (gone), -EINVAL (@ino 0
+ * or wider than the kernel's 32-bit request field), -ETIMEDOUT or another -errno. */
+int sockdiag_unix_exists(SockDiag *d, uint64_t ino);
 
 /* "ESTABLISHED", "SYN_SENT", ... (the kernel's and netstat's names of a TCP state), or
  * "UNKNOWN". */

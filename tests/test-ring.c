@@ -807,6 +807,75 @@ static void test_shutdown(void) {
         printf("ok shutdown(SHUT_WR): data, then EOF\n");
 }
 
+/* Readiness once both directions are shut (dmb.h SMC_DMB_READER_X_HUP): with smcd's
+ * SMC_DMB_FEAT_X_HUP the doorbell pair mirrors the socket's shutdown state and the
+ * kernel reports POLLHUP on X, as tcp_poll() does; the mark is in the reader's rx
+ * DMB before the shutdown that completes it. Without the feature (an older smcd) X's
+ * write side is never shut: no POLLHUP, no mark. */
+static uint32_t x_hup_flag(void *rx_dmb) {
+        return atomic_load(&((struct smc_dmb_hdr *) rx_dmb)->reader_flags) & SMC_DMB_READER_X_HUP;
+}
+
+static void conn_open_hup(struct conn *c, bool feature) {
+        conn_open(c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        ((struct smc_dmb_hdr *) c->dmb_a)->features = feature ? SMC_DMB_FEAT_X_HUP : 0;
+        ((struct smc_dmb_hdr *) c->dmb_b)->features = feature ? SMC_DMB_FEAT_X_HUP : 0;
+}
+
+static void test_hup(void) {
+        struct conn c;
+        uint8_t buf[64];
+
+        for (int feature = 0; feature < 2; feature++) {
+                /* A's SHUT_WR, then B's: both hang up */
+                conn_open_hup(&c, feature);
+                CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown(a, SHUT_WR)");
+                CHECK(!(kpoll(c.xa, POLLIN) & (POLLHUP | POLLIN)), "X_a after its own SHUT_WR: 0x%x",
+                      kpoll(c.xa, POLLIN));
+                CHECK(smc_ring_shutdown(&c.b, SHUT_WR) == 0, "shutdown(b, SHUT_WR)");
+                CHECK(!!(kpoll(c.xa, POLLIN) & POLLHUP) == feature && !!(kpoll(c.xb, POLLIN) & POLLHUP) == feature,
+                      "feature %d: POLLHUP on X_a 0x%x, X_b 0x%x", feature, kpoll(c.xa, POLLIN), kpoll(c.xb, POLLIN));
+                CHECK(!!x_hup_flag(c.dmb_a) == feature && !!x_hup_flag(c.dmb_b) == feature,
+                      "feature %d: X_HUP marks %x %x", feature, x_hup_flag(c.dmb_a), x_hup_flag(c.dmb_b));
+                CHECK(smc_ring_poll(&c.a) & POLLHUP && smc_ring_poll(&c.b) & POLLHUP, "smc_ring_poll: no POLLHUP");
+                CHECK(xrecv(&c.a, buf, sizeof(buf), 0, true) == 0 && xrecv(&c.b, buf, sizeof(buf), 0, true) == 0,
+                      "EOF both ways");
+                conn_close(&c);
+
+                /* SHUT_RD then SHUT_WR on A: A hangs up, B only sees A's EOF */
+                conn_open_hup(&c, feature);
+                CHECK(xsend(&c.b, "data", 4, 0, false) == 4, "send");
+                CHECK(smc_ring_shutdown(&c.a, SHUT_RD) == 0, "shutdown(a, SHUT_RD)");
+                CHECK(!(kpoll(c.xa, POLLIN) & POLLHUP) && !x_hup_flag(c.dmb_a), "X_a hung up after SHUT_RD alone");
+                CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown(a, SHUT_WR)");
+                CHECK(!!(kpoll(c.xa, POLLIN) & POLLHUP) == feature && !!x_hup_flag(c.dmb_a) == feature,
+                      "feature %d: SHUT_RD + SHUT_WR: X_a 0x%x, mark %x", feature, kpoll(c.xa, POLLIN),
+                      x_hup_flag(c.dmb_a));
+                CHECK(!(kpoll(c.xb, POLLIN) & POLLHUP) && (kpoll(c.xb, POLLIN | POLLRDHUP) & POLLRDHUP) &&
+                              !x_hup_flag(c.dmb_b),
+                      "X_b after A's SHUT_RD + SHUT_WR: 0x%x", kpoll(c.xb, POLLIN | POLLRDHUP));
+                /* B still sends (its data is dropped, as TCP's after SHUT_RD) */
+                CHECK(xsend(&c.b, "more", 4, 0, false) == 4, "send to a socket shut for reading");
+                conn_close(&c);
+
+                /* A's SHUT_WR, then B closes: A hangs up (B's close marks it first). smcd
+                 * holds a copy of Y_a: without one, B's close would end the pair */
+                conn_open_hup(&c, feature);
+                int smcd_ya = dup(c.b.y_peer);
+                CHECK(smcd_ya >= 0, "dup: %m");
+                CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown(a, SHUT_WR)");
+                CHECK(xrecv(&c.b, buf, sizeof(buf), 0, false) == 0, "B reads A's EOF");
+                CHECK(smc_ring_close(&c.b) == false, "B's orderly close");
+                CHECK(!!(kpoll(c.xa, POLLIN) & POLLHUP) == feature && !!x_hup_flag(c.dmb_a) == feature,
+                      "feature %d: after the peer's close: X_a 0x%x, mark %x", feature, kpoll(c.xa, POLLIN),
+                      x_hup_flag(c.dmb_a));
+                CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "A reads B's EOF");
+                conn_close(&c);
+                close(smcd_ya);
+        }
+        printf("ok EPOLLHUP once both directions are shut (with smcd's X_HUP feature; none without)\n");
+}
+
 static void test_close_abort(void) {
         struct conn c;
         uint8_t buf[256];
@@ -1686,6 +1755,7 @@ int main(int argc, char **argv) {
         test_data_dirty();
         test_shutdown();
         test_close_abort();
+        test_hup();
         test_peer_death();
         test_shutdown_other_thread();
         test_eintr();

@@ -21,7 +21,8 @@
 # (SCM_RIGHTS: pass-fds.py, and node's cluster module, whose primary accepts and passes
 # every connection to a worker, or passes its listener: node-cluster.js); sockets added
 # to epoll sets before connect() (epoll-preconnect.py, and nginx's proxy_pass, whose
-# requests hung before).
+# requests hung before); readiness of connections shut down both ways, EPOLLHUP
+# included, compared with TCP's line by line (epoll-hup.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
@@ -52,15 +53,15 @@ for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-sp
 done
 # node (libuv closes descriptors with syscall(SYS_close)): its connections over SMC-D
 # (smcd's client connection counter grows by all 120), as over TCP
-conns_client() {
+smcd_stat() { # NAME: smcd's counter NAME now
         kill -USR1 "$spid"
         sleep 0.5
-        python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["smcd"]["conns_client"])' "$rundir/stats.json"
+        python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["smcd"][sys.argv[2]])' "$rundir/stats.json" "$1"
 }
 if command -v node >/dev/null; then
-        before=$(conns_client)
+        before=$(smcd_stat conns_client)
         if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-echo.js" 2>&1) &&
-                after=$(conns_client) && [ $((after - before)) -ge 120 ]; then
+                after=$(smcd_stat conns_client) && [ $((after - before)) -ge 120 ]; then
                 echo "ok - node-echo: $out ($((after - before)) SMC-D connections)"
         else
                 echo "not ok - node-echo: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
@@ -73,9 +74,9 @@ fi
 # or its listening socket to each worker (SCHED_NONE) (SCM_RIGHTS); all 140 over SMC-D
 if command -v node >/dev/null; then
         for policy in rr none; do
-                before=$(conns_client)
+                before=$(smcd_stat conns_client)
                 if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-cluster.js" $policy 2>&1) &&
-                        after=$(conns_client) && [ $((after - before)) -ge 140 ]; then
+                        after=$(smcd_stat conns_client) && [ $((after - before)) -ge 140 ]; then
                         echo "ok - node-cluster $policy: $out ($((after - before)) SMC-D connections)"
                 else
                         echo "not ok - node-cluster $policy: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
@@ -115,13 +116,13 @@ print(*[x.getsockname()[1] for x in s])')
                 curl -sf -o /dev/null "http://127.0.0.1:$p2/f.bin" && break
                 sleep 0.1
         done
-        before=$(conns_client)
+        before=$(smcd_stat conns_client)
         good=0
         for _ in $(seq 20); do
                 got=$(timeout 10 sh "$smcrun" curl -s "http://127.0.0.1:$p2/f.bin" | sha256sum | cut -d' ' -f1)
                 [ "$got" = "$want" ] && good=$((good + 1))
         done
-        after=$(conns_client)
+        after=$(smcd_stat conns_client)
         kill "$npid" "$bpid" 2>/dev/null
         wait "$npid" "$bpid" 2>/dev/null
         if [ $good = 20 ] && [ $((after - before)) -ge 40 ]; then
@@ -142,6 +143,26 @@ if tcp_t=$(timeout 120 python3 "$here/apps/epoll-transcript.py" 2>&1) &&
         echo "ok - epoll-transcript: $(echo "$smc_t" | grep -c .) lines as over TCP"
 else
         echo "not ok - epoll-transcript: differs from TCP's (< TCP, > smcrun):"
+        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
+# readiness once a connection's directions are shut (EPOLLHUP from epoll as on TCP,
+# also for a registration with no events), the abort, data read on after the hang-up,
+# a hung-up connection shared with a child: the transcript under smcrun must be
+# TCP's, and every connection it made must end in smcd (none kept, none ended early)
+before=$(smcd_stat conns_current)
+if tcp_t=$(timeout 120 python3 "$here/apps/epoll-hup.py" 2>&1) &&
+        smc_t=$(timeout 120 sh "$smcrun" python3 "$here/apps/epoll-hup.py" 2>&1) &&
+        [ "$tcp_t" = "$smc_t" ]; then
+        for _ in 1 2 3 4 5; do after=$(smcd_stat conns_current); [ "$after" = "$before" ] && break; sleep 1; done
+        if [ "$after" = "$before" ]; then
+                echo "ok - epoll-hup: $(echo "$smc_t" | grep -c .) lines as over TCP; smcd's current connections back to $after"
+        else
+                echo "not ok - epoll-hup: smcd's current connections $before before, $after after"
+                failed=1
+        fi
+else
+        echo "not ok - epoll-hup: differs from TCP's (< TCP, > smcrun):"
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
         failed=1
 fi

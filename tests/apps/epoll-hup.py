@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+# A transcript of the readiness a connection reports once its directions are shut:
+# epoll (level- and edge-triggered, and a registration with no events, which sees
+# only EPOLLHUP / EPOLLERR) and poll, in each state on the way: one side's
+# shutdown(SHUT_WR), then the other's; shutdown(SHUT_RDWR); SHUT_RD then SHUT_WR; a
+# close of the peer after our SHUT_WR; the peer's abort (close with data unread, and
+# kill -9 with data unread); data still readable in the hung-up state; a hung-up
+# connection shared with a child process that reads on after the parent closed its
+# copy. tests/test-smcrun-apps.sh runs it over plain TCP and under smcrun and
+# compares the two transcripts line by line.
+#
+# One difference is documented (smcrun(1), libsmcproto(3)): after the peer's abort an
+# SMC connection reports EPOLLHUP but not EPOLLERR (the next receive or send returns
+# ECONNRESET, as on TCP); so the abort lines print the mask without EPOLLERR and the
+# error from the next recv.
+import hashlib
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+SETTLE = 0.2  # s for a FIN or a close to reach the other side
+ALL = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP
+NAMES = [(select.EPOLLIN, "IN"), (select.EPOLLOUT, "OUT"), (select.EPOLLRDHUP, "RDHUP"),
+         (select.EPOLLHUP, "HUP"), (select.EPOLLERR, "ERR")]
+failed = False
+
+
+def out(*a):
+    print(*a, flush=True)
+
+
+def names(m, no_err=False):
+    if no_err:
+        m &= ~select.EPOLLERR
+    return "|".join(n for b, n in NAMES if m & b) or "-"
+
+
+def pair():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    c = socket.create_connection(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    return c, s
+
+
+def masks(sock, no_err=False):
+    """level-triggered epoll with IN|OUT|RDHUP, epoll with no events, poll"""
+    ep = select.epoll()
+    ep.register(sock.fileno(), ALL)
+    lv = ep.poll(0)
+    ep.close()
+    ep = select.epoll()
+    ep.register(sock.fileno(), 0)
+    zero = ep.poll(0)
+    ep.close()
+    p = select.poll()
+    p.register(sock.fileno(), select.POLLIN | select.POLLOUT | select.POLLRDHUP)
+    pl = p.poll(0)
+    return "epoll %s, epoll(0) %s, poll %s" % (names(lv[0][1] if lv else 0, no_err),
+                                                names(zero[0][1] if zero else 0, no_err),
+                                                names(pl[0][1] if pl else 0, no_err))
+
+
+def show(label, c, s, no_err=False):
+    time.sleep(SETTLE)
+    out("%s: c %s; s %s" % (label, masks(c, no_err), masks(s, no_err)))
+
+
+def recv_result(sock):
+    try:
+        return "recv %r" % sock.recv(10)
+    except OSError as e:
+        return "recv %s" % os.strerror(e.errno)
+
+
+def case1():
+    out("case 1: c SHUT_WR, then s SHUT_WR")
+    c, s = pair()
+    show("  fresh", c, s)
+    c.shutdown(socket.SHUT_WR)
+    show("  c SHUT_WR", c, s)
+    s.shutdown(socket.SHUT_WR)
+    show("  s SHUT_WR", c, s)
+    out("  c %s, s %s" % (recv_result(c), recv_result(s)))
+    c.close()
+    s.close()
+
+
+def case2():
+    out("case 2: c SHUT_RDWR")
+    c, s = pair()
+    c.shutdown(socket.SHUT_RDWR)
+    show("  c SHUT_RDWR", c, s)
+    c.close()
+    s.close()
+
+
+def case3():
+    out("case 3: c SHUT_RD, then c SHUT_WR")
+    c, s = pair()
+    c.shutdown(socket.SHUT_RD)
+    show("  c SHUT_RD", c, s)
+    c.shutdown(socket.SHUT_WR)
+    show("  c SHUT_WR", c, s)
+    c.close()
+    s.close()
+
+
+def case4():
+    out("case 4: s SHUT_WR, then c closes (nothing unread)")
+    c, s = pair()
+    s.shutdown(socket.SHUT_WR)
+    show("  s SHUT_WR", c, s)
+    c.recv(10)
+    c.close()
+    time.sleep(SETTLE)
+    out("  c closed: s %s" % masks(s))
+    out("  s %s" % recv_result(s))
+    s.close()
+
+
+def case5():
+    out("case 5: s closes with data unread (abort)")
+    c, s = pair()
+    c.sendall(b"unread")
+    time.sleep(SETTLE)
+    s.close()
+    time.sleep(SETTLE)
+    out("  s closed: c %s" % masks(c, no_err=True))
+    out("  c %s" % recv_result(c))
+    out("  after the error: c %s" % masks(c, no_err=True))
+    c.close()
+
+
+def case6():
+    out("case 6: the process that holds s is killed with data unread")
+    c, s = pair()
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    s.close()  # the child holds the only copy
+    c.sendall(b"unread")
+    time.sleep(SETTLE)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    time.sleep(SETTLE)
+    out("  s killed: c %s" % masks(c, no_err=True))
+    out("  c %s" % recv_result(c))
+    c.close()
+
+
+def case7():
+    out("case 7: c SHUT_WR, the process that holds s is killed (nothing unread)")
+    c, s = pair()
+    c.shutdown(socket.SHUT_WR)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    s.close()
+    time.sleep(SETTLE)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    time.sleep(SETTLE)
+    out("  s killed: c %s" % masks(c))
+    out("  c %s" % recv_result(c))
+    c.close()
+
+
+def case8():
+    out("case 8: edge-triggered epoll across c SHUT_WR, then s sends and shuts")
+    c, s = pair()
+    ep = select.epoll()
+    ep.register(c.fileno(), ALL | select.EPOLLET)
+    out("  fresh: %s" % [names(m) for _, m in ep.poll(SETTLE)])
+    c.shutdown(socket.SHUT_WR)
+    time.sleep(SETTLE)
+    out("  c SHUT_WR: %s" % [names(m) for _, m in ep.poll(0)])
+    s.sendall(b"x" * 1000)
+    time.sleep(SETTLE)
+    out("  s sends: %s" % [names(m) for _, m in ep.poll(0)])
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(SETTLE)
+    out("  s SHUT_WR: %s" % [names(m) for _, m in ep.poll(0)])
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        n += len(b)
+    out("  c read %d bytes, then EOF; again: %s" % (n, [names(m) for _, m in ep.poll(0)]))
+    ep.close()
+    c.close()
+    s.close()
+
+
+def case9():
+    out("case 9: hung up with 3 MiB+5 still to read")
+    c, s = pair()
+    c.shutdown(socket.SHUT_WR)
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    pid = os.fork()
+    if pid == 0:
+        c.close()
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.close()
+        os._exit(0)
+    s.close()
+    time.sleep(SETTLE)
+    got = bytearray()
+    ep = select.epoll()
+    ep.register(c.fileno(), 0)
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        got += b
+    os.waitpid(pid, 0)
+    ok = bytes(got) == data
+    out("  read %d bytes, %s; epoll(0) %s" % (len(got), "intact" if ok else "CORRUPT",
+                                             [names(m) for _, m in ep.poll(SETTLE)]))
+    ep.close()
+    c.close()
+
+
+def case10():
+    out("case 10: hung up with data unread, shared with a child that reads on after the parent closed")
+    c, s = pair()
+    data = os.urandom(100 * 1000 + 3)  # fits in the ring and in TCP's buffers
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        s.close()
+        time.sleep(3 * SETTLE)  # the parent closes its copy meanwhile
+        h = hashlib.sha256()
+        n = 0
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        os.write(w, ("%d %s\n" % (n, h.hexdigest())).encode())
+        c.close()
+        os._exit(0)
+    os.close(w)
+    c.shutdown(socket.SHUT_WR)
+    time.sleep(SETTLE)
+    # s sends, then its FIN: c is hung up with data unread
+    th = os.fork()
+    if th == 0:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        os._exit(0)
+    time.sleep(SETTLE)
+    out("  c %s" % masks(c))
+    c.close()
+    res = os.read(r, 200).decode().split()
+    os.waitpid(pid, 0)
+    os.waitpid(th, 0)
+    ok = res == [str(len(data)), hashlib.sha256(data).hexdigest()]
+    out("  the child read %s bytes, %s" % (res[0] if res else "?", "intact" if ok else "CORRUPT"))
+    s.close()
+
+
+for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10):
+    f()
