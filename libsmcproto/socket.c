@@ -4893,19 +4893,20 @@ static void fd_received(int fd, size_t off, void *arg) {
                 tcp_received(fd);
                 return;
         }
+        int sb = 0;
+        socklen_t sl = sizeof(sb);
+
+        /* the X of a doorbell pair has the kernel's smallest send buffer (smcd asks for
+         * 1 byte): any other unix stream socket is the program's own, and costs no
+         * round trip to smcd (a process that never used SMC would connect to it) */
         if (sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || cr.pid == getpid() ||
-            !fd_is_stream(fd, AF_UNIX))
+            !fd_is_stream(fd, AF_UNIX) || sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 ||
+            sb > DOORBELL_SNDBUF_MAX)
                 return;
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
         if (daemon <= 0) {
-                /* smcd out of reach (no descriptor left to reach it, say): the X of a
-                 * doorbell pair has the kernel's smallest send buffer (smcd asks for 1
-                 * byte); reset such a descriptor rather than hand it over bare */
-                int sb = 0;
-                socklen_t sl = sizeof(sb);
-
-                if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb > DOORBELL_SNDBUF_MAX)
-                        return;
+                /* smcd out of reach (no descriptor left to reach it, say): reset such a
+                 * descriptor rather than hand it over bare */
                 r = -ENOTCONN;
                 goto reset;
         }
