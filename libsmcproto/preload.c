@@ -512,8 +512,9 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
 /* An SMC listener's descriptor is an epoll instance, and the kernel refuses
  * EPOLLEXCLUSIVE for one (EINVAL), which nginx sets on its shared listener (worker
  * processes, accept_mutex off): socket.c puts the listener's members into the set
- * instead (smc_listener_epoll_ctl), so that one waiter wakes per connection, as on TCP.
- * Everything else goes to the kernel unchanged. */
+ * instead, so that one waiter wakes per connection, as on TCP. And a socket added
+ * before connect() (nginx's upstreams) is recorded, to be moved onto the connection's
+ * descriptor (smc_sock_epoll_ctl). Everything else goes to the kernel unchanged. */
 DEFINE_REAL(epoll_ctl)
 
 _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
@@ -524,7 +525,7 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
 
         if (ev)
                 copy = *ev;
-        r = smc_listener_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
+        r = smc_sock_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
         if (handled) {
                 if (r < 0) {
                         errno = -r;

@@ -28,15 +28,17 @@ void smc_fd_forget(int fd);
  * descriptors: logged with SMC_DEBUG) @newfd stays the bare descriptor. */
 void smc_fd_dup(int oldfd, int newfd);
 
-/* epoll_ctl(@epfd, @op, @fd, @ev) for an SMC listener @fd: EPOLLEXCLUSIVE (ADD) puts
- * its hidden TCP socket and accept channel into @epfd directly, as the kernel refuses
- * the flag for the epoll instance the app's fd is; a later ADD (-EEXIST), DEL or MOD
- * (-EINVAL) of @fd in that set acts on them as the kernel would on a TCP listener.
- * *@handled: whether it did the call (then the result, 0 or -errno, is the call's);
- * if not (not an SMC listener, or a call on @fd itself) the caller makes the call with
- * @ev, which may have lost EPOLLEXCLUSIVE when more live sets than recorded (8) ask
- * for it. Takes the socket's lock. */
-int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
+/* epoll_ctl(@epfd, @op, @fd, @ev) for the library's sockets that need it. An SMC
+ * listener @fd: EPOLLEXCLUSIVE (ADD) puts its hidden TCP socket and accept channel
+ * into @epfd directly, as the kernel refuses the flag for the epoll instance the app's
+ * fd is; a later ADD (-EEXIST), DEL or MOD (-EINVAL) of @fd in that set acts on them
+ * as the kernel would on a TCP listener. A socket not connected yet: the call is made
+ * and recorded (up to 4 sets), so that connect() can move the registration onto the
+ * connection's descriptor. *@handled: whether it did the call (then the result, 0 or
+ * -errno, is the call's); if not (another descriptor, or a call on the listener's fd
+ * itself) the caller makes the call with @ev, which may have lost EPOLLEXCLUSIVE when
+ * more live sets than recorded (8) ask for it. Takes the socket's lock. */
+int smc_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 
 /* close_range(2) for the shim (also closefrom() and syscall(SYS_close_range)): the
  * program's sockets in [@first, @last] are closed as by smc_close() (with

@@ -239,7 +239,7 @@ struct smc_sock {
         bool listen_shut;          /* shutdown(SHUT_RD) stopped it (listener_shutdown):
                                     * never registered with smcd again */
         /* epoll sets the app added the listener to with EPOLLEXCLUSIVE: T and C sit in
-         * them directly, with the app's events and data (smc_listener_epoll_ctl) */
+         * them directly, with the app's events and data (smc_sock_epoll_ctl) */
         struct listen_xreg {
                 int epfd;
                 struct epoll_event ev;
@@ -1230,7 +1230,7 @@ static void prereg_attach(struct smc_sock *s) {
         s->n_prereg = 0;
 }
 
-int smc_listener_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled) {
+int smc_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled) {
         struct smc_sock *s = sock_lookup(fd);
         int r = 0, i, st;
 
@@ -4830,6 +4830,30 @@ static void unconnected_received(int fd, int dom) {
                 sock_release(s);
 }
 
+/* @fd, a listening TCP socket of @domain that this library does not manage (one
+ * received from another process, or inherited over exec): make it an SMC listener
+ * (@nonblock: the program's flag) and, if @reg, register it with smcd as listen()
+ * does. Returns listen_register()'s result (-ECANCELED when not asked to; the socket
+ * is then a plain TCP listener), with *@ret the socket, or NULL (out of memory: @fd
+ * stays unmanaged). */
+static int listener_take(int fd, int domain, bool nonblock, bool reg, struct smc_sock **ret) {
+        struct smc_sock *s = sock_alloc(fd, domain, SOCK_LISTEN_TCP, nonblock);
+        int r;
+
+        *ret = NULL;
+        if (!s)
+                return -ENOMEM;
+        if (sock_insert(s) < 0) {
+                sock_release(s);
+                return -ENOMEM;
+        }
+        pthread_mutex_lock(&s->lock);
+        r = reg ? listen_register(s, SOMAXCONN) : -ECANCELED;
+        pthread_mutex_unlock(&s->lock);
+        *ret = s;
+        return r;
+}
+
 /* @fd, a TCP socket that arrived from another process: a listening one (an SMC
  * listener passes as its TCP socket) becomes an SMC listener here too, registered
  * with smcd as listen() does (smcd gives the newest registration of a socket the new
@@ -4849,15 +4873,10 @@ static void tcp_received(int fd) {
                 unconnected_received(fd, dom);
                 return;
         }
-        s = sock_alloc(fd, dom, SOCK_LISTEN_TCP, false);
+        r = listener_take(fd, dom, false, true, &s);
         if (!s)
                 return;
-        if (sock_insert(s) < 0) {
-                sock_release(s);
-                return;
-        }
-        pthread_mutex_lock(&s->lock);
-        r = listen_register(s, SOMAXCONN);
+        /* (the program does not know @fd yet: nobody else touches @s) */
         if (r == 0) {
                 /* fd is our epoll descriptor now: its flag is the program's */
                 (void) set_nonblock(fd, false);
@@ -4868,7 +4887,6 @@ static void tcp_received(int fd) {
                 /* a plain TCP listener: the shared file's flag is the truth */
                 atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
         }
-        pthread_mutex_unlock(&s->lock);
         smc_debug("fd %d: a TCP listener received from another process: %s%s", fd,
                   r < 0 ? "stays one: " : "an SMC listener", r < 0 ? strerror(-r) : "");
 }
@@ -4993,17 +5011,11 @@ static void exec_inherit_listener(const char *p, size_t len) {
                 smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged TCP listener: ignored", (int) fd);
                 return;
         }
-        s = sock_alloc((int) fd, (flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET, SOCK_LISTEN_TCP, fl & O_NONBLOCK);
+        r = listener_take((int) fd, (flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET, fl & O_NONBLOCK,
+                          !env_disable && !adopt_give_up && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed),
+                          &s);
         if (!s)
                 return;
-        if (sock_insert(s) < 0) {
-                sock_release(s);
-                return;
-        }
-        pthread_mutex_lock(&s->lock);
-        r = env_disable || adopt_give_up || atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)
-                    ? -ECANCELED : listen_register(s, SOMAXCONN);
-        pthread_mutex_unlock(&s->lock);
         smc_debug("exec: listener fd %d: %s%s", (int) fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",
                   r < 0 ? strerror(-r) : "");
 }

@@ -1100,15 +1100,21 @@ static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
         return 0;
 }
 
+/* Can another process image take @e over (ADOPT, ADOPT_FD)? An open SMC-D endpoint
+ * this smcd set up: SMC-R endpoints cannot be adopted (smcd is their peer and ended
+ * them with the old image's control connection), restored ones have no DMBs of ours
+ * to hand out. */
+static bool adoptable(const Endpoint *e) {
+        return !e->smcr && !e->closed && e->conn && !e->conn->restored;
+}
+
 /* ADOPT (ctl-proto.h): a process image that inherited endpoint req->conn_id's X over
  * execve() asks for its buffers again (the old image's mappings are gone with it). */
 int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req) {
         Endpoint *e = u64map_get(c->manager->endpoints, req->conn_id);
 
-        /* as CLOSE: other uids learn nothing, not even that the id exists; SMC-R
-         * endpoints cannot be adopted (smcd is their peer and ended them with the old
-         * image's control connection) */
-        if (!e || e->uid != c->uid || e->smcr || e->closed || !e->conn || e->conn->restored)
+        /* as CLOSE: other uids learn nothing, not even that the id exists */
+        if (!e || e->uid != c->uid || !adoptable(e))
                 return client_send_error(c, req->hdr.seq, ENOENT, 0, "no SMC-D connection %016" PRIx64 " of this uid",
                                          req->conn_id);
         return adopt_reply(c, req->hdr.seq, e, "after an exec");
@@ -1129,8 +1135,7 @@ int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd
                  * then keeps no index up to date */
                 while (!found && u64map_iterate(m->endpoints, &state, &key, &v)) {
                         e = v;
-                        if (e->x_ino == (uint64_t) st.st_ino && !e->smcr && e->conn && !e->closed &&
-                            !e->conn->restored)
+                        if (e->x_ino == (uint64_t) st.st_ino && adoptable(e))
                                 found = e;
                 }
         close(fd);
