@@ -422,6 +422,7 @@ def main():
     run_rereg_checks(binary)
     run_eptable_checks(binary)
     run_adopt_fd_checks(binary)
+    run_x_hup_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
         run_domain_check(binary)
@@ -2317,6 +2318,68 @@ def _run_adopt_fd_checks(d):
         c.s.close()
     chan.close()
     tcp.close()
+
+
+DMB_READER_FLAGS, DMB_FEATURES = 76, 164  # offsets in struct smc_dmb_hdr (dmb.h)
+READER_X_HUP, FEAT_X_HUP = 0x04, 0x01
+
+
+def run_x_hup_checks(binary):
+    """A doorbell pair shut down both ways while its X is still open (what the library
+    does so that epoll reports EPOLLHUP, as TCP): with SMC_DMB_READER_X_HUP in the
+    endpoint's rx DMB, smcd asks the kernel whether X still exists and keeps the
+    endpoint until X's last close; without the mark the hang-up is that close."""
+    print("---- X_HUP (both directions shut, the socket still open)")
+    rdir = tempfile.mkdtemp(prefix="smcd-raw-x-hup-")
+    tmpdirs.append(rdir)
+    d = Smcd(binary, rdir)
+    try:
+        srv_c, cli_c = Client(d.sock), Client(d.sock)
+        tcp = tcp_listener()
+        lid, chan, _ = srv_c.listen(tcp)
+
+        def one():
+            info, fds = cli_c.connect(tcp.getsockname())
+            t, _, data, sfds = recv_msg(chan)
+            return Conn(info, fds, {}), Conn(parse_conn(data), sfds, {})
+
+        def current(n, what):
+            s = d.stats(lambda s: s["smcd"]["conns_client_current"] == n, timeout=2.0)["smcd"]
+            check(s["conns_client_current"] == n, f"{what} (conns_client_current {s['conns_client_current']})")
+
+        cc, sc = one()
+        check(u32(cc.rx, DMB_FEATURES) == FEAT_X_HUP and u32(sc.rx, DMB_FEATURES) == FEAT_X_HUP,
+              f"smcd offers SMC_DMB_FEAT_X_HUP in both DMBs ({u32(cc.rx, DMB_FEATURES)}, "
+              f"{u32(sc.rx, DMB_FEATURES)}): this kernel has unix_diag")
+        struct.pack_into("<I", cc.rx, DMB_READER_FLAGS, u32(cc.rx, DMB_READER_FLAGS) | READER_X_HUP)
+        cc.x.shutdown(socket.SHUT_RDWR)
+        time.sleep(0.3)
+        current(1, "marked, shut both ways, X open: the client endpoint stays")
+        dup = os.dup(cc.x.fileno())
+        cc.x.close()
+        time.sleep(0.3)
+        current(1, "... also after one of two copies of X is closed")
+        os.close(dup)
+        current(0, "... and ends with the last copy of X")
+        cc.y.close()
+        sc.close()
+
+        cc, sc = one()
+        current(1, "a second connection")
+        cc.x.shutdown(socket.SHUT_RDWR)
+        current(0, "not marked: the hang-up of Y ends the endpoint, X open or not")
+        cc.close()
+        sc.close()
+        drain_queue(chan)
+        s = d.stats(lambda s: s["smcd"]["conns_current"] == 0)["smcd"]
+        check(s["conns_current"] == 0, f"no connection left (conns_current {s['conns_current']})")
+        for c in (srv_c, cli_c):
+            c.s.close()
+        chan.close()
+        tcp.close()
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"X_HUP checks: smcd exits 0 ({rc})")
 
 
 if __name__ == "__main__":
