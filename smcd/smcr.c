@@ -220,7 +220,8 @@ struct SmcrConn {
         uint8_t local_flags;     /* SMC_CDC_CONN_* to send once the data is out */
         uint8_t sent_flags;      /* ... sent */
         bool closed;             /* the endpoint was closed by its client */
-        bool ya_shut;
+        bool ya_shut;            /* Y_a's writing side shut: the client reads EOF */
+        bool ya_rd_shut;         /* ... and its reading side (an abort: conn_eof_client) */
         LIST_FIELDS(SmcrConn, conns);
 };
 
@@ -687,15 +688,24 @@ static void conn_set_flags(SmcrConn *c, uint32_t rx_flags, uint32_t reader_flags
 }
 
 /* Abort locally: the client sees ECONNRESET. */
+/* EOF on the client's X (shut Y_a's writing side), after the flags that explain it.
+ * After an abort X's writing side too, as a RST leaves a TCP socket shut both ways:
+ * the kernel then reports EPOLLHUP on X (the client's own SHUT_WR shuts X's writing
+ * side itself, SMC_DMB_FEAT_X_HUP). */
+static void conn_eof_client(SmcrConn *c, bool abort) {
+        if (c->ya < 0 || (c->ya_shut && (!abort || c->ya_rd_shut)))
+                return;
+        shutdown(c->ya, abort ? SHUT_RDWR : SHUT_WR);
+        c->ya_shut = true;
+        c->ya_rd_shut = abort;
+}
+
 static void conn_abort_local(SmcrConn *c) {
         if (!c->active)
                 return;
         conn_set_flags(c, SMC_DMB_CONN_ABORT, SMC_DMB_CONN_ABORT);
         conn_ring_client(c);
-        if (c->ya >= 0 && !c->ya_shut) {
-                shutdown(c->ya, SHUT_WR);
-                c->ya_shut = true;
-        }
+        conn_eof_client(c, true);
         c->peer_flags |= SMC_CDC_CONN_ABORT;
 }
 
@@ -991,10 +1001,7 @@ static void conn_apply_peer_flags(SmcrConn *c) {
         if (!f)
                 return;
         conn_ring_client(c);
-        if (c->ya >= 0 && !c->ya_shut) {
-                shutdown(c->ya, SHUT_WR);
-                c->ya_shut = true;
-        }
+        conn_eof_client(c, f & SMC_CDC_CONN_ABORT);
 }
 
 /* The CDC a failover validation named did not come in time: it was lost (4.6). */
@@ -2784,6 +2791,9 @@ static uint32_t conn_new(SmcrHs *hs, SmcrLgr *lgr, SmcrLink *link) {
         }
         rmb_hdr(c)->type = SMC_DMB_EYECATCHER;
         snd_hdr(c)->type = SMC_DMB_EYECATCHER;
+        /* smcd watches no hang-up of Y_a (xs tells it of the client's close): the
+         * library may shut X both ways (EPOLLHUP, dmb.h) */
+        rmb_hdr(c)->features = snd_hdr(c)->features = SMC_DMB_FEAT_X_HUP;
         /* registered on every link of the group (also one being added) */
         c->lgr = lgr;
         for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)

@@ -13,13 +13,15 @@
  *   smcr-xfer hold ADDR PORT SIZE                 connect, send SIZE bytes slowly
  *        (1 KiB per 10 ms) and never finish: for kill -9 / link-down tests
  * Exit status 0 when every connection was ok and (env SMCR_XFER_MODE=SMCR) in that mode.
- * SMCR_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending.
+ * SMCR_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending, and after the
+ *   reply checks end of stream and the kernel's POLLHUP (both directions shut).
  * SMCR_XFER_TOGETHER=1: the connections of a batch all connect before transferring.
  */
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -90,6 +92,28 @@ static void *serve(void *arg) {
         return NULL;
 }
 
+/* After our SHUT_WR and the server's close: end of stream, and the kernel's own
+ * readiness of the descriptor (poll(2), not smc_poll()) says POLLHUP, as TCP's does
+ * once both directions are shut (epoll(7) users see it). Returns 0 or -EPROTO. */
+static int hup_check(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        uint8_t b;
+        ssize_t n = smc_recv(fd, &b, 1, 0);
+
+        if (n != 0) {
+                fprintf(stderr, "client: no end of stream after the reply (%zd)\n", n);
+                return -EPROTO;
+        }
+        for (int i = 0; i < 200 && !(p.revents & POLLHUP); i++)
+                if (poll(&p, 1, 10) < 0)
+                        return -errno;
+        if (!(p.revents & POLLHUP)) {
+                fprintf(stderr, "client: shut down both ways, but poll(2) says 0x%x, no POLLHUP\n", p.revents);
+                return -EPROTO;
+        }
+        return 0;
+}
+
 static int make_addr(const char *a, const char *p, struct sockaddr_in *sin) {
         memset(sin, 0, sizeof(*sin));
         sin->sin_family = AF_INET;
@@ -150,6 +174,8 @@ static void *client(void *arg) {
                 r = -errno;
         if (r == 0)
                 r = stream(fd, j->size, j->seed ^ 0x5a5a, false, &bad);
+        if (r == 0 && getenv("SMCR_XFER_SHUTDOWN") && *getenv("SMCR_XFER_SHUTDOWN"))
+                r = hup_check(fd);
         report("client", j->size, fd, r, bad);
         smc_close(fd);
         return NULL;
