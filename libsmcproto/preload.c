@@ -59,7 +59,9 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <stdatomic.h>
@@ -75,6 +77,7 @@
 #include <unistd.h>
 
 #include "debug.h"
+#include "seccomp.h"
 #include "smc-clc.h"
 #include "smcproto.h"
 #include "socket-internal.h"
@@ -1272,6 +1275,98 @@ _public_ void closefrom(int lowfd) {
                 f(lowfd);
 }
 
+/* ---- seccomp -------------------------------------------------------------------------
+ *
+ * A program that installs a seccomp filter allows the calls its own I/O makes on a
+ * TCP socket, not the ones the library makes on an SMC connection's doorbell pair
+ * (OpenSSH's pre-authentication child allows read, write and poll: under smcrun it was
+ * killed at its first read). When the program installs a filter (prctl(2)
+ * PR_SET_SECCOMP or seccomp(2) SECCOMP_SET_MODE_FILTER, also through syscall(2)), the
+ * library puts the prefix of seccomp.h in front of it, for the descriptors it holds
+ * then, and takes no new socket from then on (the filter decides what the program
+ * may create; the library would need more). SMCRUN_SECCOMP=keep: the program's filter
+ * goes in unchanged (the library still takes no new socket). Strict mode
+ * (SECCOMP_MODE_STRICT: read, write, exit) is left as it is. */
+
+static bool seccomp_keep(void) {
+        const char *e = getenv("SMCRUN_SECCOMP");
+
+        return e && strcmp(e, "keep") == 0;
+}
+
+/* The filter to install instead of @prog, in *@ret (ret->filter malloc'd), or -errno
+ * (then @prog goes in as it is). */
+static int seccomp_prefixed(const struct sock_fprog *prog, struct sock_fprog *ret) {
+        struct sock_filter *f;
+        int *fds, n, len;
+        size_t cap;
+
+        atomic_store_explicit(&disabled_state, 2, memory_order_relaxed); /* no new socket */
+        smc_set_sandboxed();
+        if (!prog || seccomp_keep())
+                return -ECANCELED;
+        n = smc_lib_fds(&fds);
+        if (n <= 0) {
+                free(fds);
+                return n < 0 ? n : -ENOENT; /* no socket of ours: nothing to allow */
+        }
+        cap = SMC_SECCOMP_PREFIX_BASE + 2 * (size_t) n + prog->len;
+        f = malloc(cap * sizeof(*f));
+        len = f ? smc_seccomp_prefix(prog, fds, (size_t) n, f, cap) : -ENOMEM;
+        free(fds);
+        if (len < 0) {
+                free(f);
+                smc_debug("seccomp: the program's filter goes in as it is: %s (SMC connections it holds may "
+                          "be refused their system calls)", strerror(-len));
+                return len;
+        }
+        smc_debug("seccomp: the program's filter goes in with the library's prefix for %d descriptors", n);
+        *ret = (struct sock_fprog) { .len = (unsigned short) len, .filter = f };
+        return 0;
+}
+
+DEFINE_REAL(prctl)
+
+_public_ int prctl(int option, ...) {
+        __typeof__(prctl) *f = real_prctl();
+        unsigned long a2, a3, a4, a5;
+        struct sock_fprog mine;
+        va_list ap;
+        int r;
+
+        /* as glibc's prctl(): four more arguments are taken, whatever the option uses */
+        va_start(ap, option);
+        a2 = va_arg(ap, unsigned long);
+        a3 = va_arg(ap, unsigned long);
+        a4 = va_arg(ap, unsigned long);
+        a5 = va_arg(ap, unsigned long);
+        va_end(ap);
+
+        if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER &&
+            seccomp_prefixed((const struct sock_fprog *) a3, &mine) == 0) {
+                r = f ? f(option, a2, (unsigned long) &mine, a4, a5)
+                      : (int) smc_syscall(SYS_prctl, option, a2, &mine, a4, a5);
+                free(mine.filter);
+                return r;
+        }
+        return f ? f(option, a2, a3, a4, a5) : (int) smc_syscall(SYS_prctl, option, a2, a3, a4, a5);
+}
+
+#ifdef SMC_RAW_SYSCALL
+/* seccomp(2), which glibc has no function for: through syscall(2) */
+static long seccomp_call(unsigned op, unsigned flags, void *args) {
+        struct sock_fprog mine;
+        long r;
+
+        if (op == SECCOMP_SET_MODE_FILTER && seccomp_prefixed(args, &mine) == 0) {
+                r = smc_syscall(SYS_seccomp, op, flags, &mine);
+                free(mine.filter);
+                return r;
+        }
+        return smc_syscall(SYS_seccomp, op, flags, args);
+}
+#endif
+
 #ifdef SMC_RAW_SYSCALL
 _public_ long syscall(long n, ...) {
         va_list ap;
@@ -1283,6 +1378,8 @@ _public_ long syscall(long n, ...) {
                 a[i] = va_arg(ap, long);
         va_end(ap);
         switch (n) {
+        case SYS_seccomp:
+                return seccomp_call((unsigned) a[0], (unsigned) a[1], (void *) a[2]);
         case SYS_close:
                 return close((int) a[0]);
         case SYS_close_range:

@@ -179,3 +179,16 @@ void smc_fds_received(const struct msghdr *msg);
  * real call. */
 #define SMC_SELECT_UNHANDLED (-2)
 int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts, const sigset_t *mask);
+
+/* Every descriptor of the library's sockets: the program's number of each, the
+ * library's own (hidden TCP socket, option socket, accept channel, the peer's doorbell
+ * end) and the control connection's. *@ret is a malloc'd array (the caller frees it).
+ * Returns how many, or -ENOMEM. For the seccomp prefix (seccomp.h). */
+int smc_lib_fds(int **ret);
+
+/* The program installed a seccomp filter (preload.c): from now on the library makes
+ * only the system calls the prefix of seccomp.h allows on its descriptors, besides the
+ * program's own: no busy-poll spin in poll(2) and select(2) (it blocks signals and
+ * reads the pending ones), and an interrupted blocking send or accept returns EINTR
+ * without asking sigaction(2) whether to restart. */
+void smc_set_sandboxed(void);

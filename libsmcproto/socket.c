@@ -407,8 +407,17 @@ static void sock_remove(struct smc_sock *s) {
  * signals the calling thread blocks: they cannot have come). A send with SO_SNDTIMEO
  * set is never restarted, as the kernel's. Costs one sigaction(2) per signal number,
  * only after an EINTR. */
+static atomic_bool sandboxed; /* smc_set_sandboxed() */
+
+void smc_set_sandboxed(void) {
+        atomic_store_explicit(&sandboxed, true, memory_order_relaxed);
+}
+
 static bool restart_after_signal(void) {
         sigset_t blocked;
+
+        if (atomic_load_explicit(&sandboxed, memory_order_relaxed))
+                return false; /* no sigaction(2) to ask: EINTR */
 
         if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
                 sigemptyset(&blocked);
@@ -2906,6 +2915,53 @@ static int cmp_int(const void *a, const void *b) {
         return (x > y) - (x < y);
 }
 
+/* The library's own descriptors of every socket (and, if @app, the program's
+ * descriptor of each), after those of the control connection, into @out (room for
+ * @cap). Returns how many. */
+static size_t lib_fds(int *out, size_t cap, bool app) {
+        size_t n = smc_ctl_client_fds(out);
+
+        for (unsigned top = 0; top < FD_TOP; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s)
+                                continue;
+                        pthread_mutex_lock(&s->lock);
+                        if (sock_lookup(s->fd) == s) {
+                                if (app && n < cap)
+                                        out[n++] = s->fd;
+                                sock_internal_fds(s, out, &n, cap);
+                        }
+                        pthread_mutex_unlock(&s->lock);
+                }
+        }
+        return n;
+}
+
+/* (room lib_fds() needs: 2 control descriptors, 5 per socket) */
+static size_t lib_fds_cap(void) {
+        size_t cap = 2;
+
+        for (unsigned top = 0; top < FD_TOP; top++)
+                if (atomic_load_explicit(&fd_table[top], memory_order_acquire))
+                        cap += 5 * FD_CHUNK;
+        return cap;
+}
+
+int smc_lib_fds(int **ret) {
+        size_t cap = lib_fds_cap();
+        int *fds = malloc(cap * sizeof(int));
+
+        *ret = NULL;
+        if (!fds)
+                return -ENOMEM;
+        *ret = fds;
+        return (int) lib_fds(fds, cap, true);
+}
+
 int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
         unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP, lo;
         size_t n = 0, cap = 2;
@@ -2932,29 +2988,13 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
         }
         /* then the rest, around the library's own descriptors of the sockets left
          * (their connections must keep working) and its control connection */
-        for (unsigned top = 0; top < FD_TOP; top++)
-                if (atomic_load_explicit(&fd_table[top], memory_order_acquire))
-                        cap += 4 * FD_CHUNK;
+        cap = lib_fds_cap();
         keep = malloc(cap * sizeof(int));
         if (!keep) {
                 errno = ENOMEM;
                 return -1;
         }
-        n = smc_ctl_client_fds(keep);
-        for (unsigned top = 0; top < FD_TOP; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
-
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-
-                        if (!s)
-                                continue;
-                        pthread_mutex_lock(&s->lock);
-                        if (sock_lookup(s->fd) == s)
-                                sock_internal_fds(s, keep, &n, cap);
-                        pthread_mutex_unlock(&s->lock);
-                }
-        }
+        n = lib_fds(keep, cap, false);
         qsort(keep, n, sizeof(int), cmp_int);
         lo = first;
         for (size_t i = 0; i < n && r == 0; i++) {
@@ -3587,7 +3627,9 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
 static uint64_t poll_spin_budget(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, int64_t timeout_ns) {
         uint64_t budget = 0;
 
-        if (timeout_ns == 0)
+        /* (the spin blocks signals and asks which are pending: calls a sandbox
+         * filter need not allow) */
+        if (timeout_ns == 0 || atomic_load_explicit(&sandboxed, memory_order_relaxed))
                 return 0;
         for (nfds_t i = 0; i < n; i++)
                 if (socks[i]) {

@@ -23,9 +23,11 @@
 # to epoll sets before connect() (epoll-preconnect.py, and nginx's proxy_pass, whose
 # requests hung before); readiness of connections shut down both ways, EPOLLHUP
 # included, compared with TCP's line by line (epoll-hup.py).
-# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC
+# A child that confines itself with OpenSSH's seccomp allow-list before it serves an
+# SMC connection (seccomp-smc.c, installed through prctl(2) and through seccomp(2)).
+# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC
 set -u
-smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5
+smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6
 here=$(dirname "$0")
 # shellcheck source=tests/apps/smcrun-env.sh
 . "$here/apps/smcrun-env.sh"
@@ -165,6 +167,30 @@ else
         echo "not ok - epoll-hup: differs from TCP's (< TCP, > smcrun):"
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
         failed=1
+fi
+# a sandboxed child (seccomp): its SMC connection keeps working, its filter refuses
+# what it refused; not under a sanitizer (its runtime makes calls of its own there)
+if [ -n "${LD_PRELOAD:-}" ]; then
+        echo "ok - seccomp-smc: skipped: a sanitizer runtime is preloaded"
+else
+        before=$(smcd_stat conns_client)
+        for how in prctl seccomp; do
+                if out=$(timeout 60 "$seccomp_smc" $how 3000007 2>&1) &&
+                        out2=$(timeout 60 sh "$smcrun" "$seccomp_smc" $how 3000007 2>&1); then
+                        echo "ok - seccomp-smc $how: TCP: $out; smcrun: $out2"
+                else
+                        echo "not ok - seccomp-smc $how: TCP: $out; smcrun: ${out2:-}"
+                        failed=1
+                fi
+                out2=
+        done
+        after=$(smcd_stat conns_client)
+        if [ $((after - before)) -ge 2 ]; then
+                echo "ok - seccomp-smc: $((after - before)) SMC-D connections"
+        else
+                echo "not ok - seccomp-smc: $((after - before)) SMC-D connections, want 2"
+                failed=1
+        fi
 fi
 if out=$(printf 'first\nsecond\n' | timeout 60 sh "$smcrun" "$stdio_smc" 2>&1); then
         echo "ok - stdio-smc:"
