@@ -21,6 +21,9 @@ PKGS=(
         # real programs under smcrun (tests/test-real-apps.sh, bench/apps.sh); the tests
         # run nginx with their own config, prefix and ports, never the system's on port 80
         redis-server redis-tools nginx-light iperf3 qperf wrk curl socat
+        # sshd: re-execs per connection, then a seccomp-sandboxed child serves it
+        # (tests/test-smcrun-apps.sh runs its own on a free port, with its own keys)
+        openssh-server openssh-client
         # node: libuv closes descriptors with syscall(2) (tests/apps/node-echo.js)
         nodejs
         # units test: systemd-analyze verify, systemd-sysusers, systemd-tmpfiles; busctl

@@ -24,7 +24,8 @@
 # requests hung before); readiness of connections shut down both ways, EPOLLHUP
 # included, compared with TCP's line by line (epoll-hup.py).
 # A child that confines itself with OpenSSH's seccomp allow-list before it serves an
-# SMC connection (seccomp-smc.c, installed through prctl(2) and through seccomp(2)).
+# SMC connection (seccomp-smc.c, installed through prctl(2) and through seccomp(2)),
+# and OpenSSH's sshd itself with ssh, 10 MB through a session.
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6
@@ -191,6 +192,43 @@ else
                 echo "not ok - seccomp-smc: $((after - before)) SMC-D connections, want 2"
                 failed=1
         fi
+fi
+# OpenSSH's sshd under smcrun (it re-execs itself with each connection, whose
+# pre-authentication child then serves it in a seccomp sandbox), ssh under smcrun too:
+# 10 MB + 3 through the session, checksummed at the far end, over SMC-D. Its own
+# sshd on a free port with its own keys and config; root only (privilege separation)
+sshd_bin=$(command -v sshd || echo /usr/sbin/sshd)
+if [ -n "${LD_PRELOAD:-}" ] || [ "$(id -u)" != 0 ] || [ ! -x "$sshd_bin" ] || ! command -v ssh >/dev/null; then
+        echo "ok - sshd: skipped: ${LD_PRELOAD:+a sanitizer runtime is preloaded}$([ "$(id -u)" != 0 ] && echo " not root")$([ -x "$sshd_bin" ] || echo " no sshd")"
+else
+        sd=$(mktemp -d /tmp/smcd-test-sshd.XXXXXX)
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        ssh-keygen -q -t ed25519 -N "" -f "$sd/host" && ssh-keygen -q -t ed25519 -N "" -f "$sd/user" &&
+                cp "$sd/user.pub" "$sd/authorized_keys"
+        printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $sd/host" "AuthorizedKeysFile $sd/authorized_keys" \
+                "StrictModes no" "UsePAM no" "PermitRootLogin yes" "PidFile $sd/sshd.pid" >"$sd/sshd_config"
+        mkdir -p /run/sshd
+        head -c 10000003 /dev/urandom >"$sd/data"
+        want=$(sha256sum <"$sd/data" | cut -d' ' -f1)
+        before=$(smcd_stat conns_client)
+        sh "$smcrun" "$sshd_bin" -f "$sd/sshd_config" -D -e >"$sd/sshd.log" 2>&1 &
+        sshd_pid=$!
+        for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break; sleep 0.1; done
+        got=$(timeout 60 sh "$smcrun" ssh -i "$sd/user" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+                -o BatchMode=yes -p "$port" root@127.0.0.1 "sha256sum | cut -d' ' -f1" <"$sd/data" 2>"$sd/ssh.err")
+        after=$(smcd_stat conns_client)
+        kill "$sshd_pid" 2>/dev/null
+        wait "$sshd_pid" 2>/dev/null
+        # (the readiness probe above is plain TCP)
+        if [ "$got" = "$want" ] && [ $((after - before)) -ge 1 ]; then
+                echo "ok - sshd: 10 MB + 3 through an ssh session, checksum right, $((after - before)) SMC-D connections"
+        else
+                echo "not ok - sshd: checksum '$got' (want $want), $((after - before)) SMC-D connections"
+                sed 's/^/    ssh: /' "$sd/ssh.err"
+                tail -n 20 "$sd/sshd.log" | sed 's/^/    sshd: /'
+                failed=1
+        fi
+        rm -rf "$sd"
 fi
 if out=$(printf 'first\nsecond\n' | timeout 60 sh "$smcrun" "$stdio_smc" 2>&1); then
         echo "ok - stdio-smc:"
