@@ -637,6 +637,15 @@ static void atfork_child(void) {
         pthread_mutex_unlock(&ctl_lock);
 }
 
+void smc_ctl_client_fork(int phase) {
+        if (phase == SMC_FORK_PREPARE)
+                atfork_prepare();
+        else if (phase == SMC_FORK_PARENT)
+                atfork_parent();
+        else
+                atfork_child();
+}
+
 __attribute__((constructor)) static void ctl_client_init(void) {
         if (secure_getenv(SMC_CTL_RUNDIR_ENV))
                 (void) ctl_path_make(ctl_path_at_load, sizeof(ctl_path_at_load));

@@ -108,5 +108,12 @@ int smc_ctl_client_notify_connect(union smc_ctl_msg *req, uint16_t min_version);
  * leave them open. Returns how many it stored in @ret (0..2). Takes the lock. */
 size_t smc_ctl_client_fds(int ret[2]);
 
+/* The phases of fork(2) as pthread_atfork(3) names them, for a process copy made
+ * past the C library (a clone without CLONE_VM: smc_fork_emulate(), socket.c). */
+enum { SMC_FORK_PREPARE, SMC_FORK_PARENT, SMC_FORK_CHILD };
+
+/* This file's fork handlers (registered with pthread_atfork() too), by hand. */
+void smc_ctl_client_fork(int phase);
+
 /* Drop the connection (e.g. in tests). Safe to call at any time. */
 void smc_ctl_client_reset(void);

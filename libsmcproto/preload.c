@@ -59,7 +59,9 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <linux/sched.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -76,6 +78,7 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include "ctl-client.h"
 #include "debug.h"
 #include "seccomp.h"
 #include "smc-clc.h"
@@ -1367,6 +1370,72 @@ static long seccomp_call(unsigned op, unsigned flags, void *args) {
 }
 #endif
 
+/* ---- clone without CLONE_VM -----------------------------------------------------------
+ *
+ * A copy of the process made past fork(3) runs no pthread_atfork(3) handlers, and the
+ * library then took it for a vfork() child (another pid, the parent's memory), whose
+ * socket table it must not touch: the copy's table went stale (vsftpd makes its
+ * session processes with syscall(SYS_clone, ...): every session failed, data went
+ * into bare socket pair ends). The library's handlers run by hand around clone(2),
+ * clone3(2) (through syscall(2)) and glibc's clone() when CLONE_VM is not asked for
+ * and, for the system calls, no new stack is given (the copy then returns here as
+ * from fork; with a stack of its own it goes to the kernel as it is). */
+
+#ifdef SMC_RAW_SYSCALL
+static long clone_forklike(long n, long a[6], bool forklike) {
+        long r;
+
+        if (!forklike)
+                return smc_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        smc_fork_emulate(SMC_FORK_PREPARE);
+        r = smc_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        smc_fork_emulate(r == 0 ? SMC_FORK_CHILD : SMC_FORK_PARENT);
+        return r;
+}
+#endif
+
+struct clone_call {
+        int (*fn)(void *);
+        void *arg;
+};
+
+static int clone_child(void *p) {
+        struct clone_call c = *(struct clone_call *) p;
+
+        smc_fork_emulate(SMC_FORK_CHILD);
+        return c.fn(c.arg);
+}
+
+DEFINE_REAL(clone)
+
+_public_ int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
+        __typeof__(clone) *f = real_clone();
+        struct clone_call *c;
+        pid_t *ptid, *ctid;
+        void *tls;
+        va_list ap;
+        int r;
+
+        va_start(ap, arg);
+        ptid = va_arg(ap, pid_t *);
+        tls = va_arg(ap, void *);
+        ctid = va_arg(ap, pid_t *);
+        va_end(ap);
+        if (!f) {
+                errno = ENOSYS;
+                return -1;
+        }
+        if ((flags & CLONE_VM) || !fn || !(c = malloc(sizeof(*c))))
+                return f(fn, stack, flags, arg, ptid, tls, ctid);
+        /* the copy reads *c from its own memory before the parent frees it */
+        *c = (struct clone_call) { fn, arg };
+        smc_fork_emulate(SMC_FORK_PREPARE);
+        r = f(clone_child, stack, flags, c, ptid, tls, ctid);
+        smc_fork_emulate(SMC_FORK_PARENT);
+        free(c);
+        return r;
+}
+
 #ifdef SMC_RAW_SYSCALL
 _public_ long syscall(long n, ...) {
         va_list ap;
@@ -1378,6 +1447,17 @@ _public_ long syscall(long n, ...) {
                 a[i] = va_arg(ap, long);
         va_end(ap);
         switch (n) {
+        case SYS_clone:
+                /* (flags, stack, ...) on x86-64 and arm64 alike */
+                return clone_forklike(n, a, !(a[0] & CLONE_VM) && a[1] == 0);
+#ifdef SYS_clone3
+        case SYS_clone3: {
+                const struct clone_args *ca = (const struct clone_args *) a[0];
+
+                return clone_forklike(n, a, ca && (size_t) a[1] >= offsetof(struct clone_args, stack_size) + 8 &&
+                                                    !(ca->flags & CLONE_VM) && ca->stack == 0);
+        }
+#endif
         case SYS_seccomp:
                 return seccomp_call((unsigned) a[0], (unsigned) a[1], (void *) a[2]);
         case SYS_close:

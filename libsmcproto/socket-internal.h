@@ -192,3 +192,11 @@ int smc_lib_fds(int **ret);
  * reads the pending ones), and an interrupted blocking send or accept returns EINTR
  * without asking sigaction(2) whether to restart. */
 void smc_set_sandboxed(void);
+
+/* The library's fork handlers (pthread_atfork(3)) for a copy of the process made past
+ * the C library: clone(2) or clone3(2) without CLONE_VM through syscall(2), or glibc's
+ * clone() without it (vsftpd makes its session processes so). @phase: SMC_FORK_PREPARE
+ * before the call, then SMC_FORK_PARENT in the caller and SMC_FORK_CHILD in the copy
+ * (ctl-client.h). Without them the copy took the parent's socket table for a vfork()
+ * child's, which shares the parent's memory, and left it stale. */
+void smc_fork_emulate(int phase);

@@ -5121,3 +5121,24 @@ void smc_exec_adopt_inherited(void) {
         }
         free(copy);
 }
+
+/* ------------------------------------------------------------------------- */
+/* A copy of the process made past the C library's fork() (socket-internal.h) */
+
+void smc_fork_emulate(int phase) {
+        switch (phase) {
+        case SMC_FORK_PREPARE:
+                smc_ctl_client_fork(SMC_FORK_PREPARE);
+                break;
+        case SMC_FORK_PARENT:
+                atfork_count();
+                smc_ctl_client_fork(SMC_FORK_PARENT);
+                break;
+        default:
+                smc_ctl_client_fork(SMC_FORK_CHILD);
+                atfork_count();
+                pending_atfork_child();
+                exec_atfork_child();
+                break;
+        }
+}

@@ -26,9 +26,11 @@
 # A child that confines itself with OpenSSH's seccomp allow-list before it serves an
 # SMC connection (seccomp-smc.c, installed through prctl(2) and through seccomp(2)),
 # and OpenSSH's sshd itself with ssh, 10 MB through a session.
-# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC
+# Copies of the process made past fork(3) (a raw clone, as vsftpd makes its sessions,
+# and glibc's clone() without CLONE_VM: clone-smc.c).
+# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC CLONE_SMC
 set -u
-smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6
+smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6 clone_smc=$7
 here=$(dirname "$0")
 # shellcheck source=tests/apps/smcrun-env.sh
 . "$here/apps/smcrun-env.sh"
@@ -169,6 +171,21 @@ else
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
         failed=1
 fi
+# copies of the process made past fork(3): over TCP and under smcrun, all SMC-D
+before=$(smcd_stat conns_client)
+if out=$(timeout 60 "$clone_smc" 2>&1) && out2=$(timeout 120 sh "$smcrun" "$clone_smc" 2>&1); then
+        after=$(smcd_stat conns_client)
+        if [ $((after - before)) -ge 42 ]; then
+                echo "ok - clone-smc: $out2 ($((after - before)) SMC-D connections)"
+        else
+                echo "not ok - clone-smc: $out2, but $((after - before)) SMC-D connections, want 42"
+                failed=1
+        fi
+else
+        echo "not ok - clone-smc: TCP: $out; smcrun: ${out2:-}"
+        failed=1
+fi
+out2=
 # a sandboxed child (seccomp): its SMC connection keeps working, its filter refuses
 # what it refused; not under a sanitizer (its runtime makes calls of its own there)
 if [ -n "${LD_PRELOAD:-}" ]; then
