@@ -1370,6 +1370,27 @@ static long seccomp_call(unsigned op, unsigned flags, void *args) {
 }
 #endif
 
+/* ---- chroot -----------------------------------------------------------------------------
+ *
+ * smcd's socket is a path: a process that changed its root before its first SMC call
+ * could not reach it, and its sockets stayed TCP (vsftpd's session process listens for
+ * each passive data connection inside its chroot: all of them were TCP). chroot(2)
+ * first connects to smcd when this process has no control connection yet (one HELLO,
+ * bounded by CHROOT_CTL_TIMEOUT_MS); that connection serves after the change, until
+ * smcd restarts or the process forks (a child needs its own: smcrun(1) LIMITATIONS). */
+
+#define CHROOT_CTL_TIMEOUT_MS 1000
+
+DEFINE_REAL(chroot)
+
+_public_ int chroot(const char *path) {
+        __typeof__(chroot) *f = real_chroot();
+
+        if (!smcrun_disabled())
+                (void) smc_ctl_client_daemon_pid(CHROOT_CTL_TIMEOUT_MS);
+        return f ? f(path) : (int) smc_syscall(SYS_chroot, path);
+}
+
 /* ---- clone without CLONE_VM -----------------------------------------------------------
  *
  * A copy of the process made past fork(3) runs no pthread_atfork(3) handlers, and the

@@ -27,7 +27,8 @@
 # SMC connection (seccomp-smc.c, installed through prctl(2) and through seccomp(2)),
 # and OpenSSH's sshd itself with ssh, 10 MB through a session.
 # Copies of the process made past fork(3) (a raw clone, as vsftpd makes its sessions,
-# and glibc's clone() without CLONE_VM: clone-smc.c).
+# and glibc's clone() without CLONE_VM: clone-smc.c); SMC-D inside a chroot
+# (chroot-smc.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC CLONE_SMC
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6 clone_smc=$7
@@ -169,6 +170,18 @@ if tcp_t=$(timeout 120 python3 "$here/apps/epoll-hup.py" 2>&1) &&
 else
         echo "not ok - epoll-hup: differs from TCP's (< TCP, > smcrun):"
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
+# a process that changes its root before its first SMC call: still SMC-D (root only)
+before=$(smcd_stat conns_client)
+out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
+after=$(smcd_stat conns_client)
+if [ $rc = 77 ]; then
+        echo "ok - chroot-smc: $out"
+elif [ $rc = 0 ] && [ $((after - before)) -ge 1 ]; then
+        echo "ok - chroot-smc: $out ($((after - before)) SMC-D connection)"
+else
+        echo "not ok - chroot-smc: exit $rc, $((after - before)) SMC-D connections: $out"
         failed=1
 fi
 # copies of the process made past fork(3): over TCP and under smcrun, all SMC-D
