@@ -235,28 +235,9 @@ static int parse_msg(const struct nlmsghdr *h, SockDiagInfo *ret) {
         return 0;
 }
 
-int sockdiag_lookup(SockDiag *d, const struct smc_ctl_addr *local, const struct smc_ctl_addr *peer, uint64_t cookie,
-                    bool ext, SockDiagInfo *ret) {
-        struct inet_diag_req_v2 req = {
-                .sdiag_family = (uint8_t) local->family,
-                .sdiag_protocol = IPPROTO_TCP,
-                .idiag_ext = ext_bits(ext),
-                .idiag_states = ~0u,
-                .id.idiag_if = local->scope_id,
-                .id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
-        };
-        int r;
-
-        if (local->family != peer->family || addr_to_id(local, req.id.idiag_src, &req.id.idiag_sport) < 0 ||
-            addr_to_id(peer, req.id.idiag_dst, &req.id.idiag_dport) < 0)
-                return -EINVAL;
-        if (cookie) {
-                req.id.idiag_cookie[0] = (uint32_t) cookie;
-                req.id.idiag_cookie[1] = (uint32_t) (cookie >> 32);
-        }
-        r = send_req(d, &req, 0);
-        if (r < 0)
-                return r;
+/* The answer to the exact (not dump) request just sent: 0 with *@ret its message
+ * (in d->buf), or the kernel's error (-ENOENT: no such socket), -EBADMSG, -errno. */
+static int exact_reply(SockDiag *d, const struct nlmsghdr **ret) {
         for (;;) {
                 ssize_t n = recv_batch(d);
 
@@ -272,15 +253,42 @@ int sockdiag_lookup(SockDiag *d, const struct smc_ctl_addr *local, const struct 
 
                                 if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
                                         return -EBADMSG;
-                                /* ESTALE: a socket with that 4-tuple, another cookie */
-                                return e->error == -ESTALE || e->error == -ENOENT ? -ENOENT
-                                                                                  : e->error < 0 ? e->error : -EBADMSG;
+                                return e->error < 0 ? e->error : -EBADMSG;
                         }
                         if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
                                 return -EBADMSG;
-                        return parse_msg(h, ret);
+                        *ret = h;
+                        return 0;
                 }
         }
+}
+
+int sockdiag_lookup(SockDiag *d, const struct smc_ctl_addr *local, const struct smc_ctl_addr *peer, uint64_t cookie,
+                    bool ext, SockDiagInfo *ret) {
+        struct inet_diag_req_v2 req = {
+                .sdiag_family = (uint8_t) local->family,
+                .sdiag_protocol = IPPROTO_TCP,
+                .idiag_ext = ext_bits(ext),
+                .idiag_states = ~0u,
+                .id.idiag_if = local->scope_id,
+                .id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
+        };
+        const struct nlmsghdr *h = NULL;
+        int r;
+
+        if (local->family != peer->family || addr_to_id(local, req.id.idiag_src, &req.id.idiag_sport) < 0 ||
+            addr_to_id(peer, req.id.idiag_dst, &req.id.idiag_dport) < 0)
+                return -EINVAL;
+        if (cookie) {
+                req.id.idiag_cookie[0] = (uint32_t) cookie;
+                req.id.idiag_cookie[1] = (uint32_t) (cookie >> 32);
+        }
+        r = send_req(d, &req, 0);
+        if (r >= 0)
+                r = exact_reply(d, &h);
+        if (r == -ESTALE) /* a socket with that 4-tuple, another cookie */
+                return -ENOENT;
+        return r < 0 ? r : parse_msg(h, ret);
 }
 
 int sockdiag_dump(SockDiag *d, int family, uint32_t states, bool ext, int (*cb)(const SockDiagInfo *i, void *userdata),
@@ -338,31 +346,6 @@ int sockdiag_dump(SockDiag *d, int family, uint32_t states, bool ext, int (*cb)(
         }
 }
 
-/* The answer to the exact (not dump) request just sent: 1 if the kernel described a
- * socket, 0 for ENOENT, or -errno. */
-static int exact_answer(SockDiag *d) {
-        for (;;) {
-                ssize_t n = recv_batch(d);
-
-                if (n < 0)
-                        return (int) n;
-                int len = (int) n;
-
-                for (struct nlmsghdr *h = (struct nlmsghdr *) d->buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-                        if (h->nlmsg_seq != d->seq)
-                                continue; /* a late answer to an earlier request */
-                        if (h->nlmsg_type == NLMSG_ERROR) {
-                                const struct nlmsgerr *e = NLMSG_DATA(h);
-
-                                if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
-                                        return -EBADMSG;
-                                return e->error == -ENOENT ? 0 : e->error < 0 ? e->error : -EBADMSG;
-                        }
-                        return h->nlmsg_type == SOCK_DIAG_BY_FAMILY ? 1 : -EBADMSG;
-                }
-        }
-}
-
 int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
         struct unix_diag_req req = {
                 .sdiag_family = AF_UNIX,
@@ -370,12 +353,15 @@ int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
                 .udiag_ino = (uint32_t) ino,
                 .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
         };
+        const struct nlmsghdr *h;
         int r;
 
         if (ino == 0 || ino > UINT32_MAX)
                 return -EINVAL;
         r = send_req_raw(d, &req, sizeof(req), 0);
-        return r < 0 ? r : exact_answer(d);
+        if (r >= 0)
+                r = exact_reply(d, &h);
+        return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 
 int sockdiag_unix_open(SockDiag **ret) {
