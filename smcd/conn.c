@@ -528,10 +528,11 @@ static void hold_wake(Endpoint *e) {
                 /* seq_cst, after the flags endpoint_close() set: against @e's own
                  * shutdown(SHUT_WR), which sets DONE_WRITING and then looks at these
                  * (ring.c x_hup_mark()); the mark goes before the shutdown it covers */
-                abort = (rx->features & SMC_DMB_FEAT_X_HUP) && (atomic_load(&rx->conn_flags) & SMC_DMB_CONN_ABORT);
-                if (abort || (atomic_load(&tx->conn_flags) & SMC_DMB_CONN_DONE_WRITING))
-                        if (rx->features & SMC_DMB_FEAT_X_HUP)
+                if (rx->features & SMC_DMB_FEAT_X_HUP) {
+                        abort = atomic_load(&rx->conn_flags) & SMC_DMB_CONN_ABORT;
+                        if (abort || (atomic_load(&tx->conn_flags) & SMC_DMB_CONN_DONE_WRITING))
                                 atomic_fetch_or(&rx->reader_flags, SMC_DMB_READER_X_HUP);
+                }
         }
         /* an abort shuts X's write side too, as a RST leaves TCP's socket */
         (void) shutdown(e->hold_fd, abort ? SHUT_RDWR : SHUT_WR);
@@ -862,9 +863,6 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                               memory_order_relaxed);
         atomic_store_explicit(&((struct smc_dmb_hdr *) sbuf->base)->data_dirty, SMC_DMB_DIRTY_UNKNOWN,
                               memory_order_relaxed);
-        if (m->unixdiag) /* we can tell a shutdown of both ways from X's last close */
-                ((struct smc_dmb_hdr *) cbuf->base)->features = ((struct smc_dmb_hdr *) sbuf->base)->features =
-                        SMC_DMB_FEAT_X_HUP;
 
         /* (d) the doorbell pairs: X is an endpoint's own fd, Y its peer's end */
         r = manager_take_pair(m, ab, &ab_ino);
@@ -877,6 +875,10 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 log_warning_errno(r, "socketpair failed: %m");
                 goto fail_buffers;
         }
+        /* we can tell a shutdown of both ways from X's last close (by X's inode) */
+        if (m->unixdiag && ab_ino != 0 && bb_ino != 0)
+                ((struct smc_dmb_hdr *) cbuf->base)->features = ((struct smc_dmb_hdr *) sbuf->base)->features =
+                        SMC_DMB_FEAT_X_HUP;
 
         conn = calloc(1, sizeof(*conn));
         if (!conn) {
