@@ -2338,10 +2338,12 @@ def run_x_hup_checks(binary):
         tcp = tcp_listener()
         lid, chan, _ = srv_c.listen(tcp)
 
+        cmaps, smaps = {}, {}  # (smcd sends a buffer's fd to a client once: reused ids come bare)
+
         def one():
             info, fds = cli_c.connect(tcp.getsockname())
             t, _, data, sfds = recv_msg(chan)
-            return Conn(info, fds, {}), Conn(parse_conn(data), sfds, {})
+            return Conn(info, fds, cmaps), Conn(parse_conn(data), sfds, smaps)
 
         def current(n, what):
             s = d.stats(lambda s: s["smcd"]["conns_client_current"] == n, timeout=2.0)["smcd"]
