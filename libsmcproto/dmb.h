@@ -122,6 +122,13 @@
  * SMC_DMB_FEAT_X_HUP. Y then hangs up while X lives on: smcd asks the kernel
  * whether X still exists before it takes the hang-up for X's last close. */
 #define SMC_DMB_READER_X_HUP 0x04u
+/* reader_flags only, with X_HUP: before the mark, the marker (the peer's library or
+ * smcd, through its copy of Y) queued one byte in X that the owner never reads (it
+ * reads only the doorbell bytes it owes, so X's queue keeps one byte more than it
+ * owes). X's last close frees it: smcd then sees Y's bytes in flight (SO_MEMINFO
+ * SK_MEMINFO_WMEM_ALLOC) drop to 0, and needs no unix_diag query (which walks every
+ * unix socket of the host). */
+#define SMC_DMB_READER_X_ANCHOR 0x08u
 /* features: what the smcd that set up the connection does (set when it hands the
  * DMB out, read-only then; 0 from an older smcd) */
 #define SMC_DMB_FEAT_X_HUP 0x01u /* tells X's last close from a shutdown of both

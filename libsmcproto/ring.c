@@ -334,6 +334,19 @@ static void x_hup_mark(struct smc_dmb_hdr *hdr) {
                 atomic_fetch_or(&hdr->reader_flags, SMC_DMB_READER_X_HUP);
 }
 
+/* The peer's X is about to be shut both ways by our shutdown(@y, SHUT_WR) (its own
+ * write side is shut): queue the anchor byte (dmb.h SMC_DMB_READER_X_ANCHOR), then
+ * mark it. SMC-D only (for SMC-R the other end of @y is smcd's). */
+static void x_hup_mark_peer(struct smc_ring_ep *ep, int y) {
+        static const uint8_t anchor = 0;
+
+        if (!(ep->tx_hdr->features & SMC_DMB_FEAT_X_HUP))
+                return;
+        if (!ep->peer_is_daemon && sys_sendto(y, &anchor, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) == 1)
+                atomic_fetch_or(&ep->tx_hdr->reader_flags, SMC_DMB_READER_X_ANCHOR);
+        x_hup_mark(ep->tx_hdr);
+}
+
 /* The peer shut down writing (its FIN) before it aborted: TCP then delivers the data
  * and EOF, and reports the reset that follows as EPIPE, not ECONNRESET (tcp_reset() of
  * a connection in CLOSE_WAIT). Python's socketserver does shutdown(SHUT_WR) then
@@ -964,7 +977,7 @@ static int tx_shutdown_locked(struct smc_ring_ep *ep) {
                 atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_DONE_WRITING);
                 /* our FIN completes a peer that shut down writing already */
                 if (atomic_load(&ep->rx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
-                        x_hup_mark(ep->tx_hdr);
+                        x_hup_mark_peer(ep, y);
                 (void) sys_shutdown(y, SHUT_WR);
                 if (ep->rx_hdr->features & SMC_DMB_FEAT_X_HUP) {
                         /* X's write side too, as TCP's own state (an edge for
@@ -1689,7 +1702,7 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
                                         break;
                         /* our FIN completes a peer that shut down writing already */
                         if (atomic_load(&ep->rx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
-                                x_hup_mark(ep->tx_hdr);
+                                x_hup_mark_peer(ep, y);
                         (void) sys_shutdown(y, SHUT_WR);
                         (void) sys_close(y);
                 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -530,8 +531,16 @@ static void hold_wake(Endpoint *e) {
                  * (ring.c x_hup_mark()); the mark goes before the shutdown it covers */
                 if (rx->features & SMC_DMB_FEAT_X_HUP) {
                         abort = atomic_load(&rx->conn_flags) & SMC_DMB_CONN_ABORT;
-                        if (abort || (atomic_load(&tx->conn_flags) & SMC_DMB_CONN_DONE_WRITING))
+                        /* (not again when the peer's library marked it at its close) */
+                        if ((abort || (atomic_load(&tx->conn_flags) & SMC_DMB_CONN_DONE_WRITING)) &&
+                            !(atomic_load(&rx->reader_flags) & SMC_DMB_READER_X_HUP)) {
+                                static const char anchor = 0;
+
+                                /* the anchor byte (dmb.h SMC_DMB_READER_X_ANCHOR) first */
+                                if (send(e->hold_fd, &anchor, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+                                        atomic_fetch_or(&rx->reader_flags, SMC_DMB_READER_X_ANCHOR);
                                 atomic_fetch_or(&rx->reader_flags, SMC_DMB_READER_X_HUP);
+                        }
                 }
         }
         /* an abort shuts X's write side too, as a RST leaves TCP's socket */
@@ -544,13 +553,24 @@ static void hold_wake(Endpoint *e) {
  * reader would lose its data, while an endpoint kept too long is only memory. */
 static bool x_lives(Manager *m, Endpoint *e) {
         struct smc_dmb_hdr *rx;
+        uint32_t f;
         int r;
 
         if (e->conn->restored || !m->unixdiag) /* (no unixdiag: smcd offered no X_HUP) */
                 return false;
         rx = e->conn->buf[ep_side(e)]->base;
-        if (!(atomic_load(&rx->reader_flags) & SMC_DMB_READER_X_HUP))
+        f = atomic_load(&rx->reader_flags);
+        if (!(f & SMC_DMB_READER_X_HUP))
                 return false;
+        if ((f & SMC_DMB_READER_X_ANCHOR) && e->hold_fd >= 0) {
+                /* the anchor byte is in X's queue while X lives: Y's bytes in flight */
+                uint32_t mem[SK_MEMINFO_VARS] = { 0 };
+                socklen_t ml = sizeof(mem);
+
+                if (getsockopt(e->hold_fd, SOL_SOCKET, SO_MEMINFO, mem, &ml) == 0 &&
+                    ml > SK_MEMINFO_WMEM_ALLOC * sizeof(uint32_t))
+                        return mem[SK_MEMINFO_WMEM_ALLOC] != 0;
+        }
         r = sockdiag_unix_exists(m->unixdiag, e->x_ino);
         if (r < 0)
                 log_warning_errno(r, "Endpoint %016" PRIx64 ": cannot tell whether its socket is still open, "
