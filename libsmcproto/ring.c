@@ -598,6 +598,21 @@ static bool tx_take_send_after_fin(struct smc_ring_ep *ep, bool take) {
         return true;
 }
 
+/* The peer's RST for the send just taken (tx_take_send_after_fin): TCP's socket is
+ * then closed both ways (tcp_reset(): EPOLLHUP, and a new edge for edge-triggered
+ * epoll; a program that sent a request on a connection the server had closed waits
+ * for that edge). X's read side is shut already (the peer's close or SHUT_WR shut Y's
+ * write side); shutting its write side, marked first as every completing shutdown
+ * is (x_hup_mark()), makes the kernel report EPOLLHUP on X. Nothing of ours goes
+ * through X any more: later sends fail (tx_check()). Only where smcd offered it
+ * (SMC_DMB_FEAT_X_HUP). tx_lock held. */
+static void tx_hup_after_close(struct smc_ring_ep *ep) {
+        if (!(ep->rx_hdr->features & SMC_DMB_FEAT_X_HUP))
+                return;
+        x_hup_mark(ep->rx_hdr);
+        (void) sys_shutdown(ep->x, SHUT_WR);
+}
+
 /* tx_take_send_after_fin() for a send that tx_check() answered with @r: only after
  * EPIPE, or with the peer's receive side shut (one relaxed load otherwise). */
 static bool tx_send_after_close(struct smc_ring_ep *ep, int r, bool take) {
@@ -1087,6 +1102,8 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
          * send; a zero-length one takes nothing */
         if (!sendfile && tx_send_after_close(ep, r, total > 0 && !hold)) {
                 ep->held_after_close = total > 0 && hold;
+                if (total > 0 && !hold)
+                        tx_hup_after_close(ep);
                 sent = total;
                 r = 0;
                 goto out;
@@ -1189,6 +1206,8 @@ out:
                 return (ssize_t) sent; /* an error, if any, is reported by the next call */
         if (r == -ECONNRESET && !take_reset(ep))
                 r = -EPIPE; /* ECONNRESET once, then EPIPE as TCP */
+        else if (r == -EPIPE)
+                (void) take_reset(ep); /* TCP's send reports (and clears) a pending EPIPE */
         if (r == 0 && src->file_err < 0)
                 r = src->file_err;
         return r < 0 ? r : 0;
@@ -1243,6 +1262,7 @@ static void tx_push_held(struct smc_ring_ep *ep) {
         int r = tx_check(ep);
 
         if ((ep->tx_unpub > 0 || ep->held_after_close) && tx_send_after_close(ep, r, true)) {
+                tx_hup_after_close(ep);
                 ep->held_after_close = false;
                 __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
                 ep->tx_unpub = 0;
@@ -1784,7 +1804,9 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         if (wr_shut_any(ep) || (pf & PEER_GONE_FLAGS) ||
             tx_space_unlocked(ep) >= WRITABLE_MIN(ep->tx_size))
                 m |= POLLOUT | POLLWRNORM; /* as TCP: a shut-down writer gets POLLOUT, then EPIPE */
-        if (pf & SMC_DMB_CONN_ABORT) {
+        /* a reset: the peer's abort, or its RST for the send taken after its close */
+        if ((pf & SMC_DMB_CONN_ABORT) ||
+            (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE)) {
                 m |= POLLHUP;
                 if (!__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
                         m |= POLLERR;
@@ -1893,5 +1915,10 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
 int smc_ring_error(struct smc_ring_ep *ep) {
         if ((peer_flags(ep) & SMC_DMB_CONN_ABORT) && take_reset(ep))
                 return peer_fin_then_reset(ep) ? EPIPE : ECONNRESET;
+        /* the RST that answered the send taken after the peer's close: tcp_reset()
+         * in CLOSE_WAIT sets EPIPE, reported once (here or by the next send) */
+        if ((atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE) &&
+            take_reset(ep))
+                return EPIPE;
         return 0;
 }

@@ -872,8 +872,41 @@ static void test_hup(void) {
                 CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "A reads B's EOF");
                 conn_close(&c);
                 close(smcd_ya);
+
+                /* B closes; A sends once (TCP takes it, B's kernel answers with RST): A
+                 * hangs up (its own mark: it shuts X_a's writing side), EPIPE once */
+                for (int cork = 0; cork < 2; cork++) {
+                        conn_open_hup(&c, feature);
+                        smcd_ya = dup(c.b.y_peer);
+                        CHECK(smcd_ya >= 0, "dup: %m");
+                        CHECK(smc_ring_close(&c.b) == false, "B's orderly close");
+                        CHECK(!(kpoll(c.xa, POLLIN) & POLLHUP) && !x_hup_flag(c.dmb_a),
+                              "X_a hung up by the peer's close alone: 0x%x", kpoll(c.xa, POLLIN));
+                        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR before the send");
+                        CHECK(xsend(&c.a, "late", 4, cork ? MSG_MORE : 0, false) == 4, "the send taken after the close");
+                        if (cork)
+                                CHECK(smc_ring_flush(&c.a) == 0, "push");
+                        CHECK(!!(kpoll(c.xa, POLLIN) & POLLHUP) == feature && !!x_hup_flag(c.dmb_a) == feature,
+                              "feature %d cork %d: after the taken send: X_a 0x%x, mark %x", feature, cork,
+                              kpoll(c.xa, POLLIN), x_hup_flag(c.dmb_a));
+                        CHECK((smc_ring_poll(&c.a) & (POLLHUP | POLLERR)) == (POLLHUP | POLLERR),
+                              "smc_ring_poll after the taken send: 0x%x", smc_ring_poll(&c.a));
+                        CHECK(xrecv(&c.a, buf, sizeof(buf), 0, false) == 0, "A reads EOF");
+                        if (cork) {
+                                CHECK(xsend(&c.a, "x", 1, 0, false) == -EPIPE, "the next send");
+                                CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR after the send reported EPIPE");
+                        } else {
+                                CHECK(smc_ring_error(&c.a) == EPIPE, "SO_ERROR after the taken send");
+                                CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR twice");
+                                CHECK(xsend(&c.a, "x", 1, 0, false) == -EPIPE, "the next send");
+                        }
+                        CHECK(!(smc_ring_poll(&c.a) & POLLERR), "POLLERR after the error was reported");
+                        conn_close(&c);
+                        close(smcd_ya);
+                }
         }
-        printf("ok EPOLLHUP once both directions are shut (with smcd's X_HUP feature; none without)\n");
+        printf("ok EPOLLHUP once both directions are shut, or after the send taken after the peer's close "
+               "(with smcd's X_HUP feature; none without)\n");
 }
 
 static void test_close_abort(void) {
@@ -924,7 +957,9 @@ static void test_close_abort(void) {
         n = xsend(&c.a, "xyz", 3, 0, false);
         CHECK(n == 3, "first send after the peer closed: %zd %s, want 3 as TCP", n, ERRSTR(n));
         CHECK(smc_ring_tcp_closed(&c.a), "not CLOSE after the send (TCP: the peer's RST)");
-        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR after the dropped send");
+        /* TCP: the RST set EPIPE (tcp_reset() in CLOSE_WAIT), reported once */
+        CHECK(smc_ring_error(&c.a) == EPIPE, "SO_ERROR after the dropped send");
+        CHECK(smc_ring_error(&c.a) == 0, "SO_ERROR twice after the dropped send");
         n = xsend(&c.a, "x", 1, 0, false);
         CHECK(n == -EPIPE, "second send after the peer closed: %zd %s", n, ERRSTR(n));
         n = xsend(&c.a, "x", 1, MSG_MORE, true);

@@ -6,13 +6,15 @@
 # close of the peer after our SHUT_WR; the peer's abort (close with data unread, and
 # kill -9 with data unread); data still readable in the hung-up state; a hung-up
 # connection shared with a child process that reads on after the parent closed its
-# copy. tests/test-smcrun-apps.sh runs it over plain TCP and under smcrun and
-# compares the two transcripts line by line.
+# copy; the one send TCP takes after the peer's close or SHUT_RDWR (answered with a
+# reset: EPOLLHUP with a new edge, EPIPE in SO_ERROR once). tests/test-smcrun-apps.sh
+# runs it over plain TCP and under smcrun and compares the two transcripts line by
+# line.
 #
-# One difference is documented (smcrun(1), libsmcproto(3)): after the peer's abort an
-# SMC connection reports EPOLLHUP but not EPOLLERR (the next receive or send returns
-# ECONNRESET, as on TCP); so the abort lines print the mask without EPOLLERR and the
-# error from the next recv.
+# One difference is documented (smcrun(1), libsmcproto(3)): after the peer's abort,
+# or after that send, an SMC connection reports EPOLLHUP but not EPOLLERR (the next
+# receive or send returns ECONNRESET or EPIPE, as on TCP); so those lines print the
+# mask without EPOLLERR, and the error from the next call.
 import hashlib
 import os
 import select
@@ -271,5 +273,59 @@ def case10():
     s.close()
 
 
-for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10):
+def so_error(sock):
+    e = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return os.strerror(e) if e else "0"
+
+
+def send_result(sock, data):
+    try:
+        return "send %d" % sock.send(data)
+    except OSError as e:
+        return "send %s" % os.strerror(e.errno)
+
+
+def case11():
+    out("case 11: s closes; c sends once (TCP takes it and the peer answers with RST), then again")
+    c, s = pair()
+    ep = select.epoll()
+    ep.register(c.fileno(), ALL | select.EPOLLET)
+    ep.poll(SETTLE)
+    s.close()
+    time.sleep(SETTLE)
+    out("  s closed: c %s; edge %s" % (masks(c), [names(m) for _, m in ep.poll(0)]))
+    out("  c %s" % send_result(c, b"after close"))
+    time.sleep(SETTLE)
+    out("  after the send: c %s; edge %s" % (masks(c, no_err=True),
+                                             [names(m, no_err=True) for _, m in ep.poll(0)]))
+    out("  c SO_ERROR %s, %s, %s, SO_ERROR %s" % (so_error(c), recv_result(c), send_result(c, b"again"),
+                                                 so_error(c)))
+    out("  then: c %s" % masks(c, no_err=True))
+    ep.close()
+    c.close()
+
+
+def case12():
+    out("case 12: s shuts down both ways but keeps its socket; c sends once, then again")
+    c, s = pair()
+    ep = select.epoll()
+    ep.register(c.fileno(), ALL | select.EPOLLET)
+    ep.poll(SETTLE)
+    s.shutdown(socket.SHUT_RDWR)
+    time.sleep(SETTLE)
+    out("  s SHUT_RDWR: c %s; edge %s" % (masks(c), [names(m) for _, m in ep.poll(0)]))
+    out("  c %s" % send_result(c, b"after shutdown"))
+    time.sleep(SETTLE)
+    out("  after the send: c %s; edge %s; s %s" % (masks(c, no_err=True),
+                                                   [names(m, no_err=True) for _, m in ep.poll(0)],
+                                                   masks(s, no_err=True)))
+    out("  c %s, SO_ERROR %s, %s; s %s" % (recv_result(c), so_error(c), send_result(c, b"again"),
+                                          recv_result(s)))
+    ep.close()
+    c.close()
+    s.close()
+
+
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12):
     f()
