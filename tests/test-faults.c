@@ -10,7 +10,7 @@
  * baseline of smcd's counters (stats.json) and of its descriptors (/proc/PID/fd), runs
  * the fault and then requires: every byte any process received checked, no process
  * hung (each has a deadline), smcd's connections and buffers back to 0 and its
- * descriptor count back to the baseline (descriptors minus pool buffers, as a free
+ * descriptor count back to (not above) the baseline (descriptors minus pool buffers, as a free
  * pool buffer keeps its memfd; the NETLINK_SOCK_DIAG socket smcd opens at the first
  * FALLBACK notice and keeps is not counted), smcd still serving (a "bystander"
  * connection running through the fault never stalls nor sees a wrong byte), and a
@@ -42,7 +42,7 @@
  *                       each checked, for SMCD_SOAK_SECONDS (60; 30 under ASan): at a
  *                       quiet point after the warm-up and one at the end (every client
  *                       paused between connections) smcd's descriptors beyond its pool
- *                       must be equal, its RssAnon within 1 MiB + 10% (not checked
+ *                       must not grow, its RssAnon within 1 MiB + 10% (not checked
  *                       under ASan, whose quarantine grows), its pool within 4 buffers
  *                       per client, no abort, handshake error nor fallback
  *
@@ -347,7 +347,9 @@ static void snap_print(const char *what, const struct snap *s) {
 }
 
 /* Waits until smcd has no connection, no buffer in use or to clear, @clients control
- * connections and its descriptors back to @base's (when given). */
+ * connections and its descriptors back to @base's (when given): not above it, as a
+ * leak would be; fewer means the baseline caught one in passing (seen once in CI at
+ * the end of the soak case: 12 against a baseline of 13, with 0 errors). */
 static int wait_quiet(int64_t clients, const struct snap *base, int timeout_ms, const char *what,
                       struct snap *ret) {
         uint64_t deadline = now_ns() + (uint64_t) timeout_ms * 1000000ull;
@@ -358,7 +360,7 @@ static int wait_quiet(int64_t clients, const struct snap *base, int timeout_ms, 
                         return -1;
                 if (s.conns == (base ? base->conns : 0) && s.in_use == (base ? base->in_use : 0) && s.pending == 0 &&
                     s.clients == clients &&
-                    (!base || fd_excess(&s) == fd_excess(base)))
+                    (!base || fd_excess(&s) <= fd_excess(base)))
                         break;
                 if (now_ns() > deadline) {
                         snap_print("smcd now", &s);
@@ -1691,7 +1693,7 @@ static int soak_quiet_point(int phase, int nclients, const struct snap *base, st
          * the end give it a moment more to match the start */
         if (snap_baseline(ret) < 0)
                 return -1;
-        for (int i = 0; base && i < 50 && fd_excess(ret) != fd_excess(base); i++) {
+        for (int i = 0; base && i < 50 && fd_excess(ret) > fd_excess(base); i++) {
                 sleep_ms(20);
                 if (snap_take(ret) < 0)
                         return -1;
@@ -1758,7 +1760,9 @@ static int case_soak(void) {
                 " -> %" PRId64 " KiB\n",
                 a.fds, b.fds, pool_bufs(&a), pool_bufs(&b), a.rss_kb, b.rss_kb, a.anon_kb, b.anon_kb,
                 a.bytes_total / 1024, b.bytes_total / 1024);
-        if (fd_excess(&b) != fd_excess(&a))
+        /* growth is the leak; fewer at the end means the start caught one in passing
+         * (seen once in CI: 13 -> 12 with 0 errors and the same total) */
+        if (fd_excess(&b) > fd_excess(&a))
                 r = FAIL("smcd's descriptors beyond its pool buffers grew: %" PRId64 " -> %" PRId64, fd_excess(&a), fd_excess(&b));
         /* heap: a small tolerance for allocator slack (hash tables sized by the peak);
          * not under ASan, whose quarantine holds freed memory by design (reported only) */
