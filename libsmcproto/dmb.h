@@ -119,8 +119,10 @@
  * EPOLLHUP on X as on a TCP socket in that state (tcp_poll()). Set, before that
  * shutdown(2), by whichever saw both halves: the owner, its peer (the FIN that
  * completes it) or smcd (a peer's close or death); only where smcd offered
- * SMC_DMB_FEAT_X_HUP. Y then hangs up while X lives on: smcd asks the kernel
- * whether X still exists before it takes the hang-up for X's last close. */
+ * SMC_DMB_FEAT_X_HUP. The owner also shuts X's write side (and marks first) after
+ * the one send taken after the peer's close (SMC_DMB_PROD_SENT_AFTER_CLOSE: TCP's
+ * RST). Y then hangs up while X lives on: smcd asks the kernel whether X still
+ * exists before it takes the hang-up for X's last close. */
 #define SMC_DMB_READER_X_HUP 0x04u
 /* reader_flags only, with X_HUP: before the mark, the marker (the peer's library or
  * smcd, through its copy of Y) queued one byte in X that the owner never reads (it
