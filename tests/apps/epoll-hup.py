@@ -175,11 +175,17 @@ def case7():
     c.close()
 
 
-def case8():
-    out("case 8: edge-triggered epoll across c SHUT_WR, then s sends and shuts")
+def et_pair():
+    """a connection, with c in an edge-triggered epoll set"""
     c, s = pair()
     ep = select.epoll()
     ep.register(c.fileno(), ALL | select.EPOLLET)
+    return c, s, ep
+
+
+def case8():
+    out("case 8: edge-triggered epoll across c SHUT_WR, then s sends and shuts")
+    c, s, ep = et_pair()
     out("  fresh: %s" % [names(m) for _, m in ep.poll(SETTLE)])
     c.shutdown(socket.SHUT_WR)
     time.sleep(SETTLE)
@@ -287,9 +293,7 @@ def send_result(sock, data):
 
 def case11():
     out("case 11: s closes; c sends once (TCP takes it and the peer answers with RST), then again")
-    c, s = pair()
-    ep = select.epoll()
-    ep.register(c.fileno(), ALL | select.EPOLLET)
+    c, s, ep = et_pair()
     ep.poll(SETTLE)
     s.close()
     time.sleep(SETTLE)
@@ -307,9 +311,7 @@ def case11():
 
 def case12():
     out("case 12: s shuts down both ways but keeps its socket; c sends once, then again")
-    c, s = pair()
-    ep = select.epoll()
-    ep.register(c.fileno(), ALL | select.EPOLLET)
+    c, s, ep = et_pair()
     ep.poll(SETTLE)
     s.shutdown(socket.SHUT_RDWR)
     time.sleep(SETTLE)
