@@ -485,7 +485,7 @@ _public_ int dup2(int oldfd, int newfd) {
         __typeof__(dup2) *f;
         int r;
 
-        if (oldfd != newfd && managed(newfd) && fcntl(oldfd, F_GETFD) >= 0)
+        if (oldfd != newfd && (managed(newfd) || smc_fd_vfork_noted(newfd)) && fcntl(oldfd, F_GETFD) >= 0)
                 smc_fd_forget(newfd);
         f = real_dup2();
         r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
@@ -501,7 +501,7 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
         __typeof__(dup3) *f;
         int r;
 
-        if (oldfd != newfd && managed(newfd) && fcntl(oldfd, F_GETFD) >= 0)
+        if (oldfd != newfd && (managed(newfd) || smc_fd_vfork_noted(newfd)) && fcntl(oldfd, F_GETFD) >= 0)
                 smc_fd_forget(newfd);
         f = real_dup3();
         r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);

@@ -25,8 +25,13 @@ void smc_fd_forget(int fd);
  * @oldfd is an SMC connection or SMC listener, make @newfd one too, sharing it as a
  * forked copy would (either may be used, one at a time; the connection ends when the
  * last copy of the descriptor is closed). Otherwise (or if out of memory or
- * descriptors: logged with SMC_DEBUG) @newfd stays the bare descriptor. */
+ * descriptors: logged with SMC_DEBUG) @newfd stays the bare descriptor. In a vfork()
+ * child (the parent's memory) the copy is only noted for the child's exec. */
 void smc_fd_dup(int oldfd, int newfd);
+/* Whether a vfork() child of this thread noted @fd (a copy it made of an SMC
+ * connection, or a number it closed or replaced): dup2()/dup3() onto it must tell
+ * smc_fd_forget(). Cheap: false at once while no vfork() child noted anything. */
+bool smc_fd_vfork_noted(int fd);
 
 /* epoll_ctl(@epfd, @op, @fd, @ev) for the library's sockets that need it. An SMC
  * listener @fd: EPOLLEXCLUSIVE (ADD) puts its hidden TCP socket and accept channel

@@ -1467,13 +1467,66 @@ static bool in_vfork_child(void) {
         return getpid() != exec_known_pid;
 }
 
+/* Copies made and numbers closed in a vfork() child. The socket table is the
+ * parent's memory (the child runs on its parent's stack until it execs or exits), so
+ * a copy made there must not enter it: the parent would take the child's number for
+ * an SMC connection. CPython's subprocess dup2()s a connection onto the child's fd 1
+ * between vfork and exec, and the parent's own stdout then went to the peer. What
+ * the child does is noted here instead, thread-local (the child runs on its parent's
+ * thread: no other thread sees the notes), with the child's pid; only that child's
+ * exec reads them (smc_exec_prepare()), and a later child's first note drops them. */
+#define VFORK_FDS_MAX 32
+struct vfork_fd {
+        pid_t pid; /* the vfork() child that noted it */
+        int fd;    /* its descriptor */
+        int oldfd; /* the SMC socket it is a copy of; -1: closed or replaced there */
+};
+static __thread struct vfork_fd vfork_fds[VFORK_FDS_MAX];
+static __thread unsigned vfork_fds_n;
+
+static void vfork_fd_note(int fd, int oldfd) {
+        pid_t pid = getpid();
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < vfork_fds_n; i++)
+                if (vfork_fds[i].pid == pid && vfork_fds[i].fd != fd)
+                        vfork_fds[n++] = vfork_fds[i];
+        vfork_fds_n = n;
+        if (n < VFORK_FDS_MAX)
+                vfork_fds[vfork_fds_n++] = (struct vfork_fd) { .pid = pid, .fd = fd, .oldfd = oldfd };
+        else
+                smc_debug("vfork child: more than %d descriptor changes noted, fd %d not", VFORK_FDS_MAX, fd);
+}
+
+/* The note this vfork() child (@pid) made for @fd, or NULL. */
+static const struct vfork_fd *vfork_fd_find(pid_t pid, int fd) {
+        for (unsigned i = 0; i < vfork_fds_n; i++)
+                if (vfork_fds[i].pid == pid && vfork_fds[i].fd == fd)
+                        return &vfork_fds[i];
+        return NULL;
+}
+
+bool smc_fd_vfork_noted(int fd) {
+        for (unsigned i = 0; i < vfork_fds_n; i++)
+                if (vfork_fds[i].fd == fd)
+                        return true;
+        return false;
+}
+
 void smc_fd_forget(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         bool asked;
 
+        if (!s && !vfork_fds_n)
+                return;
         /* in a vfork() child the state is the parent's, whose socket that number
-         * still is (CPython's subprocess dup2()s a pipe onto a connection on fd 1) */
-        if (!s || in_vfork_child())
+         * still is (CPython's subprocess dup2()s a pipe onto a connection on fd 1):
+         * noted for the child's exec only */
+        if (in_vfork_child()) {
+                vfork_fd_note(fd, -1);
+                return;
+        }
+        if (!s)
                 return;
         pthread_mutex_lock(&s->lock);
         asked = sock_state(s) == SOCK_SMCD || sock_state(s) == SOCK_LISTEN_SMC;
@@ -1491,6 +1544,10 @@ void smc_fd_dup(int oldfd, int newfd) {
 
         if (!s || newfd < 0 || newfd == oldfd)
                 return;
+        if (in_vfork_child()) {
+                vfork_fd_note(newfd, oldfd); /* not in the parent's table */
+                return;
+        }
         pthread_mutex_lock(&s->lock);
         st = sock_state(s);
         if (st != SOCK_SMCD && st != SOCK_LISTEN_SMC) {
@@ -2887,8 +2944,11 @@ SMC_PUBLIC int smc_close(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         int r;
 
-        if (!s || in_vfork_child())
+        if (!s || in_vfork_child()) {
+                if (s)
+                        vfork_fd_note(fd, -1); /* the parent's socket: the child's copy goes */
                 return sys_close(fd);
+        }
         pthread_mutex_lock(&s->lock);
         sock_remove(s);
         sock_teardown(s);
@@ -4297,13 +4357,13 @@ static struct exec_fd *undo_add(struct smc_exec_undo **u) {
 }
 
 /* One SMC socket before an exec (s->lock held). Returns false on ENOMEM. */
-static bool exec_prepare_one(struct smc_sock *s, bool preloaded, bool may_stub, bool pid_moved,
+static bool exec_prepare_one(struct smc_sock *s, int x, bool preloaded, bool may_stub, bool pid_moved,
                              struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
         struct smc_ring_ep *ep = &s->ep;
         int fdfl, y;
         struct exec_fd *f;
 
-        fdfl = sys_fcntl(s->fd, F_GETFD, 0);
+        fdfl = sys_fcntl(x, F_GETFD, 0);
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
         /* Data a cork held back is the app's. It goes out now if the peer can be rung
          * (as at close), or the new image publishes it (it is in the peer's ring
@@ -4322,29 +4382,29 @@ static bool exec_prepare_one(struct smc_sock *s, bool preloaded, bool may_stub, 
 
                 if (!may_stub)
                         return true;
-                saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+                saved = sys_fcntl(x, F_DUPFD_CLOEXEC, 0);
                 if (saved < 0)
                         return true;
-                r = stub_in_place(s->fd, s->family);
+                r = stub_in_place(x, s->family);
                 if (r < 0) {
                         sys_close(saved);
                         return true;
                 }
                 f = undo_add(u);
                 if (!f) {
-                        (void) sys_dup3(saved, s->fd, 0);
+                        (void) sys_dup3(saved, x, 0);
                         sys_close(saved);
                         return false;
                 }
-                *f = (struct exec_fd) { .s = s, .x = s->fd, .y = -1, .t = -1, .saved = saved, .x_fdflags = fdfl };
+                *f = (struct exec_fd) { .s = s, .x = x, .y = -1, .t = -1, .saved = saved, .x_fdflags = fdfl };
                 smc_debug("exec: fd %d (%s) cannot live on in the new image (%s): a reset TCP socket takes its place",
-                          s->fd, s->smcr ? "SMC-R" : "SMC-D",
+                          x, s->smcr ? "SMC-R" : "SMC-D",
                           s->smcr ? "SMC-R" : !preloaded ? "libsmcrun.so not in its LD_PRELOAD" : "no doorbell");
                 return true;
         }
         {
                 struct smc_inherit_entry e = {
-                        .x = s->fd,
+                        .x = x,
                         .t = s->hidden,
                         .conn_id = s->conn_id,
                         .rx_id = 0,
@@ -4394,7 +4454,7 @@ static bool exec_prepare_one(struct smc_sock *s, bool preloaded, bool may_stub, 
                         (*u)->n--;
                         return false;
                 }
-                *f = (struct exec_fd) { .s = s, .x = s->fd, .y = -1, .t = s->hidden, .saved = -1, .x_fdflags = fdfl,
+                *f = (struct exec_fd) { .s = s, .x = x, .y = -1, .t = s->hidden, .saved = -1, .x_fdflags = fdfl,
                                         .unpub = ep->tx_unpub, .tx_prod = ep->tx_prod, .tx_held = ep->tx_held };
                 if (ep->tx_unpub > 0) {
                         ep->tx_unpub = 0;
@@ -4408,7 +4468,7 @@ static bool exec_prepare_one(struct smc_sock *s, bool preloaded, bool may_stub, 
                         s->conn_fork_gen = atomic_load(&fork_gen) - 1;
                 if (s->hidden >= 0)
                         (void) set_cloexec(s->hidden, false);
-                smc_debug("exec: fd %d (SMC-D %016llx) goes to the new image: %s", s->fd,
+                smc_debug("exec: fd %d (SMC-D %016llx) goes to the new image: %s", x,
                           (unsigned long long) s->conn_id, buf);
         }
         return true;
@@ -4474,12 +4534,33 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
 
                         if (!s || (sock_state(s) != SOCK_SMCD && (sock_state(s) != SOCK_LISTEN_SMC || !may_stub)))
                                 continue;
+                        /* a vfork() child closed, replaced or copied over that number */
+                        if (vfork_fds_n && vfork_fd_find(getpid(), s->fd))
+                                continue;
                         bool locked = exec_lock(&s->lock);
 
                         if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
-                                ok = exec_prepare_one(s, preloaded, may_stub, pid_moved, &u, &var, &len, &cap);
+                                ok = exec_prepare_one(s, s->fd, preloaded, may_stub, pid_moved, &u, &var, &len, &cap);
                         else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
                                 ok = exec_prepare_listener(s, preloaded, &u, &var, &len, &cap);
+                        exec_unlock(&s->lock, locked);
+                }
+        }
+        /* the copies a vfork() child made of its parent's SMC connections */
+        if (vfork_fds_n) {
+                pid_t pid = getpid();
+
+                for (unsigned i = 0; i < vfork_fds_n && ok; i++) {
+                        struct smc_sock *s;
+
+                        if (vfork_fds[i].pid != pid || vfork_fds[i].oldfd < 0 ||
+                            !(s = sock_lookup(vfork_fds[i].oldfd)))
+                                continue;
+                        bool locked = exec_lock(&s->lock);
+
+                        if (sock_state(s) == SOCK_SMCD)
+                                ok = exec_prepare_one(s, vfork_fds[i].fd, preloaded, may_stub, true, &u, &var, &len,
+                                                      &cap);
                         exec_unlock(&s->lock, locked);
                 }
         }
