@@ -170,6 +170,21 @@ static size_t iov_total(const struct iovec *iov, int cnt) {
         return t;
 }
 
+/* Buffers the kernel would refuse with EFAULT before copying a byte, as far as can be
+ * told without a system call: the iovec array or a buffer in the first page (NULL and
+ * small offsets from it: no mapping can be there), or a buffer that wraps around the
+ * address space. Anything else bad still faults in the copy. */
+#define USER_ADDR_MIN 4096u
+static bool iov_bad(const struct iovec *iov, int cnt) {
+        if (cnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
+                return true;
+        for (int i = 0; i < cnt; i++)
+                if (iov[i].iov_len > 0 && ((uintptr_t) iov[i].iov_base < USER_ADDR_MIN ||
+                                           (uintptr_t) iov[i].iov_base + iov[i].iov_len < (uintptr_t) iov[i].iov_base))
+                        return true;
+        return false;
+}
+
 /* memcpy, except when the destination sits 1..63 bytes past the source modulo
  * 4 KiB: then the loads of glibc's forward copy (rep movsb on CPUs with ERMS) alias
  * the stores it just made ("4K aliasing") and it runs at ~2 GB/s instead of > 20 GB/s
@@ -1216,8 +1231,10 @@ out:
 ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
         struct tx_src src = { .it = { iov, iovcnt, 0 }, .file_fd = -1 };
 
-        if (!ep || iovcnt < 0 || (iovcnt > 0 && !iov))
+        if (!ep || iovcnt < 0)
                 return -EINVAL;
+        if (iov_bad(iov, iovcnt))
+                return -EFAULT;
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, NULL);
 }
 
@@ -1226,8 +1243,10 @@ ssize_t smc_ring_send_timeo(struct smc_ring_ep *ep, const struct iovec *iov, int
         struct tx_deadline dl = { .fd = timeo_fd };
         struct tx_src src = { .it = { iov, iovcnt, 0 }, .file_fd = -1 };
 
-        if (!ep || iovcnt < 0 || (iovcnt > 0 && !iov))
+        if (!ep || iovcnt < 0)
                 return -EINVAL;
+        if (iov_bad(iov, iovcnt))
+                return -EFAULT;
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, &dl);
 }
 
@@ -1469,8 +1488,10 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         uint64_t c; /* our read cursor; equals cons unless peeking */
         ssize_t r = 0;
 
-        if (!ep || iovcnt < 0 || (iovcnt > 0 && !iov))
+        if (!ep || iovcnt < 0)
                 return -EINVAL;
+        if (iov_bad(iov, iovcnt))
+                return -EFAULT;
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
         total = iov_total(iov, iovcnt);

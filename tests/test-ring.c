@@ -909,6 +909,28 @@ static void test_hup(void) {
                "(with smcd's X_HUP feature; none without)\n");
 }
 
+/* Bad buffers: EFAULT before a byte moves, as the kernel's copy_from/to_user */
+static void test_efault(void) {
+        struct conn c;
+        uint8_t buf[16];
+        struct iovec bad[2] = { { .iov_base = NULL, .iov_len = 5 }, { .iov_base = (void *) 0x10, .iov_len = 5 } };
+        struct iovec wrap = { .iov_base = (void *) (UINTPTR_MAX - 8), .iov_len = 64 };
+
+        conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+        CHECK(smc_ring_send(&c.a, &bad[0], 1, 0, false) == -EFAULT, "send from NULL");
+        CHECK(smc_ring_send(&c.a, &bad[1], 1, 0, false) == -EFAULT, "send from 0x10");
+        CHECK(smc_ring_send(&c.a, &wrap, 1, 0, false) == -EFAULT, "send from a wrapping buffer");
+        CHECK(smc_ring_send(&c.a, (const struct iovec *) 8, 1, 0, false) == -EFAULT, "send with a bad iovec array");
+        CHECK(smc_ring_send(&c.a, &(struct iovec) { NULL, 0 }, 1, 0, false) == 0, "zero-length send from NULL");
+        CHECK(xsend(&c.a, "hello", 5, 0, false) == 5, "send");
+        CHECK(smc_ring_recv(&c.b, &bad[0], 1, 0, false) == -EFAULT, "recv into NULL");
+        CHECK(smc_ring_recv(&c.b, bad, 2, MSG_PEEK, false) == -EFAULT, "peek into NULL");
+        CHECK(xrecv(&c.b, buf, sizeof(buf), 0, false) == 5 && memcmp(buf, "hello", 5) == 0,
+              "the data after the EFAULTs");
+        conn_close(&c);
+        printf("ok EFAULT for NULL, first-page and wrapping buffers, nothing moved\n");
+}
+
 static void test_close_abort(void) {
         struct conn c;
         uint8_t buf[256];
@@ -1791,6 +1813,7 @@ int main(int argc, char **argv) {
         test_shutdown();
         test_close_abort();
         test_hup();
+        test_efault();
         test_peer_death();
         test_shutdown_other_thread();
         test_eintr();
