@@ -2198,10 +2198,14 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                 rereg_maybe();
         }
 
+        /* the listener's SO_RCVTIMEO (on its TCP socket): read when the call first
+         * blocks; 0: none yet read, UINT64_MAX: no timeout */
+        uint64_t deadline = 0;
+
         for (;;) {
                 unsigned turn = atomic_load_explicit(&s->accept_turn, memory_order_relaxed);
                 struct pollfd p = { .fd = fd, .events = POLLIN };
-                int r = -EAGAIN;
+                int r = -EAGAIN, wait_ms = -1;
 
                 /* The queue that served the last accept first (a load of one kind
                  * then costs no failed call on the other), but after ACCEPT_STREAK in
@@ -2240,8 +2244,28 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         errno = EAGAIN;
                         return -1;
                 }
-                if (sys_poll(&p, 1, -1) < 0) {
-                        if (errno == EINTR && restart_after_signal())
+                if (deadline == 0) {
+                        struct timeval tv;
+                        socklen_t tl = sizeof(tv);
+
+                        deadline = UINT64_MAX;
+                        if (s->hidden >= 0 && sys_getsockopt(s->hidden, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
+                            (tv.tv_sec > 0 || tv.tv_usec > 0))
+                                deadline = now_ms() + (uint64_t) tv.tv_sec * 1000u + ((uint64_t) tv.tv_usec + 999u) / 1000u;
+                }
+                if (deadline != UINT64_MAX) {
+                        uint64_t now = now_ms();
+
+                        if (now >= deadline) {
+                                errno = EAGAIN; /* as TCP's accept after SO_RCVTIMEO */
+                                return -1;
+                        }
+                        wait_ms = deadline - now > INT_MAX ? INT_MAX : (int) (deadline - now);
+                }
+                if (sys_poll(&p, 1, wait_ms) < 0) {
+                        /* with a timeout the kernel fails the call with EINTR after any
+                         * handler (sock_intr_errno()), SA_RESTART or not */
+                        if (errno == EINTR && deadline == UINT64_MAX && restart_after_signal())
                                 continue;
                         return -1; /* EINTR */
                 }
