@@ -1468,14 +1468,26 @@ static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
 
 /* Sleep while the ring holds only bytes we already peeked: X stays readable then
  * (the doorbell byte of that data), so poll(X) cannot wait for *more* data. Backs off
- * from 10 us to 1 ms. Only MSG_PEEK|MSG_WAITALL gets here. */
-static void rx_peek_backoff(unsigned *round) {
+ * from 10 us to 1 ms. Only MSG_PEEK|MSG_WAITALL gets here. False when the receive
+ * must return what it has, as TCP's does: X's SO_RCVTIMEO (the socket's, read at the
+ * first call into *@deadline, ns) passed, or a signal handler ran. */
+static bool rx_peek_backoff(struct smc_ring_ep *ep, unsigned *round, uint64_t *deadline) {
         struct timespec ts = { 0, 10000L << (*round < 7 ? *round : 7) };
 
+        if (*deadline == 0) {
+                struct timeval tv;
+                socklen_t tl = sizeof(tv);
+
+                *deadline = UINT64_MAX;
+                if (sys_getsockopt(ep->x, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+                        *deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
+        }
+        if (*deadline != UINT64_MAX && now_ns() >= *deadline)
+                return false;
         if (ts.tv_nsec > 1000000L)
                 ts.tv_nsec = 1000000L;
         (*round)++;
-        nanosleep(&ts, NULL);
+        return nanosleep(&ts, NULL) == 0 || errno != EINTR;
 }
 
 ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
@@ -1484,6 +1496,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         bool x_eof = false, settled = false, spinning = false;
         uint32_t my_cpu = 0;
         unsigned backoff = 0;
+        uint64_t peek_deadline = 0; /* rx_peek_backoff() */
         size_t total, got = 0;
         uint64_t c; /* our read cursor; equals cons unless peeking */
         ssize_t r = 0;
@@ -1568,7 +1581,8 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         break;
                 }
                 if (peek && got > 0) {
-                        rx_peek_backoff(&backoff);
+                        if (!rx_peek_backoff(ep, &backoff, &peek_deadline))
+                                break; /* what was peeked so far */
                         continue;
                 }
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-# accept(2) on a listener with SO_RCVTIMEO, under smcrun as over TCP: with no
-# connection it fails with EAGAIN once the timeout passed (set after listen(), and
-# before it); a connection that comes within the timeout is accepted. The SMC
-# listener ignored the option and blocked for good.
+# SO_RCVTIMEO where a call waits for more than the ring shows, under smcrun as over
+# TCP:
+#  1. accept(2) with no connection fails with EAGAIN once the timeout passed (set
+#     after listen(), and before it); a connection that comes within the timeout is
+#     accepted. The SMC listener ignored the option and blocked for good.
+#  2. recv(MSG_PEEK|MSG_WAITALL) with fewer bytes there than asked returns them once
+#     the timeout passed (it waited until the peer closed), and leaves them to read.
 # Prints one line; exit status 0 only if every case held.
 import errno
 import socket
@@ -48,9 +51,18 @@ s, _ = ls.accept()
 c.sendall(b"ping")
 if s.recv(4) != b"ping":
     fails.append("the connection accepted within the timeout does not carry data")
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 300000))
+c.sendall(b"12345")
+time.sleep(0.05)
+t = time.monotonic()
+got = s.recv(10, socket.MSG_PEEK | socket.MSG_WAITALL)
+took = time.monotonic() - t
+if got != b"12345" or not 0.2 <= took < 2 or s.recv(10) != b"12345":
+    fails.append("recv(MSG_PEEK|MSG_WAITALL) of 10 with 5 there: %r after %.2f s" % (got, took))
 for x in (c, s, ls):
     x.close()
 if fails:
-    print("accept-timeo: " + "; ".join(fails))
+    print("rcvtimeo: " + "; ".join(fails))
     sys.exit(1)
-print("accept-timeo: EAGAIN after SO_RCVTIMEO (set after and before listen), a connection within it accepted")
+print("rcvtimeo: accept EAGAIN after SO_RCVTIMEO (set after and before listen), a connection within it "
+      "accepted; MSG_PEEK|MSG_WAITALL returns the partial data after it")
