@@ -30,6 +30,11 @@
  *      CONNECT_REPLY may say SMC_CTL_MODE_SMCR_PENDING ("connect it over TCP, then
  *      send SMCR") or SMC_CTL_MODE_SMCR (the connection is set up); the SMCR
  *      request; LISTEN_REPLY carries flags (SMC_CTL_LISTEN_SMCR).
+ *   4  no new layout: a listener of version 4 marks every SMC-D connection its
+ *      accept() takes (SMC_DMB_READER_ACCEPTED in the server's DMB header), so that
+ *      smcd resets one whose server side ends without it (queued on the accept
+ *      channel when the listener's last copy went, or lost to a receiver out of
+ *      descriptors), as TCP resets connections queued on a closed listener.
  *   HELLO has the same layout in every version. A client sends it with
  *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
  *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
@@ -220,7 +225,7 @@
 
 #define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
 #define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
-#define SMC_CTL_VERSION 3     /* the newest version spoken; smc_ctl_init() builds it */
+#define SMC_CTL_VERSION 4     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
 #define SMC_CTL_INSTANCE_NAME "instance" /* beside the socket: smcd's HELLO_REPLY.instance
                                           * (4 bytes, host order, offset 0), rewritten in

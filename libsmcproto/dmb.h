@@ -131,6 +131,12 @@
  * SK_MEMINFO_WMEM_ALLOC) drop to 0, and needs no unix_diag query (which walks every
  * unix socket of the host). */
 #define SMC_DMB_READER_X_ANCHOR 0x08u
+/* reader_flags only, the server's DMB: its library's accept() took the connection
+ * (a listener of ctl protocol version >= 4 sets it, once). smcd resets (ABORT) a
+ * server side that ends without it: its NEW_CONN was never taken (queued when the
+ * listener's last copy went, or its descriptors lost to a receiver out of them), as
+ * TCP resets connections queued on a listener that is closed. */
+#define SMC_DMB_READER_ACCEPTED 0x10u
 /* features: what the smcd that set up the connection does (set when it hands the
  * DMB out, read-only then; 0 from an older smcd) */
 #define SMC_DMB_FEAT_X_HUP 0x01u /* tells X's last close from a shutdown of both

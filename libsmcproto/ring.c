@@ -1503,7 +1503,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 
         if (!ep || iovcnt < 0)
                 return -EINVAL;
-        if (iov_bad(iov, iovcnt))
+        if (!trunc && iov_bad(iov, iovcnt)) /* (MSG_TRUNC discards: no buffer is touched) */
                 return -EFAULT;
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
@@ -1709,6 +1709,10 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
 
 bool smc_ring_close(struct smc_ring_ep *ep) {
         return smc_ring_close_reset(ep, false);
+}
+
+void smc_ring_mark_accepted(struct smc_ring_ep *ep) {
+        atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_ACCEPTED);
 }
 
 void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset) {

@@ -191,6 +191,11 @@ bool smc_ring_close(struct smc_ring_ep *ep);
 /* The same; @reset: ABORT even with nothing unread (SO_LINGER on with a zero
  * timeout: TCP's close then sends RST, RFC 793 "ABORT" call; Linux tcp_close()). */
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset);
+/* The server's accept() took this connection: SMC_DMB_READER_ACCEPTED in our rx DMB
+ * header (dmb.h), without which smcd resets it when its last copy goes. Once, before
+ * the application sees the descriptor. */
+void smc_ring_mark_accepted(struct smc_ring_ep *ep);
+
 /* Record in the shared DMB whether the socket's close resets (SO_LINGER {1, 0}), for
  * whichever process closes it last (SMC_DMB_READER_LINGER_RESET). */
 void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset);

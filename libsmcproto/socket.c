@@ -2066,6 +2066,10 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         s->ep.peer_is_daemon = s->smcr;
         s->conn_fork_gen = atomic_load(&fork_gen);
         s->conn_euid = l->listen_euid;
+        /* taken: without the mark, smcd resets it when its last copy goes (a failed
+         * insert below closes it with ABORT anyway) */
+        if (!s->smcr)
+                smc_ring_mark_accepted(&s->ep);
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
         if (r < 0) {

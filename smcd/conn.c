@@ -467,6 +467,11 @@ static uint32_t died_flags(const Conn *conn, unsigned side) {
                atomic_load_explicit(&own_rx->reader_flags, memory_order_acquire);
         if (mine & gone)
                 return 0;
+        /* never accepted (its NEW_CONN was still queued when the listener's last
+         * copy went, or its descriptors were lost to a receiver out of them): TCP
+         * resets a connection queued on a listener that is closed */
+        if (side == EP_SERVER && conn->accept_marked && !(mine & SMC_DMB_READER_ACCEPTED))
+                return SMC_DMB_CONN_ABORT;
         /* SO_LINGER {1, 0} (set by any of its processes): the last close resets */
         if (mine & SMC_DMB_READER_LINGER_RESET)
                 return SMC_DMB_CONN_ABORT;
@@ -926,6 +931,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         conn->ep[EP_CLIENT].x_ino = ab_ino; /* X_a */
         conn->ep[EP_SERVER].x_ino = bb_ino; /* X_b */
         conn->listener_id = l->id;
+        conn->accept_marked = l->version >= 4;
 
         /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB */
         smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);

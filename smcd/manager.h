@@ -295,6 +295,9 @@ struct Conn {
         struct smc_buf *buf[2]; /* buf[i]: the rx DMB of ep[i] */
         uint64_t listener_id;   /* the Listener that got the NEW_CONN (it may be gone:
                                  * look it up with manager_get_listener()) */
+        bool accept_marked;     /* its listener speaks ctl version >= 4: the server's
+                                 * library marks the DMB when it accepts
+                                 * (SMC_DMB_READER_ACCEPTED) */
         struct smcd_dmb_counters stats_base[2]; /* buf[i]'s DMB counters at the last
                                                  * stats reset, 0 before (stats.h) */
         /* Restored (conn.c, client_handle_rereg): a connection an earlier smcd set up,

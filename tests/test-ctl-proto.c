@@ -326,7 +326,7 @@ static void test_versions(void) {
                 abort();
         int three[3] = { pfd[0], pfd[1], pfd[0] }, one[1] = { pfd[0] };
 
-        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 3, "versions %d..%d", SMC_CTL_VERSION_MIN,
+        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 4, "versions %d..%d", SMC_CTL_VERSION_MIN,
               SMC_CTL_VERSION);
         CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 1) == 48 && smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == 56,
               "LISTEN sizes");
@@ -337,7 +337,7 @@ static void test_versions(void) {
                 CHECK(smc_ctl_msg_size_v(t, SMC_CTL_VERSION) == smc_ctl_msg_size(t), "type %u: newest = default", t);
         CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT, 1) == 72 && smc_ctl_msg_size_v(SMC_CTL_CONNECT, 2) == 72 &&
               smc_ctl_msg_size_v(SMC_CTL_CONNECT, 3) == 72, "CONNECT same in every version");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 4) == 0 &&
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 5) == 0 &&
               smc_ctl_msg_size_v(SMC_CTL_HELLO, 0xffff) == 0 && smc_ctl_msg_size_v(0, 1) == 0 &&
               smc_ctl_msg_size_v(_SMC_CTL_TYPE_MAX, 3) == 0, "bad version / type -> 0");
 
@@ -347,10 +347,10 @@ static void test_versions(void) {
         make_conn(&m, SMC_CTL_NEW_CONN);
         m.conn.params.busy_poll_us = 77;
         m.conn.params.autocork_size = 4096;
-        CHECK(m.hdr.version == 3 && smc_ctl_set_version(&m, 2) == 0 && m.hdr.len == 120 &&
-              m.conn.params.busy_poll_us == 77, "init builds version 3; set_version 2 keeps the params");
+        CHECK(m.hdr.version == 4 && smc_ctl_set_version(&m, 2) == 0 && m.hdr.len == 120 &&
+              m.conn.params.busy_poll_us == 77, "init builds version 4; set_version 2 keeps the params");
         c = m;
-        CHECK(smc_ctl_set_version(&c, 4) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 4 unchanged");
+        CHECK(smc_ctl_set_version(&c, 5) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 5 unchanged");
         CHECK(smc_ctl_set_version(&c, 0) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 0 unchanged");
         CHECK(smc_ctl_set_version(&c, 1) == 0 && c.hdr.version == 1 && c.hdr.len == 112 &&
               c.conn.params.busy_poll_us == 0 && c.conn.params.autocork_size == 0 && c.conn.conn_id == 42,
@@ -589,7 +589,7 @@ static void test_v3(void) {
               "v3 sizes of the v2 messages unchanged");
         CHECK(smc_ctl_init_v(&c, SMC_CTL_SMCR, 1, 2) == -EINVAL, "no SMCR in version 2");
         make_smcr(&m, SMC_CTL_ROLE_CLIENT);
-        CHECK(m.hdr.version == 3 && m.hdr.len == 40 && m.smcr.listener_id == 0, "SMCR built in version 3");
+        CHECK(m.hdr.version == 4 && m.hdr.len == 40 && m.smcr.listener_id == 0, "SMCR built in version 4");
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "SMCR: set_version 2 refused");
 
@@ -625,11 +625,11 @@ static void test_v3(void) {
         set_addr4(&m.connect.dst, "192.0.2.7", 443);
         set_addr4(&m.connect.src, "192.0.2.1", 0);
         m.connect.sndbuf = 32768;
-        CHECK(m.hdr.version == 3 && m.hdr.len == 72, "CONNECT built in version 3");
+        CHECK(m.hdr.version == 4 && m.hdr.len == 72, "CONNECT built in version 4");
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v3 connect");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.version == 3 && r.connect.dst.port == 443 && r.connect.sndbuf == 32768 &&
+        CHECK(n == 1 && r.hdr.version == 4 && r.connect.dst.port == 443 && r.connect.sndbuf == 32768 &&
               r.connect.rcvbuf == 0 && fd_open(fds[0]), "v3 CONNECT with its TCP socket: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
@@ -702,8 +702,8 @@ static void test_v3(void) {
         expect_bad("SMCR of version 2", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         c.hdr.version = 1;
         expect_bad("SMCR of version 1", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
-        c.hdr.version = 4;
-        expect_bad("SMCR of version 4", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        c.hdr.version = 5;
+        expect_bad("SMCR of version 5", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
         expect_bad("SMCR to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
         expect_bad("SMCR short", &m, m.hdr.len - 4, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
@@ -778,7 +778,7 @@ static void test_v3(void) {
         m.conn.params.busy_poll_us = 50;
         CHECK(smc_ctl_send(sp[0], &m, four, 4, 0) == 0, "send SMCR mode");
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 4 && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_SMCR && r.conn.conn_id == 42 &&
+        CHECK(n == 4 && r.hdr.version == 4 && r.conn.mode == SMC_CTL_MODE_SMCR && r.conn.conn_id == 42 &&
               r.conn.params.busy_poll_us == 50, "SMCR mode with both memfds: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
@@ -815,7 +815,7 @@ static void test_v3(void) {
         CHECK(smc_ctl_send(sp[0], &c, four, 4, 0) == 0, "send NEW_CONN SMCR");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 4 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_SMCR &&
+        CHECK(n == 4 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 4 && r.conn.mode == SMC_CTL_MODE_SMCR &&
               r.conn.conn_id == 42 && r.conn.peer.port == 40000 && r.conn.params.busy_poll_us == 50 &&
               fd_open(fds[0]) && fd_open(fds[3]), "NEW_CONN mode SMCR with both memfds: %d", n);
         for (int i = 0; i < n && n > 0; i++)
@@ -870,11 +870,11 @@ static void test_v3(void) {
          * the TCP socket; reason != 0, conn id 0, no buffers, valid addresses, no
          * params */
         make_newconn_tcp(&m);
-        CHECK(m.hdr.version == 3 && m.hdr.len == 120, "NEW_CONN TCP built in version 3");
+        CHECK(m.hdr.version == 4 && m.hdr.len == 120, "NEW_CONN TCP built in version 4");
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send NEW_CONN TCP");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 3 && r.conn.mode == SMC_CTL_MODE_TCP &&
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 4 && r.conn.mode == SMC_CTL_MODE_TCP &&
               r.conn.fallback_reason == SMC_CLC_DECL_PEERDECL && r.conn.conn_id == 0 && r.conn.local.port == 80 &&
               r.conn.peer.port == 40000 && r.conn.rx.id == 0 && r.conn.params.busy_poll_us == 0 && fd_open(fds[0]),
               "NEW_CONN TCP with its socket: %d", n);
@@ -1043,7 +1043,7 @@ static void test_rereg(void) {
         CHECK(SMC_CTL_REREG == 16 && SMC_CTL_REREG_REPLY == 17, "REREG types 16, 17");
         CHECK(smc_ctl_msg_size(SMC_CTL_REREG) == 104 && smc_ctl_msg_size_v(SMC_CTL_REREG, 3) == 104 &&
               smc_ctl_msg_size_v(SMC_CTL_REREG, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 1) == 0 &&
-              smc_ctl_msg_size_v(SMC_CTL_REREG, 4) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 0) == 0,
+              smc_ctl_msg_size_v(SMC_CTL_REREG, 5) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 0) == 0,
               "REREG sizes: v3 104, not in v1, v2");
         CHECK(smc_ctl_msg_size(SMC_CTL_REREG_REPLY) == 24 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 3) == 24 &&
               smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 1) == 0,
@@ -1051,7 +1051,7 @@ static void test_rereg(void) {
         CHECK(smc_ctl_init_v(&c, SMC_CTL_REREG, 1, 2) == -EINVAL && smc_ctl_init_v(&c, SMC_CTL_REREG_REPLY, 1, 1) == -EINVAL,
               "no REREG / REREG_REPLY in version 1, 2");
         make_rereg(&m);
-        CHECK(m.hdr.version == 3 && m.hdr.len == 104 && smc_ctl_msg_nfds(&m) == 0, "REREG built in version 3, no fds");
+        CHECK(m.hdr.version == 4 && m.hdr.len == 104 && smc_ctl_msg_nfds(&m) == 0, "REREG built in version 4, no fds");
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "REREG: set_version 2 refused");
 
@@ -1144,14 +1144,14 @@ static void test_rereg(void) {
         expect_bad("REREG of version 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         c.hdr.version = 1;
         expect_bad("REREG of version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
-        c.hdr.version = 4;
-        expect_bad("REREG of version 4", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        c.hdr.version = 5;
+        expect_bad("REREG of version 5", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
         expect_bad("REREG to a client", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
 
         /* REREG_REPLY: the new id, not 0, no fds, v3 only, to the client only */
         smc_ctl_init(&m, SMC_CTL_REREG_REPLY, 22);
         m.rereg_reply.conn_id = 0xfedcba9876543210ull;
-        CHECK(m.hdr.version == 3 && m.hdr.len == 24 && smc_ctl_msg_nfds(&m) == 0, "REREG_REPLY built in version 3");
+        CHECK(m.hdr.version == 4 && m.hdr.len == 24 && smc_ctl_msg_nfds(&m) == 0, "REREG_REPLY built in version 4");
         CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send REREG_REPLY");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 MAGIC = 0x64434D53
-VERSION_MIN, VERSION_MAX = 1, 3  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
+VERSION_MIN, VERSION_MAX = 1, 4  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
 VERSION_UNSUPPORTED = VERSION_MAX + 1
 VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before HELLO
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
@@ -69,11 +69,12 @@ BUF = struct.Struct("<QII")
 SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
          CONNECT: 72, CONNECT_REPLY: 112, NEW_CONN: 112, CLOSE: 32, OK: 16, ERROR: 120}
 # message sizes by protocol version (ctl-proto.h, Versions)
-SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None}
+SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
 SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT_REPLY: 120,
                    ADOPT_FD: 24})
+SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what they accept)
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -912,7 +913,8 @@ def _run_version_checks(d):
     devnull = os.open("/dev/null", os.O_RDONLY)
 
     # HELLO: the highest version both speak, in the body and in hdr.version
-    for lo, hi, want in ((1, 1, 1), (1, 2, 2), (1, 3, 3), (2, 3, 3), (3, 3, 3), (2, 9, 3), (1, 0xFFFFFFFF, 3),
+    for lo, hi, want in ((1, 1, 1), (1, 2, 2), (1, 3, 3), (2, 3, 3), (3, 3, 3), (3, 4, 4), (4, 4, 4),
+                         (2, 9, VERSION_MAX), (1, 0xFFFFFFFF, VERSION_MAX),
                          (VERSION_UNSUPPORTED, VERSION_UNSUPPORTED, None), (VERSION_UNSUPPORTED, 9, None),
                          (0, 0, None)):
         c = Client(d.sock, do_hello=False)
