@@ -18,15 +18,17 @@ def run(mode):
     ls.bind(("127.0.0.1", 0))
     ls.listen(8)
     addr = ls.getsockname()
-    r, w = os.pipe()
+    r, w = os.pipe()  # the server tells the parent: done with accepting
+    go_r, go_w = os.pipe()  # the parent tells the server: clients connected
     server = os.fork()
     if server == 0:  # the listener's process; the parent makes the clients
         os.close(r)
+        os.close(go_w)
+        os.read(go_r, 1)  # the clients' connections are queued by now
         if mode == "accepted":
             s, _ = ls.accept()
             s.close()
         os.write(w, b"1")
-        time.sleep(0.3)  # the clients' connections are queued by now
         if mode == "close":
             ls.close()
             time.sleep(0.5)
@@ -35,11 +37,14 @@ def run(mode):
             os.kill(os.getpid(), signal.SIGKILL)
         os._exit(0)  # "exit", "accepted"
     os.close(w)
+    os.close(go_r)
     ls.close()
     cs = [socket.create_connection(addr) for _ in range(1 if mode == "accepted" else 3)]
-    os.read(r, 1)
     if mode != "accepted":
         cs[0].sendall(b"unread")
+    os.write(go_w, b"1")
+    os.close(go_w)
+    os.read(r, 1)
     os.waitpid(server, 0)
     got = []
     for c in cs:

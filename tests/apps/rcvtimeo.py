@@ -33,7 +33,7 @@ ls.bind(("127.0.0.1", 0))
 ls.listen(4)
 rcvtimeo(ls, 0.3)
 what, took = timed_accept(ls, 0.3)
-if what != "EAGAIN" or not 0.25 <= took < 2:
+if what != "EAGAIN" or not 0.25 <= took < 10:
     fails.append("after listen(): %s after %.2f s" % (what, took))
 
 early = socket.socket()
@@ -41,7 +41,7 @@ rcvtimeo(early, 0.2)
 early.bind(("127.0.0.1", 0))
 early.listen(4)
 what, took = timed_accept(early, 0.2)
-if what != "EAGAIN" or not 0.15 <= took < 2:
+if what != "EAGAIN" or not 0.15 <= took < 10:
     fails.append("set before listen(): %s after %.2f s" % (what, took))
 early.close()
 
@@ -57,7 +57,7 @@ time.sleep(0.05)
 t = time.monotonic()
 got = s.recv(10, socket.MSG_PEEK | socket.MSG_WAITALL)
 took = time.monotonic() - t
-if got != b"12345" or not 0.2 <= took < 2 or s.recv(10) != b"12345":
+if got != b"12345" or not 0.2 <= took < 10 or s.recv(10) != b"12345":
     fails.append("recv(MSG_PEEK|MSG_WAITALL) of 10 with 5 there: %r after %.2f s" % (got, took))
 for x in (c, s, ls):
     x.close()
