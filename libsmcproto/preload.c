@@ -473,7 +473,7 @@ _public_ int dup(int oldfd) {
         __typeof__(dup) *f = real_dup();
         int r = f ? f(oldfd) : sys_fcntl(oldfd, F_DUPFD, 0);
 
-        if (r >= 0 && managed(oldfd)) {
+        if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
                         stdio_check(r);
@@ -489,7 +489,7 @@ _public_ int dup2(int oldfd, int newfd) {
                 smc_fd_forget(newfd);
         f = real_dup2();
         r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
-        if (r >= 0 && oldfd != newfd && managed(oldfd)) {
+        if (r >= 0 && oldfd != newfd && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
                         stdio_check(r);
@@ -505,7 +505,7 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
                 smc_fd_forget(newfd);
         f = real_dup3();
         r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
-        if (r >= 0 && managed(oldfd)) {
+        if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
                         stdio_check(r);
@@ -1186,7 +1186,7 @@ static int fcntl_common(bool is64, int fd, int cmd, va_list ap) {
         else if (kind == FCNTL_ARG_INT)
                 i = va_arg(ap, int);
 
-        if (managed(fd)) {
+        if (managed(fd) || ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && smc_fd_vfork_noted(fd))) {
                 int r;
 
                 if (kind == FCNTL_ARG_PTR)

@@ -1125,6 +1125,12 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         }
         if (r < 0 || total == 0)
                 goto out;
+        /* where the kernel's copy would fault: after the state checks (a send to a
+         * reset connection is EPIPE, as TCP), before the first byte */
+        if (src->file_fd < 0 && iov_bad(src->it.iov, src->it.cnt)) {
+                r = -EFAULT;
+                goto out;
+        }
 
         while (sent < total) {
                 uint32_t space = tx_space(ep), n, pos, k, chunk, need = 1;
@@ -1233,8 +1239,8 @@ ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 
         if (!ep || iovcnt < 0)
                 return -EINVAL;
-        if (iov_bad(iov, iovcnt))
-                return -EFAULT;
+        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
+                return -EFAULT; /* the iovec array: the kernel copies it at once */
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, NULL);
 }
 
@@ -1245,8 +1251,8 @@ ssize_t smc_ring_send_timeo(struct smc_ring_ep *ep, const struct iovec *iov, int
 
         if (!ep || iovcnt < 0)
                 return -EINVAL;
-        if (iov_bad(iov, iovcnt))
-                return -EFAULT;
+        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
+                return -EFAULT; /* the iovec array: the kernel copies it at once */
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, &dl);
 }
 
@@ -1503,8 +1509,8 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 
         if (!ep || iovcnt < 0)
                 return -EINVAL;
-        if (!trunc && iov_bad(iov, iovcnt)) /* (MSG_TRUNC discards: no buffer is touched) */
-                return -EFAULT;
+        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
+                return -EFAULT; /* the iovec array: the kernel copies it at once */
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
         total = iov_total(iov, iovcnt);
@@ -1526,6 +1532,13 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 int s, t;
 
                 if (avail > 0) {
+                        /* checked where the kernel's copy would fault: with data to
+                         * copy (no data: EAGAIN or EOF, as TCP; MSG_TRUNC discards
+                         * without touching a buffer) */
+                        if (got == 0 && !trunc && iov_bad(iov, iovcnt)) {
+                                r = -EFAULT;
+                                break;
+                        }
                         n = total - got < avail ? (uint32_t) (total - got) : avail;
                         /* acquire (the prod load in rx_avail) before the copy-out */
                         ring_copy(ep->rx_data, ep->rx_size, smc_curs_count(c), &it, n, false, trunc);

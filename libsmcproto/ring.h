@@ -122,9 +122,9 @@ void smc_ring_fini(struct smc_ring_ep *ep);
  * Returns bytes sent (> 0; a blocking send sends all unless interrupted after
  * some progress), or -EAGAIN, -EPIPE (we shut down or the peer closed), -ECONNRESET
  * (peer aborted or died), -EINTR (a signal before any byte was sent), -EFAULT (@iov
- * or a buffer in the first page of the address space, or wrapping around it:
- * nothing is sent; other bad pointers fault in the copy). Never raises SIGPIPE: the
- * caller does. */
+ * or, once the connection's state allows sending, a buffer in the first page of the
+ * address space or wrapping around it: nothing is sent; other bad pointers fault in
+ * the copy). Never raises SIGPIPE: the caller does. */
 ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
 
 /* smc_ring_send() bounded by a send timeout: @timeo_fd is a socket whose SO_SNDTIMEO
@@ -158,7 +158,8 @@ ssize_t smc_ring_sendfile(struct smc_ring_ep *ep, int in_fd, int64_t *offset, si
 /* Receive into @iov. flags: MSG_PEEK, MSG_WAITALL. Returns bytes (> 0), 0 at EOF
  * (peer shut down or closed orderly and all data read), -EAGAIN, -ECONNRESET (peer
  * aborted / died; data sent before the abort is still delivered first), -EINTR,
- * -EFAULT (a buffer as smc_ring_send() refuses it: nothing is consumed). */
+ * -EFAULT (@iov, or a buffer as smc_ring_send() refuses it when there is data to
+ * copy: nothing is consumed). */
 ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock);
 
 /* Publish bytes held back by cork / MSG_MORE and ring the peer (TCP_NODELAY's push).

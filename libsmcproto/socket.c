@@ -1542,12 +1542,20 @@ void smc_fd_dup(int oldfd, int newfd) {
         struct smc_sock *s = sock_lookup(oldfd), *d;
         int st, r = 0;
 
-        if (!s || newfd < 0 || newfd == oldfd)
+        if ((!s && !vfork_fds_n) || newfd < 0 || newfd == oldfd)
                 return;
         if (in_vfork_child()) {
-                vfork_fd_note(newfd, oldfd); /* not in the parent's table */
+                /* not in the parent's table; a copy of a copy the child made is a copy
+                 * of the same socket (CPython: errwrite = dup(1), then dup2(errwrite,
+                 * 2)), and a copy of a number it closed or replaced is none */
+                const struct vfork_fd *n = vfork_fd_find(getpid(), oldfd);
+                int src = n ? n->oldfd : s ? oldfd : -1;
+
+                vfork_fd_note(newfd, src);
                 return;
         }
+        if (!s)
+                return;
         pthread_mutex_lock(&s->lock);
         st = sock_state(s);
         if (st != SOCK_SMCD && st != SOCK_LISTEN_SMC) {
@@ -4102,7 +4110,7 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
         va_end(ap);
 
         s = sock_lookup(fd);
-        if (s && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+        if ((s || smc_fd_vfork_noted(fd)) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
                 r = sys_fcntl(fd, cmd, arg);
                 if (r >= 0)
                         smc_fd_dup(fd, r); /* the copy is an SMC socket too */

@@ -922,11 +922,15 @@ static void test_efault(void) {
         CHECK(smc_ring_send(&c.a, &wrap, 1, 0, false) == -EFAULT, "send from a wrapping buffer");
         CHECK(smc_ring_send(&c.a, (const struct iovec *) 8, 1, 0, false) == -EFAULT, "send with a bad iovec array");
         CHECK(smc_ring_send(&c.a, &(struct iovec) { NULL, 0 }, 1, 0, false) == 0, "zero-length send from NULL");
+        /* as the kernel's: the fault only where there is data to copy */
+        CHECK(smc_ring_recv(&c.b, &bad[0], 1, 0, true) == -EAGAIN, "nonblocking recv into NULL, no data");
         CHECK(xsend(&c.a, "hello", 5, 0, false) == 5, "send");
         CHECK(smc_ring_recv(&c.b, &bad[0], 1, 0, false) == -EFAULT, "recv into NULL");
         CHECK(smc_ring_recv(&c.b, bad, 2, MSG_PEEK, false) == -EFAULT, "peek into NULL");
         CHECK(xrecv(&c.b, buf, sizeof(buf), 0, false) == 5 && memcmp(buf, "hello", 5) == 0,
               "the data after the EFAULTs");
+        CHECK(smc_ring_close(&c.a) == false, "orderly close");
+        CHECK(smc_ring_recv(&c.b, &bad[0], 1, 0, false) == 0, "recv into NULL after the peer's close: EOF");
         conn_close(&c);
         printf("ok EFAULT for NULL, first-page and wrapping buffers, nothing moved\n");
 }

@@ -10,6 +10,9 @@
 #     the child's output goes to the pipe, the parent's writes to fd 1 to the peer.
 #  3. stdin=conn, stdout=conn: the child (sha256sum) reads the peer's bytes and
 #     answers over the same connection; the parent's stdout stays its own.
+#  4. The parent's fd 1 is the connection and the child's stderr=STDOUT: CPython's
+#     child copies a copy (errwrite = dup(1), then dup2(errwrite, 2)); the child's
+#     stderr reaches the peer.
 # Prints one line; exit status 0 only if every case held.
 import hashlib
 import os
@@ -89,5 +92,16 @@ check("case 3: the peer got %r, the parent's stdout %r" % (answer[:80], out),
       answer.split()[:1] == [hashlib.sha256(data).hexdigest().encode()] and out == b"parent-line\n"
       and expect_eof(c))
 c.close()
-print("vfork-dup: 3 cases as over TCP (child output to the peer, inetd-style parent, "
-      "a child serving a connection)")
+# 4
+c, s = pair()
+saved = os.dup(1)
+os.dup2(s.fileno(), 1)
+subprocess.run(["sh", "-c", "echo to-stdout; echo to-stderr >&2"], stderr=subprocess.STDOUT, check=True)
+os.dup2(saved, 1)
+os.close(saved)
+s.close()
+got = recv_all(c, 4096)
+check("case 4: the peer got %r" % got, got == b"to-stdout\nto-stderr\n")
+c.close()
+print("vfork-dup: 4 cases as over TCP (child output to the peer, inetd-style parent, "
+      "a child serving a connection, a copy of a copy)")
