@@ -375,13 +375,23 @@ if want failover; then
         for _ in $(seq 100); do grep -q listening "$tmp/fsrv.out" && break; sleep 0.1; done
         SMCD_RUNTIME_DIR=$tmp/a SMCR_XFER_MODE=SMCR SMCR_XFER_TOGETHER=1 timeout 600 "$xfer" client "$RXE_B_IP" $port                 16777216,16777216,16777216,16777216 4 >"$tmp/fcli.out" 2>&1 &
         fc=$!
-        sleep 4
+        # the path goes down once all 4 are connected (a fixed delay let a fast run finish
+        # first: then no connection had anything to move)
+        for _ in $(seq 300); do
+                kill -USR1 "$pid_a" 2>/dev/null
+                sleep 0.1
+                [ "$(stat_of a conns_current)" -ge 4 ] && break
+        done
+        sleep 0.5
+        kill -0 $fc 2>/dev/null && fo_alive=1 || fo_alive=0
         ip link set "$RXE_A2_NETDEV" down
         if wait $fc && timeout 120 tail --pid=$fs -f /dev/null && wait $fs; then
                 kill -USR1 "$pid_a" "$pid_b" 2>/dev/null
                 sleep 1
                 fa=$(stat_of a failovers) fb=$(stat_of b failovers)
-                if [ "$fa" -ge 1 ] && [ "$fb" -ge 1 ]; then
+                if [ "$fo_alive" = 0 ]; then
+                        nok "failover: the transfers ended before $RXE_A2_NETDEV went down"
+                elif [ "$fa" -ge 1 ] && [ "$fb" -ge 1 ]; then
                         ok "failover: $(grep -c '^ok client' "$tmp/fcli.out") + $(grep -c '^ok server' "$tmp/fsrv.out") checked 16 MiB transfers intact while $RXE_A2_NETDEV went down (connections moved: A $fa, B $fb), $(since "$t")"
                 else
                         nok "failover: transfers ok but no connection moved (A $fa, B $fb): did they all use link 1?"
