@@ -1472,14 +1472,11 @@ static int rx_terminal(struct smc_ring_ep *ep, bool x_eof) {
         return 1;
 }
 
-/* Sleep while the ring holds only bytes we already peeked: X stays readable then
- * (the doorbell byte of that data), so poll(X) cannot wait for *more* data. Backs off
- * from 10 us to 1 ms. Only MSG_PEEK|MSG_WAITALL gets here. False when the receive
- * must return what it has, as TCP's does: X's SO_RCVTIMEO (the socket's, read at the
- * first call into *@deadline, ns) passed, or a signal handler ran. */
-static bool rx_peek_backoff(struct smc_ring_ep *ep, unsigned *round, uint64_t *deadline) {
-        struct timespec ts = { 0, 10000L << (*round < 7 ? *round : 7) };
-
+/* The end of this receive's wait under X's SO_RCVTIMEO (the socket's, read at the
+ * first call into *@deadline: CLOCK_MONOTONIC ns, UINT64_MAX without a timeout), as
+ * TCP's one timeout for the whole call (sock_rcvtimeo() in tcp_recvmsg). True while
+ * it has not passed. */
+static bool rx_before_deadline(struct smc_ring_ep *ep, uint64_t *deadline) {
         if (*deadline == 0) {
                 struct timeval tv;
                 socklen_t tl = sizeof(tv);
@@ -1488,12 +1485,44 @@ static bool rx_peek_backoff(struct smc_ring_ep *ep, unsigned *round, uint64_t *d
                 if (sys_getsockopt(ep->x, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
                         *deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
         }
-        if (*deadline != UINT64_MAX && now_ns() >= *deadline)
+        return *deadline == UINT64_MAX || now_ns() < *deadline;
+}
+
+/* Sleep while the ring holds only bytes we already peeked: X stays readable then
+ * (the doorbell byte of that data), so poll(X) cannot wait for *more* data. Backs off
+ * from 10 us to 1 ms. Only MSG_PEEK|MSG_WAITALL gets here. False when the receive
+ * must return what it has, as TCP's does: the timeout passed (rx_before_deadline) or
+ * a signal handler ran. */
+static bool rx_peek_backoff(struct smc_ring_ep *ep, unsigned *round, uint64_t *deadline) {
+        struct timespec ts = { 0, 10000L << (*round < 7 ? *round : 7) };
+
+        if (!rx_before_deadline(ep, deadline))
                 return false;
         if (ts.tv_nsec > 1000000L)
                 ts.tv_nsec = 1000000L;
         (*round)++;
         return nanosleep(&ts, NULL) == 0 || errno != EINTR;
+}
+
+/* MSG_WAITALL with bytes copied: wait for more in poll(X), which the kernel never
+ * restarts after a signal handler, so that a handler installed with SA_RESTART
+ * also ends the call with the partial count, as TCP's tcp_recvmsg returns `copied`
+ * once a signal is pending; and so does the timeout. False: return what was copied.
+ * *@x_eof: X was seen at EOF. */
+static bool rx_waitall_wait(struct smc_ring_ep *ep, uint64_t *deadline, bool *x_eof) {
+        struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
+        int ms = -1, n;
+
+        if (!rx_before_deadline(ep, deadline))
+                return false;
+        if (*deadline != UINT64_MAX)
+                ms = (int) ((*deadline - now_ns() + 999999u) / 1000000u); /* rounded up */
+        n = sys_poll(&p, 1, ms);
+        if (n < 0)
+                return false; /* EINTR */
+        if (n > 0 && rx_x_eof(ep))
+                *x_eof = true;
+        return true;
 }
 
 ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
@@ -1502,7 +1531,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         bool x_eof = false, settled = false, spinning = false;
         uint32_t my_cpu = 0;
         unsigned backoff = 0;
-        uint64_t peek_deadline = 0; /* rx_peek_backoff() */
+        uint64_t deadline = 0; /* rx_before_deadline() */
         size_t total, got = 0;
         uint64_t c; /* our read cursor; equals cons unless peeking */
         ssize_t r = 0;
@@ -1594,7 +1623,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         break;
                 }
                 if (peek && got > 0) {
-                        if (!rx_peek_backoff(ep, &backoff, &peek_deadline))
+                        if (!rx_peek_backoff(ep, &backoff, &deadline))
                                 break; /* what was peeked so far */
                         continue;
                 }
@@ -1624,7 +1653,12 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         }
                 }
                 ring_idle();
-                {
+                if (got > 0) {
+                        if (!rx_waitall_wait(ep, &deadline, &x_eof))
+                                break;
+                        if (spinning)
+                                atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
+                } else {
                         /* Sleep in a blocking recv(MSG_PEEK) of the doorbell byte rather
                          * than in poll(): the kernel then restarts it after a signal
                          * handler installed with SA_RESTART and fails it with EINTR
@@ -1645,20 +1679,17 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                 struct pollfd p = { .fd = ep->x, .events = POLLIN | POLLRDHUP };
 
                                 if (ep->x_mode_is_app) {
-                                        if (got == 0)
-                                                r = -EAGAIN;
+                                        r = -EAGAIN;
                                         break;
                                 }
 
                                 if (sys_poll(&p, 1, -1) < 0 && errno != EINTR) {
-                                        if (got == 0)
-                                                r = -errno;
+                                        r = -errno;
                                         break;
                                 }
                         } else if (w < 0) {
                                 /* EINTR (no SA_RESTART), EAGAIN (SO_RCVTIMEO), EBADF ... */
-                                if (got == 0)
-                                        r = -errno;
+                                r = -errno;
                                 break;
                         }
                         if (spinning)

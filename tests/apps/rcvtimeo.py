@@ -6,11 +6,16 @@
 #     accepted. The SMC listener ignored the option and blocked for good.
 #  2. recv(MSG_PEEK|MSG_WAITALL) with fewer bytes there than asked returns them once
 #     the timeout passed (it waited until the peer closed), and leaves them to read.
+#  3. recv(MSG_WAITALL) with fewer bytes there than asked returns them once the timeout
+#     passed, or once a signal handler ran, also one installed with SA_RESTART (the
+#     library restarted its wait and returned only when the peer closed).
 # Prints one line; exit status 0 only if every case held.
 import errno
+import signal
 import socket
 import struct
 import sys
+import threading
 import time
 
 
@@ -59,10 +64,33 @@ got = s.recv(10, socket.MSG_PEEK | socket.MSG_WAITALL)
 took = time.monotonic() - t
 if got != b"12345" or not 0.2 <= took < 10 or s.recv(10) != b"12345":
     fails.append("recv(MSG_PEEK|MSG_WAITALL) of 10 with 5 there: %r after %.2f s" % (got, took))
+c.sendall(b"12345")
+time.sleep(0.05)
+t = time.monotonic()
+got = s.recv(10, socket.MSG_WAITALL)
+took = time.monotonic() - t
+if got != b"12345" or not 0.2 <= took < 10:
+    fails.append("recv(MSG_WAITALL) of 10 with 5 there, SO_RCVTIMEO 0.3 s: %r after %.2f s" % (got, took))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.siginterrupt(signal.SIGALRM, False)  # SA_RESTART
+c.sendall(b"abcde")
+time.sleep(0.05)
+# bounds the test if the call ignores the signal: the peer closes after 8 s
+closer = threading.Timer(8, lambda: c.shutdown(socket.SHUT_WR))
+closer.start()
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+t = time.monotonic()
+got = s.recv(10, socket.MSG_WAITALL)
+took = time.monotonic() - t
+closer.cancel()
+if got != b"abcde" or not 0.2 <= took < 5:
+    fails.append("recv(MSG_WAITALL) of 10 with 5 there, SA_RESTART signal after 0.3 s: %r after %.2f s" % (got, took))
 for x in (c, s, ls):
     x.close()
 if fails:
     print("rcvtimeo: " + "; ".join(fails))
     sys.exit(1)
 print("rcvtimeo: accept EAGAIN after SO_RCVTIMEO (set after and before listen), a connection within it "
-      "accepted; MSG_PEEK|MSG_WAITALL returns the partial data after it")
+      "accepted; MSG_PEEK|MSG_WAITALL and MSG_WAITALL return the partial data after it, MSG_WAITALL also "
+      "after an SA_RESTART signal")
