@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * libFuzzer target: smc_inherit_parse_entry() (libsmcproto/socket.c), one entry of the
+ * libFuzzer target: smc_inherit_parse_entry() and smc_inherit_parse_listener()
+ * (libsmcproto/socket.c), one entry of the
  * SMCRUN_INHERIT environment variable that a new process image under smcrun reads
  * (any program may set it). The input is the entry (no separator, not NUL-terminated,
  * in an exact-size heap block: the parser must respect the length). Accepted entries
  * must be within the documented ranges and survive smc_inherit_format_entry() ->
- * smc_inherit_parse_entry() unchanged.
+ * smc_inherit_parse_entry() unchanged (listener entries likewise).
  */
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct smc_inherit_entry e, f;
+        struct smc_inherit_listener l, m;
         uint8_t *buf;
         char text[256];
         int r, n;
@@ -41,6 +43,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 FUZZ_CHECK(f.x == e.x && f.t == e.t && f.conn_id == e.conn_id && f.rx_id == e.rx_id &&
                            f.rx_size == e.rx_size && f.tx_id == e.tx_id && f.tx_size == e.tx_size &&
                            f.flags == e.flags && f.owed == e.owed && f.unpub == e.unpub);
+        }
+        r = smc_inherit_parse_listener((const char *) buf, size, &l);
+        FUZZ_CHECK(r == 0 || r == -EINVAL);
+        if (r == 0) {
+                FUZZ_CHECK(l.fd >= 0 && l.chan >= -1 && l.chan != l.fd && (l.flags & ~SMC_INHERIT_LF_MASK) == 0);
+                FUZZ_CHECK(l.chan < 0 ? l.listener_id == 0 : l.listener_id != 0);
+                n = smc_inherit_format_listener(&l, text, sizeof(text));
+                FUZZ_CHECK(n > 0 && (size_t) n == strlen(text));
+                FUZZ_CHECK(smc_inherit_parse_listener(text, (size_t) n, &m) == 0);
+                FUZZ_CHECK(m.fd == l.fd && m.chan == l.chan && m.listener_id == l.listener_id && m.flags == l.flags);
         }
         free(buf);
         return 0;

@@ -441,6 +441,16 @@ static void gen_args(void) {
                                          .owed = 65536, .unpub = 16384 };
         n = smc_inherit_format_entry(&e, buf, sizeof(buf));
         seed("inherit", "entry-limits", buf, (size_t) n, NULL, 0);
+        {
+                struct smc_inherit_listener l = { .fd = 3, .chan = 4, .listener_id = 0x2a,
+                                                  .flags = SMC_INHERIT_LF_INET6 | SMC_INHERIT_LF_SMCR };
+
+                n = smc_inherit_format_listener(&l, buf, sizeof(buf));
+                seed("inherit", "listener", buf, (size_t) n, NULL, 0);
+                l.chan = -1;
+                n = smc_inherit_format_listener(&l, buf, sizeof(buf));
+                seed("inherit", "listener-old", buf, (size_t) n, NULL, 0);
+        }
 }
 
 int main(int argc, char **argv) {

@@ -98,9 +98,14 @@ void smc_set_tcp_only(uint32_t reason);
  * TX_SIZE). The new image's libsmcrun.so (its constructor) asks smcd for
  * the buffers (ADOPT, ctl-proto.h) and rebuilds the socket; if that fails X becomes a
  * reset TCP connection (ECONNRESET, then EOF), never a bare socketpair end.
- * An SMC listener's entry is "L:FD:FLAGS": FD is its listening TCP socket, which the
- * old image put in place of its epoll fd; the new image registers it with smcd
- * again. */
+ * An SMC listener's entry is "L:FD:FLAGS:CHAN:ID" (struct smc_inherit_listener): FD
+ * is its listening TCP socket, which the old image put in place of its epoll fd;
+ * CHAN its accept channel (decimal, != FD) and ID its smcd listener id (1..16 hex
+ * digits, not 0). The new image accepts from that same channel, as one more holder of
+ * the listener (as a forked process does: the queue is shared, as TCP's is with the
+ * socket), without registering anything with smcd. "L:FD:FLAGS" (no channel: the old
+ * image had none, or an older library wrote it) has the new image register FD with
+ * smcd again. */
 
 #define SMC_INHERIT_ENV "SMCRUN_INHERIT"
 #define SMC_INHERIT_F_INET6 0x01u    /* the socket is AF_INET6 (else AF_INET) */
@@ -112,6 +117,26 @@ void smc_set_tcp_only(uint32_t reason);
 #define SMC_INHERIT_F_MASK 0x1fu
 #define SMC_INHERIT_OWED_MAX 65536u
 #define SMC_INHERIT_MAX_ENTRIES 4096u
+
+#define SMC_INHERIT_LF_INET6 SMC_INHERIT_F_INET6 /* a listener entry's FLAGS: AF_INET6 */
+#define SMC_INHERIT_LF_SMCR 0x02u                 /* smcd takes SMC-R on it (SMCR per accept) */
+#define SMC_INHERIT_LF_MASK 0x03u
+
+struct smc_inherit_listener {
+        int fd;               /* the listening TCP socket */
+        int chan;             /* its accept channel, or -1 */
+        uint64_t listener_id; /* smcd's id (with chan), else 0 */
+        uint32_t flags;       /* SMC_INHERIT_LF_* */
+};
+
+/* Parse one listener entry, "L:..." (@len bytes at @s) strictly. Returns 0, or
+ * -EINVAL (not a listener entry, wrong field count, a field out of range, CHAN ==
+ * FD, ID 0); @l is then undefined. */
+int smc_inherit_parse_listener(const char *s, size_t len, struct smc_inherit_listener *l);
+
+/* Format @l as an entry into @buf (@size bytes): with CHAN and ID when l->chan >= 0.
+ * Returns the length, or -ENOBUFS. */
+int smc_inherit_format_listener(const struct smc_inherit_listener *l, char *buf, size_t size);
 
 struct smc_inherit_entry {
         int x, t;

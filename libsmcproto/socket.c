@@ -1801,30 +1801,26 @@ static void listen_take_reply(struct smc_sock *s, const union smc_ctl_msg *reply
         s->listen_smcr = reply->hdr.version >= 3 && (reply->listen_reply.flags & SMC_CTL_LISTEN_SMCR);
 }
 
-static int listen_register(struct smc_sock *s, int backlog) {
-        union smc_ctl_msg reply;
-        int r, hidden = -1, ep = -1, chan, fdfl, fl;
+/* Make @s (s->lock held, s->fd its listening TCP socket) an SMC listener that
+ * accepts from @chan: the program's fd number becomes an epoll fd watching T (a
+ * hidden close-on-exec copy of the TCP socket, nonblocking) and @chan, with the fd's
+ * close-on-exec and nonblocking flags. Returns 0 (the caller then fills in the
+ * listener's fields), or a negative errno with nothing changed (@chan not closed). */
+static int listen_install(struct smc_sock *s, int chan) {
+        int r, hidden = -1, ep = -1, fdfl, fl;
         struct epoll_event ev = { .events = EPOLLIN };
         bool cloexec, nonblock;
 
-        chan = listen_request(s, s->fd, backlog, &reply);
-        if (chan < 0)
-                return chan;
-
         fdfl = sys_fcntl(s->fd, F_GETFD, 0);
         fl = sys_fcntl(s->fd, F_GETFL, 0);
-        if (fdfl < 0 || fl < 0) {
-                r = -errno;
-                goto fail;
-        }
+        if (fdfl < 0 || fl < 0)
+                return -errno;
         cloexec = fdfl & FD_CLOEXEC;
         nonblock = fl & O_NONBLOCK;
 
         hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-        if (hidden < 0) {
-                r = -errno;
-                goto fail;
-        }
+        if (hidden < 0)
+                return -errno;
         ep = sys_epoll_create1(EPOLL_CLOEXEC);
         if (ep < 0) {
                 r = -errno;
@@ -1853,10 +1849,6 @@ static int listen_register(struct smc_sock *s, int backlog) {
         (void) set_nonblock(hidden, true);
         s->hidden = hidden;
         s->chan = chan;
-        listen_take_reply(s, &reply);
-        s->listen_pid = getpid();
-        s->listen_backlog = backlog;
-        s->listen_fork_gen = atomic_load(&fork_gen);
         s->listen_euid = geteuid();
         atomic_store(&s->nonblock, nonblock);
         atomic_store(&listener_ever, true);
@@ -1866,10 +1858,27 @@ static int listen_register(struct smc_sock *s, int backlog) {
 fail:
         if (ep >= 0)
                 sys_close(ep);
-        if (hidden >= 0)
-                sys_close(hidden);
-        listen_undo(reply.listen_reply.listener_id, chan);
+        sys_close(hidden);
         return r;
+}
+
+static int listen_register(struct smc_sock *s, int backlog) {
+        union smc_ctl_msg reply;
+        int r, chan;
+
+        chan = listen_request(s, s->fd, backlog, &reply);
+        if (chan < 0)
+                return chan;
+        r = listen_install(s, chan);
+        if (r < 0) {
+                listen_undo(reply.listen_reply.listener_id, chan);
+                return r;
+        }
+        listen_take_reply(s, &reply);
+        s->listen_pid = getpid();
+        s->listen_backlog = backlog;
+        s->listen_fork_gen = atomic_load(&fork_gen);
+        return 0;
 }
 
 SMC_PUBLIC int smc_listen(int fd, int backlog) {
@@ -4256,6 +4265,51 @@ int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_
         return n;
 }
 
+int smc_inherit_parse_listener(const char *s, size_t len, struct smc_inherit_listener *l) {
+        const char *f[5];
+        size_t fl[5], nf = 0, start = 2;
+        uint64_t v[5] = { 0, 0, 0, 0, 0 };
+
+        if (!s || !l || len < 5 || s[0] != 'L' || s[1] != ':')
+                return -EINVAL;
+        for (size_t i = 2; i <= len; i++) {
+                if (i < len && s[i] == '\0')
+                        return -EINVAL;
+                if (i == len || s[i] == ':') {
+                        if (nf == 4)
+                                return -EINVAL;
+                        f[nf] = s + start;
+                        fl[nf++] = i - start;
+                        start = i + 1;
+                }
+        }
+        if (nf != 2 && nf != 4)
+                return -EINVAL;
+        if (!inherit_num(f[0], fl[0], false, FD_MAX - 1, &v[0]) ||
+            !inherit_num(f[1], fl[1], true, SMC_INHERIT_LF_MASK, &v[1]))
+                return -EINVAL;
+        if (nf == 4 && (!inherit_num(f[2], fl[2], false, FD_MAX - 1, &v[2]) ||
+                        !inherit_num(f[3], fl[3], true, UINT64_MAX, &v[3]) || v[2] == v[0] || v[3] == 0))
+                return -EINVAL;
+        *l = (struct smc_inherit_listener) {
+                .fd = (int) v[0],
+                .flags = (uint32_t) v[1],
+                .chan = nf == 4 ? (int) v[2] : -1,
+                .listener_id = v[3],
+        };
+        return 0;
+}
+
+int smc_inherit_format_listener(const struct smc_inherit_listener *l, char *buf, size_t size) {
+        int n = l->chan >= 0 ? snprintf(buf, size, "L:%d:%x:%d:%llx", l->fd, l->flags, l->chan,
+                                        (unsigned long long) l->listener_id)
+                             : snprintf(buf, size, "L:%d:%x", l->fd, l->flags);
+
+        if (n < 0 || (size_t) n >= size)
+                return -ENOBUFS;
+        return n;
+}
+
 /* A TCP socket of @family (AF_INET6 falls back to AF_INET) whose connection was reset
  * by its peer: recv() gives ECONNRESET once, then 0; send() EPIPE; poll()
  * POLLIN|POLLERR|POLLHUP. Made over loopback (a listener, a connect, an accept, an
@@ -4512,27 +4566,43 @@ static bool exec_prepare_one(struct smc_sock *s, int x, bool preloaded, bool may
 
 /* An SMC listener before an exec (s->lock held): its app fd is an epoll fd that no
  * new image could accept on. Its listening TCP socket T takes the fd's place (the
- * epoll fd kept in a hidden close-on-exec copy for a failed exec); a new image that
- * loads libsmcrun.so registers it with smcd again ("L:fd:flags" entry), others accept
- * plain TCP on it. Connections still queued on the accept channel are lost with it
- * (their peers see a reset), as those of a listener that is closed. Returns false on
- * ENOMEM. */
-static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, struct smc_exec_undo **u, char **var,
-                                  size_t *len, size_t *cap) {
-        int fdfl = sys_fcntl(s->fd, F_GETFD, 0), saved;
+ * epoll fd kept in a hidden close-on-exec copy for a failed exec). A new image that
+ * loads libsmcrun.so also gets the accept channel (close-on-exec cleared) and accepts
+ * from it as one more holder of the listener, as a forked process does: connections
+ * queued there stay, and this process, if it goes on (vfork, posix_spawn, a fork's
+ * parent), shares the queue with the new image as TCP shares T's. Other images accept
+ * plain TCP on T. @pid_moved: the caller is a vfork() child (the parent's memory):
+ * the parent holds the listener too from now on. Returns false on ENOMEM. */
+static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_moved, struct smc_exec_undo **u,
+                                  char **var, size_t *len, size_t *cap) {
+        int fdfl = sys_fcntl(s->fd, F_GETFD, 0), saved, n;
+        struct smc_inherit_listener le = {
+                .fd = s->fd,
+                .chan = preloaded ? s->chan : -1,
+                .listener_id = s->listener_id,
+                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
+        };
         struct exec_fd *f;
-        char buf[64];
-        int n;
+        char buf[96];
 
         if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0)
                 return true;
-        n = snprintf(buf, sizeof(buf), "L:%d:%x", s->fd, s->family == AF_INET6 ? SMC_INHERIT_F_INET6 : 0u);
+        if (le.listener_id == 0 || (le.chan >= 0 && set_cloexec(le.chan, false) < 0))
+                le.chan = -1;
+        n = smc_inherit_format_listener(&le, buf, sizeof(buf));
         f = undo_add(u);
-        if (!f)
+        if (!f || n < 0) {
+                if (f)
+                        (*u)->n--;
+                if (le.chan >= 0)
+                        (void) set_cloexec(le.chan, true);
                 return false;
+        }
         if (preloaded && ((*len > 0 && !str_append(var, len, cap, ",", 1)) ||
                           !str_append(var, len, cap, buf, (size_t) n))) {
                 (*u)->n--;
+                if (le.chan >= 0)
+                        (void) set_cloexec(le.chan, true);
                 return false;
         }
         saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
@@ -4540,13 +4610,19 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, struct smc
                 if (saved >= 0)
                         sys_close(saved);
                 (*u)->n--; /* (an entry already written names a TCP listener: harmless) */
+                if (le.chan >= 0)
+                        (void) set_cloexec(le.chan, true);
                 return true;
         }
         (void) set_nonblock(s->fd, atomic_load(&s->nonblock)); /* T's file is shared with the fd now */
-        *f = (struct exec_fd) { .s = s, .listener = true, .x = s->fd, .y = -1, .t = -1, .saved = saved,
+        *f = (struct exec_fd) { .s = s, .listener = true, .x = s->fd, .y = -1, .t = le.chan, .saved = saved,
                                 .x_fdflags = fdfl };
+        if (pid_moved && le.chan >= 0)
+                /* a vfork() child writes its parent's memory: the parent's close must
+                 * only let go of its copies, the new image holds the channel too */
+                s->listen_fork_gen = ~0u;
         smc_debug("exec: listener fd %d: its TCP socket goes to the new image%s", s->fd,
-                  preloaded ? " (registered with smcd again there)" : "");
+                  !preloaded ? "" : le.chan >= 0 ? " with its accept channel" : " (registered with smcd again there)");
         return true;
 }
 
@@ -4578,7 +4654,7 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
                                 ok = exec_prepare_one(s, s->fd, preloaded, may_stub, pid_moved, &u, &var, &len, &cap);
                         else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
-                                ok = exec_prepare_listener(s, preloaded, &u, &var, &len, &cap);
+                                ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
                         exec_unlock(&s->lock, locked);
                 }
         }
@@ -4658,11 +4734,15 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed) {
                 struct exec_fd *f = &u->fds[i];
 
                 if (f->listener) {
-                        /* the epoll fd back in place; T is hidden and nonblocking again */
+                        /* the epoll fd back in place; T is hidden and nonblocking again,
+                         * the accept channel close-on-exec (a spawned process holds a
+                         * copy: prepare marked the listener shared) */
                         (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
                         sys_close(f->saved);
                         if (f->s->hidden >= 0)
                                 (void) set_nonblock(f->s->hidden, true);
+                        if (f->t >= 0)
+                                (void) set_cloexec(f->t, true);
                         continue;
                 }
                 if (failed) {
@@ -5145,37 +5225,87 @@ void smc_fds_received(const struct msghdr *msg) {
         errno = saved;
 }
 
-/* A listener entry "L:FD:FLAGS" (FLAGS: SMC_INHERIT_F_INET6 or 0): FD is the listening
- * TCP socket of an SMC listener of the old image. Make it an SMC listener again (as
- * listen() does: registered with smcd, else a plain TCP listener). The backlog given
- * to smcd is SOMAXCONN (the old one is not known; the kernel keeps its own); options
- * recorded for accepted connections are not carried over. */
+/* The accept channel @chan of an inherited listener entry, if it is one: a unix
+ * socket whose peer is the smcd this process talks to. */
+static bool inherit_chan_ok(int chan) {
+        struct ucred cr;
+        socklen_t cl = sizeof(cr);
+        int v;
+        socklen_t vl = sizeof(v);
+        pid_t daemon;
+
+        if (sys_getsockopt(chan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
+            sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || sock_lookup(chan))
+                return false;
+        daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
+        return daemon > 0 && cr.pid == daemon;
+}
+
+/* A listener entry (smc_inherit_parse_listener()): FD is the listening TCP socket of
+ * an SMC listener of the old image. With its accept channel: accept from it, as a
+ * forked holder of the listener does (smcd is not asked; this image's close only lets
+ * go of its copies). Without, or if the channel is not one of smcd's: make FD an SMC
+ * listener again as listen() does (registered with smcd, else a plain TCP listener;
+ * the backlog given to smcd is SOMAXCONN, the kernel keeps its own). Options recorded
+ * for accepted connections are not carried over. */
 static void exec_inherit_listener(const char *p, size_t len) {
-        uint64_t fd, flags;
-        const char *c1, *c2;
+        struct smc_inherit_listener le;
         struct smc_sock *s;
         int v, fl, r;
         socklen_t l = sizeof(v);
+        bool reg = !env_disable && !adopt_give_up && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed);
+        bool ours;
+        int domain;
 
-        c1 = len > 2 ? memchr(p + 2, ':', len - 2) : NULL;
-        c2 = c1 ? memchr(c1 + 1, ':', (size_t) (p + len - c1 - 1)) : NULL;
-        if (len < 5 || p[1] != ':' || !c1 || c2 || !inherit_num(p + 2, (size_t) (c1 - p - 2), false, FD_MAX - 1, &fd) ||
-            !inherit_num(c1 + 1, (size_t) (p + len - c1 - 1), true, SMC_INHERIT_F_INET6, &flags)) {
+        if (smc_inherit_parse_listener(p, len, &le) < 0) {
                 smc_debug("exec: " SMC_INHERIT_ENV " entry \"%.*s\" is malformed: ignored", (int) (len < 200 ? len : 200), p);
                 return;
         }
-        if (!fd_is_stream((int) fd, AF_INET) || sock_lookup((int) fd) ||
-            sys_getsockopt((int) fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v ||
-            (fl = sys_fcntl((int) fd, F_GETFL, 0)) < 0) {
-                smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged TCP listener: ignored", (int) fd);
+        if (!fd_is_stream(le.fd, AF_INET) || sock_lookup(le.fd) ||
+            sys_getsockopt(le.fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v ||
+            (fl = sys_fcntl(le.fd, F_GETFL, 0)) < 0) {
+                smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged TCP listener: ignored", le.fd);
                 return;
         }
-        r = listener_take((int) fd, (flags & SMC_INHERIT_F_INET6) ? AF_INET6 : AF_INET, fl & O_NONBLOCK,
-                          !env_disable && !adopt_give_up && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed),
-                          &s);
+        domain = (le.flags & SMC_INHERIT_LF_INET6) ? AF_INET6 : AF_INET;
+        ours = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
+        if (ours && !reg) {
+                /* this image takes no SMC (SMC_DISABLE, io_uring): a channel it never
+                 * reads would hold connections until smcd gives up on it */
+                sys_close(le.chan);
+                ours = false;
+        }
+        if (ours) {
+                s = sock_alloc(le.fd, domain, SOCK_LISTEN_TCP, fl & O_NONBLOCK);
+                if (!s || sock_insert(s) < 0) {
+                        if (s)
+                                sock_release(s);
+                        sys_close(le.chan);
+                        return;
+                }
+                pthread_mutex_lock(&s->lock);
+                (void) set_cloexec(le.chan, true);
+                r = listen_install(s, le.chan);
+                if (r == 0) {
+                        s->listener_id = le.listener_id;
+                        s->listen_instance = smc_ctl_client_instance();
+                        s->listen_smcr = (le.flags & SMC_INHERIT_LF_SMCR) != 0;
+                        s->listen_pid = getpid();
+                        s->listen_backlog = SOMAXCONN;
+                        /* one holder among others: a close only lets go of the copies */
+                        s->listen_fork_gen = ~0u;
+                } else
+                        sys_close(le.chan); /* a plain TCP listener */
+                pthread_mutex_unlock(&s->lock);
+                smc_debug("exec: listener fd %d: %s%s", le.fd,
+                          r == 0 ? "accepts from its inherited channel" : "plain TCP listener: ",
+                          r == 0 ? "" : strerror(-r));
+                return;
+        }
+        r = listener_take(le.fd, domain, fl & O_NONBLOCK, reg, &s);
         if (!s)
                 return;
-        smc_debug("exec: listener fd %d: %s%s", (int) fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",
+        smc_debug("exec: listener fd %d: %s%s", le.fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",
                   r < 0 ? strerror(-r) : "");
 }
 

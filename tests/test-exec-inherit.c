@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit: the SMCRUN_INHERIT entry parser and formatter (socket-internal.h), and the
+/* Unit: the SMCRUN_INHERIT entry parsers and formatters (socket-internal.h), and the
  * ADOPT / ADOPT_REPLY codec (ctl-proto.h) that an exec'd image uses. */
 
 #include <errno.h>
@@ -87,6 +87,44 @@ static void test_parse_bad(void) {
         CHECK(smc_inherit_parse_entry(NULL, 0, &e) == -EINVAL, "NULL");
 }
 
+static int parse_l(const char *s, struct smc_inherit_listener *l) {
+        return smc_inherit_parse_listener(s, strlen(s), l);
+}
+
+/* listener entries: "L:FD:FLAGS" (register again) and "L:FD:FLAGS:CHAN:ID" (join) */
+static void test_listener(void) {
+        static const char *const bad[] = {
+                "L", "L:", "L:3", "L:3:", "L::0", "L:3:4", "L:3:0:", "L:3:0:5", "L:3:0:5:", "L:3:0::1",
+                "L:3:0:5:0", "L:3:0:3:1", "L:3:0:5:1:", "L:3:0:5:1:2", "L:-1:0", "L:3:-1", "L:3:0:-1:1",
+                "L:1048576:0", "L:3:0:1048576:1", "L:3:0:5:10000000000000000", "L:3:0:5:g", "L:3:x",
+                "L:+3:0", "L: 3:0", "L:3:0:5:1,", "l:3:0", "X:3:0", "7:-1:1:2:65536:3:65536:0:0:0",
+        };
+        struct smc_inherit_listener l, m;
+        char buf[96];
+        int n;
+
+        CHECK(parse_l("L:3:0", &l) == 0 && l.fd == 3 && l.flags == 0 && l.chan == -1 && l.listener_id == 0,
+              "old form");
+        CHECK(parse_l("L:12:3:7:ffffffffffffffff", &l) == 0 && l.fd == 12 &&
+                      l.flags == (SMC_INHERIT_LF_INET6 | SMC_INHERIT_LF_SMCR) && l.chan == 7 &&
+                      l.listener_id == UINT64_MAX,
+              "with channel and id");
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                CHECK(parse_l(bad[i], &l) == -EINVAL, "accepted \"%s\"", bad[i]);
+        CHECK(smc_inherit_parse_listener("L:3:0:5:1", 5, &l) == 0 && l.chan == -1, "length bound");
+        CHECK(smc_inherit_parse_listener("L:3:0\0:5:1", 9, &l) == -EINVAL, "embedded NUL");
+        CHECK(smc_inherit_parse_listener(NULL, 0, &l) == -EINVAL, "NULL");
+        l = (struct smc_inherit_listener) { .fd = 1023, .chan = 0, .listener_id = 0x1234, .flags = SMC_INHERIT_LF_SMCR };
+        n = smc_inherit_format_listener(&l, buf, sizeof(buf));
+        CHECK(n > 0 && (size_t) n == strlen(buf) && parse_l(buf, &m) == 0 && m.fd == l.fd && m.chan == l.chan &&
+                      m.listener_id == l.listener_id && m.flags == l.flags,
+              "round trip of %s", buf);
+        l.chan = -1;
+        n = smc_inherit_format_listener(&l, buf, sizeof(buf));
+        CHECK(n > 0 && !strcmp(buf, "L:1023:2"), "without a channel: %s", buf);
+        CHECK(smc_inherit_format_listener(&l, buf, 5) == -ENOBUFS, "too small a buffer");
+}
+
 static void test_adopt_codec(void) {
         union smc_ctl_msg m;
 
@@ -136,6 +174,7 @@ static void test_adopt_codec(void) {
 int main(void) {
         test_parse_good();
         test_parse_bad();
+        test_listener();
         test_adopt_codec();
         printf("%d of %d checks failed\n", failures, checks);
         return failures ? 1 : 0;

@@ -7,6 +7,7 @@
 # dup2()ed between vfork and exec by CPython's subprocess (vfork-dup.py), accept(2)
 # with SO_RCVTIMEO and recv(MSG_PEEK|MSG_WAITALL) on partial data with it (rcvtimeo.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
+# a listener inherited across exec shares its queue with the old holders (listener-exec.py),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
@@ -52,7 +53,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# An SMC listener that survives execve() (not close-on-exec), under smcrun as over TCP:
+# the new image and any process still holding the listener share one queue.
+#  1. The listening process execs itself with a connection queued and not accepted:
+#     the new image accepts it (SMC-D) and echoes what the client sent before the exec.
+#     Before, the new image registered the listener with smcd again and the queued
+#     connection was lost (its client got a reset).
+#  2. A forked child execs an unrelated program (sleep) that inherits the listener and
+#     never accepts: the parent goes on accepting every new connection at once, over
+#     SMC-D. Before, the new image's registration took the new connections from the
+#     parent: its accept waited until smcd gave up on the child's queue (3 s), then got
+#     TCP, and connections queued in the child were reset when it exited.
+#  3. The same with subprocess (CPython vforks, then execs), and after that child has
+#     exited the parent still accepts over SMC-D.
+# Prints one line; exit status 0 only if every case held.
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+
+SOL_SMC, SMC_PROTO_MODE, MODE_SMCD = 286, 0x5301, 1
+ME = os.path.abspath(__file__)
+
+
+def mode(s):
+    """SMC_PROTO_MODE (smcrun's option), -1 where it is unknown (plain TCP)"""
+    try:
+        return s.getsockopt(SOL_SMC, SMC_PROTO_MODE)
+    except OSError:
+        return -1
+
+
+def echo_one(s):
+    b = s.recv(100)
+    s.sendall(b)
+    s.close()
+
+
+def after_exec(fd):
+    """case 1, the new image: accept the connection queued before the exec"""
+    ls = socket.socket(fileno=fd)
+    r, _, _ = select.select([ls], [], [], 10)
+    if not r:
+        print("new image: no connection to accept within 10 s", file=sys.stderr)
+        return 3
+    s, _ = ls.accept()
+    if mode(s) != MODE_SMCD:
+        print("new image: accepted mode %d, not SMC-D" % mode(s), file=sys.stderr)
+        return 4
+    echo_one(s)
+    ls.close()
+    return 0
+
+
+def case_exec():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    port = ls.getsockname()[1]
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"queued-before-exec")
+    time.sleep(0.1)  # the connection is in the listener's queue
+    pid = os.fork()
+    if pid == 0:  # the listening process: exec with the listener inherited
+        c.close()
+        ls.set_inheritable(True)
+        os.execv(sys.executable, [sys.executable, ME, "after-exec", str(ls.fileno())])
+    ls.close()
+    c.settimeout(15)
+    try:
+        got = c.recv(100)
+    except OSError as e:
+        got = repr(e)
+    _, st = os.waitpid(pid, 0)
+    c.close()
+    if got != b"queued-before-exec" or os.waitstatus_to_exitcode(st) != 0:
+        return ["exec with a queued connection: the client read %r, the new image exited %d" %
+                (got, os.waitstatus_to_exitcode(st))]
+    return []
+
+
+def serve_rounds(ls, what, n=4):
+    """the parent accepts n connections, each within 1 s and over SMC-D"""
+    fails = []
+    port = ls.getsockname()[1]
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", port))
+        c.sendall(b"x%d" % i)
+        t = time.monotonic()
+        r, _, _ = select.select([ls], [], [], 5)
+        if not r:
+            fails.append("%s: connection %d not accepted within 5 s" % (what, i))
+            c.close()
+            continue
+        s, _ = ls.accept()
+        took = time.monotonic() - t
+        m = mode(s)
+        echo_one(s)
+        c.settimeout(5)
+        got = c.recv(100)
+        c.close()
+        if m != MODE_SMCD or took > 1 or got != b"x%d" % i:
+            fails.append("%s: connection %d mode %d after %.2f s, echo %r" % (what, i, m, took, got))
+    return fails
+
+
+def case_fork_exec():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    ls.set_inheritable(True)
+    pid = os.fork()
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "4"])
+    time.sleep(0.5)  # the child's new image is up
+    fails = serve_rounds(ls, "fork + exec of sleep")
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    ls.close()
+    return fails
+
+
+def case_subprocess():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    ls.set_inheritable(True)
+    p = subprocess.Popen(["sleep", "2"], close_fds=False)
+    time.sleep(0.5)
+    fails = serve_rounds(ls, "subprocess (vfork) of sleep")
+    p.wait()
+    fails += serve_rounds(ls, "after the subprocess exited", 2)
+    ls.close()
+    return fails
+
+
+if len(sys.argv) == 3 and sys.argv[1] == "after-exec":
+    sys.exit(after_exec(int(sys.argv[2])))
+fails = case_exec() + case_fork_exec() + case_subprocess()
+if fails:
+    print("listener-exec: " + "; ".join(fails))
+    sys.exit(1)
+print("listener-exec: a queued connection survives the listener's exec; a child that execs sleep with the "
+      "listener inherited takes nothing from the parent (fork and vfork), over SMC-D")
