@@ -175,8 +175,18 @@ static size_t iov_total(const struct iovec *iov, int cnt) {
  * small offsets from it: no mapping can be there), or a buffer that wraps around the
  * address space. Anything else bad still faults in the copy. */
 #define USER_ADDR_MIN 4096u
+
+/* The iovec array itself (the kernel copies it at once, before looking at the
+ * socket): -EINVAL for a negative count, -EFAULT for an array in the first page, else
+ * 0. */
+static int iov_array_check(const struct iovec *iov, int cnt) {
+        if (cnt < 0)
+                return -EINVAL;
+        return cnt > 0 && (uintptr_t) iov < USER_ADDR_MIN ? -EFAULT : 0;
+}
+
 static bool iov_bad(const struct iovec *iov, int cnt) {
-        if (cnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
+        if (iov_array_check(iov, cnt) < 0)
                 return true;
         for (int i = 0; i < cnt; i++)
                 if (iov[i].iov_len > 0 && ((uintptr_t) iov[i].iov_base < USER_ADDR_MIN ||
@@ -1236,11 +1246,12 @@ out:
 
 ssize_t smc_ring_send(struct smc_ring_ep *ep, const struct iovec *iov, int iovcnt, int flags, bool nonblock) {
         struct tx_src src = { .it = { iov, iovcnt, 0 }, .file_fd = -1 };
+        int r;
 
-        if (!ep || iovcnt < 0)
+        if (!ep)
                 return -EINVAL;
-        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
-                return -EFAULT; /* the iovec array: the kernel copies it at once */
+        if ((r = iov_array_check(iov, iovcnt)) < 0)
+                return r;
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, NULL);
 }
 
@@ -1248,11 +1259,12 @@ ssize_t smc_ring_send_timeo(struct smc_ring_ep *ep, const struct iovec *iov, int
                             int timeo_fd) {
         struct tx_deadline dl = { .fd = timeo_fd };
         struct tx_src src = { .it = { iov, iovcnt, 0 }, .file_fd = -1 };
+        int r;
 
-        if (!ep || iovcnt < 0)
+        if (!ep)
                 return -EINVAL;
-        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
-                return -EFAULT; /* the iovec array: the kernel copies it at once */
+        if ((r = iov_array_check(iov, iovcnt)) < 0)
+                return r;
         return tx_send(ep, &src, iov_total(iov, iovcnt), flags, nonblock, &dl);
 }
 
@@ -1536,10 +1548,10 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
         uint64_t c; /* our read cursor; equals cons unless peeking */
         ssize_t r = 0;
 
-        if (!ep || iovcnt < 0)
+        if (!ep)
                 return -EINVAL;
-        if (iovcnt > 0 && (uintptr_t) iov < USER_ADDR_MIN)
-                return -EFAULT; /* the iovec array: the kernel copies it at once */
+        if ((r = iov_array_check(iov, iovcnt)) < 0)
+                return r;
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
         total = iov_total(iov, iovcnt);

@@ -1506,11 +1506,23 @@ static const struct vfork_fd *vfork_fd_find(pid_t pid, int fd) {
         return NULL;
 }
 
-bool smc_fd_vfork_noted(int fd) {
-        for (unsigned i = 0; i < vfork_fds_n; i++)
-                if (vfork_fds[i].fd == fd)
-                        return true;
+/* Are we a vfork() child (the notes are then its own, or a later first note drops an
+ * earlier child's)? In the parent, notes left by a child that has exec'd or exited
+ * since are dropped here, at the first look: each would cost a getpid() per call. */
+static bool vfork_child_noting(void) {
+        if (in_vfork_child())
+                return true;
+        vfork_fds_n = 0;
         return false;
+}
+
+bool smc_fd_vfork_noted(int fd) {
+        pid_t pid;
+
+        if (!vfork_fds_n || !vfork_child_noting())
+                return false;
+        pid = getpid();
+        return vfork_fd_find(pid, fd) != NULL;
 }
 
 void smc_fd_forget(int fd) {
@@ -1522,7 +1534,7 @@ void smc_fd_forget(int fd) {
         /* in a vfork() child the state is the parent's, whose socket that number
          * still is (CPython's subprocess dup2()s a pipe onto a connection on fd 1):
          * noted for the child's exec only */
-        if (in_vfork_child()) {
+        if (vfork_child_noting()) {
                 vfork_fd_note(fd, -1);
                 return;
         }
@@ -1544,7 +1556,7 @@ void smc_fd_dup(int oldfd, int newfd) {
 
         if ((!s && !vfork_fds_n) || newfd < 0 || newfd == oldfd)
                 return;
-        if (in_vfork_child()) {
+        if (vfork_child_noting()) {
                 /* not in the parent's table; a copy of a copy the child made is a copy
                  * of the same socket (CPython: errwrite = dup(1), then dup2(errwrite,
                  * 2)), and a copy of a number it closed or replaced is none */
