@@ -236,18 +236,29 @@ if [ -n "${LD_PRELOAD:-}" ] || [ "$(id -u)" != 0 ] || [ ! -x "$sshd_bin" ] || ! 
         echo "ok - sshd: skipped: ${LD_PRELOAD:+a sanitizer runtime is preloaded}$([ "$(id -u)" != 0 ] && echo " not root")$([ -x "$sshd_bin" ] || echo " no sshd")"
 else
         sd=$(mktemp -d /tmp/smcd-test-sshd.XXXXXX)
-        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         ssh-keygen -q -t ed25519 -N "" -f "$sd/host" && ssh-keygen -q -t ed25519 -N "" -f "$sd/user" &&
                 cp "$sd/user.pub" "$sd/authorized_keys"
-        printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $sd/host" "AuthorizedKeysFile $sd/authorized_keys" \
-                "StrictModes no" "UsePAM no" "PermitRootLogin yes" "PidFile $sd/sshd.pid" >"$sd/sshd_config"
         mkdir -p /run/sshd
         head -c 10000003 /dev/urandom >"$sd/data"
         want=$(sha256sum <"$sd/data" | cut -d' ' -f1)
         before=$(smcd_stat conns_client)
-        sh "$smcrun" "$sshd_bin" -f "$sd/sshd_config" -D -e >"$sd/sshd.log" 2>&1 &
-        sshd_pid=$!
-        for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break; sleep 0.1; done
+        # a free port can be taken by another test between the pick and sshd's bind:
+        # then sshd exits at once, and another port is tried
+        for _ in 1 2 3; do
+                port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+                printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $sd/host" \
+                        "AuthorizedKeysFile $sd/authorized_keys" "StrictModes no" "UsePAM no" "PermitRootLogin yes" \
+                        "PidFile $sd/sshd.pid" >"$sd/sshd_config"
+                sh "$smcrun" "$sshd_bin" -f "$sd/sshd_config" -D -e >"$sd/sshd.log" 2>&1 &
+                sshd_pid=$!
+                for _ in $(seq 50); do
+                        python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null &&
+                                break
+                        kill -0 "$sshd_pid" 2>/dev/null || break
+                        sleep 0.1
+                done
+                kill -0 "$sshd_pid" 2>/dev/null && break
+        done
         got=$(timeout 60 sh "$smcrun" ssh -i "$sd/user" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
                 -o BatchMode=yes -p "$port" root@127.0.0.1 "sha256sum | cut -d' ' -f1" <"$sd/data" 2>"$sd/ssh.err")
         after=$(smcd_stat conns_client)
