@@ -75,6 +75,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <alloca.h>
+#include <limits.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -1760,7 +1762,7 @@ static bool exec_loads_us(int dirfd, const char *path, bool search, char *const 
 
 static int do_execve(const char *path, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, false, envp), true, false, &u);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, false, envp), true, false, NULL, &u);
         __typeof__(execve) *f = real_execve();
         int r = f ? f(path, argv, env) : (int) smc_syscall(SYS_execve, path, argv, env);
 
@@ -1770,7 +1772,7 @@ static int do_execve(const char *path, char *const argv[], char *const envp[]) {
 
 static int do_execvpe(const char *file, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, file, true, envp), true, false, &u);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, file, true, envp), true, false, NULL, &u);
         __typeof__(execvpe) *f = real_execvpe();
         int r;
 
@@ -1802,7 +1804,7 @@ _public_ int execvp(const char *file, char *const argv[]) {
 
 _public_ int fexecve(int fd, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, env_preloads_us(envp) && fd_elf_dynamic(fd), true, false, &u);
+        char **env = smc_exec_prepare(envp, env_preloads_us(envp) && fd_elf_dynamic(fd), true, false, NULL, &u);
         __typeof__(fexecve) *f = real_fexecve();
         int r = f ? f(fd, argv, env) : (int) smc_syscall(SYS_execveat, fd, "", argv, env, AT_EMPTY_PATH);
 
@@ -1821,7 +1823,7 @@ _public_ int execveat(int dirfd, const char *path, char *const argv[], char *con
                                       (flags & AT_EMPTY_PATH) && !*path
                                               ? env_preloads_us(envp) && fd_elf_dynamic(dirfd)
                                               : exec_loads_us(dirfd, path, false, envp),
-                                      true, false, &u);
+                                      true, false, NULL, &u);
         __typeof__(execveat) *f = (__typeof__(execveat) *) resolve(&real_execveat_slot, "execveat");
         int r = f ? f(dirfd, path, argv, env, flags) : (int) smc_syscall(SYS_execveat, dirfd, path, argv, env, flags);
 
@@ -1876,14 +1878,214 @@ _public_ int execle(const char *path, const char *arg, ...) {
         return do_execve(path, argv, envp);
 }
 
+/* posix_spawn's file actions. glibc runs them in the child through internal calls no
+ * preload sees, so a dup2 of an SMC connection onto the child's stdout (CPython's
+ * subprocess with close_fds=False) made a bare socketpair end there, whose bytes are
+ * doorbells: the child's output was lost. The actions are recorded here as the program
+ * adds them (per file actions object, in order: dup2, close, open, closefrom), and
+ * do_spawn() works out which child descriptors are copies of which SMC connections
+ * (struct smc_spawn_fds). Objects beyond SPAWN_FA_MAX live ones, or with more than
+ * SPAWN_ACTS_MAX actions, are not followed (as before: documented). */
+#define SPAWN_FA_MAX 64
+#define SPAWN_ACTS_MAX 256
+enum { FA_DUP2, FA_CLOSE, FA_OPEN, FA_CLOSEFROM };
+struct spawn_act {
+        int op, fd, newfd;
+};
+struct spawn_fa {
+        const void *fa; /* the program's posix_spawn_file_actions_t; NULL: free slot */
+        struct spawn_act *acts;
+        unsigned n, cap;
+        bool overflow;
+};
+static struct spawn_fa spawn_fas[SPAWN_FA_MAX];
+static pthread_mutex_t spawn_fa_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The record of @fa (lock held); @create: make one (NULL if all slots are taken). */
+static struct spawn_fa *spawn_fa_get(const void *fa, bool create) {
+        struct spawn_fa *freeslot = NULL;
+
+        for (unsigned i = 0; i < SPAWN_FA_MAX; i++) {
+                if (spawn_fas[i].fa == fa)
+                        return &spawn_fas[i];
+                if (!spawn_fas[i].fa && !freeslot)
+                        freeslot = &spawn_fas[i];
+        }
+        if (create && freeslot)
+                *freeslot = (struct spawn_fa) { .fa = fa };
+        return create ? freeslot : NULL;
+}
+
+static void spawn_fa_drop(const void *fa) {
+        struct spawn_fa *r;
+
+        pthread_mutex_lock(&spawn_fa_lock);
+        r = spawn_fa_get(fa, false);
+        if (r) {
+                free(r->acts);
+                *r = (struct spawn_fa) { 0 };
+        }
+        pthread_mutex_unlock(&spawn_fa_lock);
+}
+
+static void spawn_fa_add(const void *fa, int op, int fd, int newfd) {
+        struct spawn_fa *r;
+
+        pthread_mutex_lock(&spawn_fa_lock);
+        r = spawn_fa_get(fa, true);
+        if (r && !r->overflow) {
+                if (r->n == r->cap) {
+                        unsigned cap = r->cap ? r->cap * 2 : 8;
+                        struct spawn_act *a = cap <= SPAWN_ACTS_MAX ? realloc(r->acts, cap * sizeof(*a)) : NULL;
+
+                        if (!a)
+                                r->overflow = true;
+                        else {
+                                r->acts = a;
+                                r->cap = cap;
+                        }
+                }
+                if (!r->overflow)
+                        r->acts[r->n++] = (struct spawn_act) { .op = op, .fd = fd, .newfd = newfd };
+        }
+        pthread_mutex_unlock(&spawn_fa_lock);
+}
+
+DEFINE_REAL(posix_spawn_file_actions_init)
+DEFINE_REAL(posix_spawn_file_actions_destroy)
+DEFINE_REAL(posix_spawn_file_actions_adddup2)
+DEFINE_REAL(posix_spawn_file_actions_addclose)
+DEFINE_REAL(posix_spawn_file_actions_addopen)
+
+_public_ int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa) {
+        __typeof__(posix_spawn_file_actions_init) *f = real_posix_spawn_file_actions_init();
+        int r = f ? f(fa) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_drop(fa); /* a record left by an object that lived here before */
+        return r;
+}
+
+_public_ int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa) {
+        __typeof__(posix_spawn_file_actions_destroy) *f = real_posix_spawn_file_actions_destroy();
+
+        spawn_fa_drop(fa);
+        return f ? f(fa) : ENOSYS;
+}
+
+_public_ int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd) {
+        __typeof__(posix_spawn_file_actions_adddup2) *f = real_posix_spawn_file_actions_adddup2();
+        int r = f ? f(fa, fd, newfd) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_DUP2, fd, newfd);
+        return r;
+}
+
+_public_ int posix_spawn_file_actions_addclose(posix_spawn_file_actions_t *fa, int fd) {
+        __typeof__(posix_spawn_file_actions_addclose) *f = real_posix_spawn_file_actions_addclose();
+        int r = f ? f(fa, fd) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_CLOSE, fd, -1);
+        return r;
+}
+
+_public_ int posix_spawn_file_actions_addopen(posix_spawn_file_actions_t *fa, int fd, const char *path, int oflag,
+                                              mode_t mode) {
+        __typeof__(posix_spawn_file_actions_addopen) *f = real_posix_spawn_file_actions_addopen();
+        int r = f ? f(fa, fd, path, oflag, mode) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_OPEN, fd, -1);
+        return r;
+}
+
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int from);
+static _Atomic(void *) real_addclosefrom_slot;
+
+_public_ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int from) {
+        __typeof__(posix_spawn_file_actions_addclosefrom_np) *f =
+                (__typeof__(posix_spawn_file_actions_addclosefrom_np) *) resolve(&real_addclosefrom_slot,
+                                                                               "posix_spawn_file_actions_addclosefrom_np");
+        int r = f ? f(fa, from) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_CLOSEFROM, from, -1);
+        return r;
+}
+
+/* Play @fa's recorded actions against this process's descriptors: which child
+ * descriptors end up copies of which of ours (only SMC connections matter, others are
+ * -1), into @out (@max entries). False: not followed (no record while SMC sockets
+ * exist is fine: nothing touched; an overflowed record or too many entries). */
+static bool spawn_child_fds(const posix_spawn_file_actions_t *fa, struct smc_child_fd *out, size_t max,
+                            struct smc_spawn_fds *child) {
+        struct spawn_fa *r;
+        bool ok = true;
+
+        *child = (struct smc_spawn_fds) { .fds = out, .n = 0, .closed_from = INT_MAX };
+        if (!fa)
+                return true;
+        pthread_mutex_lock(&spawn_fa_lock);
+        r = spawn_fa_get(fa, false);
+        if (r && r->overflow)
+                ok = false;
+        for (unsigned i = 0; r && ok && i < r->n; i++) {
+                const struct spawn_act *a = &r->acts[i];
+                int target = a->op == FA_DUP2 ? a->newfd : a->fd, src = -1;
+                size_t k;
+
+                if (a->op == FA_CLOSEFROM) {
+                        /* numbers >= fd are closed from here on, copies made there too */
+                        size_t m = 0;
+
+                        for (k = 0; k < child->n; k++)
+                                if (out[k].fd < a->fd)
+                                        out[m++] = out[k];
+                        child->n = m;
+                        if (a->fd < child->closed_from)
+                                child->closed_from = a->fd;
+                        continue;
+                }
+                if (a->op == FA_DUP2) {
+                        /* what a->fd is in the child at this point */
+                        for (k = 0; k < child->n && out[k].fd != a->fd; k++)
+                                ;
+                        if (k < child->n)
+                                src = out[k].src;
+                        else if (a->fd < child->closed_from && managed(a->fd))
+                                src = a->fd;
+                }
+                for (k = 0; k < child->n && out[k].fd != target; k++)
+                        ;
+                if (k == child->n) {
+                        if (k == max) {
+                                ok = false;
+                                break;
+                        }
+                        child->n++;
+                }
+                out[k] = (struct smc_child_fd) { .fd = target, .src = src };
+        }
+        pthread_mutex_unlock(&spawn_fa_lock);
+        return ok;
+}
+
 /* posix_spawn: the parent keeps running with its sockets, so they are marked shared
- * with the new process after it started. No stub can take X's place in the parent;
- * file actions that close or move an SMC descriptor are not followed (the entry names
- * the parent's number: a moved copy is a bare descriptor in the child). */
+ * with the new process after it started. No stub can take X's place in the parent.
+ * File actions are followed (spawn_child_fds()): a copy of an SMC-D connection made by
+ * one is handed to the new program under the child's number; a closed or replaced
+ * number is not described. An SMC listener is not handed on (the new program gets
+ * its epoll descriptor). */
 static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                     const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
-        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true, &u);
+        struct smc_child_fd cf[SPAWN_ACTS_MAX];
+        struct smc_spawn_fds child;
+        bool followed = spawn_child_fds(fa, cf, SPAWN_ACTS_MAX, &child);
+        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true,
+                                      followed ? &child : NULL, &u);
         __typeof__(posix_spawn) *f = path_search ? real_posix_spawnp() : real_posix_spawn();
         int r = f ? f(pid, path, fa, attr, argv, env) : ENOSYS;
 
@@ -1922,7 +2124,7 @@ _public_ int system(const char *cmd) {
         }
         if (!cmd)
                 return f(cmd);
-        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, &u);
+        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, NULL, &u);
         environ = env;
         r = f(cmd);
         environ = saved;
@@ -1940,7 +2142,7 @@ _public_ FILE *popen(const char *cmd, const char *mode) {
                 errno = ENOSYS;
                 return NULL;
         }
-        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, &u);
+        env = smc_exec_prepare(environ, exec_loads_us(AT_FDCWD, "/bin/sh", false, environ), false, true, NULL, &u);
         environ = env;
         r = f(cmd, mode);
         environ = saved;

@@ -154,18 +154,34 @@ int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_
 
 struct smc_exec_undo;
 
+/* What posix_spawn's file actions do to descriptors in the new process (preload.c
+ * records them; POSIX, posix_spawn_file_actions_adddup2(3)): for each child
+ * descriptor they touched, the parent's descriptor it is a copy of (dup2; -1: closed,
+ * opened over, or a copy of nothing the parent has), and the lowest number a closefrom
+ * action closed (INT_MAX: none). The child's copies are not close-on-exec. */
+struct smc_child_fd {
+        int fd, src;
+};
+struct smc_spawn_fds {
+        const struct smc_child_fd *fds;
+        size_t n;
+        int closed_from;
+};
+
 /* Before an exec: publish what corked sends left on every SMC-D socket; for each
  * whose X is not close-on-exec: if @preloaded (the new environment loads
  * libsmcrun.so), clear close-on-exec on its T and describe it in
  * SMCRUN_INHERIT; else, or for SMC-R, and if @may_stub, put a reset TCP socket in
  * X's place (the new image could only read doorbell bytes from X), keeping X in a
  * hidden close-on-exec copy. @spawn: the caller keeps running (posix_spawn), so the
- * sockets are marked as shared by the new process. Returns the environment to exec
+ * sockets are marked as shared by the new process; @child (NULL: none): its file
+ * actions, whose copies of SMC-D connections are described under the child's numbers
+ * and whose closed or replaced numbers are left out. Returns the environment to exec
  * with: @envp itself when there is nothing to add, else a copy without any inherited
  * SMCRUN_INHERIT and with the new one (owned by *@ret_undo). Never fails: on ENOMEM
  * the sockets are left as they are and @envp is returned. */
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
-                        struct smc_exec_undo **ret_undo);
+                        const struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo);
 
 /* After the exec or spawn: @failed: the exec did not happen, restore close-on-exec on
  * T and X in place of its stub; else (a spawn that started the new process)

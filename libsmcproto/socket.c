@@ -69,6 +69,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2205,6 +2206,23 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
 
 #define ACCEPT_STREAK 16u /* accepts in a row from one queue, then the other first */
 
+/* The listener's TCP socket T is kept nonblocking for this library, but its open file
+ * is shared with every copy: a new image that got T in the listener's place (exec
+ * after fork: exec_prepare_listener()) has it follow the program's blocking mode, as a
+ * plain TCP listener there must. So for a blocking listener that may be shared, T is
+ * polled first: true if it has no connection (accept4 could block while SMC
+ * connections wait on the channel). Another holder may still take a connection between
+ * the poll and the accept, which then waits for the next TCP one (as two blocking TCP
+ * acceptors racing). */
+static bool accept_tcp_may_block(struct smc_sock *s) {
+        struct pollfd p = { .fd = s->hidden, .events = POLLIN };
+
+        if (atomic_load_explicit(&s->nonblock, memory_order_relaxed) ||
+            s->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+                return false;
+        return sys_poll(&p, 1, 0) == 0;
+}
+
 SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
         struct smc_sock *s = sock_lookup(fd);
         int st;
@@ -2247,9 +2265,11 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                 for (unsigned i = 0; i < 2; i++) {
                         unsigned q = (turn + i) & 1;
 
-                        if (q)
+                        if (q) {
+                                if (accept_tcp_may_block(s))
+                                        continue; /* nothing there: it would block */
                                 r = accept_tcp(s, s->hidden, addr, len, flags, true);
-                        else {
+                        } else {
                                 do
                                         r = accept_chan(s, addr, len, flags);
                                 while (r == -EPROTO);
@@ -4459,13 +4479,15 @@ static struct exec_fd *undo_add(struct smc_exec_undo **u) {
 }
 
 /* One SMC socket before an exec (s->lock held). Returns false on ENOMEM. */
-static bool exec_prepare_one(struct smc_sock *s, int x, bool preloaded, bool may_stub, bool pid_moved,
+static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preloaded, bool may_stub, bool pid_moved,
                              struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
         struct smc_ring_ep *ep = &s->ep;
         int fdfl, y;
         struct exec_fd *f;
 
-        fdfl = sys_fcntl(x, F_GETFD, 0);
+        /* @x_fdfl: X's descriptor flags when @x is a number in another process (a
+         * spawn's file action made it), else -1: ask */
+        fdfl = x_fdfl >= 0 ? x_fdfl : sys_fcntl(x, F_GETFD, 0);
         y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
         /* Data a cork held back is the app's. It goes out now if the peer can be rung
          * (as at close), or the new image publishes it (it is in the peer's ring
@@ -4638,8 +4660,20 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
         return true;
 }
 
+/* Did the spawn's file actions close, replace or copy over @fd in the child? */
+static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
+        if (!child)
+                return false;
+        if (fd >= child->closed_from)
+                return true;
+        for (size_t i = 0; i < child->n; i++)
+                if (child->fds[i].fd == fd)
+                        return true;
+        return false;
+}
+
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
-                        struct smc_exec_undo **ret_undo) {
+                        const struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo) {
         static const char prefix[] = SMC_INHERIT_ENV "=";
         struct smc_exec_undo *u = NULL;
         char *var = NULL;
@@ -4659,12 +4693,13 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         if (!s || (sock_state(s) != SOCK_SMCD && (sock_state(s) != SOCK_LISTEN_SMC || !may_stub)))
                                 continue;
                         /* a vfork() child closed, replaced or copied over that number */
-                        if (vfork_fds_n && vfork_fd_find(getpid(), s->fd))
+                        if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || spawn_touched(child, s->fd))
                                 continue;
                         bool locked = exec_lock(&s->lock);
 
                         if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
-                                ok = exec_prepare_one(s, s->fd, preloaded, may_stub, pid_moved, &u, &var, &len, &cap);
+                                ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, &u, &var, &len,
+                                                      &cap);
                         else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
                                 ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
                         exec_unlock(&s->lock, locked);
@@ -4683,10 +4718,24 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         bool locked = exec_lock(&s->lock);
 
                         if (sock_state(s) == SOCK_SMCD)
-                                ok = exec_prepare_one(s, vfork_fds[i].fd, preloaded, may_stub, true, &u, &var, &len,
-                                                      &cap);
+                                ok = exec_prepare_one(s, vfork_fds[i].fd, -1, preloaded, may_stub, true, &u, &var,
+                                                      &len, &cap);
                         exec_unlock(&s->lock, locked);
                 }
+        }
+        /* the copies a spawn's file actions make (dup2 onto the child's 0, 1, 2: CPython's
+         * subprocess with close_fds=False): not close-on-exec there */
+        for (size_t i = 0; child && i < child->n && ok; i++) {
+                struct smc_sock *s;
+
+                if (child->fds[i].src < 0 || !(s = sock_lookup(child->fds[i].src)))
+                        continue;
+                bool locked = exec_lock(&s->lock);
+
+                if (sock_state(s) == SOCK_SMCD && sock_lookup(child->fds[i].src) == s)
+                        ok = exec_prepare_one(s, child->fds[i].fd, 0, preloaded, may_stub, true, &u, &var, &len,
+                                              &cap);
+                exec_unlock(&s->lock, locked);
         }
         bool stale = false;
 
@@ -5237,16 +5286,21 @@ void smc_fds_received(const struct msghdr *msg) {
         errno = saved;
 }
 
-/* The accept channel @chan of an inherited listener entry, if it is one: a unix
- * socket whose peer is the smcd this process talks to. */
+/* The accept channel @chan of an inherited listener entry, if it is one: an unnamed
+ * unix SOCK_SEQPACKET socket pair end (smcd's listener.c) whose peer is the smcd this
+ * process talks to (a connection to smcd.sock has a named peer: it is no channel). */
 static bool inherit_chan_ok(int chan) {
         struct ucred cr;
         socklen_t cl = sizeof(cr);
-        int v;
-        socklen_t vl = sizeof(v);
+        struct sockaddr_un peer;
+        socklen_t pl = sizeof(peer);
+        int v, t;
+        socklen_t vl = sizeof(v), tl = sizeof(t);
         pid_t daemon;
 
         if (sys_getsockopt(chan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
+            sys_getsockopt(chan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET ||
+            sys_getpeername(chan, (struct sockaddr *) &peer, &pl) < 0 || pl > sizeof(sa_family_t) ||
             sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || sock_lookup(chan))
                 return false;
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
