@@ -2208,17 +2208,17 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
 
 /* The listener's TCP socket T is kept nonblocking for this library, but its open file
  * is shared with every copy: a new image that got T in the listener's place (exec
- * after fork: exec_prepare_listener()) has it follow the program's blocking mode, as a
- * plain TCP listener there must. So for a blocking listener that may be shared, T is
- * polled first: true if it has no connection (accept4 could block while SMC
- * connections wait on the channel). Another holder may still take a connection between
- * the poll and the accept, which then waits for the next TCP one (as two blocking TCP
- * acceptors racing). */
+ * after fork: exec_prepare_listener()) has it follow the program's blocking mode then,
+ * as a plain TCP listener there must, and keeps it. So for a listener that may be
+ * shared, T is polled first (one call, as the failed accept4 it replaces when empty):
+ * true if it has no connection (accept4 could block while SMC connections wait on the
+ * channel). Another holder may still take a connection between the poll and the
+ * accept, which then waits for the next TCP one (as two blocking TCP acceptors
+ * racing). */
 static bool accept_tcp_may_block(struct smc_sock *s) {
         struct pollfd p = { .fd = s->hidden, .events = POLLIN };
 
-        if (atomic_load_explicit(&s->nonblock, memory_order_relaxed) ||
-            s->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+        if (s->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
                 return false;
         return sys_poll(&p, 1, 0) == 0;
 }
