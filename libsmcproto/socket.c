@@ -4234,25 +4234,32 @@ static bool inherit_ring_size(uint64_t v) {
         return v >= SMC_DMB_MIN_SIZE && v <= SMC_DMB_MAX_SIZE && (v & (v - 1)) == 0;
 }
 
-int smc_inherit_parse_entry(const char *s, size_t len, struct smc_inherit_entry *e) {
-        const char *f[10];
-        size_t fl[10], nf = 0, start = 0;
-        uint64_t v[10];
+/* Split the @len bytes at @s into at most @max ':'-separated fields (@f, @fl: start
+ * and length of each). Returns the number of fields, or -EINVAL (more than @max, or
+ * a NUL byte). */
+static int inherit_split(const char *s, size_t len, const char **f, size_t *fl, size_t max) {
+        size_t nf = 0, start = 0;
 
-        if (!s || !e)
-                return -EINVAL;
         for (size_t i = 0; i <= len; i++) {
                 if (i < len && s[i] == '\0')
                         return -EINVAL;
                 if (i == len || s[i] == ':') {
-                        if (nf == 10)
+                        if (nf == max)
                                 return -EINVAL;
                         f[nf] = s + start;
                         fl[nf++] = i - start;
                         start = i + 1;
                 }
         }
-        if (nf != 10)
+        return (int) nf;
+}
+
+int smc_inherit_parse_entry(const char *s, size_t len, struct smc_inherit_entry *e) {
+        const char *f[10];
+        size_t fl[10];
+        uint64_t v[10];
+
+        if (!s || !e || inherit_split(s, len, f, fl, 10) != 10)
                 return -EINVAL;
         /* X: a descriptor; T: a descriptor or -1 */
         if (!inherit_num(f[0], fl[0], false, FD_MAX - 1, &v[0]))
@@ -4298,23 +4305,14 @@ int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_
 }
 
 int smc_inherit_parse_listener(const char *s, size_t len, struct smc_inherit_listener *l) {
-        const char *f[5];
-        size_t fl[5], nf = 0, start = 2;
-        uint64_t v[5] = { 0, 0, 0, 0, 0 };
+        const char *f[4];
+        size_t fl[4];
+        uint64_t v[4] = { 0, 0, 0, 0 };
+        int nf;
 
         if (!s || !l || len < 5 || s[0] != 'L' || s[1] != ':')
                 return -EINVAL;
-        for (size_t i = 2; i <= len; i++) {
-                if (i < len && s[i] == '\0')
-                        return -EINVAL;
-                if (i == len || s[i] == ':') {
-                        if (nf == 4)
-                                return -EINVAL;
-                        f[nf] = s + start;
-                        fl[nf++] = i - start;
-                        start = i + 1;
-                }
-        }
+        nf = inherit_split(s + 2, len - 2, f, fl, 4);
         if (nf != 2 && nf != 4)
                 return -EINVAL;
         if (!inherit_num(f[0], fl[0], false, FD_MAX - 1, &v[0]) ||

@@ -34,6 +34,14 @@ def mode(s):
         return -1
 
 
+def new_listener(backlog=8, inheritable=True):
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(backlog)
+    ls.set_inheritable(inheritable)
+    return ls
+
+
 def echo_one(s):
     b = s.recv(100)
     s.sendall(b)
@@ -57,9 +65,7 @@ def after_exec(fd):
 
 
 def case_exec():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
+    ls = new_listener(inheritable=False)
     port = ls.getsockname()[1]
     c = socket.create_connection(("127.0.0.1", port))
     c.sendall(b"queued-before-exec")
@@ -109,10 +115,7 @@ def serve_rounds(ls, what, n=4):
 
 
 def case_fork_exec():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    ls.set_inheritable(True)
+    ls = new_listener()
     pid = os.fork()
     if pid == 0:
         os.execvp("sleep", ["sleep", "4"])
@@ -125,10 +128,7 @@ def case_fork_exec():
 
 
 def case_subprocess():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    ls.set_inheritable(True)
+    ls = new_listener()
     p = subprocess.Popen(["sleep", "2"], close_fds=False)
     time.sleep(0.5)
     fails = serve_rounds(ls, "subprocess (vfork) of sleep")
@@ -143,10 +143,7 @@ def case_no_library():
     the TCP socket in the blocking mode the program set, and the parent's 20 blocking
     accepts in a row still all return (the 17th hung in accept4 on the shared TCP socket,
     after 16 from the SMC channel)"""
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(64)
-    ls.set_inheritable(True)
+    ls = new_listener(64)
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     pid = os.fork()

@@ -25,13 +25,18 @@ ls.listen(4)
 addr = ls.getsockname()
 
 
-def read_all(c):
+def read_all(c, timeout):
+    """all the client reads until EOF, or what went wrong, as bytes"""
     out = bytearray()
-    while True:
-        b = c.recv(65536)
-        if not b:
-            return bytes(out)
-        out += b
+    c.settimeout(timeout)
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return bytes(out)
+            out += b
+    except OSError as e:
+        return repr(e).encode()
 
 
 # 1
@@ -41,11 +46,7 @@ p = subprocess.Popen([PRINTF, "hello-from-child"], stdout=s, close_fds=False)
 p.wait(timeout=20)
 s.sendall(b"|parent")
 s.close()
-c.settimeout(10)
-try:
-    got = read_all(c)
-except OSError as e:
-    got = repr(e).encode()
+got = read_all(c, 10)
 c.close()
 if got != b"hello-from-child|parent" or p.returncode != 0:
     fails.append("printf stdout=conn: the client read %r (exit %s)" % (got[:80], p.returncode))
@@ -68,11 +69,7 @@ def feed():
 
 t = threading.Thread(target=feed)
 t.start()
-c.settimeout(20)
-try:
-    got = read_all(c)
-except OSError as e:
-    got = repr(e).encode()
+got = read_all(c, 20)
 t.join()
 try:
     p.wait(timeout=20)
