@@ -1901,6 +1901,17 @@ struct spawn_fa {
 static struct spawn_fa spawn_fas[SPAWN_FA_MAX];
 static pthread_mutex_t spawn_fa_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* a fork() while another thread records must not leave the child's copy locked */
+static void spawn_fa_atfork_prepare(void) {
+        pthread_mutex_lock(&spawn_fa_lock);
+}
+static void spawn_fa_atfork_release(void) {
+        pthread_mutex_unlock(&spawn_fa_lock);
+}
+__attribute__((constructor)) static void spawn_fa_init(void) {
+        (void) pthread_atfork(spawn_fa_atfork_prepare, spawn_fa_atfork_release, spawn_fa_atfork_release);
+}
+
 /* The record of @fa (lock held); @create: make one (NULL if all slots are taken). */
 static struct spawn_fa *spawn_fa_get(const void *fa, bool create) {
         struct spawn_fa *freeslot = NULL;

@@ -5334,7 +5334,7 @@ static void exec_inherit_listener(const char *p, size_t len) {
         domain = (le.flags & SMC_INHERIT_LF_INET6) ? AF_INET6 : AF_INET;
         ours = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
         if (ours && !reg) {
-                /* this image takes no SMC (SMC_DISABLE, io_uring): a channel it never
+                /* this image takes no SMC (SMCPROTO_DISABLE, io_uring): a channel it never
                  * reads would hold connections until smcd gives up on it */
                 sys_close(le.chan);
                 ours = false;
