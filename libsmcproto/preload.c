@@ -1884,13 +1884,19 @@ _public_ int execle(const char *path, const char *arg, ...) {
  * doorbells: the child's output was lost. The actions are recorded here as the program
  * adds them (per file actions object, in order: dup2, close, open, closefrom), and
  * do_spawn() works out which child descriptors are copies of which SMC connections
- * (struct smc_spawn_fds). Objects beyond SPAWN_FA_MAX live ones, or with more than
- * SPAWN_ACTS_MAX actions, are not followed (as before: documented). */
-#define SPAWN_FA_MAX 64
-#define SPAWN_ACTS_MAX 256
-enum { FA_DUP2, FA_CLOSE, FA_OPEN, FA_CLOSEFROM };
+ * (struct smc_spawn_fds). A record starts at posix_spawn_file_actions_init() and only
+ * there (one started at a later action would miss the earlier ones, and could name the
+ * wrong connection). Objects without a whole record (more than SPAWN_FA_MAX alive at
+ * once, a struct copy, more than SPAWN_ACTS_MAX actions) are not followed (as before:
+ * documented). */
+#define SPAWN_FA_MAX 1024
+#define SPAWN_ACTS_MAX 1024
+enum { FA_DUP2, FA_CLOSE, FA_OPEN, FA_CLOSEFROM, FA_CHDIR, FA_FCHDIR, FA_TCSETPGRP };
 struct spawn_act {
-        int op, fd, newfd;
+        int op, fd, newfd, oflag;
+        mode_t mode;
+        char *path; /* FA_OPEN, FA_CHDIR: a copy (NULL: out of memory, the record is
+                     * then not replayed) */
 };
 struct spawn_fa {
         const void *fa; /* the program's posix_spawn_file_actions_t; NULL: free slot */
@@ -1933,17 +1939,19 @@ static void spawn_fa_drop(const void *fa) {
         pthread_mutex_lock(&spawn_fa_lock);
         r = spawn_fa_get(fa, false);
         if (r) {
+                for (unsigned i = 0; i < r->n; i++)
+                        free(r->acts[i].path);
                 free(r->acts);
                 *r = (struct spawn_fa) { 0 };
         }
         pthread_mutex_unlock(&spawn_fa_lock);
 }
 
-static void spawn_fa_add(const void *fa, int op, int fd, int newfd) {
+static void spawn_fa_add_full(const void *fa, int op, int fd, int newfd, const char *path, int oflag, mode_t mode) {
         struct spawn_fa *r;
 
         pthread_mutex_lock(&spawn_fa_lock);
-        r = spawn_fa_get(fa, true);
+        r = spawn_fa_get(fa, false);
         if (r && !r->overflow) {
                 if (r->n == r->cap) {
                         unsigned cap = r->cap ? r->cap * 2 : 8;
@@ -1956,10 +1964,21 @@ static void spawn_fa_add(const void *fa, int op, int fd, int newfd) {
                                 r->cap = cap;
                         }
                 }
-                if (!r->overflow)
-                        r->acts[r->n++] = (struct spawn_act) { .op = op, .fd = fd, .newfd = newfd };
+                if (!r->overflow) {
+                        char *copy = path ? strdup(path) : NULL;
+
+                        if (path && !copy)
+                                r->overflow = true; /* (not replayable: not followed) */
+                        else
+                                r->acts[r->n++] = (struct spawn_act) { .op = op, .fd = fd, .newfd = newfd,
+                                                                       .oflag = oflag, .mode = mode, .path = copy };
+                }
         }
         pthread_mutex_unlock(&spawn_fa_lock);
+}
+
+static void spawn_fa_add(const void *fa, int op, int fd, int newfd) {
+        spawn_fa_add_full(fa, op, fd, newfd, NULL, 0, 0);
 }
 
 DEFINE_REAL(posix_spawn_file_actions_init)
@@ -1972,8 +1991,12 @@ _public_ int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa) {
         __typeof__(posix_spawn_file_actions_init) *f = real_posix_spawn_file_actions_init();
         int r = f ? f(fa) : ENOSYS;
 
-        if (r == 0)
+        if (r == 0) {
                 spawn_fa_drop(fa); /* a record left by an object that lived here before */
+                pthread_mutex_lock(&spawn_fa_lock);
+                (void) spawn_fa_get(fa, true);
+                pthread_mutex_unlock(&spawn_fa_lock);
+        }
         return r;
 }
 
@@ -2008,7 +2031,43 @@ _public_ int posix_spawn_file_actions_addopen(posix_spawn_file_actions_t *fa, in
         int r = f ? f(fa, fd, path, oflag, mode) : ENOSYS;
 
         if (r == 0)
-                spawn_fa_add(fa, FA_OPEN, fd, -1);
+                spawn_fa_add_full(fa, FA_OPEN, fd, -1, path, oflag, mode);
+        return r;
+}
+
+int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *path);
+int posix_spawn_file_actions_addfchdir_np(posix_spawn_file_actions_t *fa, int fd);
+int posix_spawn_file_actions_addtcsetpgrp_np(posix_spawn_file_actions_t *fa, int tcfd);
+static _Atomic(void *) real_addchdir_slot, real_addfchdir_slot, real_addtcsetpgrp_slot;
+
+_public_ int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *path) {
+        __typeof__(posix_spawn_file_actions_addchdir_np) *f = (__typeof__(posix_spawn_file_actions_addchdir_np) *)
+                resolve(&real_addchdir_slot, "posix_spawn_file_actions_addchdir_np");
+        int r = f ? f(fa, path) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add_full(fa, FA_CHDIR, -1, -1, path, 0, 0);
+        return r;
+}
+
+_public_ int posix_spawn_file_actions_addfchdir_np(posix_spawn_file_actions_t *fa, int fd) {
+        __typeof__(posix_spawn_file_actions_addfchdir_np) *f = (__typeof__(posix_spawn_file_actions_addfchdir_np) *)
+                resolve(&real_addfchdir_slot, "posix_spawn_file_actions_addfchdir_np");
+        int r = f ? f(fa, fd) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_FCHDIR, fd, -1);
+        return r;
+}
+
+_public_ int posix_spawn_file_actions_addtcsetpgrp_np(posix_spawn_file_actions_t *fa, int tcfd) {
+        __typeof__(posix_spawn_file_actions_addtcsetpgrp_np) *f =
+                (__typeof__(posix_spawn_file_actions_addtcsetpgrp_np) *) resolve(&real_addtcsetpgrp_slot,
+                                                                               "posix_spawn_file_actions_addtcsetpgrp_np");
+        int r = f ? f(fa, tcfd) : ENOSYS;
+
+        if (r == 0)
+                spawn_fa_add(fa, FA_TCSETPGRP, tcfd, -1);
         return r;
 }
 
@@ -2083,23 +2142,120 @@ static bool spawn_child_fds(const posix_spawn_file_actions_t *fa, struct smc_chi
         return ok;
 }
 
+/* A file actions object of our own (*@own, initialized here) with @fa's recorded
+ * actions, to which stubs can be added. False (nothing to destroy) if @fa has no whole
+ * record or an action cannot be made again. */
+static bool spawn_fa_replay(const posix_spawn_file_actions_t *fa, posix_spawn_file_actions_t *own) {
+        __typeof__(posix_spawn_file_actions_init) *init = real_posix_spawn_file_actions_init();
+        __typeof__(posix_spawn_file_actions_destroy) *destroy = real_posix_spawn_file_actions_destroy();
+        __typeof__(posix_spawn_file_actions_adddup2) *dup2f = real_posix_spawn_file_actions_adddup2();
+        __typeof__(posix_spawn_file_actions_addclose) *closef = real_posix_spawn_file_actions_addclose();
+        __typeof__(posix_spawn_file_actions_addopen) *openf = real_posix_spawn_file_actions_addopen();
+        __typeof__(posix_spawn_file_actions_addclosefrom_np) *closefromf =
+                (__typeof__(posix_spawn_file_actions_addclosefrom_np) *) resolve(&real_addclosefrom_slot,
+                                                                               "posix_spawn_file_actions_addclosefrom_np");
+        __typeof__(posix_spawn_file_actions_addchdir_np) *chdirf = (__typeof__(posix_spawn_file_actions_addchdir_np) *)
+                resolve(&real_addchdir_slot, "posix_spawn_file_actions_addchdir_np");
+        __typeof__(posix_spawn_file_actions_addfchdir_np) *fchdirf =
+                (__typeof__(posix_spawn_file_actions_addfchdir_np) *) resolve(&real_addfchdir_slot,
+                                                                            "posix_spawn_file_actions_addfchdir_np");
+        __typeof__(posix_spawn_file_actions_addtcsetpgrp_np) *tcf =
+                (__typeof__(posix_spawn_file_actions_addtcsetpgrp_np) *) resolve(&real_addtcsetpgrp_slot,
+                                                                               "posix_spawn_file_actions_addtcsetpgrp_np");
+        struct spawn_fa *r = NULL;
+        bool ok;
+
+        if (!init || !destroy || !dup2f || !closef || !openf || init(own) != 0)
+                return false;
+        pthread_mutex_lock(&spawn_fa_lock);
+        if (fa) {
+                r = spawn_fa_get(fa, false);
+                ok = r && !r->overflow;
+        } else
+                ok = true;
+        for (unsigned i = 0; r && ok && i < r->n; i++) {
+                const struct spawn_act *a = &r->acts[i];
+
+                switch (a->op) {
+                case FA_DUP2:
+                        ok = dup2f(own, a->fd, a->newfd) == 0;
+                        break;
+                case FA_CLOSE:
+                        ok = closef(own, a->fd) == 0;
+                        break;
+                case FA_OPEN:
+                        ok = openf(own, a->fd, a->path, a->oflag, a->mode) == 0;
+                        break;
+                case FA_CLOSEFROM:
+                        ok = closefromf && closefromf(own, a->fd) == 0;
+                        break;
+                case FA_CHDIR:
+                        ok = chdirf && chdirf(own, a->path) == 0;
+                        break;
+                case FA_FCHDIR:
+                        ok = fchdirf && fchdirf(own, a->fd) == 0;
+                        break;
+                default:
+                        ok = tcf && tcf(own, a->fd) == 0;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&spawn_fa_lock);
+        if (!ok)
+                (void) destroy(own);
+        return ok;
+}
+
 /* posix_spawn: the parent keeps running with its sockets, so they are marked shared
- * with the new process after it started. No stub can take X's place in the parent.
- * File actions are followed (spawn_child_fds()): a copy of an SMC-D connection made by
- * one is handed to the new program under the child's number; a closed or replaced
- * number is not described. An SMC listener is not handed on (the new program gets
- * its epoll descriptor). */
+ * with the new process after it started. File actions are followed (spawn_child_fds()):
+ * a copy of an SMC-D connection made by one is handed to the new program under the
+ * child's number; a closed or replaced number is not described. Where the new program
+ * cannot take a connection over (it does not load the library; SMC-R), a reset TCP
+ * socket goes in its place in the child by a file action appended to a copy of the
+ * program's (spawn_fa_replay()), as an exec's stub: never the bare socketpair end.
+ * An SMC listener is not handed on (the new program gets its epoll descriptor). */
+#define SPAWN_STUBS_MAX 64
 static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                     const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
         struct smc_child_fd cf[SPAWN_ACTS_MAX];
+        int stub_fds[SPAWN_STUBS_MAX], stub_fams[SPAWN_STUBS_MAX], made[SPAWN_STUBS_MAX];
+        size_t nmade = 0;
         struct smc_spawn_fds child;
         bool followed = spawn_child_fds(fa, cf, SPAWN_ACTS_MAX, &child);
-        char **env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true,
-                                      followed ? &child : NULL, &u);
+        posix_spawn_file_actions_t own;
+        const posix_spawn_file_actions_t *use = fa;
+        char **env;
         __typeof__(posix_spawn) *f = path_search ? real_posix_spawnp() : real_posix_spawn();
-        int r = f ? f(pid, path, fa, attr, argv, env) : ENOSYS;
+        int r;
 
+        child.stub_fds = stub_fds;
+        child.stub_families = stub_fams;
+        child.n_stub = 0;
+        child.max_stub = SPAWN_STUBS_MAX;
+        env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true,
+                               followed ? &child : NULL, &u);
+        if (followed && child.n_stub > 0 && spawn_fa_replay(fa, &own)) {
+                __typeof__(posix_spawn_file_actions_adddup2) *dup2f = real_posix_spawn_file_actions_adddup2();
+
+                for (size_t i = 0; i < child.n_stub; i++) {
+                        int t = smc_reset_socket(stub_fams[i]);
+
+                        if (t < 0)
+                                continue;
+                        if (dup2f(&own, t, stub_fds[i]) != 0) {
+                                sys_close(t);
+                                continue;
+                        }
+                        made[nmade++] = t;
+                }
+                use = &own;
+        }
+        r = f ? f(pid, path, use, attr, argv, env) : ENOSYS;
+        if (use == &own)
+                (void) real_posix_spawn_file_actions_destroy()(&own);
+        for (size_t i = 0; i < nmade; i++)
+                sys_close(made[i]);
         smc_exec_finish(u, r != 0);
         return r;
 }

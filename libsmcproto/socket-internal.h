@@ -166,7 +166,17 @@ struct smc_spawn_fds {
         const struct smc_child_fd *fds;
         size_t n;
         int closed_from;
+        /* filled in by smc_exec_prepare(): the child's numbers (with their families)
+         * where an SMC connection would arrive that the new program cannot take over
+         * (it does not load the library, or SMC-R): the caller puts a reset TCP socket
+         * there with a file action of its own, as an exec's stub (up to max_stub) */
+        int *stub_fds, *stub_families;
+        size_t n_stub, max_stub;
 };
+
+/* A TCP socket of @family whose connection was reset by its peer (ECONNRESET once,
+ * then end of file; send EPIPE), close-on-exec, blocking. Returns it or -errno. */
+int smc_reset_socket(int family);
 
 /* Before an exec: publish what corked sends left on every SMC-D socket; for each
  * whose X is not close-on-exec: if @preloaded (the new environment loads
@@ -181,7 +191,7 @@ struct smc_spawn_fds {
  * SMCRUN_INHERIT and with the new one (owned by *@ret_undo). Never fails: on ENOMEM
  * the sockets are left as they are and @envp is returned. */
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
-                        const struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo);
+                        struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo);
 
 /* After the exec or spawn: @failed: the exec did not happen, restore close-on-exec on
  * T and X in place of its stub; else (a spawn that started the new process)

@@ -4403,6 +4403,10 @@ static int reset_socket(int family) {
 
 /* Put a reset TCP socket in place of descriptor @fd (its close-on-exec flag and
  * O_NONBLOCK kept). Returns 0 or -errno (@fd unchanged). */
+int smc_reset_socket(int family) {
+        return reset_socket(family);
+}
+
 static int stub_in_place(int fd, int family) {
         int fdfl = sys_fcntl(fd, F_GETFD, 0), fl = sys_fcntl(fd, F_GETFL, 0), t, r = 0;
 
@@ -4478,7 +4482,8 @@ static struct exec_fd *undo_add(struct smc_exec_undo **u) {
 
 /* One SMC socket before an exec (s->lock held). Returns false on ENOMEM. */
 static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preloaded, bool may_stub, bool pid_moved,
-                             struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
+                             struct smc_spawn_fds *child, struct smc_exec_undo **u, char **var, size_t *len,
+                             size_t *cap) {
         struct smc_ring_ep *ep = &s->ep;
         int fdfl, y;
         struct exec_fd *f;
@@ -4502,8 +4507,14 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
         if (!preloaded || s->smcr || y < 0) {
                 int saved, r;
 
-                if (!may_stub)
+                if (!may_stub) {
+                        /* a spawn: the caller stubs the child's number by a file action */
+                        if (child && child->n_stub < child->max_stub) {
+                                child->stub_fds[child->n_stub] = x;
+                                child->stub_families[child->n_stub++] = s->family;
+                        }
                         return true;
+                }
                 saved = sys_fcntl(x, F_DUPFD_CLOEXEC, 0);
                 if (saved < 0)
                         return true;
@@ -4671,7 +4682,7 @@ static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
 }
 
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
-                        const struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo) {
+                        struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo) {
         static const char prefix[] = SMC_INHERIT_ENV "=";
         struct smc_exec_undo *u = NULL;
         char *var = NULL;
@@ -4696,8 +4707,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         bool locked = exec_lock(&s->lock);
 
                         if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
-                                ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, &u, &var, &len,
-                                                      &cap);
+                                ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, child, &u, &var,
+                                                      &len, &cap);
                         else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
                                 ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
                         exec_unlock(&s->lock, locked);
@@ -4716,8 +4727,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         bool locked = exec_lock(&s->lock);
 
                         if (sock_state(s) == SOCK_SMCD)
-                                ok = exec_prepare_one(s, vfork_fds[i].fd, -1, preloaded, may_stub, true, &u, &var,
-                                                      &len, &cap);
+                                ok = exec_prepare_one(s, vfork_fds[i].fd, -1, preloaded, may_stub, true, NULL, &u,
+                                                      &var, &len, &cap);
                         exec_unlock(&s->lock, locked);
                 }
         }
@@ -4731,8 +4742,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                 bool locked = exec_lock(&s->lock);
 
                 if (sock_state(s) == SOCK_SMCD && sock_lookup(child->fds[i].src) == s)
-                        ok = exec_prepare_one(s, child->fds[i].fd, 0, preloaded, may_stub, true, &u, &var, &len,
-                                              &cap);
+                        ok = exec_prepare_one(s, child->fds[i].fd, 0, preloaded, may_stub, true, child, &u, &var,
+                                              &len, &cap);
                 exec_unlock(&s->lock, locked);
         }
         bool stale = false;

@@ -8,6 +8,10 @@
 #  2. cat with stdin=conn and stdout=conn: 1 MiB echoed back intact (SHA-256), the
 #     client half-closes to end it.
 #     The parent's copy stays usable: it sends a trailer after the child exited.
+#  3. Under smcrun, cat without the library (LD_PRELOAD removed) on the connection gets
+#     a reset TCP socket there, as after an exec: it ends at once and the client reads
+#     only the parent's bytes (it read the bare socketpair end and waited as long as
+#     the parent lived). Over TCP it would copy (nothing: the client sends nothing).
 # Prints one line; exit status 0 only if every case held.
 import hashlib
 import os
@@ -80,9 +84,36 @@ c.close()
 if hashlib.sha256(got).digest() != hashlib.sha256(data).digest() or p.returncode != 0:
     fails.append("cat stdin=stdout=conn: %d of %d bytes back%s (exit %s)" %
                  (len(got), len(data), "" if len(got) != len(data) else ", different", p.returncode))
+
+# 3: a new program that does not load the library cannot take the connection over: it
+# gets a reset TCP socket there (as after an exec), never the bare socketpair end (its
+# reads waited as long as the parent lived, its writes vanished)
+under_smcrun = "libsmcrun" in os.environ.get("LD_PRELOAD", "")
+c = socket.create_connection(addr)
+s, _ = ls.accept()
+env = dict(os.environ)
+env.pop("LD_PRELOAD", None)
+if not under_smcrun:  # over TCP cat would wait for the client's data: nothing to test
+    s.shutdown(socket.SHUT_RD)
+    c.shutdown(socket.SHUT_WR)
+p = subprocess.Popen([CAT], stdin=s, stdout=s, close_fds=False, env=env, stderr=subprocess.DEVNULL)
+try:
+    p.wait(timeout=10)
+    ended = True
+except subprocess.TimeoutExpired:
+    p.kill()
+    p.wait()
+    ended = False
+s.sendall(b"|parent")
+s.close()
+got = read_all(c, 10)
+c.close()
+if under_smcrun and (not ended or got != b"|parent"):
+    fails.append("cat without the library on the connection: %s, the client read %r" %
+                 ("ended" if ended else "killed after 10 s", got[:80]))
 ls.close()
 if fails:
     print("spawn-actions: " + "; ".join(fails))
     sys.exit(1)
 print("spawn-actions: posix_spawn's dup2 of a connection onto the child's stdout (printf) and stdin+stdout "
-      "(cat, 1 MiB echoed intact); the parent's copy goes on")
+      "(cat, 1 MiB echoed intact); the parent's copy goes on; a child without the library gets a reset socket")
