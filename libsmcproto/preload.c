@@ -2215,11 +2215,27 @@ static bool spawn_fa_replay(const posix_spawn_file_actions_t *fa, posix_spawn_fi
  * program's (spawn_fa_replay()), as an exec's stub: never the bare socketpair end.
  * An SMC listener is not handed on (the new program gets its epoll descriptor). */
 #define SPAWN_STUBS_MAX 64
+
+/* Can spawn_fa_replay() copy @fa (none, or a whole record)? */
+static bool spawn_fa_complete(const posix_spawn_file_actions_t *fa) {
+        struct spawn_fa *r;
+        bool ok;
+
+        if (!fa)
+                return true;
+        pthread_mutex_lock(&spawn_fa_lock);
+        r = spawn_fa_get(fa, false);
+        ok = r && !r->overflow;
+        pthread_mutex_unlock(&spawn_fa_lock);
+        return ok;
+}
+
 static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                     const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
         struct smc_exec_undo *u;
         struct smc_child_fd cf[SPAWN_ACTS_MAX];
         int stub_fds[SPAWN_STUBS_MAX], stub_fams[SPAWN_STUBS_MAX], made[SPAWN_STUBS_MAX];
+        int lst_fds[SPAWN_STUBS_MAX], lst_srcs[SPAWN_STUBS_MAX];
         size_t nmade = 0;
         struct smc_spawn_fds child;
         bool followed = spawn_child_fds(fa, cf, SPAWN_ACTS_MAX, &child);
@@ -2233,10 +2249,25 @@ static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_
         child.stub_families = stub_fams;
         child.n_stub = 0;
         child.max_stub = SPAWN_STUBS_MAX;
+        child.can_add = followed && spawn_fa_complete(fa);
+        child.listen_fds = lst_fds;
+        child.listen_srcs = lst_srcs;
+        child.n_listen = 0;
+        child.max_listen = SPAWN_STUBS_MAX;
         env = smc_exec_prepare(envp, exec_loads_us(AT_FDCWD, path, path_search, envp), false, true,
                                followed ? &child : NULL, &u);
-        if (followed && child.n_stub > 0 && spawn_fa_replay(fa, &own)) {
+        if (followed && (child.n_stub > 0 || child.n_listen > 0) && spawn_fa_replay(fa, &own)) {
                 __typeof__(posix_spawn_file_actions_adddup2) *dup2f = real_posix_spawn_file_actions_adddup2();
+                bool lok = true;
+
+                /* an SMC listener's TCP socket in place of its epoll fd */
+                for (size_t i = 0; i < child.n_listen && lok; i++)
+                        lok = dup2f(&own, lst_srcs[i], lst_fds[i]) == 0;
+                if (!lok) {
+                        (void) real_posix_spawn_file_actions_destroy()(&own);
+                        smc_exec_finish(u, true);
+                        return ENOMEM;
+                }
 
                 for (size_t i = 0; i < child.n_stub; i++) {
                         int t = smc_reset_socket(stub_fams[i]);
@@ -2250,6 +2281,11 @@ static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_
                         made[nmade++] = t;
                 }
                 use = &own;
+        } else if (child.n_listen > 0) {
+                /* (the listeners' entries name T at their numbers, which only our file
+                 * actions put there) */
+                smc_exec_finish(u, true);
+                return ENOMEM;
         }
         r = f ? f(pid, path, use, attr, argv, env) : ENOSYS;
         if (use == &own)

@@ -172,6 +172,14 @@ struct smc_spawn_fds {
          * there with a file action of its own, as an exec's stub (up to max_stub) */
         int *stub_fds, *stub_families;
         size_t n_stub, max_stub;
+        /* set by the caller: it can add file actions of its own (the program's are
+         * recorded whole, or there are none); then each SMC listener the child inherits
+         * is filled in here: the caller dup2()s listen_srcs[i] (its TCP socket) onto
+         * listen_fds[i] in the child, where the program's number holds the epoll fd
+         * (up to max_listen) */
+        bool can_add;
+        int *listen_fds, *listen_srcs;
+        size_t n_listen, max_listen;
 };
 
 /* A TCP socket of @family whose connection was reset by its peer (ECONNRESET once,

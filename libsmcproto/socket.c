@@ -4669,6 +4669,54 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
         return true;
 }
 
+/* An SMC listener the new process of a spawn inherits (s->lock held; @child can add
+ * file actions): the parent's table is not touched (its other threads go on using the
+ * listener), so the caller puts T at the listener's number in the child by a dup2
+ * action; a new program that loads libsmcrun.so also gets the accept channel (its
+ * close-on-exec cleared for the spawn) and the "L:FD:FLAGS:CHAN:ID" entry, as after an
+ * exec. T's file takes the program's blocking mode for a child without the library,
+ * and the listener is shared from now on (its accepts poll T first). Returns false on
+ * ENOMEM. */
+static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool preloaded, struct smc_spawn_fds *child,
+                                   struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
+        /* @x: the child's number for it (a file action's copy: @x_fdfl 0), else s->fd */
+        int fdfl = x_fdfl >= 0 ? x_fdfl : sys_fcntl(x, F_GETFD, 0), n;
+        struct smc_inherit_listener le = {
+                .fd = x,
+                .chan = preloaded ? s->chan : -1,
+                .listener_id = s->listener_id,
+                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
+        };
+        struct exec_fd *f;
+        char buf[96];
+
+        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen >= child->max_listen)
+                return true;
+        f = undo_add(u);
+        if (!f)
+                return false;
+        if (le.listener_id == 0 || (le.chan >= 0 && set_cloexec(le.chan, false) < 0))
+                le.chan = -1;
+        n = smc_inherit_format_listener(&le, buf, sizeof(buf));
+        if (preloaded && (n < 0 || (*len > 0 && !str_append(var, len, cap, ",", 1)) ||
+                          !str_append(var, len, cap, buf, (size_t) n))) {
+                (*u)->n--;
+                if (le.chan >= 0)
+                        (void) set_cloexec(le.chan, true);
+                return false;
+        }
+        /* shared before T may turn blocking: this process's accepts poll it first */
+        s->listen_fork_gen = ~0u;
+        (void) set_nonblock(s->hidden, atomic_load(&s->nonblock));
+        *f = (struct exec_fd) { .s = s, .listener = true, .x = x, .y = -1, .t = le.chan, .saved = -1,
+                                .x_fdflags = fdfl };
+        child->listen_fds[child->n_listen] = x;
+        child->listen_srcs[child->n_listen++] = s->hidden;
+        smc_debug("spawn: listener fd %d: its TCP socket goes to the new process as fd %d%s", s->fd, x,
+                  !preloaded ? "" : le.chan >= 0 ? " with its accept channel" : " (registered with smcd again there)");
+        return true;
+}
+
 /* Did the spawn's file actions close, replace or copy over @fd in the child? */
 static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
         if (!child)
@@ -4699,7 +4747,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                 for (unsigned i = 0; i < FD_CHUNK && ok; i++) {
                         struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
 
-                        if (!s || (sock_state(s) != SOCK_SMCD && (sock_state(s) != SOCK_LISTEN_SMC || !may_stub)))
+                        if (!s || (sock_state(s) != SOCK_SMCD &&
+                                   (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add)))))
                                 continue;
                         /* a vfork() child closed, replaced or copied over that number */
                         if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || spawn_touched(child, s->fd))
@@ -4709,8 +4758,10 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                         if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
                                 ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, child, &u, &var,
                                                       &len, &cap);
-                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
+                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s && may_stub)
                                 ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
+                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
+                                ok = spawn_prepare_listener(s, s->fd, -1, preloaded, child, &u, &var, &len, &cap);
                         exec_unlock(&s->lock, locked);
                 }
         }
@@ -4733,7 +4784,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                 }
         }
         /* the copies a spawn's file actions make (dup2 onto the child's 0, 1, 2: CPython's
-         * subprocess with close_fds=False): not close-on-exec there */
+         * subprocess with close_fds=False): not close-on-exec there; a listener's, when
+         * the caller can put its TCP socket there */
         for (size_t i = 0; child && i < child->n && ok; i++) {
                 struct smc_sock *s;
 
@@ -4744,6 +4796,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                 if (sock_state(s) == SOCK_SMCD && sock_lookup(child->fds[i].src) == s)
                         ok = exec_prepare_one(s, child->fds[i].fd, 0, preloaded, may_stub, true, child, &u, &var,
                                               &len, &cap);
+                else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(child->fds[i].src) == s && child->can_add)
+                        ok = spawn_prepare_listener(s, child->fds[i].fd, 0, preloaded, child, &u, &var, &len, &cap);
                 exec_unlock(&s->lock, locked);
         }
         bool stale = false;
@@ -4804,12 +4858,16 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed) {
                 struct exec_fd *f = &u->fds[i];
 
                 if (f->listener) {
-                        /* the epoll fd back in place; T is hidden and nonblocking again,
-                         * the accept channel close-on-exec (a spawned process holds a
-                         * copy: prepare marked the listener shared) */
-                        (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-                        sys_close(f->saved);
-                        if (f->s->hidden >= 0)
+                        /* the epoll fd back in place (an exec; a spawn never moved it);
+                         * T is hidden and nonblocking again, unless a spawned process
+                         * holds it now (it has the program's mode there: this
+                         * process's accepts poll it first); the accept channel
+                         * close-on-exec (a spawned process holds a copy) */
+                        if (f->saved >= 0) {
+                                (void) sys_dup3(f->saved, f->x, (f->x_fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+                                sys_close(f->saved);
+                        }
+                        if (f->s->hidden >= 0 && (failed || f->saved >= 0))
                                 (void) set_nonblock(f->s->hidden, true);
                         if (f->t >= 0)
                                 (void) set_cloexec(f->t, true);

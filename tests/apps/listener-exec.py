@@ -14,6 +14,10 @@
 #     exited the parent still accepts over SMC-D.
 #  4. The child's new image does not load the library: the parent's blocking accepts
 #     all return (the 17th hung in the kernel while SMC connections waited).
+#  5. posix_spawn: the new program accepts the connection queued before the spawn over
+#     SMC-D, on the inherited number and on fd 0 where a file action copied the
+#     listener (it got the library's epoll descriptor there: ENOTSOCK); the parent
+#     accepts on.
 # Prints one line; exit status 0 only if every case held.
 import os
 import select
@@ -46,6 +50,20 @@ def echo_one(s):
     b = s.recv(100)
     s.sendall(b)
     s.close()
+
+
+def spawned(fd):
+    """case 5, the spawned program: accept one connection on fd, answer with its mode"""
+    ls = socket.socket(fileno=fd)
+    ls.settimeout(10)
+    try:
+        s, _ = ls.accept()
+    except OSError as e:
+        print("spawned: accept on fd %d: %r" % (fd, e), file=sys.stderr)
+        return 3
+    s.sendall(b"spawned mode=%d" % mode(s))
+    s.close()
+    return 0
 
 
 def after_exec(fd):
@@ -173,11 +191,42 @@ def case_no_library():
     return fails
 
 
+def case_posix_spawn():
+    """5: posix_spawn: the new program accepts a connection queued before the spawn,
+    over SMC-D, on the inherited number and on a copy a file action made (fd 0, as
+    inetd's); the parent accepts on afterwards (over TCP both answer mode -1)"""
+    fails = []
+    for how in ("inherited", "dup2 onto 0"):
+        ls = new_listener(inheritable=how == "inherited")
+        c = socket.create_connection(ls.getsockname())
+        c.sendall(b"q")
+        time.sleep(0.1)
+        fd = ls.fileno() if how == "inherited" else 0
+        acts = [] if how == "inherited" else [(os.POSIX_SPAWN_DUP2, ls.fileno(), 0)]
+        pid = os.posix_spawn(sys.executable, [sys.executable, ME, "spawned", str(fd)], os.environ, file_actions=acts)
+        c.settimeout(15)
+        try:
+            got = c.recv(100)
+        except OSError as e:
+            got = repr(e).encode()
+        _, st = os.waitpid(pid, 0)
+        c.close()
+        want = b"spawned mode=%d" % (MODE_SMCD if "libsmcrun" in os.environ.get("LD_PRELOAD", "") else -1)
+        if got != want or os.waitstatus_to_exitcode(st) != 0:
+            fails.append("posix_spawn (%s): the client read %r, the child exited %d" %
+                         (how, got, os.waitstatus_to_exitcode(st)))
+        fails += serve_rounds(ls, "after posix_spawn (%s)" % how, 2) if want != b"spawned mode=-1" else []
+        ls.close()
+    return fails
+
+
 if len(sys.argv) == 3 and sys.argv[1] == "after-exec":
     sys.exit(after_exec(int(sys.argv[2])))
-fails = case_exec() + case_fork_exec() + case_subprocess() + case_no_library()
+if len(sys.argv) == 3 and sys.argv[1] == "spawned":
+    sys.exit(spawned(int(sys.argv[2])))
+fails = case_exec() + case_fork_exec() + case_subprocess() + case_no_library() + case_posix_spawn()
 if fails:
     print("listener-exec: " + "; ".join(fails))
     sys.exit(1)
 print("listener-exec: a queued connection survives the listener's exec; a child that execs sleep with the "
-      "listener inherited takes nothing from the parent (fork and vfork, with and without the library), over SMC-D")
+      "listener inherited takes nothing from the parent (fork and vfork, with and without the library), over SMC-D; posix_spawn children accept on it")
