@@ -2213,8 +2213,22 @@ static bool spawn_fa_replay(const posix_spawn_file_actions_t *fa, posix_spawn_fi
  * cannot take a connection over (it does not load the library; SMC-R), a reset TCP
  * socket goes in its place in the child by a file action appended to a copy of the
  * program's (spawn_fa_replay()), as an exec's stub: never the bare socketpair end.
- * An SMC listener is not handed on (the new program gets its epoll descriptor). */
+ * An SMC listener goes as its TCP socket (and accept channel) the same way
+ * (spawn_prepare_listener()). A source number the program's actions replaced or
+ * closed in the child (addclosefrom_np, a dup2 onto it) is not used: that connection
+ * or listener arrives as before (the bare descriptor, the epoll descriptor). */
 #define SPAWN_STUBS_MAX 64
+
+/* Did @child's file actions replace or close @fd in the child (its number there is
+ * not the parent's descriptor)? */
+static bool spawn_child_touched(const struct smc_spawn_fds *child, int fd) {
+        if (fd >= child->closed_from)
+                return true;
+        for (size_t i = 0; i < child->n; i++)
+                if (child->fds[i].fd == fd)
+                        return true;
+        return false;
+}
 
 /* Can spawn_fa_replay() copy @fa (none, or a whole record)? */
 static bool spawn_fa_complete(const posix_spawn_file_actions_t *fa) {
@@ -2274,6 +2288,12 @@ static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_
 
                         if (t < 0)
                                 continue;
+                        if (spawn_child_touched(&child, t)) {
+                                /* a program's action replaced or closed that number in
+                                 * the child before ours would copy it */
+                                sys_close(t);
+                                continue;
+                        }
                         if (dup2f(&own, t, stub_fds[i]) != 0) {
                                 sys_close(t);
                                 continue;

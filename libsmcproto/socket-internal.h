@@ -174,9 +174,9 @@ struct smc_spawn_fds {
         size_t n_stub, max_stub;
         /* set by the caller: it can add file actions of its own (the program's are
          * recorded whole, or there are none); then each SMC listener the child inherits
-         * is filled in here: the caller dup2()s listen_srcs[i] (its TCP socket) onto
-         * listen_fds[i] in the child, where the program's number holds the epoll fd
-         * (up to max_listen) */
+         * is filled in here: the caller dup2()s listen_srcs[i] (its TCP socket, or
+         * its accept channel onto its own number) onto listen_fds[i] in the child,
+         * after the program's actions (up to max_listen) */
         bool can_add;
         int *listen_fds, *listen_srcs;
         size_t n_listen, max_listen;

@@ -4669,12 +4669,25 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
         return true;
 }
 
+/* Did the spawn's file actions close, replace or copy over @fd in the child? */
+static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
+        if (!child)
+                return false;
+        if (fd >= child->closed_from)
+                return true;
+        for (size_t i = 0; i < child->n; i++)
+                if (child->fds[i].fd == fd)
+                        return true;
+        return false;
+}
+
 /* An SMC listener the new process of a spawn inherits (s->lock held; @child can add
  * file actions): the parent's table is not touched (its other threads go on using the
  * listener), so the caller puts T at the listener's number in the child by a dup2
- * action; a new program that loads libsmcrun.so also gets the accept channel (its
- * close-on-exec cleared for the spawn) and the "L:FD:FLAGS:CHAN:ID" entry, as after an
- * exec. T's file takes the program's blocking mode for a child without the library,
+ * action; a new program that loads libsmcrun.so also gets the accept channel (by a
+ * dup2 onto its own number) and the "L:FD:FLAGS:CHAN:ID" entry, as after an exec. Not
+ * if a file action of the program's replaced or closed T's (or the channel's) number
+ * in the child: our copy would not be T there. T's file takes the program's blocking mode for a child without the library,
  * and the listener is shared from now on (its accepts poll T first). Returns false on
  * ENOMEM. */
 static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool preloaded, struct smc_spawn_fds *child,
@@ -4690,44 +4703,39 @@ static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool p
         struct exec_fd *f;
         char buf[96];
 
-        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen >= child->max_listen)
-                return true;
+        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen + 2 > child->max_listen ||
+            spawn_touched(child, s->hidden) || (le.chan >= 0 && spawn_touched(child, le.chan)))
+                return true; /* (a file action replaced or closed the number of T or of the
+                              * channel: the child's copy would not be ours) */
+        if (le.listener_id == 0)
+                le.chan = -1;
         f = undo_add(u);
         if (!f)
                 return false;
-        if (le.listener_id == 0 || (le.chan >= 0 && set_cloexec(le.chan, false) < 0))
-                le.chan = -1;
         n = smc_inherit_format_listener(&le, buf, sizeof(buf));
         if (preloaded && (n < 0 || (*len > 0 && !str_append(var, len, cap, ",", 1)) ||
                           !str_append(var, len, cap, buf, (size_t) n))) {
                 (*u)->n--;
-                if (le.chan >= 0)
-                        (void) set_cloexec(le.chan, true);
                 return false;
         }
         /* shared before T may turn blocking: this process's accepts poll it first */
         s->listen_fork_gen = ~0u;
         (void) set_nonblock(s->hidden, atomic_load(&s->nonblock));
-        *f = (struct exec_fd) { .s = s, .listener = true, .x = x, .y = -1, .t = le.chan, .saved = -1,
-                                .x_fdflags = fdfl };
+        *f = (struct exec_fd) { .s = s, .listener = true, .x = x, .y = -1, .t = -1, .saved = -1, .x_fdflags = fdfl };
         child->listen_fds[child->n_listen] = x;
         child->listen_srcs[child->n_listen++] = s->hidden;
+        if (le.chan >= 0) {
+                /* the channel by a dup2 onto its own number, which clears close-on-exec
+                 * in the child only (glibc >= 2.35; POSIX 2024): clearing it here
+                 * would hand it to whatever another thread spawns meanwhile */
+                child->listen_fds[child->n_listen] = le.chan;
+                child->listen_srcs[child->n_listen++] = le.chan;
+        }
         smc_debug("spawn: listener fd %d: its TCP socket goes to the new process as fd %d%s", s->fd, x,
                   !preloaded ? "" : le.chan >= 0 ? " with its accept channel" : " (registered with smcd again there)");
         return true;
 }
 
-/* Did the spawn's file actions close, replace or copy over @fd in the child? */
-static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
-        if (!child)
-                return false;
-        if (fd >= child->closed_from)
-                return true;
-        for (size_t i = 0; i < child->n; i++)
-                if (child->fds[i].fd == fd)
-                        return true;
-        return false;
-}
 
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
                         struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo) {
