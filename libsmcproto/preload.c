@@ -2219,17 +2219,6 @@ static bool spawn_fa_replay(const posix_spawn_file_actions_t *fa, posix_spawn_fi
  * or listener arrives as before (the bare descriptor, the epoll descriptor). */
 #define SPAWN_STUBS_MAX 64
 
-/* Did @child's file actions replace or close @fd in the child (its number there is
- * not the parent's descriptor)? */
-static bool spawn_child_touched(const struct smc_spawn_fds *child, int fd) {
-        if (fd >= child->closed_from)
-                return true;
-        for (size_t i = 0; i < child->n; i++)
-                if (child->fds[i].fd == fd)
-                        return true;
-        return false;
-}
-
 /* Can spawn_fa_replay() copy @fa (none, or a whole record)? */
 static bool spawn_fa_complete(const posix_spawn_file_actions_t *fa) {
         struct spawn_fa *r;
@@ -2288,7 +2277,7 @@ static int do_spawn(bool path_search, pid_t *pid, const char *path, const posix_
 
                         if (t < 0)
                                 continue;
-                        if (spawn_child_touched(&child, t)) {
+                        if (smc_spawn_touched(&child, t)) {
                                 /* a program's action replaced or closed that number in
                                  * the child before ours would copy it */
                                 sys_close(t);

@@ -182,6 +182,10 @@ struct smc_spawn_fds {
         size_t n_listen, max_listen;
 };
 
+/* Did @child's file actions close, replace or copy over @fd in the child (its number
+ * there is not this process's descriptor)? False for @child NULL. */
+bool smc_spawn_touched(const struct smc_spawn_fds *child, int fd);
+
 /* A TCP socket of @family whose connection was reset by its peer (ECONNRESET once,
  * then end of file; send EPIPE), close-on-exec, blocking. Returns it or -errno. */
 int smc_reset_socket(int family);

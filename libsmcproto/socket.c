@@ -4669,8 +4669,7 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
         return true;
 }
 
-/* Did the spawn's file actions close, replace or copy over @fd in the child? */
-static bool spawn_touched(const struct smc_spawn_fds *child, int fd) {
+bool smc_spawn_touched(const struct smc_spawn_fds *child, int fd) {
         if (!child)
                 return false;
         if (fd >= child->closed_from)
@@ -4704,7 +4703,7 @@ static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool p
         char buf[96];
 
         if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen + 2 > child->max_listen ||
-            spawn_touched(child, s->hidden) || (le.chan >= 0 && spawn_touched(child, le.chan)))
+            smc_spawn_touched(child, s->hidden) || (le.chan >= 0 && smc_spawn_touched(child, le.chan)))
                 return true; /* (a file action replaced or closed the number of T or of the
                               * channel: the child's copy would not be ours) */
         if (le.listener_id == 0)
@@ -4759,7 +4758,7 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
                                    (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add)))))
                                 continue;
                         /* a vfork() child closed, replaced or copied over that number */
-                        if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || spawn_touched(child, s->fd))
+                        if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || smc_spawn_touched(child, s->fd))
                                 continue;
                         bool locked = exec_lock(&s->lock);
 
