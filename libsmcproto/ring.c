@@ -1494,7 +1494,10 @@ static bool rx_before_deadline(struct smc_ring_ep *ep, uint64_t *deadline) {
                 socklen_t tl = sizeof(tv);
 
                 *deadline = UINT64_MAX;
-                if (sys_getsockopt(ep->x, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+                /* (a timeout of more than about 100 years, up to the kernel's
+                 * LONG_MAX / HZ seconds, would wrap the sum: it is none) */
+                if (sys_getsockopt(ep->x, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0) &&
+                    tv.tv_sec < 3200000000)
                         *deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
         }
         return *deadline == UINT64_MAX || now_ns() < *deadline;
@@ -1527,8 +1530,15 @@ static bool rx_waitall_wait(struct smc_ring_ep *ep, uint64_t *deadline, bool *x_
 
         if (!rx_before_deadline(ep, deadline))
                 return false;
-        if (*deadline != UINT64_MAX)
-                ms = (int) ((*deadline - now_ns() + 999999u) / 1000000u); /* rounded up */
+        if (*deadline != UINT64_MAX) {
+                uint64_t now = now_ns(), left;
+
+                if (now >= *deadline)
+                        return false; /* (passed since the check) */
+                left = (*deadline - now + 999999u) / 1000000u; /* rounded up */
+
+                ms = left > INT_MAX ? INT_MAX : (int) left; /* (SO_RCVTIMEO of > 24.8 days) */
+        }
         n = sys_poll(&p, 1, ms);
         if (n < 0)
                 return false; /* EINTR */

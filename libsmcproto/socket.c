@@ -2302,8 +2302,9 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         socklen_t tl = sizeof(tv);
 
                         deadline = UINT64_MAX;
+                        /* (more than about 100 years would wrap the sum: none) */
                         if (s->hidden >= 0 && sys_getsockopt(s->hidden, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
-                            (tv.tv_sec > 0 || tv.tv_usec > 0))
+                            (tv.tv_sec > 0 || tv.tv_usec > 0) && tv.tv_sec < 3200000000)
                                 deadline = now_ms() + (uint64_t) tv.tv_sec * 1000u + ((uint64_t) tv.tv_usec + 999u) / 1000u;
                 }
                 if (deadline != UINT64_MAX) {
@@ -4607,6 +4608,26 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
         return true;
 }
 
+/* The SMCRUN_INHERIT entry of an SMC listener at the new image's number @fd (s->lock
+ * held): with its accept channel for an image that loads the library (@preloaded)
+ * and a listener smcd knows by id. */
+static struct smc_inherit_listener listener_entry(const struct smc_sock *s, int fd, bool preloaded) {
+        return (struct smc_inherit_listener) {
+                .fd = fd,
+                .chan = preloaded && s->listener_id != 0 ? s->chan : -1,
+                .listener_id = s->listener_id,
+                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
+        };
+}
+
+/* Appends @le's "L:..." entry to the variable being built. False on ENOMEM. */
+static bool listener_entry_append(const struct smc_inherit_listener *le, char **var, size_t *len, size_t *cap) {
+        char buf[96];
+        int n = smc_inherit_format_listener(le, buf, sizeof(buf));
+
+        return n >= 0 && (*len == 0 || str_append(var, len, cap, ",", 1)) && str_append(var, len, cap, buf, (size_t) n);
+}
+
 /* An SMC listener before an exec (s->lock held): its app fd is an epoll fd that no
  * new image could accept on. Its listening TCP socket T takes the fd's place (the
  * epoll fd kept in a hidden close-on-exec copy for a failed exec). A new image that
@@ -4618,32 +4639,18 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
  * the parent holds the listener too from now on. Returns false on ENOMEM. */
 static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_moved, struct smc_exec_undo **u,
                                   char **var, size_t *len, size_t *cap) {
-        int fdfl = sys_fcntl(s->fd, F_GETFD, 0), saved, n;
-        struct smc_inherit_listener le = {
-                .fd = s->fd,
-                .chan = preloaded ? s->chan : -1,
-                .listener_id = s->listener_id,
-                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
-        };
+        int fdfl = sys_fcntl(s->fd, F_GETFD, 0), saved;
+        struct smc_inherit_listener le = listener_entry(s, s->fd, preloaded);
         struct exec_fd *f;
-        char buf[96];
 
         if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0)
                 return true;
-        if (le.listener_id == 0 || (le.chan >= 0 && set_cloexec(le.chan, false) < 0))
+        if (le.chan >= 0 && set_cloexec(le.chan, false) < 0)
                 le.chan = -1;
-        n = smc_inherit_format_listener(&le, buf, sizeof(buf));
         f = undo_add(u);
-        if (!f || n < 0) {
+        if (!f || (preloaded && !listener_entry_append(&le, var, len, cap))) {
                 if (f)
                         (*u)->n--;
-                if (le.chan >= 0)
-                        (void) set_cloexec(le.chan, true);
-                return false;
-        }
-        if (preloaded && ((*len > 0 && !str_append(var, len, cap, ",", 1)) ||
-                          !str_append(var, len, cap, buf, (size_t) n))) {
-                (*u)->n--;
                 if (le.chan >= 0)
                         (void) set_cloexec(le.chan, true);
                 return false;
@@ -4692,28 +4699,18 @@ bool smc_spawn_touched(const struct smc_spawn_fds *child, int fd) {
 static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool preloaded, struct smc_spawn_fds *child,
                                    struct smc_exec_undo **u, char **var, size_t *len, size_t *cap) {
         /* @x: the child's number for it (a file action's copy: @x_fdfl 0), else s->fd */
-        int fdfl = x_fdfl >= 0 ? x_fdfl : sys_fcntl(x, F_GETFD, 0), n;
-        struct smc_inherit_listener le = {
-                .fd = x,
-                .chan = preloaded ? s->chan : -1,
-                .listener_id = s->listener_id,
-                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
-        };
+        int fdfl = x_fdfl >= 0 ? x_fdfl : sys_fcntl(x, F_GETFD, 0);
+        struct smc_inherit_listener le = listener_entry(s, x, preloaded);
         struct exec_fd *f;
-        char buf[96];
 
         if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen + 2 > child->max_listen ||
             smc_spawn_touched(child, s->hidden) || (le.chan >= 0 && smc_spawn_touched(child, le.chan)))
                 return true; /* (a file action replaced or closed the number of T or of the
                               * channel: the child's copy would not be ours) */
-        if (le.listener_id == 0)
-                le.chan = -1;
         f = undo_add(u);
         if (!f)
                 return false;
-        n = smc_inherit_format_listener(&le, buf, sizeof(buf));
-        if (preloaded && (n < 0 || (*len > 0 && !str_append(var, len, cap, ",", 1)) ||
-                          !str_append(var, len, cap, buf, (size_t) n))) {
+        if (preloaded && !listener_entry_append(&le, var, len, cap)) {
                 (*u)->n--;
                 return false;
         }

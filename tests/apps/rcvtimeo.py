@@ -9,6 +9,7 @@
 #  3. recv(MSG_WAITALL) with fewer bytes there than asked returns them once the timeout
 #     passed, or once a signal handler ran, also one installed with SA_RESTART (the
 #     library restarted its wait and returned only when the peer closed).
+#  4. a timeout long enough to wrap a 64-bit count of ns or ms waits as none does.
 # Prints one line; exit status 0 only if every case held.
 import errno
 import signal
@@ -86,6 +87,27 @@ took = time.monotonic() - t
 closer.cancel()
 if got != b"abcde" or not 0.2 <= took < 5:
     fails.append("recv(MSG_WAITALL) of 10 with 5 there, SA_RESTART signal after 0.3 s: %r after %.2f s" % (got, took))
+# 4. a timeout so long that it wraps a 64-bit count of ns (recv) or ms (accept): the
+#    calls wait as for no timeout (the library returned after 0.26 s, or at once)
+signal.setitimer(signal.ITIMER_REAL, 0)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 18446744074, 0))
+c.sendall(b"fghij")
+time.sleep(0.05)
+feeder = threading.Timer(1.0, lambda: c.sendall(b"klmno"))
+feeder.start()
+t = time.monotonic()
+got = s.recv(10, socket.MSG_WAITALL)
+took = time.monotonic() - t
+feeder.join()
+if got != b"fghijklmno" or not 0.8 <= took < 8:
+    fails.append("recv(MSG_WAITALL) of 10 with 5 there, SO_RCVTIMEO 2^64 ns: %r after %.2f s" % (got, took))
+rcvtimeo(ls, 18446744073709552)
+late = threading.Timer(1.0, lambda: socket.create_connection(ls.getsockname()).close())
+late.start()
+what, took = timed_accept(ls, 0)
+late.join()
+if what != "accepted" or not 0.8 <= took < 8:
+    fails.append("accept with SO_RCVTIMEO 2^64 ms: %s after %.2f s" % (what, took))
 for x in (c, s, ls):
     x.close()
 if fails:
@@ -93,4 +115,4 @@ if fails:
     sys.exit(1)
 print("rcvtimeo: accept EAGAIN after SO_RCVTIMEO (set after and before listen), a connection within it "
       "accepted; MSG_PEEK|MSG_WAITALL and MSG_WAITALL return the partial data after it, MSG_WAITALL also "
-      "after an SA_RESTART signal")
+      "after an SA_RESTART signal; timeouts of centuries wait")
