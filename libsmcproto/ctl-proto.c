@@ -50,6 +50,8 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_ADOPT_FD: return 0; /* not before version 3 */
                 default: break;
                 }
+        if (version <= 4 && type == SMC_CTL_LISTEN_DEPOSIT)
+                return 0; /* not before version 5 */
         return smc_ctl_msg_size(type);
 }
 
@@ -60,6 +62,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_LISTEN: return sizeof(struct smc_ctl_listen);
         case SMC_CTL_LISTEN_REPLY: return sizeof(struct smc_ctl_listen_reply);
         case SMC_CTL_UNLISTEN: return sizeof(struct smc_ctl_unlisten);
+        case SMC_CTL_LISTEN_DEPOSIT: return sizeof(struct smc_ctl_listen_deposit);
         case SMC_CTL_CONNECT: return sizeof(struct smc_ctl_connect);
         case SMC_CTL_CONNECT_REPLY:
         case SMC_CTL_NEW_CONN: return sizeof(struct smc_ctl_conn);
@@ -91,6 +94,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_REREG:
         case SMC_CTL_REREG_DONE:
         case SMC_CTL_ADOPT_FD:
+        case SMC_CTL_LISTEN_DEPOSIT:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -142,6 +146,8 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
                 return 1;
         case SMC_CTL_ADOPT_REPLY:
                 return 3;
+        case SMC_CTL_LISTEN_DEPOSIT:
+                return 2;
         case SMC_CTL_CONNECT:
                 return m->hdr.version >= 3 ? 1 : 0;
         case SMC_CTL_CONNECT_REPLY:
@@ -184,6 +190,8 @@ int smc_ctl_set_version(union smc_ctl_msg *m, uint16_t version) {
                 keep = sizeof(m->hdr);
         if (keep < full)
                 memset(m->raw + keep, 0, full - keep);
+        if (version < 5 && m->hdr.type == SMC_CTL_LISTEN)
+                m->listen.flags = 0; /* (reserved before) */
         m->hdr.version = version;
         m->hdr.len = (uint32_t) len;
         return 0;
@@ -227,11 +235,14 @@ static int decode_body(const union smc_ctl_msg *m) {
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_LISTEN:
-                if (!addr_ok(&m->listen.addr, false) || m->listen.addr.port == 0 || m->listen.reserved)
+                if (!addr_ok(&m->listen.addr, false) || m->listen.addr.port == 0 ||
+                    (m->listen.flags & ~(m->hdr.version >= 5 ? SMC_CTL_LISTEN_F_JOIN : 0u)))
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_UNLISTEN:
                 return m->unlisten.listener_id ? 0 : -EBADMSG;
+        case SMC_CTL_LISTEN_DEPOSIT:
+                return m->listen_deposit.listener_id ? 0 : -EBADMSG;
         case SMC_CTL_CONNECT:
                 if (!addr_ok(&m->connect.dst, false) || m->connect.dst.port == 0 ||
                     !addr_ok(&m->connect.src, true))
@@ -289,7 +300,9 @@ static int decode_body(const union smc_ctl_msg *m) {
         case SMC_CTL_LISTEN_REPLY:
                 if (!m->listen_reply.listener_id ||
                     (m->hdr.version >= 3 &&
-                     ((m->listen_reply.flags & ~SMC_CTL_LISTEN_SMCR) || m->listen_reply.reserved)))
+                     ((m->listen_reply.flags &
+                       ~(SMC_CTL_LISTEN_SMCR | (m->hdr.version >= 5 ? SMC_CTL_LISTEN_JOINED : 0u))) ||
+                      m->listen_reply.reserved)))
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_SMCR:

@@ -35,6 +35,11 @@
  *      smcd resets one whose server side ends without it (queued on the accept
  *      channel when the listener's last copy went, or lost to a receiver out of
  *      descriptors), as TCP resets connections queued on a closed listener.
+ *   5  a listening socket passed to another process over a unix socket (SCM_RIGHTS)
+ *      keeps one accept queue, as TCP's: the sender deposits the listener's accept
+ *      channel with smcd (LISTEN_DEPOSIT), and the receiver's LISTEN (flags
+ *      SMC_CTL_LISTEN_F_JOIN; the field was reserved, 0) gets that channel
+ *      (LISTEN_REPLY flag SMC_CTL_LISTEN_JOINED) instead of a new registration.
  *   HELLO has the same layout in every version. A client sends it with
  *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
  *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
@@ -64,6 +69,27 @@
  *                      marked the listening socket for the SMC TCP option (SMC-R is
  *                      possible): the client then sends SMCR (role server) for every
  *                      TCP connection it accepts from it, instead of a FALLBACK.
+ *                      (v5) flags SMC_CTL_LISTEN_F_JOIN (else 0): the socket arrived
+ *                      from another process. If a LISTEN_DEPOSIT of this socket (the
+ *                      same kernel socket: fstat's st_dev and st_ino) by a client of
+ *                      the same uid is waiting, smcd answers with the deposited
+ *                      channel, the registered listener's id and SMC_CTL_LISTEN_JOINED
+ *                      set in LISTEN_REPLY.flags (the deposit is used up): the client
+ *                      is one more holder of that listener, as a forked process is,
+ *                      and never sends UNLISTEN for it. Without one: a new
+ *                      registration, as without the flag.
+ *   LISTEN_DEPOSIT C->D (v5) listener id. 2 fds: the client end of that listener's
+ *                      accept channel and its listening TCP socket, about to be sent
+ *                      to another process over a unix socket. smcd checks that the
+ *                      listener is of the client's uid, that the first fd is its
+ *                      channel (the inode recorded at LISTEN) and the second its
+ *                      socket, keeps the channel for one LISTEN with
+ *                      SMC_CTL_LISTEN_F_JOIN of that socket, at most
+ *                      SMC_CTL_DEPOSIT_MAX per listener (a new one replaces the
+ *                      oldest) and for SMC_CTL_DEPOSIT_USEC (then closes it: the
+ *                      listener ends when its last holder closes it), and closes
+ *                      its copy of the socket. Reply OK or ERROR (-ENOENT: no such
+ *                      listener of this uid; -EINVAL: not its channel or socket).
  *   UNLISTEN     C->D  listener id. No fds. Reply OK or ERROR.
  *   CONNECT      C->D  dst, src (the client's bound address), sndbuf, rcvbuf
  *                      (bytes, 0 = default). No fds; (v3) 1 fd: the client's TCP
@@ -225,7 +251,7 @@
 
 #define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
 #define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
-#define SMC_CTL_VERSION 4     /* the newest version spoken; smc_ctl_init() builds it */
+#define SMC_CTL_VERSION 5     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
 #define SMC_CTL_INSTANCE_NAME "instance" /* beside the socket: smcd's HELLO_REPLY.instance
                                           * (4 bytes, host order, offset 0), rewritten in
@@ -255,6 +281,7 @@ enum smc_ctl_type {
         SMC_CTL_REREG_REPLY, /* v3 */
         SMC_CTL_REREG_DONE,  /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_ADOPT_FD,    /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
+        SMC_CTL_LISTEN_DEPOSIT, /* v5 */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -312,13 +339,28 @@ struct smc_ctl_listen {
         struct smc_ctl_hdr hdr;
         struct smc_ctl_addr addr;
         uint32_t backlog;
-        uint32_t reserved;
+        uint32_t flags; /* (v5) SMC_CTL_LISTEN_F_JOIN; 0 before (it was reserved), and
+                         * smc_ctl_set_version() clears it for an older version */
         /* v2 */
         uint32_t sndbuf; /* the app's SO_SNDBUF in bytes, 0 = not set */
         uint32_t rcvbuf; /* the app's SO_RCVBUF in bytes, 0 = not set */
 };
 
 #define SMC_CTL_LISTEN_SMCR 0x1u /* (v3) send SMCR for each accepted TCP connection */
+#define SMC_CTL_LISTEN_JOINED 0x2u /* (v5) LISTEN_REPLY: a deposited channel, not a new
+                                    * registration (the client never sends UNLISTEN) */
+#define SMC_CTL_LISTEN_F_JOIN 0x1u /* (v5) LISTEN: take a deposited channel if one waits */
+
+/* LISTEN_DEPOSIT (v5): at most this many deposits wait per listener, each at most
+ * this long (microseconds): the time between a sendmsg(2) and the receiver's
+ * recvmsg(2) of a listening socket (a few ms for multiprocessing's resource sharer). */
+#define SMC_CTL_DEPOSIT_MAX 16
+#define SMC_CTL_DEPOSIT_USEC (10u * 1000000u)
+
+struct smc_ctl_listen_deposit {
+        struct smc_ctl_hdr hdr;
+        uint64_t listener_id;
+};
 
 struct smc_ctl_listen_reply {
         struct smc_ctl_hdr hdr;
@@ -469,6 +511,7 @@ union smc_ctl_msg {
         struct smc_ctl_listen listen;
         struct smc_ctl_listen_reply listen_reply;
         struct smc_ctl_unlisten unlisten;
+        struct smc_ctl_listen_deposit listen_deposit;
         struct smc_ctl_connect connect;
         struct smc_ctl_conn conn;
         struct smc_ctl_close close;

@@ -1763,7 +1763,7 @@ SMC_PUBLIC int smc_bind(int fd, const struct sockaddr *addr, socklen_t len) {
 /* LISTEN for @s, whose listening TCP socket is @tcp: its address, @backlog and the
  * app's buffer sizes. Returns the accept channel (*reply: the LISTEN_REPLY), or
  * -ENOTCONN (smcd away), smcd's ERROR, -EPROTO, or the errno of getsockname(). */
-static int listen_request(struct smc_sock *s, int tcp, int backlog, union smc_ctl_msg *reply) {
+static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, union smc_ctl_msg *reply) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         union smc_ctl_msg m;
@@ -1780,6 +1780,8 @@ static int listen_request(struct smc_sock *s, int tcp, int backlog, union smc_ct
         /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
         m.listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
+        /* (cleared for an smcd older than version 5) */
+        m.listen.flags = join ? SMC_CTL_LISTEN_F_JOIN : 0;
         n = smc_ctl_client_call(&m, &tcp, 1, reply, fds);
         if (n < 0)
                 return n;
@@ -1875,22 +1877,36 @@ fail:
         return r;
 }
 
-static int listen_register(struct smc_sock *s, int backlog) {
+/* Register @s (s->lock held, s->fd its listening TCP socket) with smcd and make it an
+ * SMC listener. @join: the socket arrived from another process (SCM_RIGHTS): if its
+ * sender deposited the listener's accept channel with smcd (listen_deposit()), this
+ * process accepts from that channel as one more holder of the listener, as a forked
+ * process does. Returns 0 or a negative errno (the socket stays a TCP listener). */
+static int listen_register(struct smc_sock *s, int backlog, bool join) {
         union smc_ctl_msg reply;
         int r, chan;
+        bool joined;
 
-        chan = listen_request(s, s->fd, backlog, &reply);
+        chan = listen_request(s, s->fd, backlog, join, &reply);
         if (chan < 0)
                 return chan;
+        joined = reply.hdr.version >= 5 && (reply.listen_reply.flags & SMC_CTL_LISTEN_JOINED);
         r = listen_install(s, chan);
         if (r < 0) {
-                listen_undo(reply.listen_reply.listener_id, chan);
+                if (joined)
+                        sys_close(chan); /* (the queue is the other holders' too) */
+                else
+                        listen_undo(reply.listen_reply.listener_id, chan);
                 return r;
         }
         listen_take_reply(s, &reply);
         s->listen_pid = getpid();
         s->listen_backlog = backlog;
-        s->listen_fork_gen = atomic_load(&fork_gen);
+        /* a joined listener is shared: its close only lets go of our copies */
+        s->listen_fork_gen = joined ? ~0u : atomic_load(&fork_gen);
+        if (joined)
+                smc_debug("listen fd %d: joined listener %llu of the process that passed the socket", s->fd,
+                          (unsigned long long) s->listener_id);
         return 0;
 }
 
@@ -1918,7 +1934,7 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                         break;
                 sock_set_state(s, SOCK_LISTEN_TCP);
                 if (!env_disable && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
-                        int k = listen_register(s, backlog);
+                        int k = listen_register(s, backlog, false);
 
                         rereg_maybe();
                         if (k < 0)
@@ -1988,7 +2004,7 @@ static void listen_reregister(struct smc_sock *l) {
             (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
                 return;
         l->relisten_ms = now;
-        chan = listen_request(l, l->hidden, l->listen_backlog, &reply);
+        chan = listen_request(l, l->hidden, l->listen_backlog, false, &reply);
         if (chan < 0) {
                 smc_debug("accept fd %d: LISTEN again failed (%s): the listener stays TCP", l->fd, strerror(-chan));
                 return;
@@ -5113,6 +5129,35 @@ static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd, size_t 
         }
 }
 
+/* The SMC listener @s (s->lock held) is about to go to another process as its TCP
+ * socket: deposit its accept channel with smcd (LISTEN_DEPOSIT, protocol version 5),
+ * so that the receiver's registration of the socket joins this listener's queue
+ * instead of taking the new connections from it (listen_register()). From then on the
+ * listener is shared, as after fork(): this process's close only lets go of its
+ * copies. An smcd older than version 5, or one that refuses: nothing changes (the
+ * receiver registers the socket again, as before). */
+static void listen_deposit(struct smc_sock *s) {
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS], n, pass[2] = { s->chan, s->hidden };
+
+        if (s->chan < 0 || s->hidden < 0 || s->listener_id == 0 || s->listen_instance != smc_ctl_client_instance())
+                return;
+        smc_ctl_init(&m, SMC_CTL_LISTEN_DEPOSIT, 0);
+        m.listen_deposit.listener_id = s->listener_id;
+        n = smc_ctl_client_call(&m, pass, 2, &reply, fds);
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        if (n < 0 || reply.hdr.type != SMC_CTL_OK) {
+                smc_debug("fd %d: depositing the accept channel of listener %llu failed: %s", s->fd,
+                          (unsigned long long) s->listener_id,
+                          n < 0 ? strerror(-n) : reply.hdr.type == SMC_CTL_ERROR ? reply.error.msg : "bad reply");
+                return;
+        }
+        s->listen_fork_gen = ~0u;
+        smc_debug("fd %d: the accept channel of listener %llu is deposited with smcd", s->fd,
+                  (unsigned long long) s->listener_id);
+}
+
 /* @fd goes to another process: an SMC-D connection is shared from now on, as after
  * fork() (either copy's close lets go of it only; sends take the cross-process lock),
  * and what TCP_CORK or MSG_MORE held back is published first: the receiver starts
@@ -5133,6 +5178,7 @@ static int fd_passing(int fd) {
                           (unsigned long long) s->conn_id);
         } else if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->hidden >= 0) {
                 t = s->hidden;
+                listen_deposit(s);
                 smc_debug("fd %d: SMC listener passed to another process as its TCP socket", fd);
         }
         pthread_mutex_unlock(&s->lock);
@@ -5207,7 +5253,7 @@ static void unconnected_received(int fd, int dom) {
  * does. Returns listen_register()'s result (-ECANCELED when not asked to; the socket
  * is then a plain TCP listener), with *@ret the socket, or NULL (out of memory: @fd
  * stays unmanaged). */
-static int listener_take(int fd, int domain, bool nonblock, bool reg, struct smc_sock **ret) {
+static int listener_take(int fd, int domain, bool nonblock, bool reg, bool join, struct smc_sock **ret) {
         struct smc_sock *s = sock_alloc(fd, domain, SOCK_LISTEN_TCP, nonblock);
         int r;
 
@@ -5219,7 +5265,7 @@ static int listener_take(int fd, int domain, bool nonblock, bool reg, struct smc
                 return -ENOMEM;
         }
         pthread_mutex_lock(&s->lock);
-        r = reg ? listen_register(s, SOMAXCONN) : -ECANCELED;
+        r = reg ? listen_register(s, SOMAXCONN, join) : -ECANCELED;
         pthread_mutex_unlock(&s->lock);
         *ret = s;
         return r;
@@ -5244,7 +5290,7 @@ static void tcp_received(int fd) {
                 unconnected_received(fd, dom);
                 return;
         }
-        r = listener_take(fd, dom, false, true, &s);
+        r = listener_take(fd, dom, false, true, true, &s);
         if (!s)
                 return;
         /* (the program does not know @fd yet: nobody else touches @s) */
@@ -5439,7 +5485,7 @@ static void exec_inherit_listener(const char *p, size_t len) {
                           r == 0 ? "" : strerror(-r));
                 return;
         }
-        r = listener_take(le.fd, domain, fl & O_NONBLOCK, reg, &s);
+        r = listener_take(le.fd, domain, fl & O_NONBLOCK, reg, false, &s);
         if (!s)
                 return;
         smc_debug("exec: listener fd %d: %s%s", le.fd, r < 0 ? "plain TCP listener: " : "registered with smcd again",

@@ -20,6 +20,7 @@
 #include "smc-clc.h"
 
 static void listener_reinstate(Manager *m, dev_t dev, ino_t ino);
+static void deposits_drop(Listener *l, unsigned n);
 
 Listener *listener_free(Listener *l) {
         Manager *m;
@@ -47,6 +48,8 @@ Listener *listener_free(Listener *l) {
          * registered it again has exited, a rolled-back upgrade) */
         if (active && !m->exiting)
                 listener_reinstate(m, l->sock_dev, l->sock_ino);
+        deposits_drop(l, l->n_deposits);
+        sd_event_source_disable_unref(l->deposit_timer);
         if (l->channel >= 0)
                 manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
         /* closing our end drops queued NEW_CONNs with their fds once the client's end
@@ -247,6 +250,147 @@ static void channel_set_sndbuf(Manager *m, int fd, uint32_t queue_max) {
                 (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
 }
 
+/* ---- LISTEN_DEPOSIT (v5): a listening socket passed to another process ----
+ *
+ * TCP gives a listening socket one accept queue however many processes hold it,
+ * also one that received it over a unix socket (SCM_RIGHTS: multiprocessing, uvicorn
+ * --workers). The receiver holds only the TCP socket; a LISTEN of it would be a new
+ * registration, which takes the new connections from the sender's (the newest
+ * registration of a socket gets them: listener_supersede()). So the sender's library
+ * deposits the client end of the channel here before the sendmsg(2), and the
+ * receiver's LISTEN with SMC_CTL_LISTEN_F_JOIN takes it: one queue, as TCP's. While
+ * a deposit waits, smcd holds a copy of the channel, so the listener lives on as a
+ * socket in flight in a unix socket does; an unclaimed deposit (the receiver runs
+ * without the library, or never reads the message) is closed after
+ * SMC_CTL_DEPOSIT_USEC. */
+
+/* Close the @n oldest deposits of @l. */
+static void deposits_drop(Listener *l, unsigned n) {
+        if (n > l->n_deposits)
+                n = l->n_deposits;
+        for (unsigned i = 0; i < n; i++)
+                close(l->deposit_fd[i]);
+        memmove(l->deposit_fd, l->deposit_fd + n, (l->n_deposits - n) * sizeof(l->deposit_fd[0]));
+        memmove(l->deposit_until, l->deposit_until + n, (l->n_deposits - n) * sizeof(l->deposit_until[0]));
+        l->n_deposits -= n;
+}
+
+static void deposit_timer_arm(Listener *l);
+
+static int on_deposit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Listener *l = userdata;
+        unsigned n = 0;
+
+        (void) s;
+        while (n < l->n_deposits && l->deposit_until[n] <= usec)
+                n++;
+        if (n > 0)
+                log_debug("Listener %" PRIu64 ": %u deposited channel(s) not claimed in %u s: closed.", l->id, n,
+                          SMC_CTL_DEPOSIT_USEC / 1000000u);
+        deposits_drop(l, n);
+        deposit_timer_arm(l);
+        /* (with the last copy of the channel gone, its HUP frees @l later) */
+        return 0;
+}
+
+/* (Re)arm @l's timer for its oldest deposit, or stop it when there is none. */
+static void deposit_timer_arm(Listener *l) {
+        Manager *m = l->manager;
+
+        if (l->n_deposits == 0) {
+                if (l->deposit_timer)
+                        (void) sd_event_source_set_enabled(l->deposit_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (l->deposit_timer) {
+                if (sd_event_source_set_time(l->deposit_timer, l->deposit_until[0]) >= 0 &&
+                    sd_event_source_set_enabled(l->deposit_timer, SD_EVENT_ONESHOT) >= 0)
+                        return;
+                l->deposit_timer = sd_event_source_disable_unref(l->deposit_timer);
+        }
+        if (sd_event_add_time(m->event, &l->deposit_timer, CLOCK_MONOTONIC, l->deposit_until[0], 100000,
+                              on_deposit_timer, l) < 0) {
+                /* no timer: keep no deposit that could never expire */
+                log_warning("Listener %" PRIu64 ": cannot arm the deposit timer: deposits dropped.", l->id);
+                l->deposit_timer = NULL;
+                deposits_drop(l, l->n_deposits);
+        }
+}
+
+int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit *req, int chan, int tcp) {
+        Listener *l = manager_get_listener(c->manager, req->listener_id);
+        union smc_ctl_msg msg;
+        struct stat cs, ts;
+        int r;
+
+        if (!l || l->uid != c->uid) {
+                close(chan);
+                close(tcp);
+                return client_send_error(c, req->hdr.seq, ENOENT, 0, "no listener %" PRIu64 " of this uid",
+                                         req->listener_id);
+        }
+        if (fstat(chan, &cs) < 0 || !S_ISSOCK(cs.st_mode) || cs.st_ino != l->chan_ino || fstat(tcp, &ts) < 0 ||
+            ts.st_dev != l->sock_dev || ts.st_ino != l->sock_ino) {
+                close(chan);
+                close(tcp);
+                return client_send_error(c, req->hdr.seq, EINVAL, 0,
+                                         "the fds are not the accept channel and the socket of listener %" PRIu64,
+                                         req->listener_id);
+        }
+        close(tcp);
+        if (l->n_deposits == SMC_CTL_DEPOSIT_MAX)
+                deposits_drop(l, 1);
+        l->deposit_fd[l->n_deposits] = chan;
+        l->deposit_until[l->n_deposits++] = manager_now(c->manager) + SMC_CTL_DEPOSIT_USEC;
+        deposit_timer_arm(l);
+        log_debug("Client %" PRIu64 ": listener %" PRIu64 " goes to another process: its channel is deposited (%u).",
+                  c->id, l->id, l->n_deposits);
+        smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
+        r = smc_ctl_set_version(&msg, c->version);
+        return r < 0 ? r : client_send(c, &msg, NULL, 0);
+}
+
+/* A LISTEN with SMC_CTL_LISTEN_F_JOIN: the listener of socket (@dev, @ino) of @c's
+ * uid and version with a deposit waiting, or NULL. */
+static Listener *deposit_find(Manager *m, const Client *c, uint16_t port, dev_t dev, ino_t ino) {
+        PortEntry *pe = u64map_get(m->ports, port);
+        Listener *l;
+
+        if (pe)
+                LIST_FOREACH(by_port, l, pe->listeners)
+                        if (l->sock_dev == dev && l->sock_ino == ino && l->n_deposits > 0 && l->uid == c->uid &&
+                            l->version == c->version)
+                                return l;
+        LIST_FOREACH(by_port, l, m->retired)
+                if (l->sock_dev == dev && l->sock_ino == ino && l->n_deposits > 0 && l->uid == c->uid &&
+                    l->version == c->version)
+                        return l;
+        return NULL;
+}
+
+/* Answer a LISTEN with @l's oldest deposit: @c holds the listener from now on. */
+static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l) {
+        union smc_ctl_msg msg;
+        int chan = l->deposit_fd[0], r;
+
+        l->deposit_fd[0] = -1;
+        memmove(l->deposit_fd, l->deposit_fd + 1, (l->n_deposits - 1) * sizeof(l->deposit_fd[0]));
+        memmove(l->deposit_until, l->deposit_until + 1, (l->n_deposits - 1) * sizeof(l->deposit_until[0]));
+        l->n_deposits--;
+        deposit_timer_arm(l);
+        listener_adopt(l, c); /* (if its owner is gone) */
+        smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
+        msg.listen_reply.listener_id = l->id;
+        msg.listen_reply.flags = SMC_CTL_LISTEN_JOINED | (l->smcr ? SMC_CTL_LISTEN_SMCR : 0);
+        (void) smc_ctl_set_version(&msg, c->version);
+        log_debug("Client %" PRIu64 ": LISTEN of a socket received from another process joins listener %" PRIu64
+                  " with its deposited channel.",
+                  c->id, l->id);
+        r = client_send(c, &msg, &chan, 1);
+        close(chan);
+        return r;
+}
+
 /* LISTEN with the client's listening socket @fd (borrowed). */
 static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         Manager *m = c->manager;
@@ -254,6 +398,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         char err[SMC_CTL_ERRMSG_LEN], abuf[SMCD_ADDR_STRLEN];
         int pair[2], r;
         uint32_t backlog;
+        struct stat cs;
         Listener *l;
 
         l = calloc(1, sizeof(*l));
@@ -265,6 +410,14 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 free(l);
                 c->manager->stats.handshake_errors++;
                 return client_send_error(c, req->hdr.seq, r, 0, "%s", err);
+        }
+        if (req->flags & SMC_CTL_LISTEN_F_JOIN) {
+                Listener *d = deposit_find(m, c, l->addr.port, l->sock_dev, l->sock_ino);
+
+                if (d) {
+                        free(l);
+                        return listen_join(c, req, d);
+                }
         }
         /* the policy (policy.h): a tcp rule keeps this listener plain TCP (the client
          * library goes on with its TCP listener); connects to it find no SMC listener */
@@ -286,6 +439,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 return client_send_error(c, req->hdr.seq, r, 0, "cannot create the accept channel");
         }
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
+        l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
         backlog = req->backlog > (uint32_t) m->somaxconn ? (uint32_t) m->somaxconn : req->backlog;
         /* as Linux: the accept queue is full when more than backlog are queued */
         l->queue_max = backlog + 1;

@@ -270,6 +270,8 @@ static int client_process_one(Client *c) {
                 return client_handle_listen(c, &msg.listen, fds[0]); /* takes the fd */
         case SMC_CTL_UNLISTEN:
                 return client_handle_unlisten(c, &msg.unlisten);
+        case SMC_CTL_LISTEN_DEPOSIT:
+                return client_handle_listen_deposit(c, &msg.listen_deposit, fds[0], fds[1]); /* takes the fds */
         case SMC_CTL_CONNECT: {
                 /* the "connect" histogram (stats.h): decoded request to reply sent */
                 struct timespec t0, t1;

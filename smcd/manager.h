@@ -213,6 +213,14 @@ struct Listener {
         bool retired;             /* in Manager.retired instead of a port (a newer
                                    * LISTEN of its socket): back when that one goes */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
+        ino_t chan_ino;           /* the inode of the client end of the channel */
+        /* LISTEN_DEPOSIT (v5): client ends of the channel kept for a LISTEN with
+         * SMC_CTL_LISTEN_F_JOIN of its socket by another process, oldest first, each
+         * until its deposit_until (manager_now); deposit_timer fires at the first */
+        unsigned n_deposits;
+        int deposit_fd[SMC_CTL_DEPOSIT_MAX];
+        uint64_t deposit_until[SMC_CTL_DEPOSIT_MAX];
+        sd_event_source *deposit_timer;
         LIST_FIELDS(Listener, by_client);
         LIST_FIELDS(Listener, by_port);
 };
@@ -435,6 +443,10 @@ int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const
 
 int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
+/* LISTEN_DEPOSIT (ctl-proto.h, v5): keep @chan, the client end of a listener's
+ * accept channel, for the LISTEN of the process its listening socket @tcp goes to.
+ * Takes both fds (closed or kept). Returns 0, or -errno when the client must go. */
+int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit *req, int chan, int tcp);
 Listener *listener_free(Listener *l);
 void listener_on_channel_hup(Listener *l);
 /* Nothing accepted from @l for LISTENER_STALL_USEC with @queued (listener_queued())

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 MAGIC = 0x64434D53
-VERSION_MIN, VERSION_MAX = 1, 4  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
+VERSION_MIN, VERSION_MAX = 1, 5  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
 VERSION_UNSUPPORTED = VERSION_MAX + 1
 VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before HELLO
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
@@ -47,6 +47,8 @@ REREG, REREG_REPLY = 16, 17  # (v3) after ADOPT (14), ADOPT_REPLY (15)
 REREG_DONE = 18  # (v3) after REREG_REPLY
 ADOPT_REPLY = 15
 ADOPT_FD = 19  # (v3) after REREG_DONE
+LISTEN_DEPOSIT = 20  # (v5)
+LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
 DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
@@ -69,12 +71,14 @@ BUF = struct.Struct("<QII")
 SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
          CONNECT: 72, CONNECT_REPLY: 112, NEW_CONN: 112, CLOSE: 32, OK: 16, ERROR: 120}
 # message sizes by protocol version (ctl-proto.h, Versions)
-SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None}
+SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None, 5: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
 SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT_REPLY: 120,
                    ADOPT_FD: 24})
 SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what they accept)
+SIZES_V[5] = dict(SIZES_V[4])  # version 5: LISTEN.flags (was reserved), LISTEN_DEPOSIT
+SIZES_V[5].update({LISTEN_DEPOSIT: 24})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -104,10 +108,10 @@ def hdr(mtype, seq, length=None, version=VERSION, magic=MAGIC):
     return HDR.pack(magic, version, mtype, sizes.get(mtype, 16) if length is None else length, seq)
 
 
-def listen_body(host, port, backlog, version, sndbuf=0, rcvbuf=0):
-    """LISTEN's body: (v2) sndbuf, rcvbuf."""
+def listen_body(host, port, backlog, version, sndbuf=0, rcvbuf=0, flags=0):
+    """LISTEN's body: (v2) sndbuf, rcvbuf; (v5) flags (reserved before)."""
     v2 = struct.pack("<II", sndbuf, rcvbuf) if version >= 2 else b""
-    return addr(host, port) + struct.pack("<II", backlog, 0) + v2
+    return addr(host, port) + struct.pack("<II", backlog, flags) + v2
 
 
 def addr(host, port):
@@ -225,11 +229,11 @@ class Client:
         send(self.s, data, fds)
         return recv_msg(self.s, version=self.version)
 
-    def listen(self, tcp, backlog=16, sndbuf=0, rcvbuf=0):
+    def listen(self, tcp, backlog=16, sndbuf=0, rcvbuf=0, flags=0):
         host, port = tcp.getsockname()[:2]
         seq = self.next()
         t, rseq, data, fds = self.request(self.hdr(LISTEN, seq) + listen_body(host, port, backlog, self.version,
-                                                                           sndbuf, rcvbuf), [tcp.fileno()])
+                                                                           sndbuf, rcvbuf, flags), [tcp.fileno()])
         if t != LISTEN_REPLY:
             return None, None, parse_error(data) if t == ERROR else t
         lid = struct.unpack_from("<Q", data, 16)[0]
@@ -423,6 +427,7 @@ def main():
     run_rereg_checks(binary)
     run_eptable_checks(binary)
     run_adopt_fd_checks(binary)
+    run_deposit_checks(binary)
     run_x_hup_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
@@ -2319,6 +2324,130 @@ def _run_adopt_fd_checks(d):
     for c in (srv_c, cli_c, other, v1):
         c.s.close()
     chan.close()
+    tcp.close()
+
+
+def run_deposit_checks(binary):
+    """LISTEN_DEPOSIT and LISTEN with SMC_CTL_LISTEN_F_JOIN (v5): a listening socket
+    passed to another process keeps one accept queue. The receiver's LISTEN takes the
+    deposited channel (same listener id, JOINED) and accepts what was queued; without
+    a deposit it is a new registration; deposits of the wrong fds, listener or uid are
+    refused and change nothing; an unclaimed deposit is closed after 10 s, and the
+    listener then ends with its last holder."""
+    print("---- LISTEN_DEPOSIT (listening sockets passed between processes)")
+    rdir = tempfile.mkdtemp(prefix="smcd-raw-deposit-")
+    tmpdirs.append(rdir)
+    os.chmod(rdir, 0o755)  # another uid's client must reach the socket
+    d = Smcd(binary, rdir)
+    try:
+        _run_deposit_checks(d)
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"LISTEN_DEPOSIT checks: smcd exits 0 ({rc})")
+
+
+def deposit(c, lid, fds, version=None, length=24):
+    """LISTEN_DEPOSIT of listener @lid with @fds: ("ok",) or ("error", errno) or ("type", t)."""
+    seq = c.next()
+    send(c.s, hdr(LISTEN_DEPOSIT, seq, length=length, version=version or c.version) +
+         struct.pack("<Q", lid)[:length - 16], fds)
+    t, rseq, data, rfds = recv_msg(c.s, version=c.version)
+    for f in rfds:
+        os.close(f)
+    if t == OK and rseq == seq:
+        return ("ok",)
+    return ("error", parse_error(data)[0]) if t == ERROR else ("type", t)
+
+
+def _run_deposit_checks(d):
+    srv, rcv, cli = (Client(d.sock, version=5) for _ in range(3))
+    tcp = tcp_listener()
+    lid, chan, _ = srv.listen(tcp)
+    info, cfds = cli.connect(tcp.getsockname())  # queued before the pass
+    check(info["mode"] == MODE_SMCD, f"a connection queued on the listener ({info['mode']})")
+    r = deposit(srv, lid, [chan.fileno(), tcp.fileno()])
+    check(r == ("ok",), f"LISTEN_DEPOSIT of the listener's channel and socket -> OK {r}")
+    # the receiver holds the same socket (a dup stands for one received over SCM_RIGHTS)
+    got = socket.socket(fileno=os.dup(tcp.fileno()))
+    lid2, chan2, err = rcv.listen(got, flags=LISTEN_F_JOIN)
+    check(lid2 == lid and rcv.listen_flags is not None and rcv.listen_flags[0] & LISTEN_JOINED,
+          f"LISTEN with F_JOIN of that socket -> the same listener {lid2}/{lid}, JOINED ({rcv.listen_flags}, {err})")
+    if chan2:
+        t, _, data, sfds = recv_msg(chan2, version=srv.version)
+        check(t == NEW_CONN and parse_conn(data)["id"] != 0 and len(sfds) == 4,
+              f"the joined channel delivers the connection queued before the pass ({t}, {len(sfds)} fds)")
+        for f in sfds:
+            os.close(f)
+    lid3, chan3, _ = rcv.listen(got, flags=LISTEN_F_JOIN)
+    check(lid3 and lid3 != lid and not rcv.listen_flags[0] & LISTEN_JOINED,
+          f"a second LISTEN with F_JOIN, the deposit used up -> a new registration ({lid3}, {rcv.listen_flags})")
+    # (that one now takes the socket's connections, as any new registration)
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()]) if chan3 else None
+    check(r == ("ok",), f"a deposit by the new registration's client {r}")
+
+    # refused deposits change nothing
+    other_tcp = tcp_listener()
+    other_lid, other_chan, _ = srv.listen(other_tcp)
+    sp1, sp2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pr, pw = os.pipe()
+    for what, args, want in (
+            ("an unknown listener id", (999999, [chan3.fileno(), tcp.fileno()]), -errno.ENOENT),
+            ("another socket pair as the channel", (lid3, [sp1.fileno(), tcp.fileno()]), -errno.EINVAL),
+            ("a pipe as the channel", (lid3, [pr, tcp.fileno()]), -errno.EINVAL),
+            ("another listener's channel", (lid3, [other_chan.fileno(), tcp.fileno()]), -errno.EINVAL),
+            ("another listening socket", (lid3, [chan3.fileno(), other_tcp.fileno()]), -errno.EINVAL),
+            ("the fds swapped", (lid3, [tcp.fileno(), chan3.fileno()]), -errno.EINVAL)):
+        r = deposit(rcv, *args)
+        check(r == ("error", want), f"LISTEN_DEPOSIT with {what} -> ERROR {want} {r}")
+    r = deposit(rcv, lid3, [chan3.fileno()])
+    check(r[0] == "error", f"LISTEN_DEPOSIT with one fd -> ERROR {r}")
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], length=16)
+    check(r == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT without its body -> ERROR EBADMSG {r}")
+    v4 = Client(d.sock, version=4)
+    r = deposit(v4, lid3, [chan3.fileno(), tcp.fileno()])
+    check(r[0] == "error", f"LISTEN_DEPOSIT in version 4 -> ERROR {r}")
+    lid4, chan4, err = v4.listen(got, flags=LISTEN_F_JOIN)
+    check(lid4 is None and err and err[0] == -errno.EBADMSG, f"a version-4 LISTEN with flags set -> EBADMSG ({err})")
+    chan3_fd = chan3.fileno()
+    res = as_uid(lambda: repr(deposit(Client(d.sock, version=5), lid3, [chan3_fd, tcp.fileno()])).encode())
+    check(res == repr(("error", -errno.ENOENT)).encode(), f"LISTEN_DEPOSIT by another uid -> ERROR ENOENT ({res})")
+    res = as_uid(lambda: repr(Client(d.sock, version=5).listen(got, flags=LISTEN_F_JOIN)[0] != lid3).encode())
+    check(res == b"True", f"another uid's LISTEN with F_JOIN does not get the deposit ({res})")
+    # the deposit by rcv is still there for a LISTEN of its uid
+    lid5, chan5, _ = cli.listen(got, flags=LISTEN_F_JOIN)
+    check(lid5 == lid3 and cli.listen_flags[0] & LISTEN_JOINED,
+          f"after the refused requests the good deposit is still there ({lid5}/{lid3})")
+    for f in (pr, pw):
+        os.close(f)
+    for x in (sp1, sp2, other_chan, other_tcp):
+        x.close()
+
+    # an unclaimed deposit keeps the listener for 10 s, then it ends with its holders
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()])
+    check(r == ("ok",), f"one more deposit {r}")
+    for x in (chan3, chan5):
+        if x:
+            x.close()
+    time.sleep(0.3)
+    info2, cfds2 = cli.connect(tcp.getsockname())
+    check(info2["mode"] == MODE_SMCD, f"all holders closed, a deposit waiting: still an SMC listener ({info2['mode']})")
+    for f in cfds2:
+        os.close(f)
+    t0 = time.time()
+    st = d.stats(lambda s: s["smcd"]["listeners"] == 1, timeout=15)["smcd"]
+    took = time.time() - t0
+    check(st["listeners"] == 1 and 8 <= took + 0.3 <= 12,
+          f"the deposit closed after about 10 s: listener {lid3} gone ({st['listeners']} left, {took + 0.3:.1f} s)")
+    for x in (chan, chan2):
+        if x:
+            x.close()
+    st = d.stats(lambda s: s["smcd"]["listeners"] == 0)["smcd"]
+    check(st["listeners"] == 0, f"every holder closed: no listener left ({st['listeners']})")
+    for f in cfds:
+        os.close(f)
+    for c in (srv, rcv, cli, v4):
+        c.s.close()
+    got.close()
     tcp.close()
 
 
