@@ -106,12 +106,16 @@ static void gen_ctl(void) {
                         m.listen.backlog = 128;
                         if (v >= 2)
                                 m.listen.rcvbuf = 65536;
+                        if (v >= 5)
+                                m.listen.flags = SMC_CTL_LISTEN_F_JOIN;
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "listen");
                 }
                 if (INIT(SMC_CTL_LISTEN_REPLY)) {
                         m.listen_reply.listener_id = 3;
                         if (v >= 3)
                                 m.listen_reply.flags = SMC_CTL_LISTEN_SMCR;
+                        if (v >= 5)
+                                m.listen_reply.flags |= SMC_CTL_LISTEN_JOINED;
                         ctl_seed(&m, SMC_CTL_TO_CLIENT, "listen-reply");
                 }
                 if (INIT(SMC_CTL_UNLISTEN)) {
@@ -222,6 +226,10 @@ static void gen_ctl(void) {
                 }
                 if (INIT(SMC_CTL_ADOPT_FD))
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "adopt-fd");
+                if (INIT(SMC_CTL_LISTEN_DEPOSIT)) {
+                        m.listen_deposit.listener_id = 3;
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "listen-deposit");
+                }
 #undef INIT
         }
 }

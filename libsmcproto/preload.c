@@ -425,7 +425,7 @@ _public_ int shutdown(int fd, int how) {
 _public_ int close(int fd) {
         __typeof__(close) *f;
 
-        if (managed(fd))
+        if (managed(fd) || smc_fd_listener_internal(fd))
                 return smc_close(fd);
         f = real_close();
         return f ? f(fd) : sys_close(fd);

@@ -52,11 +52,18 @@ int smc_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *h
  * sockets, accept channels and doorbell ends of the sockets left, and the control
  * connection), which the connections outside the range still need. Bad @first/@last
  * or @flags, CLOSE_RANGE_UNSHARE (a descriptor table of the thread's own, which the
- * library shared by all threads cannot follow), and a call in a vfork() child (whose
- * library state is the parent's memory) go to the kernel as they are.
+ * library shared by all threads cannot follow) go to the kernel as they are; in a
+ * vfork() child (whose library state is the parent's memory) the kernel closes all
+ * but the TCP sockets and accept channels of SMC listeners, which an exec hands on.
  * Returns 0, or -1 with errno (ENOMEM, or the kernel's). */
 #define CLOSE_RANGE_CLOEXEC_FLAG (1u << 2) /* linux/close_range.h CLOSE_RANGE_CLOEXEC */
 int smc_fd_close_range(unsigned first, unsigned last, unsigned flags);
+
+/* @fd is the TCP socket or the accept channel of one of this process's SMC listeners,
+ * which smc_close() leaves open (a program's close of every descriptor before an exec,
+ * CPython's subprocess with pass_fds: the exec hands the listener on with them). One
+ * load for numbers that never were one. */
+bool smc_fd_listener_internal(int fd);
 
 /* Is @fd an SMC connection (SMC-D or SMC-R: its descriptor is the socketpair end X, whose
  * own bytes are doorbells, not the stream; smcproto.h)? C stdio must not touch it

@@ -1468,6 +1468,69 @@ static bool in_vfork_child(void) {
         return getpid() != exec_known_pid;
 }
 
+/* ---- An SMC listener's own descriptors (its TCP socket T and accept channel) ----
+ * A program that closes descriptors it does not know of must not close these: a
+ * listener handed to a new image (pass_fds: CPython's subprocess and multiprocessing's
+ * spawn close every other descriptor between vfork() and exec) needs T for the
+ * image's number and the channel for its queue, and a listener's own process needs
+ * them to go on. close() and close_range() leave them open (they are close-on-exec:
+ * an exec or exit ends them anyway). lint_bits marks every number that was one
+ * (never cleared): a filter, so that other close() calls cost one load; a marked
+ * number is then looked up in the socket table. */
+#define LINT_FDS 65536u
+static _Atomic uint64_t lint_bits[LINT_FDS / 64];
+
+static void lint_mark(int fd) {
+        if (fd >= 0 && (unsigned) fd < LINT_FDS)
+                atomic_fetch_or_explicit(&lint_bits[fd / 64], 1ull << (fd % 64), memory_order_relaxed);
+}
+
+/* Store the T and channel numbers of every SMC listener into @out (room for @cap);
+ * returns how many there are (more than @cap: some were not stored). @only: count
+ * only that number (and store nothing). */
+static size_t listener_internal_fds(int *out, size_t cap, int only) {
+        size_t n = 0;
+
+        if (!atomic_load_explicit(&listener_ever, memory_order_relaxed))
+                return 0;
+        for (unsigned top = 0; top < FD_TOP; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s || sock_state(s) != SOCK_LISTEN_SMC)
+                                continue;
+                        pthread_mutex_lock(&s->lock);
+                        if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s) {
+                                int fds[2] = { s->hidden, s->chan };
+
+                                for (int k = 0; k < 2; k++) {
+                                        if (fds[k] < 0 || (only >= 0 && fds[k] != only))
+                                                continue;
+                                        if (n < cap)
+                                                out[n] = fds[k];
+                                        n++;
+                                }
+                        }
+                        pthread_mutex_unlock(&s->lock);
+                        if (only >= 0 && n > 0)
+                                return n;
+                }
+        }
+        return n;
+}
+
+/* @fd is T or the channel of an SMC listener of this process. */
+bool smc_fd_listener_internal(int fd) {
+        if (fd < 0 || !atomic_load_explicit(&listener_ever, memory_order_relaxed))
+                return false;
+        if ((unsigned) fd < LINT_FDS &&
+            !(atomic_load_explicit(&lint_bits[fd / 64], memory_order_relaxed) & (1ull << (fd % 64))))
+                return false;
+        return listener_internal_fds(NULL, 0, fd) > 0;
+}
+
 /* Copies made and numbers closed in a vfork() child. The socket table is the
  * parent's memory (the child runs on its parent's stack until it execs or exits), so
  * a copy made there must not enter it: the parent would take the child's number for
@@ -1597,6 +1660,8 @@ void smc_fd_dup(int oldfd, int newfd) {
                         d->chan = -1;
                         goto fail;
                 }
+                lint_mark(d->hidden);
+                lint_mark(d->chan);
                 d->listener_id = s->listener_id;
                 d->listen_instance = s->listen_instance;
                 d->listen_smcr = s->listen_smcr;
@@ -1864,6 +1929,8 @@ static int listen_install(struct smc_sock *s, int chan) {
         (void) set_nonblock(hidden, true);
         s->hidden = hidden;
         s->chan = chan;
+        lint_mark(hidden);
+        lint_mark(chan);
         s->listen_euid = geteuid();
         atomic_store(&s->nonblock, nonblock);
         atomic_store(&listener_ever, true);
@@ -2015,6 +2082,7 @@ static void listen_reregister(struct smc_sock *l) {
                 return;
         }
         l->chan = chan;
+        lint_mark(chan);
         xreg_add_chan(l, chan);
         listen_take_reply(l, &reply);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
@@ -3038,6 +3106,11 @@ SMC_PUBLIC int smc_close(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         int r;
 
+        if (!s && smc_fd_listener_internal(fd)) {
+                /* (close_range() leaves it open too) */
+                smc_debug("close(%d): the descriptor of an SMC listener of the library: left open", fd);
+                return 0;
+        }
         if (!s || in_vfork_child()) {
                 if (s)
                         vfork_fd_note(fd, -1); /* the parent's socket: the child's copy goes */
@@ -3121,11 +3194,34 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
         size_t n = 0, cap = 2;
         int *keep = NULL, r = 0;
 
-        if (first > last || (flags & ~CLOSE_RANGE_CLOEXEC_FLAG) != 0 || in_vfork_child())
-                /* the kernel's answer (EINVAL), CLOSE_RANGE_UNSHARE as it is, and a
-                 * vfork() child's descriptors (CPython's subprocess closes them so
-                 * between vfork and exec): the parent's library state stays */
+        if (first > last || (flags & ~CLOSE_RANGE_CLOEXEC_FLAG) != 0)
+                /* the kernel's answer (EINVAL), CLOSE_RANGE_UNSHARE as it is */
                 return (int) smc_syscall(SYS_close_range, first, last, flags);
+        if (in_vfork_child()) {
+                /* CPython's subprocess closes the descriptors so between vfork and
+                 * exec: the parent's library state stays, its sockets' descriptors
+                 * go, but not those of its listeners, which an exec hands on
+                 * (listener_internal_fds(); no malloc here: the parent's heap) */
+                int lk[128];
+                size_t ln = listener_internal_fds(lk, 128, -1);
+
+                if (ln == 0 || ln > 128)
+                        return (int) smc_syscall(SYS_close_range, first, last, flags);
+                qsort(lk, ln, sizeof(int), cmp_int);
+                lo = first;
+                for (size_t i = 0; i < ln && r == 0; i++) {
+                        unsigned k = (unsigned) lk[i];
+
+                        if (k < lo || k > last)
+                                continue;
+                        if (k > lo)
+                                r = (int) smc_syscall(SYS_close_range, lo, k - 1, flags);
+                        lo = k + 1;
+                }
+                if (r == 0 && lo <= last && lo >= first)
+                        r = (int) smc_syscall(SYS_close_range, lo, last, flags);
+                return r;
+        }
 
         /* the program's sockets in the range first, each as close() would (with
          * CLOSE_RANGE_CLOEXEC: the flag on its descriptor is all, as on TCP's) */
