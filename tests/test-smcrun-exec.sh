@@ -3,10 +3,13 @@
 # wrapper of libsmcrun.so driven from a C program (tests/exec-variants.c); checks that
 # smcd ended every connection orderly. (test-smcrun-apps.sh runs the same app without
 # the C variants.)
-# Args: SMCD LIBSMCRUN SMCRUN EXEC_VARIANTS
+# Also tests/spawn-listener.c's cases (posix_spawn while an SMC listener is open), each
+# over plain TCP first (the reference) and then under smcrun.
+# Args: SMCD LIBSMCRUN SMCRUN EXEC_VARIANTS SPAWN_LISTENER
 set -u
 smcd=$1 lib=$2 smcrun=$3
 export EXEC_VARIANTS=$4
+spawn_listener=$5
 here=$(dirname "$0")
 # shellcheck source=tests/apps/smcrun-env.sh
 . "$here/apps/smcrun-env.sh"
@@ -19,6 +22,17 @@ else
         echo "not ok - exec-inherit: $out"
         failed=1
 fi
+for c in closefrom threads; do
+        if ! ref=$(timeout 60 "$spawn_listener" $c 2>&1); then
+                echo "not ok - spawn-listener $c over plain TCP: $ref"
+                failed=1
+        elif out=$(timeout 60 sh "$smcrun" "$spawn_listener" $c 2>&1) && echo "$out" | grep -q "mode 1\|refused"; then
+                echo "ok - spawn-listener $c: $out"
+        else
+                echo "not ok - spawn-listener $c: $out"
+                failed=1
+        fi
+done
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1
