@@ -1474,9 +1474,9 @@ static bool in_vfork_child(void) {
  * spawn close every other descriptor between vfork() and exec) needs T for the
  * image's number and the channel for its queue, and a listener's own process needs
  * them to go on. close() and close_range() leave them open (they are close-on-exec:
- * an exec or exit ends them anyway). lint_bits marks every number that was one
- * (never cleared): a filter, so that other close() calls cost one load; a marked
- * number is then looked up in the socket table. */
+ * an exec or exit ends them anyway). lint_bits marks every number that was one: a
+ * filter, so that other close() calls cost one load; a marked number is then looked
+ * up in the socket table, and unmarked if it is no listener's any more. */
 #define LINT_FDS 65536u
 static _Atomic uint64_t lint_bits[LINT_FDS / 64];
 
@@ -1528,7 +1528,14 @@ bool smc_fd_listener_internal(int fd) {
         if ((unsigned) fd < LINT_FDS &&
             !(atomic_load_explicit(&lint_bits[fd / 64], memory_order_relaxed) & (1ull << (fd % 64))))
                 return false;
-        return listener_internal_fds(NULL, 0, fd) > 0;
+        if (listener_internal_fds(NULL, 0, fd) > 0)
+                return true;
+        /* a number that was one and is the program's now (a closed listener's): no
+         * other look next time. @fd is open until our caller closes it, so no
+         * listener can take the number (and mark it) meanwhile. */
+        if ((unsigned) fd < LINT_FDS)
+                atomic_fetch_and_explicit(&lint_bits[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
+        return false;
 }
 
 /* Copies made and numbers closed in a vfork() child. The socket table is the
