@@ -3196,8 +3196,29 @@ int smc_lib_fds(int **ret) {
         return (int) lib_fds(fds, cap, true);
 }
 
+/* close_range(@first, @last, @flags) by the kernel around the @n numbers of @keep
+ * (sorted here). Returns 0, or -1 with errno. */
+static int close_range_except(unsigned first, unsigned last, unsigned flags, int *keep, size_t n) {
+        unsigned lo = first;
+        int r = 0;
+
+        qsort(keep, n, sizeof(int), cmp_int);
+        for (size_t i = 0; i < n && r == 0; i++) {
+                unsigned k = (unsigned) keep[i];
+
+                if (k < lo || k > last)
+                        continue;
+                if (k > lo)
+                        r = (int) smc_syscall(SYS_close_range, lo, k - 1, flags);
+                lo = k + 1;
+        }
+        if (r == 0 && lo <= last)
+                r = (int) smc_syscall(SYS_close_range, lo, last, flags);
+        return r;
+}
+
 int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
-        unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP, lo;
+        unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP;
         size_t n = 0, cap = 2;
         int *keep = NULL, r = 0;
 
@@ -3214,20 +3235,7 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
 
                 if (ln == 0 || ln > 128)
                         return (int) smc_syscall(SYS_close_range, first, last, flags);
-                qsort(lk, ln, sizeof(int), cmp_int);
-                lo = first;
-                for (size_t i = 0; i < ln && r == 0; i++) {
-                        unsigned k = (unsigned) lk[i];
-
-                        if (k < lo || k > last)
-                                continue;
-                        if (k > lo)
-                                r = (int) smc_syscall(SYS_close_range, lo, k - 1, flags);
-                        lo = k + 1;
-                }
-                if (r == 0 && lo <= last && lo >= first)
-                        r = (int) smc_syscall(SYS_close_range, lo, last, flags);
-                return r;
+                return close_range_except(first, last, flags, lk, ln);
         }
 
         /* the program's sockets in the range first, each as close() would (with
@@ -3252,19 +3260,7 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
                 return -1;
         }
         n = lib_fds(keep, cap, false);
-        qsort(keep, n, sizeof(int), cmp_int);
-        lo = first;
-        for (size_t i = 0; i < n && r == 0; i++) {
-                unsigned k = (unsigned) keep[i];
-
-                if (k < lo || k > last)
-                        continue;
-                if (k > lo)
-                        r = (int) smc_syscall(SYS_close_range, lo, k - 1, flags);
-                lo = k + 1;
-        }
-        if (r == 0 && lo <= last && lo >= first)
-                r = (int) smc_syscall(SYS_close_range, lo, last, flags);
+        r = close_range_except(first, last, flags, keep, n);
         free(keep);
         return r;
 }

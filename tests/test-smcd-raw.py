@@ -2249,15 +2249,21 @@ def run_adopt_fd_checks(binary):
     another uid, gets ERROR ENOENT; malformed requests are refused; smcd keeps serving
     and the connection ends when the last copy of its X is closed."""
     print("---- ADOPT_FD (connections passed between processes)")
-    rdir = tempfile.mkdtemp(prefix="smcd-raw-adopt-fd-")
+    run_with_smcd(binary, "smcd-raw-adopt-fd-", _run_adopt_fd_checks, "ADOPT_FD")
+
+
+def run_with_smcd(binary, prefix, fn, what):
+    """fn(d) with an smcd of its own, in a runtime directory other uids reach; then
+    that smcd must exit 0."""
+    rdir = tempfile.mkdtemp(prefix=prefix)
     tmpdirs.append(rdir)
     os.chmod(rdir, 0o755)  # another uid's client must reach the socket
     d = Smcd(binary, rdir)
     try:
-        _run_adopt_fd_checks(d)
+        fn(d)
     finally:
         rc = d.stop()
-    check(rc == 0, f"ADOPT_FD checks: smcd exits 0 ({rc})")
+    check(rc == 0, f"{what} checks: smcd exits 0 ({rc})")
 
 
 def _run_adopt_fd_checks(d):
@@ -2335,15 +2341,7 @@ def run_deposit_checks(binary):
     refused and change nothing; an unclaimed deposit is closed after 10 s, and the
     listener then ends with its last holder."""
     print("---- LISTEN_DEPOSIT (listening sockets passed between processes)")
-    rdir = tempfile.mkdtemp(prefix="smcd-raw-deposit-")
-    tmpdirs.append(rdir)
-    os.chmod(rdir, 0o755)  # another uid's client must reach the socket
-    d = Smcd(binary, rdir)
-    try:
-        _run_deposit_checks(d)
-    finally:
-        rc = d.stop()
-    check(rc == 0, f"LISTEN_DEPOSIT checks: smcd exits 0 ({rc})")
+    run_with_smcd(binary, "smcd-raw-deposit-", _run_deposit_checks, "LISTEN_DEPOSIT")
 
 
 def deposit(c, lid, fds, version=None, length=24):

@@ -179,19 +179,26 @@ def refused_within(port, secs=2.0):
         time.sleep(0.05)
 
 
+def listener_with_queued(backlog, msg):
+    """a listener on 127.0.0.1, its port, and a client that connected and sent @msg:
+    queued on the parent's listener, nobody accepts yet"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(backlog)
+    port = ls.getsockname()[1]
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c.sendall(msg)
+    time.sleep(0.1)
+    return ls, port, c
+
+
 def case_pool(fails, how, nclients):
     """cases 1-3 (how "args") and 5 (how "pipe")"""
     what = "spawn workers (%s)" % ("listener as a Process argument" if how == "args" else
                                     "listener through a multiprocessing Pipe")
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(128)
-    port = ls.getsockname()[1]
-    early = socket.create_connection(("127.0.0.1", port), timeout=10)
-    early.sendall(b"early\n")
-    time.sleep(0.1)  # queued on the parent's listener, nobody accepts yet
+    ls, port, early = listener_with_queued(128, b"early\n")
     procs, pipes = [], []
     try:
         for i in range(NWORKERS):
@@ -302,13 +309,7 @@ def child(fd):
 
 def case_send_fds(fails):
     what = "send_fds to a subprocess"
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    port = ls.getsockname()[1]
-    c1 = socket.create_connection(("127.0.0.1", port), timeout=10)
-    c1.sendall(b"queued\n")
-    time.sleep(0.1)  # queued on the parent's listener
+    ls, port, c1 = listener_with_queued(8, b"queued\n")
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     p = subprocess.Popen([sys.executable, ME, "--child", str(b.fileno())], pass_fds=[b.fileno()])
     b.close()
