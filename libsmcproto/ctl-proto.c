@@ -445,6 +445,13 @@ int smc_ctl_recv(int sock, union smc_ctl_msg *m, int *fds, enum smc_ctl_dir dir,
         }
         if (n == 0 && ngot == 0)
                 return -ECONNRESET;
+        if ((mh.msg_flags & MSG_CTRUNC) && ngot < SMC_CTL_MAX_FDS * 4) {
+                /* cut short with room left: the kernel could not install the fds in
+                 * our table (RLIMIT_NOFILE), not a sender's excess */
+                for (size_t i = 0; i < ngot; i++)
+                        sys_close(got[i]);
+                return -EMFILE;
+        }
 
         r = smc_ctl_decode(m, (size_t) n, ngot, (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0, dir);
         if (r < 0 || ngot > SMC_CTL_MAX_FDS) {

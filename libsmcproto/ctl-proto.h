@@ -355,7 +355,7 @@ struct smc_ctl_listen {
  * this long (microseconds): the time between a sendmsg(2) and the receiver's
  * recvmsg(2) of a listening socket (a few ms for multiprocessing's resource sharer). */
 #define SMC_CTL_DEPOSIT_MAX 16
-#define SMC_CTL_DEPOSIT_USEC (10u * 1000000u)
+#define SMC_CTL_DEPOSIT_USEC (3u * 1000000u)
 
 struct smc_ctl_listen_deposit {
         struct smc_ctl_hdr hdr;

@@ -5252,7 +5252,6 @@ static void listen_deposit(struct smc_sock *s) {
                           n < 0 ? strerror(-n) : reply.hdr.type == SMC_CTL_ERROR ? reply.error.msg : "bad reply");
                 return;
         }
-        s->listen_fork_gen = ~0u;
         smc_debug("fd %d: the accept channel of listener %llu is deposited with smcd", s->fd,
                   (unsigned long long) s->listener_id);
 }
@@ -5278,6 +5277,10 @@ static int fd_passing(int fd) {
         } else if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->hidden >= 0) {
                 t = s->hidden;
                 listen_deposit(s);
+                /* the receiver sees the file's flag, as a TCP listener's: the
+                 * program's; shared from now on, our accepts poll T first */
+                s->listen_fork_gen = ~0u;
+                (void) set_nonblock(t, atomic_load(&s->nonblock));
                 smc_debug("fd %d: SMC listener passed to another process as its TCP socket", fd);
         }
         pthread_mutex_unlock(&s->lock);
@@ -5371,11 +5374,12 @@ static int listener_take(int fd, int domain, bool nonblock, bool reg, bool join,
 }
 
 /* @fd, a TCP socket that arrived from another process: a listening one (an SMC
- * listener passes as its TCP socket) becomes an SMC listener here too, registered
- * with smcd as listen() does (smcd gives the newest registration of a socket the new
- * connections: smcd(8)); it starts blocking for the program, whatever the flag of
- * the shared file says (a sender's library keeps its TCP socket nonblocking). Not
- * registered (no smcd): a plain TCP listener. Others: unconnected_received(). */
+ * listener passes as its TCP socket) becomes an SMC listener here too: it joins the
+ * sender's listener if the sender deposited its accept channel (listen_deposit()),
+ * else it is registered with smcd as listen() does (smcd gives the newest
+ * registration of a socket the new connections: smcd(8)). Its O_NONBLOCK is the
+ * shared file's, which the sender's library set to its program's (fd_passing()).
+ * Not registered (no smcd): a plain TCP listener. Others: unconnected_received(). */
 static void tcp_received(int fd) {
         struct smc_sock *s;
         int v = 0, dom = 0, r;
@@ -5394,9 +5398,13 @@ static void tcp_received(int fd) {
                 return;
         /* (the program does not know @fd yet: nobody else touches @s) */
         if (r == 0) {
-                /* fd is our epoll descriptor now: its flag is the program's */
-                (void) set_nonblock(fd, false);
-                atomic_store(&s->nonblock, false);
+                /* fd is our epoll descriptor now, with the flag the shared file had:
+                 * the sender's program's (fd_passing() set it), as a TCP listener's.
+                 * Shared with the sender: accepts poll T first, whatever the
+                 * sender's program makes of T's flag later */
+                pthread_mutex_lock(&s->lock);
+                s->listen_fork_gen = ~0u;
+                pthread_mutex_unlock(&s->lock);
         } else {
                 int fl = sys_fcntl(fd, F_GETFL, 0);
 
@@ -5498,6 +5506,7 @@ reset:
 void smc_fds_received(const struct msghdr *msg) {
         int saved = errno;
 
+        env_load(); /* (SMCPROTO_DISABLE: a process whose first socket is a received one) */
         scm_rights_each(msg, fd_received, NULL);
         errno = saved;
 }

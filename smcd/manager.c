@@ -221,6 +221,7 @@ static const char *decode_error_text(int r) {
         case -EPROTONOSUPPORT: return "protocol version not supported";
         case -EOPNOTSUPP: return "unknown message type or wrong direction";
         case -EBADF: return "wrong number of file descriptors for the message type";
+        case -EMFILE: return "smcd is out of file descriptors: the message's were dropped";
         default: return "cannot receive message";
         }
 }
@@ -237,7 +238,7 @@ static int client_process_one(Client *c) {
                 return 1;
         if (n == -ENOMEM || n == -ENOBUFS)
                 return 1; /* transient: try again on the next wakeup */
-        if (n < 0 && n != -EBADMSG && n != -EPROTONOSUPPORT && n != -EOPNOTSUPP && n != -EBADF)
+        if (n < 0 && n != -EBADMSG && n != -EPROTONOSUPPORT && n != -EOPNOTSUPP && n != -EBADF && n != -EMFILE)
                 return n; /* recvmsg failed: the socket is broken */
         if (n < 0) {
                 c->manager->stats.handshake_errors++;

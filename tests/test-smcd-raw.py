@@ -2338,7 +2338,7 @@ def run_deposit_checks(binary):
     passed to another process keeps one accept queue. The receiver's LISTEN takes the
     deposited channel (same listener id, JOINED) and accepts what was queued; without
     a deposit it is a new registration; deposits of the wrong fds, listener or uid are
-    refused and change nothing; an unclaimed deposit is closed after 10 s, and the
+    refused and change nothing; an unclaimed deposit is closed after 3 s, and the
     listener then ends with its last holder."""
     print("---- LISTEN_DEPOSIT (listening sockets passed between processes)")
     run_with_smcd(binary, "smcd-raw-deposit-", _run_deposit_checks, "LISTEN_DEPOSIT")
@@ -2420,7 +2420,7 @@ def _run_deposit_checks(d):
     for x in (sp1, sp2, other_chan, other_tcp):
         x.close()
 
-    # an unclaimed deposit keeps the listener for 10 s, then it ends with its holders
+    # an unclaimed deposit keeps the listener for 3 s, then it ends with its holders
     r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()])
     check(r == ("ok",), f"one more deposit {r}")
     for x in (chan3, chan5):
@@ -2434,8 +2434,8 @@ def _run_deposit_checks(d):
     t0 = time.time()
     st = d.stats(lambda s: s["smcd"]["listeners"] == 1, timeout=15)["smcd"]
     took = time.time() - t0
-    check(st["listeners"] == 1 and 8 <= took + 0.3 <= 12,
-          f"the deposit closed after about 10 s: listener {lid3} gone ({st['listeners']} left, {took + 0.3:.1f} s)")
+    check(st["listeners"] == 1 and 2 <= took + 0.3 <= 6,
+          f"the deposit closed after about 3 s: listener {lid3} gone ({st['listeners']} left, {took + 0.3:.1f} s)")
     for x in (chan, chan2):
         if x:
             x.close()

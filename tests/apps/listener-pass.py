@@ -24,14 +24,19 @@
 #     multiprocessing Pipe (multiprocessing.reduction's resource_sharer: SCM_RIGHTS,
 #     as when a socket is put on a Pipe or Queue): the queued client, 30 clients over
 #     at least 2 workers, 10 after the parent's close, refused at the end.
+#  6. The received listener has the sender's O_NONBLOCK, set and clear, and accepts
+#     by it (it arrived blocking: libuv, which never sets the flag on a handle it
+#     receives, blocked in accept with connections waiting).
 # In 4 and 5 the receiving process registered the listener with smcd again, and the
 # newest registration took every SMC connection (library before protocol version 5):
 # the client queued before the pass was reset when the parent closed its copy (4) or
 # waited in the parent's queue, which nobody accepts from (5), and one worker, the
 # last to receive the socket, served all 30 clients.
 # Prints one line; exit status 0 only if every case held (the whole within 50 s).
+import fcntl
 import multiprocessing
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -344,6 +349,43 @@ def case_send_fds(fails):
                 s.close()
 
 
+def case_flag(fails):
+    """case 6: the received listener has the sender's O_NONBLOCK, both ways, and
+    accepts accordingly"""
+    for nonblock in (True, False):
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(8)
+        ls.setblocking(not nonblock)
+        a, b = socket.socketpair()
+        socket.send_fds(a, [b"L"], [ls.fileno()])
+        _, fds, _, _ = socket.recv_fds(b, 1, 1)
+        got = bool(fcntl.fcntl(fds[0], fcntl.F_GETFL) & os.O_NONBLOCK)
+        r = socket.socket(fileno=fds[0])
+        if got != nonblock:
+            fails.append("a listener sent with O_NONBLOCK %s arrived with %s" % (nonblock, got))
+        elif nonblock:
+            try:
+                r.accept()
+                fails.append("accept on the received nonblocking listener with nothing queued returned")
+            except BlockingIOError:
+                pass
+        c = socket.create_connection(ls.getsockname(), timeout=5)
+        if nonblock:
+            select_ok = select.select([r], [], [], 5)[0]
+            if not select_ok:
+                fails.append("the received nonblocking listener never became readable")
+        try:
+            s2, _ = r.accept()
+            if UNDER_SMCRUN and mode(s2) != MODE_SMCD:
+                fails.append("received listener (O_NONBLOCK %s): accepted mode %d" % (nonblock, mode(s2)))
+            s2.close()
+        except OSError as e:
+            fails.append("received listener (O_NONBLOCK %s): accept: %r" % (nonblock, e))
+        for x in (c, r, ls, a, b):
+            x.close()
+
+
 class Overtime(BaseException):
     pass
 
@@ -363,6 +405,7 @@ if __name__ == "__main__":
         case_pool(fails, "args", 60)
         case_send_fds(fails)
         case_pool(fails, "pipe", 30)
+        case_flag(fails)
     except Overtime:
         fails.append("stopped after 50 s")
     signal.alarm(0)
@@ -373,4 +416,4 @@ if __name__ == "__main__":
     print("listener-pass: a listener passed to 3 spawn workers (as a Process argument and through a "
           "multiprocessing Pipe) and by send_fds: the connection queued before the pass is served, "
           "clients spread over the workers and are served after the parent's close, connect refused "
-          "after the last close%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
+          "after the last close; it arrives with the sender's O_NONBLOCK%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
