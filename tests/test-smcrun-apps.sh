@@ -9,7 +9,8 @@
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
 # posix_spawn file actions that dup2 a connection onto the child's stdin/stdout (spawn-actions.py),
-# a listener handed to workers (multiprocessing spawn, send_fds) keeps one queue (listener-pass.py),
+# a listener handed to workers (multiprocessing spawn, send_fds, node child.send) keeps one queue
+# (listener-pass.py, node-send-server.js),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
@@ -97,6 +98,20 @@ if command -v node >/dev/null; then
         done
 else
         echo "ok - node-cluster: skipped: no node (scripts/install-deps.sh installs nodejs)"
+fi
+# node's child.send('server', server): the listening socket goes to 3 children over
+# the IPC channel (SCM_RIGHTS) and they share its queue; all 200 over SMC-D
+if command -v node >/dev/null; then
+        before=$(smcd_stat conns_client)
+        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-send-server.js" 2>&1) &&
+                after=$(smcd_stat conns_client) && [ $((after - before)) -ge 200 ]; then
+                echo "ok - node-send-server: $out ($((after - before)) SMC-D connections)"
+        else
+                echo "not ok - node-send-server: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                failed=1
+        fi
+else
+        echo "ok - node-send-server: skipped: no node (scripts/install-deps.sh installs nodejs)"
 fi
 # nginx as a reverse proxy, with its backend (python's http.server) and curl under
 # smcrun too: nginx adds each upstream socket to epoll before connect(); 20 requests

@@ -8,9 +8,10 @@
 //  2. 100 at once, 64 KiB + 7 each way, checked.
 //  3. both workers served connections (the primary spreads them round-robin).
 // With the argument "none" (cluster.SCHED_NONE) the primary passes its listening
-// socket to each worker instead, and they accept themselves: cases 1 and 2 (under
-// smcrun an SMC listener passes as its TCP socket and each worker registers it again;
-// the newest registration gets the SMC connections, so 3 is not asked).
+// socket to each worker instead, and they accept themselves: cases 1 and 2 (the
+// primary passes a bound socket that each worker then listens on, and under smcrun
+// each worker registers it with smcd: the newest registration gets the SMC
+// connections, so 3 is not asked).
 // Prints one line; exit status 0 only if every case held.
 'use strict';
 const cluster = require('cluster');
