@@ -77,7 +77,11 @@
  *                      set in LISTEN_REPLY.flags (the deposit is used up): the client
  *                      is one more holder of that listener, as a forked process is,
  *                      and never sends UNLISTEN for it. Without one: a new
- *                      registration, as without the flag.
+ *                      registration, as without the flag, and smcd keeps a copy
+ *                      of its channel as a deposit of its own for
+ *                      SMC_CTL_DEPOSIT_USEC, which every LISTEN with the flag of
+ *                      that socket meanwhile joins (processes that each received
+ *                      the same unconnected socket and listen on it).
  *   LISTEN_DEPOSIT C->D (v5) listener id. 2 fds: the client end of that listener's
  *                      accept channel and its listening TCP socket, about to be sent
  *                      to another process over a unix socket. smcd checks that the

@@ -228,6 +228,8 @@ struct smc_sock {
         bool smcr;        /* the connection is SMC-R (state SMCD, smcd on the data path) */
         pid_t listen_pid;          /* the process that registered it */
         unsigned listen_fork_gen;  /* fork_gen then */
+        bool received;             /* an unconnected socket from another process: its
+                                    * listen() joins a listener of it (F_JOIN) */
         uid_t listen_euid;         /* its effective uid then: smcd's endpoints of the
                                     * connections it accepts have this uid */
         _Atomic unsigned accept_turn; /* bit 0: which queue accept() tries first (0: the
@@ -2008,7 +2010,7 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                         break;
                 sock_set_state(s, SOCK_LISTEN_TCP);
                 if (!env_disable && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
-                        int k = listen_register(s, backlog, false);
+                        int k = listen_register(s, backlog, s->received);
 
                         rereg_maybe();
                         if (k < 0)
@@ -5345,6 +5347,8 @@ static void unconnected_received(int fd, int dom) {
         if (fl < 0)
                 return;
         s = sock_alloc(fd, dom, bound ? SOCK_BOUND : SOCK_NEW, fl & O_NONBLOCK);
+        if (s)
+                s->received = true;
         if (s && sock_insert(s) < 0)
                 sock_release(s);
 }

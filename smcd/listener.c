@@ -21,6 +21,7 @@
 
 static void listener_reinstate(Manager *m, dev_t dev, ino_t ino);
 static void deposits_drop(Listener *l, unsigned n);
+static void deposit_timer_arm(Listener *l);
 
 Listener *listener_free(Listener *l) {
         Manager *m;
@@ -264,15 +265,34 @@ static void channel_set_sndbuf(Manager *m, int fd, uint32_t queue_max) {
  * without the library, or never reads the message) is closed after
  * SMC_CTL_DEPOSIT_USEC. */
 
+/* Take the @n deposits from @i on out of @l's list (not closed). */
+static void deposits_remove(Listener *l, unsigned i, unsigned n) {
+        unsigned rest = l->n_deposits - i - n;
+
+        memmove(l->deposit_fd + i, l->deposit_fd + i + n, rest * sizeof(l->deposit_fd[0]));
+        memmove(l->deposit_until + i, l->deposit_until + i + n, rest * sizeof(l->deposit_until[0]));
+        memmove(l->deposit_keep + i, l->deposit_keep + i + n, rest * sizeof(l->deposit_keep[0]));
+        l->n_deposits -= n;
+}
+
+/* Add @chan (owned from now on) to @l's deposits, for SMC_CTL_DEPOSIT_USEC; @keep:
+ * smcd's own, for every join meanwhile. A full list drops its oldest. */
+static void deposit_add(Listener *l, int chan, bool keep) {
+        if (l->n_deposits == SMC_CTL_DEPOSIT_MAX)
+                deposits_drop(l, 1);
+        l->deposit_fd[l->n_deposits] = chan;
+        l->deposit_keep[l->n_deposits] = keep;
+        l->deposit_until[l->n_deposits++] = manager_now(l->manager) + SMC_CTL_DEPOSIT_USEC;
+        deposit_timer_arm(l);
+}
+
 /* Close the @n oldest deposits of @l. */
 static void deposits_drop(Listener *l, unsigned n) {
         if (n > l->n_deposits)
                 n = l->n_deposits;
         for (unsigned i = 0; i < n; i++)
                 close(l->deposit_fd[i]);
-        memmove(l->deposit_fd, l->deposit_fd + n, (l->n_deposits - n) * sizeof(l->deposit_fd[0]));
-        memmove(l->deposit_until, l->deposit_until + n, (l->n_deposits - n) * sizeof(l->deposit_until[0]));
-        l->n_deposits -= n;
+        deposits_remove(l, 0, n);
 }
 
 static void deposit_timer_arm(Listener *l);
@@ -338,11 +358,7 @@ int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit 
                                          req->listener_id);
         }
         close(tcp);
-        if (l->n_deposits == SMC_CTL_DEPOSIT_MAX)
-                deposits_drop(l, 1);
-        l->deposit_fd[l->n_deposits] = chan;
-        l->deposit_until[l->n_deposits++] = manager_now(c->manager) + SMC_CTL_DEPOSIT_USEC;
-        deposit_timer_arm(l);
+        deposit_add(l, chan, false);
         log_debug("Client %" PRIu64 ": listener %" PRIu64 " goes to another process: its channel is deposited (%u).",
                   c->id, l->id, l->n_deposits);
         smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
@@ -368,16 +384,24 @@ static Listener *deposit_find(Manager *m, const Client *c, uint16_t port, dev_t 
         return NULL;
 }
 
-/* Answer a LISTEN with @l's oldest deposit: @c holds the listener from now on. */
+/* Answer a LISTEN with @l's oldest deposit (a sender's before smcd's own, which stays
+ * for the next): @c holds the listener from now on. */
 static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l) {
         union smc_ctl_msg msg;
-        int chan = l->deposit_fd[0], r;
+        unsigned i = 0;
+        bool keep;
+        int chan, r;
 
-        l->deposit_fd[0] = -1;
-        memmove(l->deposit_fd, l->deposit_fd + 1, (l->n_deposits - 1) * sizeof(l->deposit_fd[0]));
-        memmove(l->deposit_until, l->deposit_until + 1, (l->n_deposits - 1) * sizeof(l->deposit_until[0]));
-        l->n_deposits--;
-        deposit_timer_arm(l);
+        while (i < l->n_deposits && l->deposit_keep[i])
+                i++;
+        if (i == l->n_deposits)
+                i = 0;
+        chan = l->deposit_fd[i];
+        keep = l->deposit_keep[i];
+        if (!keep) {
+                deposits_remove(l, i, 1);
+                deposit_timer_arm(l);
+        }
         listener_adopt(l, c); /* (if its owner is gone) */
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
@@ -387,7 +411,8 @@ static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l)
                   " with its deposited channel.",
                   c->id, l->id);
         r = client_send(c, &msg, &chan, 1);
-        close(chan);
+        if (!keep)
+                close(chan);
         return r;
 }
 
@@ -480,6 +505,16 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
          * listener may receive. The accepted children inherit the mark. */
         if (c->version >= 3)
                 l->smcr = smcr_mark_listener(m->smcr, fd);
+        /* a socket from another process, none of whose holders deposited a channel
+         * (node's cluster with SCHED_NONE hands each worker the bound socket, and
+         * each calls listen()): the other holders' LISTENs of the next seconds join
+         * this one, through a copy of our own */
+        if (req->flags & SMC_CTL_LISTEN_F_JOIN) {
+                int keep = fcntl(pair[1], F_DUPFD_CLOEXEC, 3);
+
+                if (keep >= 0)
+                        deposit_add(l, keep, true);
+        }
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
         if (l->smcr)

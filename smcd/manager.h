@@ -220,6 +220,8 @@ struct Listener {
         unsigned n_deposits;
         int deposit_fd[SMC_CTL_DEPOSIT_MAX];
         uint64_t deposit_until[SMC_CTL_DEPOSIT_MAX];
+        bool deposit_keep[SMC_CTL_DEPOSIT_MAX]; /* smcd's own: serves every join until
+                                                 * it expires (listen_join()) */
         sd_event_source *deposit_timer;
         LIST_FIELDS(Listener, by_client);
         LIST_FIELDS(Listener, by_port);
