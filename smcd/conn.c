@@ -568,13 +568,17 @@ static bool x_lives(Manager *m, Endpoint *e) {
         if (!(f & SMC_DMB_READER_X_HUP))
                 return false;
         if ((f & SMC_DMB_READER_X_ANCHOR) && e->hold_fd >= 0) {
-                /* the anchor byte is in X's queue while X lives: Y's bytes in flight */
+                /* the anchor byte is in X's queue while X lives: Y's bytes in flight.
+                 * None: X is gone. Some: X may be being released, since the kernel
+                 * wakes Y (this HUP) before it frees X's queue, and that free is no
+                 * edge Y's watch passes (EPOLLOUT): an endpoint kept then would be
+                 * kept for good. unix_diag decides (X leaves the table first). */
                 uint32_t mem[SK_MEMINFO_VARS] = { 0 };
                 socklen_t ml = sizeof(mem);
 
                 if (getsockopt(e->hold_fd, SOL_SOCKET, SO_MEMINFO, mem, &ml) == 0 &&
-                    ml > SK_MEMINFO_WMEM_ALLOC * sizeof(uint32_t))
-                        return mem[SK_MEMINFO_WMEM_ALLOC] != 0;
+                    ml > SK_MEMINFO_WMEM_ALLOC * sizeof(uint32_t) && mem[SK_MEMINFO_WMEM_ALLOC] == 0)
+                        return false;
         }
         r = sockdiag_unix_exists(m->unixdiag, e->x_ino);
         if (r < 0)
