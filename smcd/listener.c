@@ -295,8 +295,6 @@ static void deposits_drop(Listener *l, unsigned n) {
         deposits_remove(l, 0, n);
 }
 
-static void deposit_timer_arm(Listener *l);
-
 static int on_deposit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Listener *l = userdata;
         unsigned n = 0;
@@ -366,6 +364,11 @@ int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit 
         return r < 0 ? r : client_send(c, &msg, NULL, 0);
 }
 
+static bool deposit_for(const Listener *l, const Client *c, dev_t dev, ino_t ino) {
+        return l->sock_dev == dev && l->sock_ino == ino && l->n_deposits > 0 && l->uid == c->uid &&
+               l->version == c->version;
+}
+
 /* A LISTEN with SMC_CTL_LISTEN_F_JOIN: the listener of socket (@dev, @ino) of @c's
  * uid and version with a deposit waiting, or NULL. */
 static Listener *deposit_find(Manager *m, const Client *c, uint16_t port, dev_t dev, ino_t ino) {
@@ -374,12 +377,10 @@ static Listener *deposit_find(Manager *m, const Client *c, uint16_t port, dev_t 
 
         if (pe)
                 LIST_FOREACH(by_port, l, pe->listeners)
-                        if (l->sock_dev == dev && l->sock_ino == ino && l->n_deposits > 0 && l->uid == c->uid &&
-                            l->version == c->version)
+                        if (deposit_for(l, c, dev, ino))
                                 return l;
         LIST_FOREACH(by_port, l, m->retired)
-                if (l->sock_dev == dev && l->sock_ino == ino && l->n_deposits > 0 && l->uid == c->uid &&
-                    l->version == c->version)
+                if (deposit_for(l, c, dev, ino))
                         return l;
         return NULL;
 }

@@ -71,47 +71,30 @@ smcd_stat() { # NAME: smcd's counter NAME now
         sleep 0.5
         python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["smcd"][sys.argv[2]])' "$rundir/stats.json" "$1"
 }
-if command -v node >/dev/null; then
+node_app() { # NAME MIN SCRIPT [ARG]: SCRIPT under smcrun, at least MIN SMC-D connections
+        local name=$1 min=$2 before after out
+        shift 2
         before=$(smcd_stat conns_client)
-        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-echo.js" 2>&1) &&
-                after=$(smcd_stat conns_client) && [ $((after - before)) -ge 120 ]; then
-                echo "ok - node-echo: $out ($((after - before)) SMC-D connections)"
+        if out=$(timeout 120 sh "$smcrun" node "$@" 2>&1) &&
+                after=$(smcd_stat conns_client) && [ $((after - before)) -ge "$min" ]; then
+                echo "ok - $name: $out ($((after - before)) SMC-D connections)"
         else
-                echo "not ok - node-echo: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
+                echo "not ok - $name: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
                 failed=1
         fi
-else
-        echo "ok - node-echo: skipped: no node (scripts/install-deps.sh installs nodejs)"
-fi
-# node's cluster: the primary passes each accepted connection to a worker (SCHED_RR),
-# or its listening socket to each worker (SCHED_NONE) (SCM_RIGHTS); all 140 over SMC-D
+}
 if command -v node >/dev/null; then
-        for policy in rr none; do
-                before=$(smcd_stat conns_client)
-                if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-cluster.js" $policy 2>&1) &&
-                        after=$(smcd_stat conns_client) && [ $((after - before)) -ge 140 ]; then
-                        echo "ok - node-cluster $policy: $out ($((after - before)) SMC-D connections)"
-                else
-                        echo "not ok - node-cluster $policy: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
-                        failed=1
-                fi
-        done
+        node_app node-echo 120 "$here/apps/node-echo.js"
+        # node's cluster: the primary passes each accepted connection to a worker
+        # (SCHED_RR), or a bound socket to each worker, which listens on it
+        # (SCHED_NONE) (SCM_RIGHTS); all 140 over SMC-D
+        node_app "node-cluster rr" 140 "$here/apps/node-cluster.js" rr
+        node_app "node-cluster none" 140 "$here/apps/node-cluster.js" none
+        # node's child.send('server', server): the listening socket goes to 3
+        # children over the IPC channel and they share its queue; all 200 over SMC-D
+        node_app node-send-server 200 "$here/apps/node-send-server.js"
 else
-        echo "ok - node-cluster: skipped: no node (scripts/install-deps.sh installs nodejs)"
-fi
-# node's child.send('server', server): the listening socket goes to 3 children over
-# the IPC channel (SCM_RIGHTS) and they share its queue; all 200 over SMC-D
-if command -v node >/dev/null; then
-        before=$(smcd_stat conns_client)
-        if out=$(timeout 120 sh "$smcrun" node "$here/apps/node-send-server.js" 2>&1) &&
-                after=$(smcd_stat conns_client) && [ $((after - before)) -ge 200 ]; then
-                echo "ok - node-send-server: $out ($((after - before)) SMC-D connections)"
-        else
-                echo "not ok - node-send-server: $out (SMC-D connections: ${before:-?} -> ${after:-?})"
-                failed=1
-        fi
-else
-        echo "ok - node-send-server: skipped: no node (scripts/install-deps.sh installs nodejs)"
+        echo "ok - node: skipped: no node (scripts/install-deps.sh installs nodejs)"
 fi
 # nginx as a reverse proxy, with its backend (python's http.server) and curl under
 # smcrun too: nginx adds each upstream socket to epoll before connect(); 20 requests
