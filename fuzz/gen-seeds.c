@@ -115,7 +115,7 @@ static void gen_ctl(void) {
                         if (v >= 3)
                                 m.listen_reply.flags = SMC_CTL_LISTEN_SMCR;
                         if (v >= 5)
-                                m.listen_reply.flags |= SMC_CTL_LISTEN_JOINED;
+                                m.listen_reply.flags |= SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_NB_KNOWN;
                         ctl_seed(&m, SMC_CTL_TO_CLIENT, "listen-reply");
                 }
                 if (INIT(SMC_CTL_UNLISTEN)) {
@@ -228,6 +228,7 @@ static void gen_ctl(void) {
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "adopt-fd");
                 if (INIT(SMC_CTL_LISTEN_DEPOSIT)) {
                         m.listen_deposit.listener_id = 3;
+                        m.listen_deposit.flags = SMC_CTL_DEPOSIT_NONBLOCK;
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "listen-deposit");
                 }
 #undef INIT

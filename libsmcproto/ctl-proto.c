@@ -242,7 +242,10 @@ static int decode_body(const union smc_ctl_msg *m) {
         case SMC_CTL_UNLISTEN:
                 return m->unlisten.listener_id ? 0 : -EBADMSG;
         case SMC_CTL_LISTEN_DEPOSIT:
-                return m->listen_deposit.listener_id ? 0 : -EBADMSG;
+                return m->listen_deposit.listener_id && !(m->listen_deposit.flags & ~SMC_CTL_DEPOSIT_NONBLOCK) &&
+                                       !m->listen_deposit.reserved
+                               ? 0
+                               : -EBADMSG;
         case SMC_CTL_CONNECT:
                 if (!addr_ok(&m->connect.dst, false) || m->connect.dst.port == 0 ||
                     !addr_ok(&m->connect.src, true))
@@ -301,7 +304,9 @@ static int decode_body(const union smc_ctl_msg *m) {
                 if (!m->listen_reply.listener_id ||
                     (m->hdr.version >= 3 &&
                      ((m->listen_reply.flags &
-                       ~(SMC_CTL_LISTEN_SMCR | (m->hdr.version >= 5 ? SMC_CTL_LISTEN_JOINED : 0u))) ||
+                       ~(SMC_CTL_LISTEN_SMCR | (m->hdr.version >= 5 ? SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_NB_KNOWN |
+                                                                           SMC_CTL_LISTEN_NONBLOCK
+                                                                     : 0u))) ||
                       m->listen_reply.reserved)))
                         return -EBADMSG;
                 return 0;

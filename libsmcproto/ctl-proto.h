@@ -82,7 +82,11 @@
  *                      SMC_CTL_DEPOSIT_USEC, which every LISTEN with the flag of
  *                      that socket meanwhile joins (processes that each received
  *                      the same unconnected socket and listen on it).
- *   LISTEN_DEPOSIT C->D (v5) listener id. 2 fds: the client end of that listener's
+ *   LISTEN_DEPOSIT C->D (v5) listener id, flags (SMC_CTL_DEPOSIT_NONBLOCK: the
+ *                      sender's program has O_NONBLOCK on it; the receiver gets it
+ *                      back in LISTEN_REPLY: SMC_CTL_LISTEN_NB_KNOWN and
+ *                      SMC_CTL_LISTEN_NONBLOCK), reserved 0.
+ *                      2 fds: the client end of that listener's
  *                      accept channel and its listening TCP socket, about to be sent
  *                      to another process over a unix socket. smcd checks that the
  *                      listener is of the client's uid, that the first fd is its
@@ -354,6 +358,9 @@ struct smc_ctl_listen {
 #define SMC_CTL_LISTEN_JOINED 0x2u /* (v5) LISTEN_REPLY: a deposited channel, not a new
                                     * registration (the client never sends UNLISTEN) */
 #define SMC_CTL_LISTEN_F_JOIN 0x1u /* (v5) LISTEN: take a deposited channel if one waits */
+#define SMC_CTL_LISTEN_NB_KNOWN 0x4u /* (v5) LISTEN_REPLY, JOINED: the depositor's program's
+                                      * O_NONBLOCK is in SMC_CTL_LISTEN_NONBLOCK */
+#define SMC_CTL_LISTEN_NONBLOCK 0x8u
 
 /* LISTEN_DEPOSIT (v5): at most this many deposits wait per listener, each at most
  * this long (microseconds): the time between a sendmsg(2) and the receiver's
@@ -361,9 +368,14 @@ struct smc_ctl_listen {
 #define SMC_CTL_DEPOSIT_MAX 16
 #define SMC_CTL_DEPOSIT_USEC (3u * 1000000u)
 
+#define SMC_CTL_DEPOSIT_NONBLOCK 0x1u /* LISTEN_DEPOSIT.flags: the sender's program has
+                                       * O_NONBLOCK on the listener */
+
 struct smc_ctl_listen_deposit {
         struct smc_ctl_hdr hdr;
         uint64_t listener_id;
+        uint32_t flags;    /* SMC_CTL_DEPOSIT_* */
+        uint32_t reserved; /* 0 */
 };
 
 struct smc_ctl_listen_reply {

@@ -127,7 +127,9 @@ void smc_set_tcp_only(uint32_t reason);
 
 #define SMC_INHERIT_LF_INET6 SMC_INHERIT_F_INET6 /* a listener entry's FLAGS: AF_INET6 */
 #define SMC_INHERIT_LF_SMCR 0x02u                 /* smcd takes SMC-R on it (SMCR per accept) */
-#define SMC_INHERIT_LF_MASK 0x03u
+#define SMC_INHERIT_LF_NONBLOCK 0x04u             /* the program's O_NONBLOCK on it (entries
+                                                   * with CHAN:ID; older ones: the file's) */
+#define SMC_INHERIT_LF_MASK 0x07u
 
 struct smc_inherit_listener {
         int fd;               /* the listening TCP socket */

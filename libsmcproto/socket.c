@@ -1893,19 +1893,18 @@ static void listen_take_reply(struct smc_sock *s, const union smc_ctl_msg *reply
 /* Make @s (s->lock held, s->fd its listening TCP socket) an SMC listener that
  * accepts from @chan: the program's fd number becomes an epoll fd watching T (a
  * hidden close-on-exec copy of the TCP socket, nonblocking) and @chan, with the fd's
- * close-on-exec and nonblocking flags. Returns 0 (the caller then fills in the
+ * close-on-exec flag and the program's O_NONBLOCK (s->nonblock: T's file flag is
+ * shared with other holders, whose libraries set it too). Returns 0 (the caller then fills in the
  * listener's fields), or a negative errno with nothing changed (@chan not closed). */
 static int listen_install(struct smc_sock *s, int chan) {
-        int r, hidden = -1, ep = -1, fdfl, fl;
+        int r, hidden = -1, ep = -1, fdfl;
         struct epoll_event ev = { .events = EPOLLIN };
-        bool cloexec, nonblock;
+        bool cloexec, nonblock = atomic_load(&s->nonblock);
 
         fdfl = sys_fcntl(s->fd, F_GETFD, 0);
-        fl = sys_fcntl(s->fd, F_GETFL, 0);
-        if (fdfl < 0 || fl < 0)
+        if (fdfl < 0)
                 return -errno;
         cloexec = fdfl & FD_CLOEXEC;
-        nonblock = fl & O_NONBLOCK;
 
         hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
         if (hidden < 0)
@@ -1967,6 +1966,10 @@ static int listen_register(struct smc_sock *s, int backlog, bool join) {
         if (chan < 0)
                 return chan;
         joined = reply.hdr.version >= 5 && (reply.listen_reply.flags & SMC_CTL_LISTEN_JOINED);
+        if (joined && (reply.listen_reply.flags & SMC_CTL_LISTEN_NB_KNOWN))
+                /* the sender's program's flag (T's file flag is shared with the other
+                 * receivers, whose libraries set it) */
+                atomic_store(&s->nonblock, (reply.listen_reply.flags & SMC_CTL_LISTEN_NONBLOCK) != 0);
         r = listen_install(s, chan);
         if (r < 0) {
                 if (joined)
@@ -4733,7 +4736,9 @@ static struct smc_inherit_listener listener_entry(const struct smc_sock *s, int 
                 .fd = fd,
                 .chan = preloaded && s->listener_id != 0 ? s->chan : -1,
                 .listener_id = s->listener_id,
-                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) | (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0),
+                .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) |
+                         (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0) |
+                         (atomic_load(&s->nonblock) ? SMC_INHERIT_LF_NONBLOCK : 0),
         };
 }
 
@@ -5245,6 +5250,7 @@ static void listen_deposit(struct smc_sock *s) {
                 return;
         smc_ctl_init(&m, SMC_CTL_LISTEN_DEPOSIT, 0);
         m.listen_deposit.listener_id = s->listener_id;
+        m.listen_deposit.flags = atomic_load(&s->nonblock) ? SMC_CTL_DEPOSIT_NONBLOCK : 0;
         n = smc_ctl_client_call(&m, pass, 2, &reply, fds);
         for (int i = 0; i < n; i++)
                 sys_close(fds[i]);
@@ -5397,7 +5403,8 @@ static void tcp_received(int fd) {
                 unconnected_received(fd, dom);
                 return;
         }
-        r = listener_take(fd, dom, false, true, true, &s);
+        v = sys_fcntl(fd, F_GETFL, 0); /* the sender's program's (fd_passing()) */
+        r = listener_take(fd, dom, v >= 0 && (v & O_NONBLOCK), true, true, &s);
         if (!s)
                 return;
         /* (the program does not know @fd yet: nobody else touches @s) */
@@ -5563,6 +5570,10 @@ static void exec_inherit_listener(const char *p, size_t len) {
                 return;
         }
         domain = (le.flags & SMC_INHERIT_LF_INET6) ? AF_INET6 : AF_INET;
+        if (le.listener_id != 0)
+                /* the old image's program's flag: T's file flag is shared with the
+                 * other holders, whose libraries set it (siblings starting at once) */
+                fl = (le.flags & SMC_INHERIT_LF_NONBLOCK) ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
         ours = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
         if (ours && !reg) {
                 /* this image takes no SMC (SMCPROTO_DISABLE, io_uring): a channel it never

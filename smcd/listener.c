@@ -272,16 +272,19 @@ static void deposits_remove(Listener *l, unsigned i, unsigned n) {
         memmove(l->deposit_fd + i, l->deposit_fd + i + n, rest * sizeof(l->deposit_fd[0]));
         memmove(l->deposit_until + i, l->deposit_until + i + n, rest * sizeof(l->deposit_until[0]));
         memmove(l->deposit_keep + i, l->deposit_keep + i + n, rest * sizeof(l->deposit_keep[0]));
+        memmove(l->deposit_flags + i, l->deposit_flags + i + n, rest * sizeof(l->deposit_flags[0]));
         l->n_deposits -= n;
 }
 
 /* Add @chan (owned from now on) to @l's deposits, for SMC_CTL_DEPOSIT_USEC; @keep:
- * smcd's own, for every join meanwhile. A full list drops its oldest. */
-static void deposit_add(Listener *l, int chan, bool keep) {
+ * smcd's own, for every join meanwhile; @flags: the sender's SMC_CTL_DEPOSIT_*. A
+ * full list drops its oldest. */
+static void deposit_add(Listener *l, int chan, bool keep, uint32_t flags) {
         if (l->n_deposits == SMC_CTL_DEPOSIT_MAX)
                 deposits_drop(l, 1);
         l->deposit_fd[l->n_deposits] = chan;
         l->deposit_keep[l->n_deposits] = keep;
+        l->deposit_flags[l->n_deposits] = flags;
         l->deposit_until[l->n_deposits++] = manager_now(l->manager) + SMC_CTL_DEPOSIT_USEC;
         deposit_timer_arm(l);
 }
@@ -356,7 +359,7 @@ int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit 
                                          req->listener_id);
         }
         close(tcp);
-        deposit_add(l, chan, false);
+        deposit_add(l, chan, false, req->flags);
         log_debug("Client %" PRIu64 ": listener %" PRIu64 " goes to another process: its channel is deposited (%u).",
                   c->id, l->id, l->n_deposits);
         smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
@@ -390,6 +393,7 @@ static Listener *deposit_find(Manager *m, const Client *c, uint16_t port, dev_t 
 static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l) {
         union smc_ctl_msg msg;
         unsigned i = 0;
+        uint32_t flags;
         bool keep;
         int chan, r;
 
@@ -399,6 +403,7 @@ static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l)
                 i = 0;
         chan = l->deposit_fd[i];
         keep = l->deposit_keep[i];
+        flags = l->deposit_flags[i];
         if (!keep) {
                 deposits_remove(l, i, 1);
                 deposit_timer_arm(l);
@@ -407,6 +412,9 @@ static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l)
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
         msg.listen_reply.flags = SMC_CTL_LISTEN_JOINED | (l->smcr ? SMC_CTL_LISTEN_SMCR : 0);
+        if (!keep) /* the sender's program's O_NONBLOCK, for the receiver's */
+                msg.listen_reply.flags |= SMC_CTL_LISTEN_NB_KNOWN |
+                                          ((flags & SMC_CTL_DEPOSIT_NONBLOCK) ? SMC_CTL_LISTEN_NONBLOCK : 0);
         (void) smc_ctl_set_version(&msg, c->version);
         log_debug("Client %" PRIu64 ": LISTEN of a socket received from another process joins listener %" PRIu64
                   " with its deposited channel.",
@@ -514,7 +522,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 int keep = fcntl(pair[1], F_DUPFD_CLOEXEC, 3);
 
                 if (keep >= 0)
-                        deposit_add(l, keep, true);
+                        deposit_add(l, keep, true, 0);
         }
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;

@@ -222,6 +222,7 @@ struct Listener {
         uint64_t deposit_until[SMC_CTL_DEPOSIT_MAX];
         bool deposit_keep[SMC_CTL_DEPOSIT_MAX]; /* smcd's own: serves every join until
                                                  * it expires (listen_join()) */
+        uint32_t deposit_flags[SMC_CTL_DEPOSIT_MAX]; /* the sender's SMC_CTL_DEPOSIT_* */
         sd_event_source *deposit_timer;
         LIST_FIELDS(Listener, by_client);
         LIST_FIELDS(Listener, by_port);

@@ -964,7 +964,7 @@ static void test_v3(void) {
         c = m;
         c.listen_reply.flags = 0;
         expect_bad("v3 LISTEN_REPLY without flags", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, 1);
-        c.listen_reply.flags = 0x4;
+        c.listen_reply.flags = 0x10;
         expect_bad("v3 LISTEN_REPLY unknown flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
         c.listen_reply.flags = SMC_CTL_LISTEN_SMCR | 0x80000000u;
         expect_bad("v3 LISTEN_REPLY unknown high flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
@@ -1233,19 +1233,21 @@ static void test_listen_deposit(void) {
                 abort();
         int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] }, three[3] = { pfd[0], pfd[1], pfd[0] };
 
-        CHECK(SMC_CTL_LISTEN_DEPOSIT == 20 && sizeof(struct smc_ctl_listen_deposit) == 24,
-              "LISTEN_DEPOSIT type 20, 24 bytes");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 5) == 24 && smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 4) == 0 &&
+        CHECK(SMC_CTL_LISTEN_DEPOSIT == 20 && sizeof(struct smc_ctl_listen_deposit) == 32,
+              "LISTEN_DEPOSIT type 20, 32 bytes");
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 5) == 32 && smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 4) == 0 &&
               smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 3) == 0 && smc_ctl_msg_size_v(SMC_CTL_LISTEN_DEPOSIT, 1) == 0,
               "LISTEN_DEPOSIT: v5 only");
         smc_ctl_init(&m, SMC_CTL_LISTEN_DEPOSIT, 31);
         m.listen_deposit.listener_id = 7;
+        m.listen_deposit.flags = SMC_CTL_DEPOSIT_NONBLOCK;
         CHECK(smc_ctl_msg_nfds(&m) == 2, "LISTEN_DEPOSIT carries two fds");
         CHECK(smc_ctl_send(sp[0], &m, two, 2, 0) == 0, "send LISTEN_DEPOSIT");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
         CHECK(n == 2 && r.hdr.type == SMC_CTL_LISTEN_DEPOSIT && r.hdr.seq == 31 && r.listen_deposit.listener_id == 7 &&
-              fd_open(fds[0]) && fd_open(fds[1]), "LISTEN_DEPOSIT round trip: %d", n);
+                      r.listen_deposit.flags == SMC_CTL_DEPOSIT_NONBLOCK && fd_open(fds[0]) && fd_open(fds[1]),
+              "LISTEN_DEPOSIT round trip: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         expect_bad("LISTEN_DEPOSIT with 1 fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
@@ -1256,6 +1258,12 @@ static void test_listen_deposit(void) {
         c = m;
         c.listen_deposit.listener_id = 0;
         expect_bad("LISTEN_DEPOSIT of listener 0", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.listen_deposit.flags = 0x2;
+        expect_bad("LISTEN_DEPOSIT unknown flag", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.listen_deposit.reserved = 1;
+        expect_bad("LISTEN_DEPOSIT reserved", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.hdr.version = 4;
         expect_bad("LISTEN_DEPOSIT of version 4", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
@@ -1285,11 +1293,13 @@ static void test_listen_deposit(void) {
         /* LISTEN_REPLY: SMC_CTL_LISTEN_JOINED from v5 on */
         smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 33);
         m.listen_reply.listener_id = 9;
-        m.listen_reply.flags = SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_SMCR;
+        m.listen_reply.flags = SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_SMCR | SMC_CTL_LISTEN_NB_KNOWN |
+                               SMC_CTL_LISTEN_NONBLOCK;
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v5 LISTEN_REPLY JOINED");
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 1 && r.listen_reply.flags == (SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_SMCR),
-              "v5 LISTEN_REPLY with JOINED and SMCR: %d", n);
+        CHECK(n == 1 && r.listen_reply.flags == (SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_SMCR | SMC_CTL_LISTEN_NB_KNOWN |
+                                                 SMC_CTL_LISTEN_NONBLOCK),
+              "v5 LISTEN_REPLY with JOINED, SMCR and the sender's O_NONBLOCK: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         c = m;

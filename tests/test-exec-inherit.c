@@ -94,7 +94,7 @@ static int parse_l(const char *s, struct smc_inherit_listener *l) {
 /* listener entries: "L:FD:FLAGS" (register again) and "L:FD:FLAGS:CHAN:ID" (join) */
 static void test_listener(void) {
         static const char *const bad[] = {
-                "L", "L:", "L:3", "L:3:", "L::0", "L:3:4", "L:3:0:", "L:3:0:5", "L:3:0:5:", "L:3:0::1",
+                "L", "L:", "L:3", "L:3:", "L::0", "L:3:8", "L:3:0:", "L:3:0:5", "L:3:0:5:", "L:3:0::1",
                 "L:3:0:5:0", "L:3:0:3:1", "L:3:0:5:1:", "L:3:0:5:1:2", "L:-1:0", "L:3:-1", "L:3:0:-1:1",
                 "L:1048576:0", "L:3:0:1048576:1", "L:3:0:5:10000000000000000", "L:3:0:5:g", "L:3:x",
                 "L:+3:0", "L: 3:0", "L:3:0:5:1,", "l:3:0", "X:3:0", "7:-1:1:2:65536:3:65536:0:0:0",
@@ -109,6 +109,8 @@ static void test_listener(void) {
                       l.flags == (SMC_INHERIT_LF_INET6 | SMC_INHERIT_LF_SMCR) && l.chan == 7 &&
                       l.listener_id == UINT64_MAX,
               "with channel and id");
+        CHECK(parse_l("L:4:7:9:2", &l) == 0 && (l.flags & SMC_INHERIT_LF_NONBLOCK) && l.chan == 9,
+              "the program's O_NONBLOCK");
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
                 CHECK(parse_l(bad[i], &l) == -EINVAL, "accepted \"%s\"", bad[i]);
         CHECK(smc_inherit_parse_listener("L:3:0:5:1", 5, &l) == 0 && l.chan == -1, "length bound");

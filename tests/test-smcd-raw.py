@@ -49,6 +49,7 @@ ADOPT_REPLY = 15
 ADOPT_FD = 19  # (v3) after REREG_DONE
 LISTEN_DEPOSIT = 20  # (v5)
 LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
+LISTEN_NB_KNOWN, LISTEN_NONBLOCK, DEPOSIT_NONBLOCK = 0x4, 0x8, 0x1  # (v5) the sender's O_NONBLOCK
 DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
@@ -78,7 +79,7 @@ SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, RERE
                    ADOPT_FD: 24})
 SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what they accept)
 SIZES_V[5] = dict(SIZES_V[4])  # version 5: LISTEN.flags (was reserved), LISTEN_DEPOSIT
-SIZES_V[5].update({LISTEN_DEPOSIT: 24})
+SIZES_V[5].update({LISTEN_DEPOSIT: 32})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -2344,11 +2345,11 @@ def run_deposit_checks(binary):
     run_with_smcd(binary, "smcd-raw-deposit-", _run_deposit_checks, "LISTEN_DEPOSIT")
 
 
-def deposit(c, lid, fds, version=None, length=24):
+def deposit(c, lid, fds, version=None, length=32, flags=0, reserved=0):
     """LISTEN_DEPOSIT of listener @lid with @fds: ("ok",) or ("error", errno) or ("type", t)."""
     seq = c.next()
     send(c.s, hdr(LISTEN_DEPOSIT, seq, length=length, version=version or c.version) +
-         struct.pack("<Q", lid)[:length - 16], fds)
+         struct.pack("<QII", lid, flags, reserved)[:length - 16], fds)
     t, rseq, data, rfds = recv_msg(c.s, version=c.version)
     for f in rfds:
         os.close(f)
@@ -2363,13 +2364,15 @@ def _run_deposit_checks(d):
     lid, chan, _ = srv.listen(tcp)
     info, cfds = cli.connect(tcp.getsockname())  # queued before the pass
     check(info["mode"] == MODE_SMCD, f"a connection queued on the listener ({info['mode']})")
-    r = deposit(srv, lid, [chan.fileno(), tcp.fileno()])
+    r = deposit(srv, lid, [chan.fileno(), tcp.fileno()], flags=DEPOSIT_NONBLOCK)
     check(r == ("ok",), f"LISTEN_DEPOSIT of the listener's channel and socket -> OK {r}")
     # the receiver holds the same socket (a dup stands for one received over SCM_RIGHTS)
     got = socket.socket(fileno=os.dup(tcp.fileno()))
     lid2, chan2, err = rcv.listen(got, flags=LISTEN_F_JOIN)
-    check(lid2 == lid and rcv.listen_flags is not None and rcv.listen_flags[0] & LISTEN_JOINED,
-          f"LISTEN with F_JOIN of that socket -> the same listener {lid2}/{lid}, JOINED ({rcv.listen_flags}, {err})")
+    check(lid2 == lid and rcv.listen_flags is not None and rcv.listen_flags[0] & LISTEN_JOINED and
+          rcv.listen_flags[0] & (LISTEN_NB_KNOWN | LISTEN_NONBLOCK) == LISTEN_NB_KNOWN | LISTEN_NONBLOCK,
+          f"LISTEN with F_JOIN of that socket -> the same listener {lid2}/{lid}, JOINED, the depositor's "
+          f"O_NONBLOCK ({rcv.listen_flags}, {err})")
     if chan2:
         t, _, data, sfds = recv_msg(chan2, version=srv.version)
         check(t == NEW_CONN and parse_conn(data)["id"] != 0 and len(sfds) == 4,
@@ -2401,6 +2404,11 @@ def _run_deposit_checks(d):
     check(r[0] == "error", f"LISTEN_DEPOSIT with one fd -> ERROR {r}")
     r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], length=16)
     check(r == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT without its body -> ERROR EBADMSG {r}")
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], length=24)
+    check(r == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT without its flags -> ERROR EBADMSG {r}")
+    r1 = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=2)
+    r2 = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], reserved=1)
+    check(r1 == r2 == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT with an unknown flag, reserved set -> EBADMSG {r1} {r2}")
     v4 = Client(d.sock, version=4)
     r = deposit(v4, lid3, [chan3.fileno(), tcp.fileno()])
     check(r[0] == "error", f"LISTEN_DEPOSIT in version 4 -> ERROR {r}")
@@ -2413,8 +2421,9 @@ def _run_deposit_checks(d):
     check(res == b"True", f"another uid's LISTEN with F_JOIN does not get the deposit ({res})")
     # the deposit by rcv is still there for a LISTEN of its uid
     lid5, chan5, _ = cli.listen(got, flags=LISTEN_F_JOIN)
-    check(lid5 == lid3 and cli.listen_flags[0] & LISTEN_JOINED,
-          f"after the refused requests the good deposit is still there ({lid5}/{lid3})")
+    check(lid5 == lid3 and cli.listen_flags[0] & LISTEN_JOINED and
+          cli.listen_flags[0] & (LISTEN_NB_KNOWN | LISTEN_NONBLOCK) == LISTEN_NB_KNOWN,
+          f"after the refused requests the good deposit is still there, blocking ({lid5}/{lid3}, {cli.listen_flags})")
     for f in (pr, pw):
         os.close(f)
     for x in (sp1, sp2, other_chan, other_tcp):

@@ -27,6 +27,11 @@
 #  6. The received listener has the sender's O_NONBLOCK, set and clear, and accepts
 #     by it (it arrived blocking: libuv, which never sets the flag on a handle it
 #     receives, blocked in accept with connections waiting).
+#  7. A blocking listener handed to several processes at once is blocking in each:
+#     2 children by pass_fds that accept in a loop both live and serve; 3 receivers
+#     by send_fds, 10 rounds, none sees O_NONBLOCK (each receiver's library set the
+#     shared file's flag, and the next read it as the program's: 31 of 60 saw it,
+#     and blocking accepts failed with EAGAIN).
 # In 4 and 5 the receiving process registered the listener with smcd again, and the
 # newest registration took every SMC connection (library before protocol version 5):
 # the client queued before the pass was reset when the parent closed its copy (4) or
@@ -386,6 +391,77 @@ def case_flag(fails):
             x.close()
 
 
+SIBLING = """
+import fcntl, os, socket, sys
+fd = int(sys.argv[1])
+ls = socket.socket(fileno=fd)
+print(int(bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)), flush=True)
+try:
+    while True:
+        c, _ = ls.accept()
+        c.sendall(b"%d" % os.getpid())
+        c.close()
+except OSError as e:
+    print("accept: %r" % e, flush=True)
+"""
+
+
+def case_siblings(fails):
+    """case 7: a blocking listener handed to several processes at once is blocking
+    in each (pass_fds to 2 children that accept in a loop; send_fds to 3 forked
+    children, 10 rounds)"""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    kids = [subprocess.Popen([sys.executable, "-c", SIBLING, str(ls.fileno())], pass_fds=[ls.fileno()],
+                             stdout=subprocess.PIPE) for _ in range(2)]
+    flags = [k.stdout.readline().strip() for k in kids]
+    pids = set()
+    for _ in range(8):
+        try:
+            c = socket.create_connection(ls.getsockname(), timeout=5)
+            pids.add(c.recv(16))
+            c.close()
+        except OSError as e:
+            fails.append("pass_fds siblings: a client got %r" % e)
+            break
+    alive = sum(k.poll() is None for k in kids)
+    for k in kids:
+        k.kill()
+        k.wait()
+        k.stdout.close()
+    ls.close()
+    if flags != [b"0", b"0"] or alive != 2:
+        fails.append("a blocking listener given to 2 children with pass_fds: O_NONBLOCK %s in them, %d of 2 alive "
+                     "(a blocking accept failed with EAGAIN)" % (flags, alive))
+    bad = 0
+    for _ in range(10):
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(16)
+        kids = []
+        for _ in range(3):
+            a, b = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                a.close()
+                ls.close()
+                _, fds, _, _ = socket.recv_fds(b, 10, 1)
+                b.send(b"1" if fcntl.fcntl(fds[0], fcntl.F_GETFL) & os.O_NONBLOCK else b"0")
+                os._exit(0)
+            b.close()
+            kids.append((pid, a))
+        for _, a in kids:
+            socket.send_fds(a, [b"x"], [ls.fileno()])
+        bad += [a.recv(1) for _, a in kids].count(b"1")
+        for pid, a in kids:
+            os.waitpid(pid, 0)
+            a.close()
+        ls.close()
+    if bad:
+        fails.append("a blocking listener sent to 3 processes at once: %d of 30 receivers saw O_NONBLOCK" % bad)
+
+
 class Overtime(BaseException):
     pass
 
@@ -406,6 +482,7 @@ if __name__ == "__main__":
         case_send_fds(fails)
         case_pool(fails, "pipe", 30)
         case_flag(fails)
+        case_siblings(fails)
     except Overtime:
         fails.append("stopped after 50 s")
     signal.alarm(0)
@@ -416,4 +493,4 @@ if __name__ == "__main__":
     print("listener-pass: a listener passed to 3 spawn workers (as a Process argument and through a "
           "multiprocessing Pipe) and by send_fds: the connection queued before the pass is served, "
           "clients spread over the workers and are served after the parent's close, connect refused "
-          "after the last close; it arrives with the sender's O_NONBLOCK%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
+          "after the last close; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
