@@ -242,7 +242,7 @@ static int decode_body(const union smc_ctl_msg *m) {
         case SMC_CTL_UNLISTEN:
                 return m->unlisten.listener_id ? 0 : -EBADMSG;
         case SMC_CTL_LISTEN_DEPOSIT:
-                return m->listen_deposit.listener_id && !(m->listen_deposit.flags & ~SMC_CTL_DEPOSIT_NONBLOCK) &&
+                return m->listen_deposit.listener_id && !(m->listen_deposit.flags & ~(SMC_CTL_DEPOSIT_NONBLOCK | SMC_CTL_DEPOSIT_WITHDRAW)) &&
                                        !m->listen_deposit.reserved
                                ? 0
                                : -EBADMSG;

@@ -98,6 +98,13 @@
  *                      listener ends when its last holder closes it), and closes
  *                      its copy of the socket. Reply OK or ERROR (-ENOENT: no such
  *                      listener of this uid; -EINVAL: not its channel or socket).
+ *                      With SMC_CTL_DEPOSIT_WITHDRAW in flags (the sendmsg(2) the
+ *                      deposit was made for failed, so no receiver will claim it):
+ *                      the same checks and fds, then smcd closes the newest
+ *                      deposit of that listener (not one of its own) instead of
+ *                      adding one, and closes both fds. Reply OK or ERROR
+ *                      (-ENOENT also when no deposit waits). An smcd from before the
+ *                      flag answers ERROR -EBADMSG, and the deposit expires.
  *   UNLISTEN     C->D  listener id. No fds. Reply OK or ERROR.
  *   CONNECT      C->D  dst, src (the client's bound address), sndbuf, rcvbuf
  *                      (bytes, 0 = default). No fds; (v3) 1 fd: the client's TCP
@@ -370,6 +377,8 @@ struct smc_ctl_listen {
 
 #define SMC_CTL_DEPOSIT_NONBLOCK 0x1u /* LISTEN_DEPOSIT.flags: the sender's program has
                                        * O_NONBLOCK on the listener */
+#define SMC_CTL_DEPOSIT_WITHDRAW 0x2u /* LISTEN_DEPOSIT.flags: take back the newest
+                                       * deposit instead of making one */
 
 struct smc_ctl_listen_deposit {
         struct smc_ctl_hdr hdr;

@@ -580,10 +580,13 @@ _public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
         if (msg && msg->msg_controllen) { /* SCM_RIGHTS: SMC sockets passed on */
                 union smc_scm_buf cb;
                 struct msghdr copy;
+                const struct msghdr *out = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
+                ssize_t r;
 
-                msg = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
                 f = real_sendmsg();
-                return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
+                r = f ? f(fd, out, flags) : sys_sendmsg(fd, out, flags);
+                smc_fds_sent(msg, r >= 0);
+                return r;
         }
         f = real_sendmsg();
         return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
@@ -752,11 +755,17 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
         unsigned i;
 
         if (!managed(fd)) {
+                int r;
+
                 for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
                         if (vec[i].msg_hdr.msg_controllen) /* (listeners go as they are) */
                                 (void) smc_fds_passing(&vec[i].msg_hdr, NULL, NULL, 0);
                 f = real_sendmmsg();
-                return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+                r = f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+                for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
+                        if (vec[i].msg_hdr.msg_controllen)
+                                smc_fds_sent(&vec[i].msg_hdr, (int) i < r);
+                return r;
         }
         if (vlen > UIO_MAXIOV)
                 vlen = UIO_MAXIOV;

@@ -232,6 +232,10 @@ void smc_exec_adopt_inherited(void);
  * listener must go as its TCP socket: returns @msg, or @copy with the control data
  * copied into @cbuf (@cbuf_len bytes; NULL, or too small: the listener goes as it
  * is) and the listeners replaced; send what it returns.
+ * smc_fds_sent(): after the sendmsg(2) of what smc_fds_passing() returned for @msg
+ * (@sent: it did not fail): a listener's deposit with smcd is taken back when the
+ * message did not go (LISTEN_DEPOSIT, SMC_CTL_DEPOSIT_WITHDRAW), as no receiver will
+ * claim it.
  * smc_fds_received(): after @msg was received: each SCM_RIGHTS descriptor that is
  * the socket pair end of an SMC-D connection becomes that SMC socket in this process
  * (asking smcd, ADOPT_FD), or a reset TCP socket if smcd does not give it; a TCP
@@ -242,6 +246,7 @@ union smc_scm_buf {
         char buf[4096]; /* bytes of control data a copy can hold (SCM_MAX_FD fds fit) */
 };
 const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len);
+void smc_fds_sent(const struct msghdr *msg, bool sent);
 void smc_fds_received(const struct msghdr *msg);
 
 /* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every

@@ -230,6 +230,8 @@ struct smc_sock {
         unsigned listen_fork_gen;  /* fork_gen then */
         bool received;             /* an unconnected socket from another process: its
                                     * listen() joins a listener of it (F_JOIN) */
+        unsigned deposits_out;     /* LISTEN_DEPOSITs made for sendmsg(2) calls that have
+                                    * not returned yet (smc_fds_sent) */
         uid_t listen_euid;         /* its effective uid then: smcd's endpoints of the
                                     * connections it accepts have this uid */
         _Atomic unsigned accept_turn; /* bit 0: which queue accept() tries first (0: the
@@ -2968,9 +2970,16 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
                 union smc_scm_buf cb;
                 struct msghdr copy;
 
-                if (msg && msg->msg_controllen) /* SCM_RIGHTS: SMC sockets passed on */
-                        msg = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
-                return sys_sendmsg(fd, msg, flags);
+                const struct msghdr *out = msg;
+                ssize_t r;
+
+                if (!msg || !msg->msg_controllen)
+                        return sys_sendmsg(fd, msg, flags);
+                /* SCM_RIGHTS: SMC sockets passed on */
+                out = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
+                r = sys_sendmsg(fd, out, flags);
+                smc_fds_sent(msg, r >= 0);
+                return r;
         }
         if (msg_check(msg) < 0)
                 return -1;
@@ -5242,25 +5251,30 @@ static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd, size_t 
  * listener is shared, as after fork(): this process's close only lets go of its
  * copies. An smcd older than version 5, or one that refuses: nothing changes (the
  * receiver registers the socket again, as before). */
-static void listen_deposit(struct smc_sock *s) {
+static void listen_deposit(struct smc_sock *s, bool withdraw) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS], n, pass[2] = { s->chan, s->hidden };
+        const char *what = withdraw ? "withdrawing the deposit of" : "depositing";
 
         if (s->chan < 0 || s->hidden < 0 || s->listener_id == 0 || s->listen_instance != smc_ctl_client_instance())
                 return;
         smc_ctl_init(&m, SMC_CTL_LISTEN_DEPOSIT, 0);
         m.listen_deposit.listener_id = s->listener_id;
-        m.listen_deposit.flags = atomic_load(&s->nonblock) ? SMC_CTL_DEPOSIT_NONBLOCK : 0;
+        m.listen_deposit.flags = withdraw                   ? SMC_CTL_DEPOSIT_WITHDRAW
+                                 : atomic_load(&s->nonblock) ? SMC_CTL_DEPOSIT_NONBLOCK
+                                                             : 0;
         n = smc_ctl_client_call(&m, pass, 2, &reply, fds);
         for (int i = 0; i < n; i++)
                 sys_close(fds[i]);
         if (n < 0 || reply.hdr.type != SMC_CTL_OK) {
-                smc_debug("fd %d: depositing the accept channel of listener %llu failed: %s", s->fd,
+                smc_debug("fd %d: %s the accept channel of listener %llu failed: %s", s->fd, what,
                           (unsigned long long) s->listener_id,
                           n < 0 ? strerror(-n) : reply.hdr.type == SMC_CTL_ERROR ? reply.error.msg : "bad reply");
                 return;
         }
-        smc_debug("fd %d: the accept channel of listener %llu is deposited with smcd", s->fd,
+        if (!withdraw)
+                s->deposits_out++;
+        smc_debug("fd %d: %s the accept channel of listener %llu with smcd: done", s->fd, what,
                   (unsigned long long) s->listener_id);
 }
 
@@ -5284,7 +5298,7 @@ static int fd_passing(int fd) {
                           (unsigned long long) s->conn_id);
         } else if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->hidden >= 0) {
                 t = s->hidden;
-                listen_deposit(s);
+                listen_deposit(s, false);
                 /* the receiver sees the file's flag, as a TCP listener's: the
                  * program's; shared from now on, our accepts poll T first */
                 s->listen_fork_gen = ~0u;
@@ -5329,6 +5343,29 @@ const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *co
         scm_rights_each(msg, fd_passing_at, &p);
         errno = saved;
         return p.copied ? copy : msg;
+}
+
+static void fd_sent(int fd, size_t off, void *arg) {
+        struct smc_sock *s = sock_lookup(fd);
+        bool sent = *(const bool *) arg;
+
+        (void) off;
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        if (s->fd == fd && sock_state(s) == SOCK_LISTEN_SMC && s->deposits_out > 0) {
+                s->deposits_out--;
+                if (!sent)
+                        listen_deposit(s, true);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+void smc_fds_sent(const struct msghdr *msg, bool sent) {
+        int saved = errno;
+
+        scm_rights_each(msg, fd_sent, &sent);
+        errno = saved;
 }
 
 /* @fd, a TCP socket of family @dom that arrived from another process and is not

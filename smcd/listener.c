@@ -263,7 +263,8 @@ static void channel_set_sndbuf(Manager *m, int fd, uint32_t queue_max) {
  * a deposit waits, smcd holds a copy of the channel, so the listener lives on as a
  * socket in flight in a unix socket does; an unclaimed deposit (the receiver runs
  * without the library, or never reads the message) is closed after
- * SMC_CTL_DEPOSIT_USEC. */
+ * SMC_CTL_DEPOSIT_USEC, and one whose sendmsg(2) failed is withdrawn by the sender
+ * (SMC_CTL_DEPOSIT_WITHDRAW). */
 
 /* Take the @n deposits from @i on out of @l's list (not closed). */
 static void deposits_remove(Listener *l, unsigned i, unsigned n) {
@@ -359,9 +360,26 @@ int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit 
                                          req->listener_id);
         }
         close(tcp);
-        deposit_add(l, chan, false, req->flags);
-        log_debug("Client %" PRIu64 ": listener %" PRIu64 " goes to another process: its channel is deposited (%u).",
-                  c->id, l->id, l->n_deposits);
+        if (req->flags & SMC_CTL_DEPOSIT_WITHDRAW) {
+                /* the sendmsg(2) failed: no receiver will claim it */
+                unsigned i = l->n_deposits;
+
+                close(chan);
+                while (i > 0 && l->deposit_keep[i - 1])
+                        i--;
+                if (i == 0)
+                        return client_send_error(c, req->hdr.seq, ENOENT, 0,
+                                                 "no deposit of listener %" PRIu64 " to withdraw", l->id);
+                close(l->deposit_fd[i - 1]);
+                deposits_remove(l, i - 1, 1);
+                deposit_timer_arm(l);
+                log_debug("Client %" PRIu64 ": listener %" PRIu64 " did not go to another process: a deposit is withdrawn (%u left).",
+                          c->id, l->id, l->n_deposits);
+        } else {
+                deposit_add(l, chan, false, req->flags);
+                log_debug("Client %" PRIu64 ": listener %" PRIu64 " goes to another process: its channel is deposited (%u).",
+                          c->id, l->id, l->n_deposits);
+        }
         smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
         r = smc_ctl_set_version(&msg, c->version);
         return r < 0 ? r : client_send(c, &msg, NULL, 0);

@@ -1259,7 +1259,14 @@ static void test_listen_deposit(void) {
         c.listen_deposit.listener_id = 0;
         expect_bad("LISTEN_DEPOSIT of listener 0", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
-        c.listen_deposit.flags = 0x2;
+        c.listen_deposit.flags = SMC_CTL_DEPOSIT_WITHDRAW;
+        CHECK(SMC_CTL_DEPOSIT_WITHDRAW == 0x2 && smc_ctl_send(sp[0], &c, two, 2, 0) == 0, "send LISTEN_DEPOSIT WITHDRAW");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 2 && r.hdr.type == SMC_CTL_LISTEN_DEPOSIT && r.listen_deposit.flags == SMC_CTL_DEPOSIT_WITHDRAW,
+              "LISTEN_DEPOSIT WITHDRAW round trip: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        c.listen_deposit.flags = 0x4;
         expect_bad("LISTEN_DEPOSIT unknown flag", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.listen_deposit.reserved = 1;

@@ -50,6 +50,7 @@ ADOPT_FD = 19  # (v3) after REREG_DONE
 LISTEN_DEPOSIT = 20  # (v5)
 LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
 LISTEN_NB_KNOWN, LISTEN_NONBLOCK, DEPOSIT_NONBLOCK = 0x4, 0x8, 0x1  # (v5) the sender's O_NONBLOCK
+DEPOSIT_WITHDRAW = 0x2  # (v5) LISTEN_DEPOSIT: take the newest deposit back
 DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
@@ -2406,7 +2407,7 @@ def _run_deposit_checks(d):
     check(r == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT without its body -> ERROR EBADMSG {r}")
     r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], length=24)
     check(r == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT without its flags -> ERROR EBADMSG {r}")
-    r1 = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=2)
+    r1 = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=4)
     r2 = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], reserved=1)
     check(r1 == r2 == ("error", -errno.EBADMSG), f"LISTEN_DEPOSIT with an unknown flag, reserved set -> EBADMSG {r1} {r2}")
     v4 = Client(d.sock, version=4)
@@ -2424,6 +2425,22 @@ def _run_deposit_checks(d):
     check(lid5 == lid3 and cli.listen_flags[0] & LISTEN_JOINED and
           cli.listen_flags[0] & (LISTEN_NB_KNOWN | LISTEN_NONBLOCK) == LISTEN_NB_KNOWN,
           f"after the refused requests the good deposit is still there, blocking ({lid5}/{lid3}, {cli.listen_flags})")
+
+    # a sender whose sendmsg(2) failed takes its deposit back (DEPOSIT_WITHDRAW)
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=DEPOSIT_WITHDRAW)
+    check(r == ("error", -errno.ENOENT), f"WITHDRAW with no deposit of a client waiting -> ERROR ENOENT {r}")
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()])
+    check(r == ("ok",), f"a deposit to withdraw {r}")
+    r = deposit(rcv, lid3, [sp1.fileno(), tcp.fileno()], flags=DEPOSIT_WITHDRAW)
+    check(r == ("error", -errno.EINVAL), f"WITHDRAW with another socket pair as the channel -> ERROR EINVAL {r}")
+    res = as_uid(lambda: repr(deposit(Client(d.sock, version=5), lid3, [chan3_fd, tcp.fileno()],
+                                      flags=DEPOSIT_WITHDRAW)).encode())
+    check(res == repr(("error", -errno.ENOENT)).encode(), f"WITHDRAW by another uid -> ERROR ENOENT ({res})")
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=DEPOSIT_WITHDRAW)
+    check(r == ("ok",), f"WITHDRAW of it -> OK {r}")
+    r = deposit(rcv, lid3, [chan3.fileno(), tcp.fileno()], flags=DEPOSIT_WITHDRAW)
+    check(r == ("error", -errno.ENOENT), f"a second WITHDRAW -> ERROR ENOENT (one deposit, one withdrawal) {r}")
+
     for f in (pr, pw):
         os.close(f)
     for x in (sp1, sp2, other_chan, other_tcp):

@@ -32,6 +32,11 @@
 #     by send_fds, 10 rounds, none sees O_NONBLOCK (each receiver's library set the
 #     shared file's flag, and the next read it as the program's: 31 of 60 saw it,
 #     and blocking accepts failed with EAGAIN).
+#  8. A send_fds of the listener that fails (the peer is gone: EPIPE; the socket is
+#     full: EAGAIN) hands nothing on: once the parent closes its copy, connect is
+#     refused at once (the library's deposit with smcd, made before the sendmsg,
+#     kept the listener for 3 s, and SMC clients connected meanwhile into a queue
+#     nobody read, reset when the deposit expired).
 # In 4 and 5 the receiving process registered the listener with smcd again, and the
 # newest registration took every SMC connection (library before protocol version 5):
 # the client queued before the pass was reset when the parent closed its copy (4) or
@@ -462,6 +467,40 @@ def case_siblings(fails):
         fails.append("a blocking listener sent to 3 processes at once: %d of 30 receivers saw O_NONBLOCK" % bad)
 
 
+def case_send_fails(fails):
+    """case 8: a failed send_fds keeps no copy of the listener anywhere"""
+    for why in ("EPIPE", "EAGAIN"):
+        what = "send_fds that failed with " + why
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(8)
+        port = ls.getsockname()[1]
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if why == "EPIPE":
+                b.close()
+            else:
+                a.setblocking(False)
+                try:
+                    while True:
+                        a.send(b"x" * 65536)
+                except BlockingIOError:
+                    pass
+            try:
+                socket.send_fds(a, [b"L"], [ls.fileno()], socket.MSG_NOSIGNAL)
+                fails.append("%s: it did not fail" % what)
+                continue
+            except (BrokenPipeError, BlockingIOError):
+                pass
+            ls.close()
+            got = refused_within(port, 0)
+            if got is not True:
+                fails.append("%s: the first connect after the close was not refused: %s" % (what, got))
+        finally:
+            for s in (a, b, ls):
+                s.close()
+
+
 class Overtime(BaseException):
     pass
 
@@ -483,6 +522,7 @@ if __name__ == "__main__":
         case_pool(fails, "pipe", 30)
         case_flag(fails)
         case_siblings(fails)
+        case_send_fails(fails)
     except Overtime:
         fails.append("stopped after 50 s")
     signal.alarm(0)
@@ -493,4 +533,4 @@ if __name__ == "__main__":
     print("listener-pass: a listener passed to 3 spawn workers (as a Process argument and through a "
           "multiprocessing Pipe) and by send_fds: the connection queued before the pass is served, "
           "clients spread over the workers and are served after the parent's close, connect refused "
-          "after the last close; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
+          "after the last close and after a failed pass; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
