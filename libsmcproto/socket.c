@@ -1535,9 +1535,11 @@ bool smc_fd_listener_internal(int fd) {
         if (listener_internal_fds(NULL, 0, fd) > 0)
                 return true;
         /* a number that was one and is the program's now (a closed listener's): no
-         * other look next time. @fd is open until our caller closes it, so no
-         * listener can take the number (and mark it) meanwhile. */
-        if ((unsigned) fd < LINT_FDS)
+         * other look next time. Only while @fd is open (until our caller closes it)
+         * can no listener take the number (and mark it) meanwhile: a close() of a
+         * number that is not open, as another thread makes it a listener's, must not
+         * clear that fresh mark. */
+        if ((unsigned) fd < LINT_FDS && sys_fcntl(fd, F_GETFD, 0) >= 0)
                 atomic_fetch_and_explicit(&lint_bits[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
         return false;
 }
@@ -3231,6 +3233,10 @@ static int close_range_except(unsigned first, unsigned last, unsigned flags, int
         return r;
 }
 
+/* listener descriptors a vfork() child's close_range() keeps open at most (2 per
+ * listener; 64 KiB of its stack) */
+#define VFORK_KEEP_MAX 16384u
+
 int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
         unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP;
         size_t n = 0, cap = 2;
@@ -3243,13 +3249,22 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
                 /* CPython's subprocess closes the descriptors so between vfork and
                  * exec: the parent's library state stays, its sockets' descriptors
                  * go, but not those of its listeners, which an exec hands on
-                 * (listener_internal_fds(); no malloc here: the parent's heap) */
-                int lk[128];
-                size_t ln = listener_internal_fds(lk, 128, -1);
+                 * (listener_internal_fds(); no malloc here: the parent's heap; the
+                 * stack below ours is the child's to use) */
+                int lk[128], *big;
+                size_t ln = listener_internal_fds(lk, 128, -1), bn;
 
-                if (ln == 0 || ln > 128)
+                if (ln == 0)
                         return (int) smc_syscall(SYS_close_range, first, last, flags);
-                return close_range_except(first, last, flags, lk, ln);
+                if (ln <= 128)
+                        return close_range_except(first, last, flags, lk, ln);
+                if (ln > VFORK_KEEP_MAX)
+                        return (int) smc_syscall(SYS_close_range, first, last, flags);
+                big = alloca(VFORK_KEEP_MAX * sizeof(int));
+                bn = listener_internal_fds(big, VFORK_KEEP_MAX, -1);
+                if (bn > VFORK_KEEP_MAX) /* (another thread of the parent made more) */
+                        return (int) smc_syscall(SYS_close_range, first, last, flags);
+                return close_range_except(first, last, flags, big, bn);
         }
 
         /* the program's sockets in the range first, each as close() would (with

@@ -37,6 +37,10 @@
 #     refused at once (the library's deposit with smcd, made before the sendmsg,
 #     kept the listener for 3 s, and SMC clients connected meanwhile into a queue
 #     nobody read, reset when the deposit expired).
+#  9. One listener of 70 given to a subprocess by pass_fds: the child accepts from it
+#     (over SMC-D under smcrun). CPython's close_range() between vfork and exec kept
+#     only up to 128 listener descriptors open (64 listeners), and with more closed
+#     them all: the child got the epoll descriptor (ENOTSOCK).
 # In 4 and 5 the receiving process registered the listener with smcd again, and the
 # newest registration took every SMC connection (library before protocol version 5):
 # the client queued before the pass was reset when the parent closed its copy (4) or
@@ -501,6 +505,57 @@ def case_send_fails(fails):
                 s.close()
 
 
+MANY_CHILD = r'''
+import socket, sys
+ls = socket.socket(fileno=int(sys.argv[1]))
+ls.settimeout(8)
+s, _ = ls.accept()
+s.settimeout(5)
+line = s.recv(100)
+try:
+    m = s.getsockopt(286, 0x5301)  # SMC-D: 1 (smcrun)
+except OSError:
+    m = 0  # (a TCP socket without smcrun)
+s.sendall(b"child %d " % m + line)
+s.close()
+'''
+
+
+def case_many(fails):
+    """case 9: one of 70 listeners to a subprocess by pass_fds"""
+    what = "one of 70 listeners by pass_fds"
+    lss = []
+    p = None
+    try:
+        for _ in range(70):
+            ls = socket.socket()
+            ls.bind(("127.0.0.1", 0))
+            ls.listen(4)
+            lss.append(ls)
+        ls = lss[35]
+        port = ls.getsockname()[1]
+        p = subprocess.Popen([sys.executable, "-c", MANY_CHILD, str(ls.fileno())], pass_fds=[ls.fileno()])
+        for x in lss:
+            x.close()
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(b"hello")
+        got = read_to_eof(c)
+        c.close()
+        want = b"child %d hello" % (MODE_SMCD if UNDER_SMCRUN else 0)
+        if got != want:
+            fails.append("%s: the client read %r, not %r" % (what, got, want))
+        if p.wait(5) != 0:
+            fails.append("%s: the child exited %d" % (what, p.returncode))
+    except Exception as e:
+        fails.append("%s: %r" % (what, e))
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        for x in lss:
+            x.close()
+
+
 class Overtime(BaseException):
     pass
 
@@ -523,6 +578,7 @@ if __name__ == "__main__":
         case_flag(fails)
         case_siblings(fails)
         case_send_fails(fails)
+        case_many(fails)
     except Overtime:
         fails.append("stopped after 50 s")
     signal.alarm(0)
@@ -533,4 +589,4 @@ if __name__ == "__main__":
     print("listener-pass: a listener passed to 3 spawn workers (as a Process argument and through a "
           "multiprocessing Pipe) and by send_fds: the connection queued before the pass is served, "
           "clients spread over the workers and are served after the parent's close, connect refused "
-          "after the last close and after a failed pass; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
+          "after the last close and after a failed pass; one of 70 listeners by pass_fds; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
