@@ -572,24 +572,18 @@ _public_ ssize_t sendto(int fd, const void *buf, size_t len, int flags,
         return f ? f(fd, buf, len, flags, to, tolen) : sys_sendto(fd, buf, len, flags, to, tolen);
 }
 
-_public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
-        __typeof__(sendmsg) *f;
+static ssize_t next_sendmsg(int fd, const struct msghdr *msg, int flags) {
+        __typeof__(sendmsg) *f = real_sendmsg();
 
+        return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
+}
+
+_public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
         if (managed(fd))
                 return smc_sendmsg(fd, msg, flags);
-        if (msg && msg->msg_controllen) { /* SCM_RIGHTS: SMC sockets passed on */
-                union smc_scm_buf cb;
-                struct msghdr copy;
-                const struct msghdr *out = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
-                ssize_t r;
-
-                f = real_sendmsg();
-                r = f ? f(fd, out, flags) : sys_sendmsg(fd, out, flags);
-                smc_fds_sent(msg, r >= 0);
-                return r;
-        }
-        f = real_sendmsg();
-        return f ? f(fd, msg, flags) : sys_sendmsg(fd, msg, flags);
+        if (msg && msg->msg_controllen) /* SCM_RIGHTS: SMC sockets passed on */
+                return smc_sendmsg_passing(fd, msg, flags, next_sendmsg);
+        return next_sendmsg(fd, msg, flags);
 }
 
 _public_ ssize_t recv(int fd, void *buf, size_t len, int flags) {
@@ -755,17 +749,29 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
         unsigned i;
 
         if (!managed(fd)) {
-                int r;
+                bool scm = false;
 
-                for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
-                        if (vec[i].msg_hdr.msg_controllen) /* (listeners go as they are) */
-                                (void) smc_fds_passing(&vec[i].msg_hdr, NULL, NULL, 0);
+                for (i = 0; vec && i < vlen && i < UIO_MAXIOV && !scm; i++)
+                        scm = vec[i].msg_hdr.msg_controllen > 0;
+                if (scm) {
+                        /* SCM_RIGHTS: SMC sockets passed on, each message as sendmsg()
+                         * (an SMC listener must go as its TCP socket); the kernel's
+                         * loop: the count sent, an error only if none was */
+                        if (vlen > UIO_MAXIOV)
+                                vlen = UIO_MAXIOV;
+                        for (i = 0; i < vlen; i++) {
+                                ssize_t r = vec[i].msg_hdr.msg_controllen
+                                                    ? smc_sendmsg_passing(fd, &vec[i].msg_hdr, flags, next_sendmsg)
+                                                    : next_sendmsg(fd, &vec[i].msg_hdr, flags);
+
+                                if (r < 0)
+                                        return i == 0 ? -1 : (int) i;
+                                vec[i].msg_len = (unsigned) r;
+                        }
+                        return (int) i;
+                }
                 f = real_sendmmsg();
-                r = f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
-                for (i = 0; vec && i < vlen && i < UIO_MAXIOV; i++)
-                        if (vec[i].msg_hdr.msg_controllen)
-                                smc_fds_sent(&vec[i].msg_hdr, (int) i < r);
-                return r;
+                return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
         }
         if (vlen > UIO_MAXIOV)
                 vlen = UIO_MAXIOV;

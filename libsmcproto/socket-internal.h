@@ -247,6 +247,11 @@ union smc_scm_buf {
 };
 const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len);
 void smc_fds_sent(const struct msghdr *msg, bool sent);
+/* Both around one @send_fn(@fd, ...) (sendmsg(2) or the next definition of it): the
+ * control data is copied to the stack, or to the heap when it is larger. Returns
+ * what @send_fn did, errno its. */
+ssize_t smc_sendmsg_passing(int fd, const struct msghdr *msg, int flags,
+                            ssize_t (*send_fn)(int fd, const struct msghdr *msg, int flags));
 void smc_fds_received(const struct msghdr *msg);
 
 /* select()/pselect() with an SMC-D connection in its sets (preload.c): look at every

@@ -2969,19 +2969,9 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s) {
-                union smc_scm_buf cb;
-                struct msghdr copy;
-
-                const struct msghdr *out = msg;
-                ssize_t r;
-
                 if (!msg || !msg->msg_controllen)
                         return sys_sendmsg(fd, msg, flags);
-                /* SCM_RIGHTS: SMC sockets passed on */
-                out = smc_fds_passing(msg, &copy, cb.buf, sizeof(cb.buf));
-                r = sys_sendmsg(fd, out, flags);
-                smc_fds_sent(msg, r >= 0);
-                return r;
+                return smc_sendmsg_passing(fd, msg, flags, sys_sendmsg); /* SCM_RIGHTS */
         }
         if (msg_check(msg) < 0)
                 return -1;
@@ -5381,6 +5371,29 @@ void smc_fds_sent(const struct msghdr *msg, bool sent) {
 
         scm_rights_each(msg, fd_sent, &sent);
         errno = saved;
+}
+
+ssize_t smc_sendmsg_passing(int fd, const struct msghdr *msg, int flags,
+                            ssize_t (*send_fn)(int fd, const struct msghdr *msg, int flags)) {
+        union smc_scm_buf cb;
+        struct msghdr copy;
+        char *buf = cb.buf, *heap = NULL;
+        size_t len = sizeof(cb.buf);
+        const struct msghdr *out;
+        ssize_t r;
+        int saved;
+
+        if (msg && msg->msg_control && msg->msg_controllen > len && (heap = malloc(msg->msg_controllen))) {
+                buf = heap;
+                len = msg->msg_controllen;
+        }
+        out = smc_fds_passing(msg, &copy, buf, len);
+        r = send_fn(fd, out, flags);
+        saved = errno;
+        smc_fds_sent(msg, r >= 0);
+        free(heap);
+        errno = saved;
+        return r;
 }
 
 /* @fd, a TCP socket of family @dom that arrived from another process and is not

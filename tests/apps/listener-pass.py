@@ -41,18 +41,24 @@
 #     (over SMC-D under smcrun). CPython's close_range() between vfork and exec kept
 #     only up to 128 listener descriptors open (64 listeners), and with more closed
 #     them all: the child got the epoll descriptor (ENOTSOCK).
+# 10. Case 4's pass by sendmmsg(2) (through libc, as a C program calls it: ctypes),
+#     and by a sendmsg(2) whose control data is over 4 KiB (the listener's SCM_RIGHTS
+#     after 130 SCM_CREDENTIALS): the listener went as its epoll descriptor
+#     (ENOTSOCK in the receiver).
 # In 4 and 5 the receiving process registered the listener with smcd again, and the
 # newest registration took every SMC connection (library before protocol version 5):
 # the client queued before the pass was reset when the parent closed its copy (4) or
 # waited in the parent's queue, which nobody accepts from (5), and one worker, the
 # last to receive the socket, served all 30 clients.
 # Prints one line; exit status 0 only if every case held (the whole within 50 s).
+import ctypes
 import fcntl
 import multiprocessing
 import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -326,15 +332,18 @@ def child(fd):
     return 0
 
 
-def case_send_fds(fails):
-    what = "send_fds to a subprocess"
+def case_send_fds(fails, how="send_fds"):
+    what = how + " to a subprocess"
     ls, port, c1 = listener_with_queued(8, b"queued\n")
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     p = subprocess.Popen([sys.executable, ME, "--child", str(b.fileno())], pass_fds=[b.fileno()])
     b.close()
     c2 = None
     try:
-        socket.send_fds(a, [b"L"], [ls.fileno()])
+        if how == "send_fds":
+            socket.send_fds(a, [b"L"], [ls.fileno()])
+        else:
+            send_listener_odd(a, ls.fileno(), how)
         ls.close()
         c2 = socket.create_connection(("127.0.0.1", port), timeout=5)
         c2.sendall(b"after-pass\n")
@@ -361,6 +370,46 @@ def case_send_fds(fails):
         for s in (a, ls, c1, c2):
             if s is not None:
                 s.close()
+
+
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class MsgHdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(IOVec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+class MMsgHdr(ctypes.Structure):
+    _fields_ = [("hdr", MsgHdr), ("len", ctypes.c_uint)]
+
+
+def cmsg(level, typ, data):
+    """one control message, padded to CMSG_SPACE"""
+    n = 16 + len(data)
+    return struct.pack("=Qii", n, level, typ) + data + b"\0" * (-n % 8)
+
+
+def send_listener_odd(sock, fd, how):
+    """the listener @fd over @sock by sendmmsg (2 messages, it in the second), or by a
+    sendmsg with > 4 KiB of control data; raises OSError"""
+    if how == "sendmsg":
+        creds = (socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("iII", os.getpid(), os.getuid(), os.getgid()))
+        sock.sendmsg([b"L"], [creds] * 130 + [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctl = cmsg(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))
+    bufs = [ctypes.create_string_buffer(b"L", 1), ctypes.create_string_buffer(b"M", 1)]
+    iovs = [IOVec(ctypes.cast(b, ctypes.c_void_p), 1) for b in bufs]
+    cbuf = ctypes.create_string_buffer(ctl, len(ctl))
+    vec = (MMsgHdr * 2)()
+    vec[0].hdr = MsgHdr(None, 0, ctypes.pointer(iovs[1]), 1, None, 0, 0)
+    vec[1].hdr = MsgHdr(None, 0, ctypes.pointer(iovs[0]), 1, ctypes.cast(cbuf, ctypes.c_void_p), len(ctl), 0)
+    r = libc.sendmmsg(sock.fileno(), vec, 2, 0)
+    if r != 2:
+        raise OSError(ctypes.get_errno(), "sendmmsg returned %d" % r)
 
 
 def case_flag(fails):
@@ -579,6 +628,8 @@ if __name__ == "__main__":
         case_siblings(fails)
         case_send_fails(fails)
         case_many(fails)
+        case_send_fds(fails, "sendmmsg")
+        case_send_fds(fails, "sendmsg")
     except Overtime:
         fails.append("stopped after 50 s")
     signal.alarm(0)
@@ -589,4 +640,4 @@ if __name__ == "__main__":
     print("listener-pass: a listener passed to 3 spawn workers (as a Process argument and through a "
           "multiprocessing Pipe) and by send_fds: the connection queued before the pass is served, "
           "clients spread over the workers and are served after the parent's close, connect refused "
-          "after the last close and after a failed pass; one of 70 listeners by pass_fds; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
+          "after the last close and after a failed pass; one of 70 listeners by pass_fds; by sendmmsg and with 4 KiB of control data; it arrives with the sender's O_NONBLOCK, also in siblings%s (%.1f s)" % (", all over SMC-D" if UNDER_SMCRUN else "", took))
