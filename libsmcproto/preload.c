@@ -531,6 +531,11 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
         bool handled;
         int r;
 
+        if (ev && smc_uptr_bad(ev)) {
+                if (op != EPOLL_CTL_DEL) /* the kernel's EFAULT */
+                        return f ? f(epfd, op, fd, ev) : (int) smc_syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+                ev = NULL; /* (not read for a DEL) */
+        }
         if (ev)
                 copy = *ev;
         r = smc_sock_epoll_ctl(epfd, op, fd, ev ? &copy : NULL, &handled);
@@ -564,8 +569,14 @@ _public_ ssize_t sendto(int fd, const void *buf, size_t len, int flags,
         if (managed(fd)) {
                 /* A stream socket ignores the destination (TCP does, except with
                  * MSG_FASTOPEN); sockperf passes one on every call. */
+                int r;
+
                 if (flags & MSG_FASTOPEN)
                         return smc_sendto(fd, buf, len, flags, to, tolen);
+                if ((r = smc_sendto_addr_check(to, tolen)) < 0) {
+                        errno = -r;
+                        return -1;
+                }
                 return smc_send(fd, buf, len, flags);
         }
         f = real_sendto();
@@ -581,7 +592,7 @@ static ssize_t next_sendmsg(int fd, const struct msghdr *msg, int flags) {
 _public_ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
         if (managed(fd))
                 return smc_sendmsg(fd, msg, flags);
-        if (msg && msg->msg_controllen) /* SCM_RIGHTS: SMC sockets passed on */
+        if (!smc_uptr_bad(msg) && msg->msg_controllen) /* SCM_RIGHTS: SMC sockets passed on */
                 return smc_sendmsg_passing(fd, msg, flags, next_sendmsg);
         return next_sendmsg(fd, msg, flags);
 }
@@ -739,7 +750,8 @@ _public_ ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count) 
 /* sendmmsg(2) / recvmmsg(2) on an SMC socket: one sendmsg / recvmsg per message, with
  * the kernel's rules for a stream socket: the count of messages done; an error only
  * if the first one failed; a short send ends the batch. recvmmsg: MSG_WAITFORONE
- * turns on MSG_DONTWAIT after the first message, end of file ends the batch, and
+ * turns on MSG_DONTWAIT after the first message, a message of 0 bytes (end of file,
+ * or an empty buffer) ends no batch, and
  * @timeout is checked after each message (as the kernel does). */
 DEFINE_REAL(sendmmsg)
 DEFINE_REAL(recvmmsg)
@@ -751,7 +763,7 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
         if (!managed(fd)) {
                 bool scm = false;
 
-                for (i = 0; vec && i < vlen && i < UIO_MAXIOV && !scm; i++)
+                for (i = 0; !smc_uptr_bad(vec) && i < vlen && i < UIO_MAXIOV && !scm; i++)
                         scm = vec[i].msg_hdr.msg_controllen > 0;
                 if (scm) {
                         /* SCM_RIGHTS: SMC sockets passed on, each message as sendmsg()
@@ -772,6 +784,10 @@ _public_ int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
                 }
                 f = real_sendmmsg();
                 return f ? f(fd, vec, vlen, flags) : (int) smc_syscall(SYS_sendmmsg, fd, vec, vlen, flags);
+        }
+        if (vlen > 0 && smc_uptr_bad(vec)) {
+                errno = EFAULT;
+                return -1;
         }
         if (vlen > UIO_MAXIOV)
                 vlen = UIO_MAXIOV;
@@ -812,6 +828,10 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
                                 smc_fds_received(&vec[k].msg_hdr);
                 return n;
         }
+        if (timeout && smc_uptr_bad(timeout)) {
+                errno = EFAULT; /* (the kernel copies the timeout first) */
+                return -1;
+        }
         if (timeout) {
                 if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000) {
                         errno = EINVAL;
@@ -827,9 +847,7 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 
                 if (r < 0)
                         return i == 0 ? -1 : (int) i;
-                vec[i].msg_len = (unsigned) r;
-                if (r == 0)
-                        return (int) i + 1;
+                vec[i].msg_len = (unsigned) r; /* (0 ends no batch, as the kernel's) */
                 if (flags & MSG_WAITFORONE)
                         flags |= MSG_DONTWAIT;
                 if (timeout) {
@@ -1084,6 +1102,8 @@ _public_ ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
 /* ---- poll ---------------------------------------------------------------------------- */
 
 static bool any_managed(const struct pollfd *fds, nfds_t nfds) {
+        if (nfds > 0 && smc_uptr_bad(fds))
+                return false; /* the kernel's EFAULT */
         for (nfds_t i = 0; i < nfds; i++)
                 if (managed(fds[i].fd))
                         return true;
@@ -1114,8 +1134,9 @@ DEFINE_REAL(pselect)
 _public_ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv) {
         __typeof__(select) *f;
 
-        if (nfds > 0 && (!tv || ((tv->tv_sec > 0 || tv->tv_usec > 0) && tv->tv_sec >= 0 && tv->tv_usec >= 0 &&
-                                 tv->tv_usec < 1000000))) {
+        if (nfds > 0 && !(tv && smc_uptr_bad(tv)) &&
+            (!tv || ((tv->tv_sec > 0 || tv->tv_usec > 0) && tv->tv_sec >= 0 && tv->tv_usec >= 0 &&
+                     tv->tv_usec < 1000000))) {
                 struct timespec ts = {};
                 int k;
 
@@ -1141,7 +1162,7 @@ _public_ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval
 _public_ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *mask) {
         __typeof__(pselect) *f;
 
-        if (nfds > 0) {
+        if (nfds > 0 && !(ts && smc_uptr_bad(ts))) {
                 /* pselect leaves the caller's timeout as it was */
                 struct timespec copy = ts ? *ts : (struct timespec) {};
                 int k = smc_select(nfds, rd, wr, ex, ts ? &copy : NULL, mask);

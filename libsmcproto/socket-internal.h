@@ -247,6 +247,9 @@ union smc_scm_buf {
 };
 const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len);
 void smc_fds_sent(const struct msghdr *msg, bool sent);
+/* sendto(2)'s checks of its address on a connected stream socket, which ignores it
+ * but copies it in first: 0, -EINVAL (too long) or -EFAULT (in the first page). */
+int smc_sendto_addr_check(const struct sockaddr *to, socklen_t tolen);
 /* Both around one @send_fn(@fd, ...) (sendmsg(2) or the next definition of it): the
  * control data is copied to the stack, or to the heap when it is larger. Returns
  * what @send_fn did, errno its. */

@@ -533,10 +533,13 @@ static int addr_for_family(const struct smc_ctl_addr *a, int family, struct sock
 /* getsockname(2)-style copy out of a stored address */
 static int copy_addr_out(const struct sockaddr_storage *ss, socklen_t sslen, struct sockaddr *addr,
                          socklen_t *len) {
-        if (!len)
+        if (smc_uptr_bad(len))
                 return -EFAULT;
-        if (addr)
-                memcpy(addr, ss, *len < sslen ? *len : sslen);
+        if ((int) *len < 0)
+                return -EINVAL;
+        if (*len > 0 && smc_uptr_bad(addr))
+                return -EFAULT;
+        memcpy(addr, ss, *len < sslen ? *len : sslen);
         *len = sslen;
         return 0;
 }
@@ -2721,6 +2724,8 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 
         if (!s)
                 return sys_connect(fd, addr, len);
+        if (len > 0 && len <= sizeof(struct sockaddr_storage) && smc_uptr_bad(addr))
+                return ret_errno(-EFAULT); /* (the kernel copies the address first) */
         pthread_mutex_lock(&s->lock);
         st = sock_state(s);
         switch (st) {
@@ -2746,7 +2751,7 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 
         /* Only a well-formed address of our family goes to smcd; anything else gets
          * the kernel's own answer. */
-        if (!addr || smc_ctl_addr_from_sockaddr(&dst, addr, len) < 0 || dst.family != s->family) {
+        if (smc_uptr_bad(addr) || smc_ctl_addr_from_sockaddr(&dst, addr, len) < 0 || dst.family != s->family) {
                 pthread_mutex_unlock(&s->lock);
                 return sys_connect(fd, addr, len);
         }
@@ -2841,8 +2846,10 @@ static size_t rw_count(size_t len) {
 static ssize_t iov_total(const struct iovec *iov, int iovcnt) {
         size_t t = 0;
 
-        if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+        if (iovcnt < 0 || iovcnt > IOV_MAX)
                 return -EINVAL;
+        if (iovcnt > 0 && smc_uptr_bad(iov))
+                return -EFAULT; /* (the kernel copies the array first) */
         for (int i = 0; i < iovcnt; i++) {
                 if (iov[i].iov_len > (size_t) SSIZE_MAX - t)
                         return -EINVAL;
@@ -2926,13 +2933,25 @@ SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
         return smcd_recv(s, &v, 1, flags);
 }
 
+int smc_sendto_addr_check(const struct sockaddr *to, socklen_t tolen) {
+        if (!to)
+                return 0;
+        if ((int) tolen < 0 || tolen > sizeof(struct sockaddr_storage))
+                return -EINVAL;
+        return tolen > 0 && smc_uptr_bad(to) ? -EFAULT : 0;
+}
+
 SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                               socklen_t tolen) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
+        int r;
+
         if (!s)
                 return sys_sendto(fd, buf, len, flags, to, tolen);
+        if ((r = smc_sendto_addr_check(to, tolen)) < 0)
+                return ret_errno_ssize(r);
         return smcd_send(s, &v, 1, flags, true); /* a connected TCP socket ignores @to */
 }
 
@@ -2944,6 +2963,12 @@ SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct
 
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, from, fromlen);
+        if (from && smc_uptr_bad(fromlen)) {
+                /* the kernel receives first, then fails at the address length (the
+                 * bytes are gone); here they stay */
+                r = smcd_recv(s, &v, 1, flags | MSG_PEEK);
+                return r < 0 ? r : ret_errno_ssize(-EFAULT);
+        }
         r = smcd_recv(s, &v, 1, flags);
         if (r >= 0 && from && fromlen)
                 *fromlen = 0; /* as TCP: no address */
@@ -2953,13 +2978,18 @@ SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct
 /* sendmsg/recvmsg's checks of @msg before any data moves, as the kernel's
  * (net/socket.c copy_msghdr_from_user: more than UIO_MAXIOV vectors is EMSGSIZE there,
  * while readv/writev say EINVAL). Returns 0 or -1 with errno set. */
-static int msg_check(const struct msghdr *msg) {
-        if (!msg) {
+static int msg_check(const struct msghdr *msg, bool send) {
+        if (smc_uptr_bad(msg)) {
                 errno = EFAULT;
                 return -1;
         }
         if (msg->msg_iovlen > UIO_MAXIOV) {
                 errno = EMSGSIZE;
+                return -1;
+        }
+        if (send && ((msg->msg_controllen > 0 && smc_uptr_bad(msg->msg_control)) ||
+                     (msg->msg_name && msg->msg_namelen > 0 && smc_uptr_bad(msg->msg_name)))) {
+                errno = EFAULT; /* (a send's control data and address are copied in first) */
                 return -1;
         }
         return 0;
@@ -2969,11 +2999,11 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
         if (!s) {
-                if (!msg || !msg->msg_controllen)
+                if (smc_uptr_bad(msg) || !msg->msg_controllen)
                         return sys_sendmsg(fd, msg, flags);
                 return smc_sendmsg_passing(fd, msg, flags, sys_sendmsg); /* SCM_RIGHTS */
         }
-        if (msg_check(msg) < 0)
+        if (msg_check(msg, true) < 0)
                 return -1;
         return smcd_send(s, msg->msg_iov, (int) msg->msg_iovlen, flags, true);
 }
@@ -2988,7 +3018,7 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
                         smc_fds_received(msg); /* SCM_RIGHTS: SMC connections passed to us */
                 return r;
         }
-        if (msg_check(msg) < 0)
+        if (msg_check(msg, false) < 0)
                 return -1;
         r = smcd_recv(s, msg->msg_iov, (int) msg->msg_iovlen, flags);
         if (r >= 0) {
@@ -3047,6 +3077,8 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
 
         if (!s)
                 return sys_sendfile(out_fd, in_fd, offset, count);
+        if (offset && smc_uptr_bad(offset))
+                return ret_errno_ssize(-EFAULT);
         if (offset && *offset < 0)
                 return ret_errno_ssize(-EINVAL);
         if (count == 0)
@@ -3288,7 +3320,11 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
 /* Options and names */
 
 static int put_int(void *val, socklen_t *len, int v) {
-        if (!len || (*len > 0 && !val))
+        if (smc_uptr_bad(len))
+                return -EFAULT;
+        if ((int) *len < 0)
+                return -EINVAL;
+        if (*len > 0 && smc_uptr_bad(val))
                 return -EFAULT;
         if (*len > sizeof(int))
                 *len = sizeof(int);
@@ -3299,7 +3335,7 @@ static int put_int(void *val, socklen_t *len, int v) {
 static int get_int(const void *val, socklen_t len, int *v) {
         if (len < sizeof(int))
                 return -EINVAL;
-        if (!val)
+        if (smc_uptr_bad(val))
                 return -EFAULT;
         memcpy(v, val, sizeof(int));
         return 0;
@@ -3568,11 +3604,11 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
         uint64_t tx_cons, tx_pub, tx_prod, sent, tx_msgs, rx_msgs, peer_recvs, our_recvs;
         bool wr_shut, real = false;
 
-        if (!len)
+        if (smc_uptr_bad(len))
                 return -EFAULT;
         if ((int) *len < 0)
                 return -EINVAL;
-        if (*len > 0 && !val)
+        if (*len > 0 && smc_uptr_bad(val))
                 return -EFAULT;
         if (s->smcr && s->hidden >= 0) {
                 socklen_t kl = sizeof(k);
@@ -3691,6 +3727,13 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                 errno = ENOPROTOOPT; /* SMC_PROTO_* are read-only */
                 return -1;
         }
+        if (level == SOL_SOCKET && name == SO_PEEK_OFF && sock_state(s) != SOCK_TCP) {
+                /* the rings have no peek offset: refused, as by TCP before Linux 6.9
+                 * and every protocol without one (taken by the TCP socket underneath,
+                 * MSG_PEEK would have gone on reading from the start) */
+                errno = EOPNOTSUPP;
+                return -1;
+        }
         pthread_mutex_lock(&s->lock);
         smcd = sock_state(s) == SOCK_SMCD;
         if ((level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_RCVBUF)) ||
@@ -3755,6 +3798,8 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         if (!s)
                 return sys_getsockopt(fd, level, name, val, len);
         st = sock_state(s);
+        if (level == SOL_SOCKET && name == SO_PEEK_OFF && st != SOCK_TCP)
+                return ret_errno(-EOPNOTSUPP); /* (smc_setsockopt) */
         if (level == SOL_SMC) {
                 if (name == SMC_PROTO_MODE)
                         return ret_errno(put_int(val, len, st == SOCK_SMCD ? (s->smcr ? SMC_PROTO_MODE_SMCR : SMC_PROTO_MODE_SMCD)
@@ -3763,7 +3808,7 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                 if (name == SMC_PROTO_FALLBACK_REASON) {
                         uint32_t reason = st == SOCK_SMCD ? 0 : s->fallback_reason;
 
-                        if (!len || (*len > 0 && !val))
+                        if (smc_uptr_bad(len) || (*len > 0 && smc_uptr_bad(val)))
                                 return ret_errno(-EFAULT);
                         if (*len > sizeof(reason))
                                 *len = sizeof(reason);
@@ -4012,6 +4057,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
 
         if (nfds <= 0 || nfds > FD_SETSIZE)
                 return SMC_SELECT_UNHANDLED; /* the kernel's answers, sets beyond 1024 bits */
+        if ((rd && smc_uptr_bad(rd)) || (wr && smc_uptr_bad(wr)) || (ex && smc_uptr_bad(ex)))
+                return SMC_SELECT_UNHANDLED; /* EFAULT */
         if (ts) {
                 if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L)
                         return SMC_SELECT_UNHANDLED; /* EINVAL */
@@ -4230,7 +4277,7 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
         case FIONBIO: {
                 int on;
 
-                if (!arg)
+                if (smc_uptr_bad(arg))
                         return ret_errno(-EFAULT);
                 memcpy(&on, arg, sizeof(on));
                 pthread_mutex_lock(&s->lock);
@@ -4250,7 +4297,7 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                         return ret_errno(-EINVAL); /* as TCP on a listener */
                 if (st != SOCK_SMCD)
                         return sys_ioctl(fd, req, arg);
-                if (!arg)
+                if (smc_uptr_bad(arg))
                         return ret_errno(-EFAULT);
                 if (req == FIONREAD)
                         v = (int) smc_ring_fionread(&s->ep);
@@ -5231,7 +5278,7 @@ static int exec_adopt(const struct smc_inherit_entry *e) {
 /* Call @fn(fd, offset of its int in msg_control, @arg) for each descriptor of the
  * SCM_RIGHTS messages in @msg's control data. */
 static void scm_rights_each(const struct msghdr *msg, void (*fn)(int fd, size_t off, void *arg), void *arg) {
-        if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+        if (smc_uptr_bad(msg) || smc_uptr_bad(msg->msg_control) || msg->msg_controllen < sizeof(struct cmsghdr))
                 return;
         for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *) msg); c; c = CMSG_NXTHDR((struct msghdr *) msg, c)) {
                 size_t n;

@@ -16,6 +16,7 @@
  */
 
 #include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,3 +116,12 @@ static inline int sys_poll(struct pollfd *p, nfds_t n, int timeout_ms) {
 static inline int sys_epoll_create1(int f) { return (int) smc_syscall(SYS_epoll_create1, f); }
 static inline int sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *e) { return (int) smc_syscall(SYS_epoll_ctl, ep, op, fd, e); }
 static inline int sys_epoll_wait(int ep, struct epoll_event *e, int n, int t) { return (int) smc_syscall(SYS_epoll_pwait, ep, e, n, t, NULL, 0); }
+
+/* A pointer the kernel would refuse with EFAULT, as far as can be told without a
+ * system call: one into the first page (NULL and small offsets from it; nothing is
+ * mapped there, vm.mmap_min_addr). The library checks the pointers it reads or writes
+ * itself with this, so that a program's bad pointer gives the kernel's EFAULT, not a
+ * crash in the library. */
+static inline bool smc_uptr_bad(const void *p) {
+        return (uintptr_t) p < 4096u;
+}

@@ -36,9 +36,12 @@
 # Copies of the process made past fork(3) (a raw clone, as vsftpd makes its sessions,
 # and glibc's clone() without CLONE_VM: clone-smc.c); SMC-D inside a chroot
 # (chroot-smc.py).
-# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC CLONE_SMC
+# Bad pointers (in the first page) given to every intercepted call: the kernel's
+# EFAULT, never a crash in the library; the transcript compared with TCP's line by
+# line (bad-pointers.c).
+# Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC CLONE_SMC BAD_POINTERS
 set -u
-smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6 clone_smc=$7
+smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6 clone_smc=$7 bad_pointers=$8
 here=$(dirname "$0")
 # shellcheck source=tests/apps/smcrun-env.sh
 . "$here/apps/smcrun-env.sh"
@@ -203,6 +206,23 @@ else
         failed=1
 fi
 out2=
+# bad pointers: the same answers as TCP's, call by call (not under a sanitizer: its
+# interceptors read the program's arrays themselves)
+if [ -n "${LD_PRELOAD:-}" ]; then
+        echo "ok - bad-pointers: skipped: a sanitizer runtime is preloaded"
+elif tcp=$(timeout 60 "$bad_pointers" 2>/dev/null) &&
+        smc=$(timeout 60 sh "$smcrun" "$bad_pointers" 2>"$rundir/bad-pointers.err"); then
+        if [ "$tcp" = "$smc" ] && grep -q "mode 1 " "$rundir/bad-pointers.err"; then
+                echo "ok - bad-pointers: $(echo "$smc" | wc -l) calls with pointers 16 and NULL answer as over TCP, over SMC-D"
+        else
+                echo "not ok - bad-pointers: $(cat "$rundir/bad-pointers.err")"
+                diff <(echo "$tcp") <(echo "$smc") | sed 's/^/#   /'
+                failed=1
+        fi
+else
+        echo "not ok - bad-pointers: TCP: ${tcp:-?}; smcrun: ${smc:-?}"
+        failed=1
+fi
 # a sandboxed child (seccomp): its SMC connection keeps working, its filter refuses
 # what it refused; not under a sanitizer (its runtime makes calls of its own there)
 if [ -n "${LD_PRELOAD:-}" ]; then

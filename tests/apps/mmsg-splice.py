@@ -3,7 +3,8 @@
 # through the connection's data stream, in order, as over TCP (without the shim's
 # wrappers they would act on the bare socketpair end and the data would be lost).
 #  1. sendmmsg of 3 messages (scatter lists), read back in order; its return value.
-#  2. recvmmsg with MSG_WAITFORONE: one message at least, no blocking after it.
+#  2. recvmmsg with MSG_WAITFORONE: one message at least, no blocking after it; a
+#     message of 0 bytes (an empty buffer, end of file) does not end the batch.
 #  3. splice socket -> pipe -> socket (a relay), 1 MiB checked; an offset for
 #     the socket: EINVAL, as the kernel.
 #  4. splice pipe -> a full nonblocking socket (haproxy's pattern): EAGAIN takes
@@ -93,7 +94,18 @@ def case_recvmmsg():
     vec2 = make_msgs([[4]], keep)
     n2 = libc.recvmmsg(s.fileno(), vec2, 1, socket.MSG_DONTWAIT, None)
     ok = ok and n2 == -1 and ctypes.get_errno() == errno.EAGAIN
+    # a message of 0 bytes ends no batch, as the kernel's loop (it stopped the batch,
+    # and the third buffer stayed empty): an empty buffer, then end of file
+    c.sendall(b"abcdefghijklmnopqrst")
+    time.sleep(0.1)
+    vec3 = make_msgs([[10], [0], [10]], keep)
+    n3 = libc.recvmmsg(s.fileno(), vec3, 3, socket.MSG_DONTWAIT, None)
+    ok = ok and n3 == 3 and [vec3[i].len for i in range(3)] == [10, 0, 10]
     c.close()
+    time.sleep(0.1)
+    vec4 = make_msgs([[4], [4], [4]], keep)
+    n4 = libc.recvmmsg(s.fileno(), vec4, 3, socket.MSG_DONTWAIT, None)
+    ok = ok and n4 == 3 and [vec4[i].len for i in range(3)] == [0, 0, 0]
     s.close()
     return ok, "recvmmsg"
 
