@@ -2,6 +2,9 @@
 /* Shared by smcd's D-Bus objects. See bus-util.h. */
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -56,13 +59,27 @@ static bool creds_in_group(sd_bus_creds *creds, gid_t gid) {
         return false;
 }
 
+int bus_error_state_file(sd_bus_error *error, int r, const char *fmt, ...) {
+        char *msg = NULL;
+        va_list ap;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        k = sd_bus_error_setf(error, SMCD_BUS_ERROR_STATE_FILE, "%s: %s", k >= 0 ? msg : fmt,
+                              strerror(r < 0 ? -r : r));
+        free(msg);
+        return k;
+}
+
 int bus_check_state_writable(int load_error, const char *path, sd_bus_error *error) {
         if (load_error >= 0)
                 return 0;
-        return sd_bus_error_set_errnof(error, load_error,
-                                       "The state file %s could not be read when smcd started (%s): it is "
-                                       "left as it is and nothing was changed; fix it and restart smcd.",
-                                       path, strerror(-load_error));
+        return sd_bus_error_setf(error, SMCD_BUS_ERROR_STATE_FILE,
+                                 "The state file %s could not be read when smcd started (%s): it is "
+                                 "left as it is and nothing was changed; fix it and restart smcd.",
+                                 path, load_error == -EINVAL ? "not a regular file" : strerror(-load_error));
 }
 
 int bus_check_admin(Manager *m, sd_bus_message *msg, sd_bus_error *error) {

@@ -17,7 +17,8 @@
  * Errors: org.smcd.smcd1.Error.AccessDenied (a state-changing method called by
  * somebody who is neither root nor in the admin group), .InvalidArgument (a bad key,
  * value or rule: nothing was changed), .NotFound (del of something that is not there),
- * or the errno-mapped standard errors (a failed save: nothing changed).
+ * .StateFile (a state file that could not be saved, or read at start: nothing
+ * changed), or the errno-mapped standard errors.
  */
 
 #include <json-c/json.h>
@@ -31,6 +32,14 @@
 #define SMCD_BUS_ERROR_ACCESS_DENIED "org.smcd.smcd1.Error.AccessDenied"
 #define SMCD_BUS_ERROR_INVALID_ARGUMENT "org.smcd.smcd1.Error.InvalidArgument"
 #define SMCD_BUS_ERROR_NOT_FOUND "org.smcd.smcd1.Error.NotFound"
+#define SMCD_BUS_ERROR_STATE_FILE "org.smcd.smcd1.Error.StateFile"
+
+/* Set SMCD_BUS_ERROR_STATE_FILE in @error: a state file could not be read or saved
+ * (-@r, a negative errno), with the printf-style message @fmt followed by ": " and
+ * strerror. Not the errno's standard name: an EACCES of smcd's own file system is no
+ * access refused to the caller (smcctl prints its "root and admin group only" hint
+ * for that). Returns what sd_bus_error_set() does (negative). */
+int bus_error_state_file(sd_bus_error *error, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Reply to @msg with @root as one compact JSON string ("s"); takes ownership of @root
  * (NULL means it could not be built: -ENOMEM). Returns what

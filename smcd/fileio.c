@@ -179,6 +179,11 @@ int read_json_file(const char *path, size_t max, json_object **ret, char *err, s
         jerr = json_tokener_get_error(tok);
         used = json_tokener_get_parse_end(tok);
         json_tokener_free(tok);
+        if (!root && jerr == json_tokener_success) {
+                free(text);
+                snprintf(err, errlen, "not a JSON object (null)");
+                return -EBADMSG;
+        }
         if (!root || jerr != json_tokener_success) {
                 snprintf(err, errlen, "not valid JSON (%s)",
                          root || jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));

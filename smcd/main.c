@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@
 #include "fileio.h"
 #include "manager.h"
 #include "dmb.h"
+#include "eptable.h"
+#include "policy.h"
 #include "tunables.h"
 
 #define EXIT_USAGE 2
@@ -479,6 +482,64 @@ static bool another_smcd(const char *runtime_dir) {
         return busy;
 }
 
+/* One smcd per runtime directory: a lock (flock) on the directory itself, taken
+ * before anything is read or moved aside (two smcd started at the same moment both
+ * passed another_smcd()'s connect and bound the socket path in turn: the first one's
+ * exit then removed the second's socket, which no client could reach any more) and
+ * held, open, until exit. No file of its own: nothing is left behind. Returns 0, 1
+ * when another smcd holds it (logged), or -errno (logged). */
+static int lock_runtime_dir(const char *dir) {
+        int fd, r;
+
+        r = mkdir_p(dir, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create runtime directory %s: %m", dir);
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                r = errno;
+                close(fd);
+                if (r == EWOULDBLOCK) {
+                        log_error("Another smcd is serving %s already (it holds the directory's lock).", dir);
+                        return 1;
+                }
+                return log_error_errno(r, "Cannot lock runtime directory %s: %m", dir);
+        }
+        return 0; /* (fd stays open: the lock lives as long as this process) */
+}
+
+/* Option values that parse but cannot work, refused before anything is touched:
+ * a runtime directory too long for its socket's path; a state file named as one of
+ * the tables kept beside it, or as one of smcd's files in the runtime directory. */
+static int check_paths(const ManagerConfig *cfg) {
+        static const char *const beside[] = { POLICY_STATE_NAME, PNET_STATE_NAME };
+        static const char *const rt[] = { SMC_CTL_SOCKET_NAME, SMCD_EPT_NAME, "stats.json", "instance" };
+        size_t max = sizeof(((struct sockaddr_un *) 0)->sun_path) - 2 - strlen(SMC_CTL_SOCKET_NAME);
+        const char *base = strrchr(cfg->state_file, '/');
+        size_t dlen;
+
+        if (strlen(cfg->state_file) >= sizeof(cfg->state_file) - 64)
+                return log_error_errno(ENAMETOOLONG, "state file %s: path too long (STATE_DIRECTORY?).",
+                                       cfg->state_file);
+        if (strlen(cfg->runtime_dir) > max)
+                return log_error_errno(ENAMETOOLONG, "runtime-dir %s: too long for the control socket's path "
+                                       "(at most %zu bytes).", cfg->runtime_dir, max);
+        base = base ? base + 1 : cfg->state_file;
+        dlen = (size_t) (base - cfg->state_file);
+        for (size_t i = 0; i < sizeof(beside) / sizeof(beside[0]); i++)
+                if (!strcmp(base, beside[i]))
+                        return log_error_errno(EINVAL, "state-file %s: that name belongs to the %s table, which "
+                                               "lives beside the tunables.", cfg->state_file,
+                                               i == 0 ? "policy" : "pnet");
+        if (dlen > 1 && strlen(cfg->runtime_dir) == dlen - 1 && !strncmp(cfg->runtime_dir, cfg->state_file, dlen - 1))
+                for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
+                        if (!strcmp(base, rt[i]))
+                                return log_error_errno(EINVAL, "state-file %s: that is smcd's own file in the "
+                                                       "runtime directory.", cfg->state_file);
+        return 0;
+}
+
 static void raise_nofile_limit(void) {
         struct rlimit rl;
 
@@ -489,10 +550,24 @@ static void raise_nofile_limit(void) {
         }
 }
 
+/* First of all, before main(): a SIGHUP or SIGUSR1 at start-up (a reload or a stats
+ * request sent as the service starts) must not kill smcd; the loop reads them all
+ * through sd-event once it runs, SIGTERM and SIGINT too. (Only the dynamic loader's
+ * work since the exec is left before this.) */
+__attribute__((constructor)) static void block_signals_early(void) {
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGUSR1);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
 int main(int argc, char *argv[]) {
         ManagerConfig cfg = {};
         Manager *m = NULL;
-        sigset_t mask;
         int r;
 
         tunables_set_defaults(&cfg);
@@ -515,10 +590,14 @@ int main(int argc, char *argv[]) {
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
         }
 
+        if (check_paths(&cfg) < 0) {
+                manager_config_done(&cfg);
+                return EXIT_USAGE;
+        }
         /* Before anything is read (and a corrupt state file moved aside): a second smcd
-         * for the same runtime directory stops here. manager_start() checks again
-         * when it binds, for the race. */
-        if (another_smcd(cfg.runtime_dir)) {
+         * for the same runtime directory stops here (the lock; the connect for an
+         * smcd from before the lock). */
+        if (lock_runtime_dir(cfg.runtime_dir) != 0 || another_smcd(cfg.runtime_dir)) {
                 manager_config_done(&cfg);
                 return EXIT_FAILURE;
         }
@@ -527,12 +606,6 @@ int main(int argc, char *argv[]) {
 
         raise_nofile_limit();
         (void) signal(SIGPIPE, SIG_IGN);
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGUSR1);
-        sigaddset(&mask, SIGHUP);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
 
         r = manager_new(&cfg, &m);
         manager_config_done(&cfg);

@@ -77,8 +77,7 @@ static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, si
                 r = tunables_save(&next, m->config.state_file);
                 if (r < 0) {
                         log_error_errno(r, "Cannot save tunables to %s: %m", m->config.state_file);
-                        return sd_bus_error_set_errnof(error, r, "Cannot save tunables to %s: %m",
-                                                       m->config.state_file);
+                        return bus_error_state_file(error, r, "Cannot save tunables to %s", m->config.state_file);
                 }
         }
         /* the limits, sizes, busy_poll and autocork_size are read at each new client /

@@ -727,6 +727,14 @@ static int setup_socket(Manager *m) {
         }
         m->listen_fd = fd;
         m->socket_bound = true;
+        {
+                struct stat st;
+
+                if (stat(m->socket_path, &st) == 0) {
+                        m->socket_dev = st.st_dev;
+                        m->socket_ino = st.st_ino;
+                }
+        }
         /* access is enforced per client by SO_PEERCRED */
         if (chmod(m->socket_path, 0666) < 0)
                 return log_error_errno(errno, "Failed to chmod %s: %m", m->socket_path);
@@ -1150,8 +1158,14 @@ Manager *manager_free(Manager *m) {
                 close(m->watch_fd);
         if (m->listen_fd >= 0)
                 close(m->listen_fd);
-        if (m->socket_bound && unlink(m->socket_path) < 0 && errno != ENOENT)
-                log_warning_errno(errno, "Failed to remove %s: %m", m->socket_path);
+        if (m->socket_bound) {
+                /* only our own: never a socket another smcd bound there since */
+                struct stat sst;
+
+                if (stat(m->socket_path, &sst) == 0 && sst.st_dev == m->socket_dev && sst.st_ino == m->socket_ino &&
+                    unlink(m->socket_path) < 0 && errno != ENOENT)
+                        log_warning_errno(errno, "Failed to remove %s: %m", m->socket_path);
+        }
         m->pool = smc_pool_free(m->pool);
         sd_event_unref(m->event);
         u64map_free(m->endpoints);

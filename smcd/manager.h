@@ -335,6 +335,8 @@ struct Manager {
         sd_event *event;
         int listen_fd;
         bool socket_bound;       /* we bound it (not socket activation): unlink at exit */
+        dev_t socket_dev;        /* its path's identity after the bind: unlinked at exit */
+        ino_t socket_ino;        /* only while it is still ours */
         char *socket_path;
         char *stats_path;
         sd_event_source *listen_io;

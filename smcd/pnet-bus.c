@@ -52,7 +52,7 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
         if (r < 0) {
                 log_error_errno(r, "Cannot save the pnet table to %s: %m", m->pnet.path);
-                return sd_bus_error_set_errnof(error, r, "Cannot save the pnet table to %s: %m", m->pnet.path);
+                return bus_error_state_file(error, r, "Cannot save the pnet table to %s", m->pnet.path);
         }
         for (size_t i = 0; i < m->pnet.n; i++)
                 if (strcmp(m->pnet.v[i].netdev, netdev) == 0)
@@ -79,7 +79,7 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_NOT_FOUND, "No pnet entry for netdev \"%s\".", netdev);
         if (r < 0) {
                 log_error_errno(r, "Cannot save the pnet table to %s: %m", m->pnet.path);
-                return sd_bus_error_set_errnof(error, r, "Cannot save the pnet table to %s: %m", m->pnet.path);
+                return bus_error_state_file(error, r, "Cannot save the pnet table to %s", m->pnet.path);
         }
         log_info("Pnet entry of %s deleted over D-Bus.", netdev);
         (void) sd_bus_emit_properties_changed(sd_bus_message_get_bus(msg), PNET_PATH, PNET_INTERFACE, "Count", NULL);

@@ -52,7 +52,7 @@ static int method_add(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_INVALID_ARGUMENT, "%s", err);
         if (r < 0) {
                 log_error_errno(r, "Cannot save the policy to %s: %m", m->policy.path);
-                return sd_bus_error_set_errnof(error, r, "Cannot save the policy to %s: %m", m->policy.path);
+                return bus_error_state_file(error, r, "Cannot save the policy to %s", m->policy.path);
         }
         for (size_t i = 0; i < m->policy.n; i++)
                 if (m->policy.rules[i].id == id) {
@@ -81,7 +81,7 @@ static int method_del(sd_bus_message *msg, void *userdata, sd_bus_error *error) 
                 return sd_bus_error_setf(error, SMCD_BUS_ERROR_NOT_FOUND, "No policy rule with id %" PRIu32 ".", id);
         if (r < 0) {
                 log_error_errno(r, "Cannot save the policy to %s: %m", m->policy.path);
-                return sd_bus_error_set_errnof(error, r, "Cannot save the policy to %s: %m", m->policy.path);
+                return bus_error_state_file(error, r, "Cannot save the policy to %s", m->policy.path);
         }
         log_info("Policy rule %" PRIu32 " deleted over D-Bus.", id);
         (void) sd_bus_emit_properties_changed(sd_bus_message_get_bus(msg), POLICY_PATH, POLICY_INTERFACE,

@@ -663,8 +663,9 @@ static int load_state(const char *path, const char *what, void *t,
         if (r == -ENOMEM)
                 return log_error_errno(r, "Out of memory.");
         if (r < 0 && r != -EBADMSG) {
-                log_error_errno(r, "Cannot read state file %s: %m; starting with no %s, leaving the file "
-                                "alone and refusing changes until smcd restarts.", path, what);
+                log_error_errno(r, "Cannot read state file %s: %s; starting with no %s, leaving the file "
+                                "alone and refusing changes until smcd restarts.", path,
+                                r == -EINVAL ? "not a regular file" : strerror(-r), what);
                 *ret_load_error = r;
                 return 0;
         }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,8 +86,8 @@ static const Tunable tunables[] = {
           "auto, on or off",
           "auto|on|off", "SMC-R inline CDC sends (default auto)" },
         { "max_buf_per_uid", KIND_BYTES, FIELD(max_buf_per_uid), 0, UINT64_MAX, 0, NULL,
-          "bytes with an optional K/M/G suffix (0 = unlimited)",
-          "BYTES", "DMB bytes per uid, K/M/G suffixes (0 = unlimited)" },
+          "bytes with an optional K/M/G/T suffix (0 = unlimited)",
+          "BYTES", "DMB bytes per uid, K/M/G/T suffixes (0 = unlimited)" },
         { "max_clients_per_uid", KIND_NUMBER, FIELD(max_clients_per_uid), 0, UINT64_MAX, 256, NULL,
           "a number (0 = unlimited)",
           "N", "Control connections per uid (default 256, 0 = unlimited)" },
@@ -256,7 +257,7 @@ static int set_err(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 /* Decimal digits only (no sign, no space), then an optional K/M/G/T suffix (powers of
- * 1024; "KiB"/"KB" too) if @size. */
+ * 1024; "KiB"/"KB" too, in any case) if @size. */
 static int parse_number(const char *s, bool size, uint64_t *ret) {
         unsigned long long v;
         uint64_t mult = 1;
@@ -276,7 +277,7 @@ static int parse_number(const char *s, bool size, uint64_t *ret) {
                 case 'T': mult = 1ULL << 40; end++; break;
                 default: break;
                 }
-                if (mult > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+                if (mult > 1 && (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0))
                         end += strlen(end);
         }
         if (*end)
@@ -448,8 +449,9 @@ int tunables_load(ManagerConfig *cfg, const char *path) {
                 return log_error_errno(r, "Out of memory.");
         if (r < 0 && r != -EBADMSG) {
                 cfg->state_load_error = r;
-                return log_error_errno(r, "Cannot read state file %s: %m; using the default tunables, leaving "
-                                       "the file alone and refusing changes until smcd restarts.", path);
+                return log_error_errno(r, "Cannot read state file %s: %s; using the default tunables, leaving "
+                                       "the file alone and refusing changes until smcd restarts.", path,
+                                       r == -EINVAL ? "not a regular file" : strerror(-r));
         }
         if (r == 0) {
                 r = parse_state(&tmp, root, err, sizeof(err));

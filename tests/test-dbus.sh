@@ -345,6 +345,7 @@ mkdir "$state"
 start_smcd
 "$smcctl" set inline=off 2>"$tmp/err"; rc=$?
 if [ $rc -ne 0 ] && grep -q "could not be read when smcd started" "$tmp/err" && [ -d "$state" ] &&
+   ! grep -q "admin group only" "$tmp/err" &&
    grep -q "refusing changes until smcd restarts" "$tmp/smcd.log"; then
         ok "unreadable state file: set refused, file left alone: $(cat "$tmp/err")"
 else nok "unreadable state file: exit $rc $(cat "$tmp/err"); $(ls -la "$tmp/state")"; fi
@@ -416,6 +417,46 @@ if [ $rc -ne 0 ] && grep -q "Another smcd is serving" "$tmp/err" && [ "$(cat "$t
 else nok "second smcd: exit $rc $(cat "$tmp/err"); $(ls "$tmp/state")"; fi
 stop_smcd
 rm -f "$tmp/state/second.json"
+# two smcd started at the same moment: one runs, the other exits 1; the socket is the
+# runner's (both used to bind it in turn, and the first one's exit removed the
+# other's socket); 10 rounds
+race=$tmp/race
+bad=
+for round in $(seq 10); do
+        rm -rf "$race"
+        mkdir -p "$race"
+        "$smcd" --no-bus --runtime-dir "$race" --state-file "$race/a.json" >"$race/a.log" 2>&1 &
+        pa=$!
+        "$smcd" --no-bus --runtime-dir "$race" --state-file "$race/b.json" >"$race/b.log" 2>&1 &
+        pb=$!
+        sleep 0.5
+        alive=0
+        for p in $pa $pb; do kill -0 $p 2>/dev/null && alive=$((alive + 1)); done
+        if [ $alive != 1 ] || ! python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect(sys.argv[1])' "$race/smcd.sock" 2>/dev/null; then
+                bad="round $round: $alive running; $(cat "$race"/*.log | tr '\n' ' ')"
+        fi
+        kill $pa $pb 2>/dev/null
+        wait $pa $pb 2>/dev/null
+        [ -n "$bad" ] && break
+done
+rm -rf "$race"
+[ -z "$bad" ] && ok "two smcd started at once, 10 rounds: one runs and serves its socket, the other exits" \
+        || nok "two smcd at once: $bad"
+# paths refused before anything is touched (exit 2): a runtime directory too long for
+# the socket's path (it was created, and corrupt state files moved aside, first); a
+# state file named as the policy table beside it (that file was taken for corrupt
+# tunables and moved aside, and then overwritten by both tables)
+long=$tmp/$(printf 'd%.0s' $(seq 100))
+printf 'garbage' >"$tmp/state/policy.json.keep"
+cp "$tmp/state/policy.json.keep" "$tmp/state/x.json"
+"$smcd" --no-bus --runtime-dir "$long" --state-file "$tmp/state/x.json" >"$tmp/err" 2>&1; rc1=$?
+"$smcd" --no-bus --runtime-dir "$tmp/run3" --state-file "$tmp/state3/policy.json" >>"$tmp/err" 2>&1; rc2=$?
+if [ $rc1 = 2 ] && [ $rc2 = 2 ] && [ ! -e "$long" ] && [ ! -e "$tmp/run3" ] && [ ! -e "$tmp/state3" ] &&
+        [ "$(cat "$tmp/state/x.json")" = garbage ] && grep -q "too long" "$tmp/err" && grep -q "policy table" "$tmp/err"; then
+        ok "a too long runtime directory and a state file named policy.json: exit 2, nothing created or moved"
+else nok "bad paths: exit $rc1 / $rc2: $(cat "$tmp/err")"; fi
+rm -f "$tmp/state/policy.json.keep" "$tmp/state/x.json"
 # two corrupt files, one after the other (within a second or not): both kept aside
 rm -f "$tmp/state"/tunables.json.corrupt-*
 for content in 'first' 'second'; do

@@ -153,7 +153,7 @@ static void test_values(void) {
         good("max_buf_per_uid", "1G", "1073741824");
         good("max_buf_per_uid", "2TB", "2199023255552");
         good("max_buf_per_uid", "18446744073709551615", "18446744073709551615");
-        bad("max_buf_per_uid", "12X", "max_buf_per_uid: expected bytes with an optional K/M/G suffix (0 = unlimited)");
+        bad("max_buf_per_uid", "12X", "max_buf_per_uid: expected bytes with an optional K/M/G/T suffix (0 = unlimited)");
         bad("max_buf_per_uid", "18446744073709551616", "max_buf_per_uid: expected bytes");
         bad("max_buf_per_uid", "16777216T", "max_buf_per_uid: expected bytes"); /* overflows */
 
