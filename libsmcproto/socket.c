@@ -2108,6 +2108,46 @@ static void listen_reregister(struct smc_sock *l) {
                   (unsigned long long) l->listener_id);
 }
 
+/* A connection's descriptors arrive with its NEW_CONN message (up to
+ * SMC_CTL_MAX_FDS); those that do not fit the process's table (RLIMIT_NOFILE) are
+ * closed by the kernel, and the connection is lost (smcd resets its client). TCP's
+ * accept fails with EMFILE instead and leaves the connection queued. So once that
+ * happened, for FD_PRESSURE_MS after the last sign of a full table, each accept
+ * first makes sure the descriptors would fit (that many dups of the channel, closed
+ * again: 2 x SMC_CTL_MAX_FDS system calls) and answers EMFILE without receiving
+ * when they would not: the message stays queued, as TCP's connection. Only the first
+ * connection of such a spell is lost (no look before every receive: it would cost
+ * every accept those calls). */
+#define FD_PRESSURE_MS 10000u
+static _Atomic uint64_t fd_pressure_until; /* now_ms(); 0: never */
+
+static void fd_pressure_note(void) {
+        atomic_store_explicit(&fd_pressure_until, now_ms() + FD_PRESSURE_MS, memory_order_relaxed);
+}
+
+static bool accept_room(int chan) {
+        uint64_t until = atomic_load_explicit(&fd_pressure_until, memory_order_relaxed);
+        int probe[SMC_CTL_MAX_FDS], n = 0;
+        bool ok = true;
+
+        if (__builtin_expect(until == 0, 1) || now_ms() > until)
+                return true;
+        while (n < SMC_CTL_MAX_FDS) {
+                int d = sys_fcntl(chan, F_DUPFD_CLOEXEC, 0);
+
+                if (d < 0) {
+                        ok = errno != EMFILE && errno != ENFILE; /* (else: let the receive tell) */
+                        break;
+                }
+                probe[n++] = d;
+        }
+        while (n > 0)
+                sys_close(probe[--n]);
+        if (!ok)
+                fd_pressure_note();
+        return ok;
+}
+
 static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len, int flags) {
         union smc_ctl_msg m;
         int fds[SMC_CTL_MAX_FDS];
@@ -2117,6 +2157,8 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
 
         if (chan < 0)
                 return -EAGAIN;
+        if (!accept_room(chan))
+                return -EMFILE; /* the connection stays queued */
         n = smc_ctl_recv(chan, &m, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
         if (n == -EAGAIN || n == -EINTR)
                 return -EAGAIN;
@@ -2133,6 +2175,17 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 }
                 pthread_mutex_unlock(&l->lock);
                 return -EAGAIN;
+        }
+        if (n == -EMFILE || n == -ENFILE) {
+                /* no room for the message's descriptors: it is gone (the kernel closed
+                 * what did not fit, and smcd resets that client). Say so, as TCP's
+                 * accept does: the program backs off (the next messages must not be
+                 * received into the same full table: one accept lost them all), and
+                 * the next accepts look first (accept_room()) */
+                fd_pressure_note();
+                smc_debug("accept fd %d: a connection's descriptors did not fit: %s: it is reset", l->fd,
+                          strerror(-n));
+                return n;
         }
         if (n < 0) {
                 smc_debug("accept fd %d: undecodable message on the accept channel: %s: dropped", l->fd, strerror(-n));
