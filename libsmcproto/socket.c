@@ -539,7 +539,8 @@ static int copy_addr_out(const struct sockaddr_storage *ss, socklen_t sslen, str
                 return -EINVAL;
         if (*len > 0 && smc_uptr_bad(addr))
                 return -EFAULT;
-        memcpy(addr, ss, *len < sslen ? *len : sslen);
+        if (*len > 0)
+                memcpy(addr, ss, *len < sslen ? *len : sslen);
         *len = sslen;
         return 0;
 }
