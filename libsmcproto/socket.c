@@ -67,6 +67,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -2112,18 +2113,48 @@ static void listen_reregister(struct smc_sock *l) {
 /* A connection's descriptors arrive with its NEW_CONN message (up to
  * SMC_CTL_MAX_FDS); those that do not fit the process's table (RLIMIT_NOFILE) are
  * closed by the kernel, and the connection is lost (smcd resets its client). TCP's
- * accept fails with EMFILE instead and leaves the connection queued. So once that
- * happened, for FD_PRESSURE_MS after the last sign of a full table, each accept
- * first makes sure the descriptors would fit (that many dups of the channel, closed
- * again: 2 x SMC_CTL_MAX_FDS system calls) and answers EMFILE without receiving
- * when they would not: the message stays queued, as TCP's connection. Only the first
- * connection of such a spell is lost (no look before every receive: it would cost
- * every accept those calls). */
+ * accept fails with EMFILE instead and leaves the connection queued. So from a sign
+ * of a nearly full table on (accept_room_after(), or such a loss), for
+ * FD_PRESSURE_MS after the last one, each accept first makes sure the descriptors
+ * would fit (that many dups of the channel, closed again: 2 x SMC_CTL_MAX_FDS system
+ * calls) and answers EMFILE without receiving when they would not: the message
+ * stays queued, as TCP's connection. (No look before every receive: it would cost
+ * every accept those calls.) */
 #define FD_PRESSURE_MS 10000u
 static _Atomic uint64_t fd_pressure_until; /* now_ms(); 0: never */
 
 static void fd_pressure_note(void) {
         atomic_store_explicit(&fd_pressure_until, now_ms() + FD_PRESSURE_MS, memory_order_relaxed);
+}
+
+/* The soft RLIMIT_NOFILE, read at most once a second (prlimit64); 0 if unknown. */
+static uint64_t nofile_soft(void) {
+        static _Atomic uint64_t cached, read_ms;
+        uint64_t now = now_ms();
+
+        if (now - atomic_load_explicit(&read_ms, memory_order_relaxed) >= 1000u) {
+                struct rlimit rl;
+
+                if (smc_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0)
+                        atomic_store_explicit(&cached, (uint64_t) rl.rlim_cur, memory_order_relaxed);
+                atomic_store_explicit(&read_ms, now, memory_order_relaxed);
+        }
+        return atomic_load_explicit(&cached, memory_order_relaxed);
+}
+
+/* After an accept: descriptors numbered close to the limit mean a table about full
+ * (numbers are handed out lowest first), so the next accepts look first, and even
+ * the first connection that would not fit stays queued (a lower number freed since
+ * hides it: then that one is lost, as without this). */
+static void accept_room_after(const int *fds, int n) {
+        uint64_t lim;
+        int top = -1;
+
+        for (int i = 0; i < n; i++)
+                if (fds[i] > top)
+                        top = fds[i];
+        if (top >= 0 && (lim = nofile_soft()) > 0 && (uint64_t) top + 2u * SMC_CTL_MAX_FDS >= lim)
+                fd_pressure_note();
 }
 
 static bool accept_room(int chan) {
@@ -2205,6 +2236,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                         sys_close(fds[i]);
                 return -EPROTO;
         }
+        accept_room_after(fds, n);
         x = fds[0];
         r = conn_map(&m.conn, fds, n, l->listen_instance, &rx, &tx);
         if (r < 0) {

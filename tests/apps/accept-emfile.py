@@ -6,12 +6,13 @@
 # room for a few descriptors only, accepts (keeping each connection open) until
 # EMFILE, tries again 20 times (EMFILE each time), then answers and closes what it
 # has, and accepts the rest the same way until all are served.
-# Under smcrun the first accept that finds the table full loses its connection (its
-# descriptors arrive with the message: the kernel closes what does not fit; the
-# client is reset), and no other: the library then looks for room before it
-# receives (smcrun(1)). Before, every accept at the limit lost one (an asyncio echo
-# server with ulimit -n 64 reset 150 of 200 clients, 175 when one accept call went
-# on receiving into the full table). Over TCP none is lost.
+# Under smcrun a connection's descriptors arrive with its message (the kernel closes
+# what does not fit, and the client is reset), so the library looks for room before
+# it receives once the table is nearly full (libsmcproto(3)); one connection may
+# still be lost when nothing showed that first, so 1 is allowed. Before, every
+# accept at the limit lost one (an asyncio echo server with ulimit -n 64 reset 150 of
+# 200 clients, 175 when one accept call went on receiving into the full table; 9 of
+# these 12). Over TCP none is lost.
 # Prints one line; exit status 0 only if that held (within 30 s).
 import errno
 import os
