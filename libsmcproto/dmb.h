@@ -43,6 +43,11 @@
  *    reader took it, and only then write the byte (as after W2: a byte for data
  *    already read would leave X readable on an empty ring). The reader's drain protocol only ever takes SET, never
  *    TENTATIVE, so the writer alone resolves it (ring.c has the full argument).
+ *  - Epoll watch: a reader whose epoll_wait() looks at the ring itself before it
+ *    sleeps stores WATCHED; a writer that loads WATCHED after publishing writes no
+ *    byte. The reader stores SLEEPING (seq_cst) and loads prod again before any wait
+ *    that relies on X (ring.c (6)). A writer that does not know WATCHED (an older
+ *    library) treats it as a reader that does not spin and rings: compatible.
  *  - Plug (writer wakeup, POLLOUT): when the peer's DMB is full the writer fills X's
  *    socket send buffer ("plugs" it: POLLOUT clears), then sets writer_waiting
  *    (seq_cst), then reloads cons. The reader, after storing cons: if
@@ -98,6 +103,9 @@
 #define SMC_DMB_SPIN_ACTIVE 1u   /* the reader is in recv, polling the ring */
 #define SMC_DMB_SPIN_SLEEPING 2u /* the reader sleeps in poll(X): ring it */
 #define SMC_DMB_SPIN_IDLE 3u     /* a busy-polling reader between two recv calls */
+#define SMC_DMB_SPIN_WATCHED 4u  /* the owner's epoll_wait() looks at the ring itself
+                                  * before it sleeps: publish without a doorbell byte
+                                  * (library-internal: smcd never rings SMC-D readers) */
 
 /* conn_flags: the writer's connection state, bits as in the SMC CDC
  * connection-state flags byte (wire spec 4.1). */

@@ -9,13 +9,15 @@
  * dlsym(RTLD_NEXT, ...). The cost for a descriptor that is not ours is one lookup in the
  * library's descriptor table (smc_fd_managed()) plus an indirect call.
  *
- * Not intercepted, on purpose: ppoll and epoll_* but epoll_ctl (only to take
- * EPOLLEXCLUSIVE off an SMC listener, see there). An SMC socket is a real descriptor
- * whose kernel readiness is exact (an AF_UNIX socketpair end for a connection, an epoll
- * descriptor for a listener; see smcproto.h), so the kernel answers those calls itself.
- * poll() is intercepted so that a set containing an SMC socket goes through smc_poll(),
- * which also looks at the rings and busy-polls them before it sleeps; select() and
- * pselect() only for that busy-poll (see there).
+ * An SMC socket is a real descriptor whose kernel readiness is exact (an AF_UNIX
+ * socketpair end for a connection, an epoll descriptor for a listener; see
+ * smcproto.h), except for data that came while an epoll set of this process watched
+ * the connection (socket.c "epoll watch": no doorbell byte). So epoll_create*,
+ * epoll_ctl, epoll_wait, epoll_pwait and epoll_pwait2 are intercepted for that watch
+ * (and epoll_ctl also to take EPOLLEXCLUSIVE off an SMC listener, see there); poll(),
+ * ppoll(), select() and pselect() look at the rings of the connections (and of the
+ * epoll sets) they wait for; poll() goes through smc_poll(), which also busy-polls
+ * the rings before it sleeps, as select() and pselect() do with busy-polling on.
  *
  * dup2/dup3 onto the number of an SMC socket make the library forget that socket (as
  * close would, but the number now names the new file). A duplicate of an SMC socket
@@ -427,6 +429,8 @@ _public_ int close(int fd) {
 
         if (managed(fd) || smc_fd_listener_internal(fd))
                 return smc_close(fd);
+        if (_unlikely_(smc_ewatch_any()))
+                smc_ewatch_fd_event(fd, SMC_EWATCH_CLOSED);
         f = real_close();
         return f ? f(fd) : sys_close(fd);
 }
@@ -467,6 +471,13 @@ _public_ int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
         return f ? f(fd, addr, len) : sys_getpeername(fd, addr, len);
 }
 
+/* An epoll set of the epoll watch (socket.c) under a second number is waited on by
+ * other means; the number it was copied onto names a new file. */
+static void ewatch_dup(int oldfd, int newfd) {
+        smc_ewatch_fd_event(newfd, SMC_EWATCH_NEW);
+        smc_ewatch_fd_event(oldfd, SMC_EWATCH_ELSEWHERE);
+}
+
 /* A duplicate of an SMC socket is an SMC socket too (smc_fd_dup: a shared copy, as
  * after fork). The new descriptor replaces whatever newfd was: if that was an SMC
  * socket, its state must go (smc_fd_forget lets go of it but does not close the
@@ -474,6 +485,9 @@ _public_ int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
 _public_ int dup(int oldfd) {
         __typeof__(dup) *f = real_dup();
         int r = f ? f(oldfd) : sys_fcntl(oldfd, F_DUPFD, 0);
+
+        if (r >= 0 && _unlikely_(smc_ewatch_any()))
+                ewatch_dup(oldfd, r);
 
         if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
@@ -491,6 +505,8 @@ _public_ int dup2(int oldfd, int newfd) {
                 smc_fd_forget(newfd);
         f = real_dup2();
         r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
+        if (r >= 0 && oldfd != newfd && _unlikely_(smc_ewatch_any()))
+                ewatch_dup(oldfd, r);
         if (r >= 0 && oldfd != newfd && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
@@ -507,6 +523,8 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
                 smc_fd_forget(newfd);
         f = real_dup3();
         r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
+        if (r >= 0 && oldfd != newfd && _unlikely_(smc_ewatch_any()))
+                ewatch_dup(oldfd, r);
         if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
@@ -548,7 +566,57 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
         }
         if (ev)
                 ev = &copy;
-        return f ? f(epfd, op, fd, ev) : (int) smc_syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+        r = f ? f(epfd, op, fd, ev) : (int) smc_syscall(SYS_epoll_ctl, epfd, op, fd, ev);
+        if (r == 0)
+                smc_ewatch_ctl(epfd, op, fd, ev);
+        return r;
+}
+
+/* ---- epoll_create, epoll_wait ------------------------------------------------------ */
+
+/* The epoll watch (socket.c): epoll_wait, epoll_pwait and epoll_pwait2 on a set that
+ * holds SMC-D connections look at their rings too; a new set under a number forgets
+ * what the library recorded for the old one. */
+DEFINE_REAL(epoll_create)
+DEFINE_REAL(epoll_create1)
+
+_public_ int epoll_create(int size) {
+        __typeof__(epoll_create) *f = real_epoll_create();
+        int r = f ? f(size) : (size <= 0 ? (errno = EINVAL, -1) : (int) smc_syscall(SYS_epoll_create1, 0));
+
+        if (r >= 0)
+                smc_ewatch_fd_event(r, SMC_EWATCH_NEW);
+        return r;
+}
+
+_public_ int epoll_create1(int flags) {
+        __typeof__(epoll_create1) *f = real_epoll_create1();
+        int r = f ? f(flags) : (int) smc_syscall(SYS_epoll_create1, flags);
+
+        if (r >= 0)
+                smc_ewatch_fd_event(r, SMC_EWATCH_NEW);
+        return r;
+}
+
+/* the kernel's wait in both forms: @ts (epoll_pwait2) or @timeout_ms */
+static int epoll_kwait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
+                       const sigset_t *mask) {
+        /* (a zero timespec as epoll_pwait's 0: kernels before 5.11 lack epoll_pwait2) */
+        if (ts && (smc_uptr_bad(ts) || ts->tv_sec != 0 || ts->tv_nsec != 0))
+                return (int) smc_syscall(SYS_epoll_pwait2, epfd, evs, max, ts, mask, _NSIG / 8);
+        return (int) smc_syscall(SYS_epoll_pwait, epfd, evs, max, ts ? 0 : timeout_ms, mask, _NSIG / 8);
+}
+
+_public_ int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout) {
+        return smc_ewatch_wait(epfd, evs, max, timeout, NULL, NULL, epoll_kwait);
+}
+
+_public_ int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout, const sigset_t *mask) {
+        return smc_ewatch_wait(epfd, evs, max, timeout, NULL, mask, epoll_kwait);
+}
+
+_public_ int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts, const sigset_t *mask) {
+        return smc_ewatch_wait(epfd, evs, max, ts ? 0 : -1, ts, mask, epoll_kwait);
 }
 
 /* ---- data ---------------------------------------------------------------------------- */
@@ -1113,10 +1181,34 @@ static bool any_managed(const struct pollfd *fds, nfds_t nfds) {
 _public_ int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
         __typeof__(poll) *f;
 
+        if (_unlikely_(smc_ewatch_any()) && nfds > 0 && !smc_uptr_bad(fds)) {
+                int r = smc_poll_rings_first(fds, nfds, false);
+
+                if (r != -2)
+                        return r;
+        }
         if (any_managed(fds, nfds))
                 return smc_poll(fds, nfds, timeout);
         f = real_poll();
         return f ? f(fds, nfds, timeout) : sys_poll(fds, nfds, timeout);
+}
+
+/* ppoll: the kernel answers (an SMC-D connection's X is exact), except for data that
+ * came while an epoll set of ours watched the connection (socket.c "epoll watch"),
+ * which has no byte in X: the rings are looked at first. */
+DEFINE_REAL(ppoll)
+
+_public_ int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts, const sigset_t *mask) {
+        __typeof__(ppoll) *f;
+
+        if (nfds > 0 && !smc_uptr_bad(fds) && (smc_ewatch_any() || any_managed(fds, nfds))) {
+                int r = smc_poll_rings_first(fds, nfds, true);
+
+                if (r != -2)
+                        return r;
+        }
+        f = real_ppoll();
+        return f ? f(fds, nfds, ts, mask) : (int) smc_syscall(SYS_ppoll, fds, nfds, ts, mask, _NSIG / 8);
 }
 
 /* ---- select, pselect -------------------------------------------------------------- */
@@ -1237,6 +1329,13 @@ static int fcntl_common(bool is64, int fd, int cmd, va_list ap) {
                 return r;
         }
 
+        if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && _unlikely_(smc_ewatch_any()) && smc_ewatch_is_set(fd)) {
+                int r = sys_fcntl(fd, cmd, (long) i);
+
+                if (r >= 0)
+                        ewatch_dup(fd, r);
+                return r;
+        }
         if (is64)
                 f = real_fcntl64();
         if (!f)

@@ -71,6 +71,15 @@
  *      resolves to SET and rings). The window in which X lacks a byte while data is
  *      pending is the handoff itself, at most SMC_RING_HANDOFF_NS.
  *
+ *  (6) Epoll watch (socket.c). A reader whose epoll_wait() looks at the ring itself
+ *      before it sleeps stores WATCHED in spinning; a writer that loads WATCHED after
+ *      W1 (seq_cst) rings no doorbell byte and does not wait. The reader stores
+ *      SLEEPING (seq_cst) before any wait that relies on X, then loads prod: either
+ *      it sees the data, or the writer's load came after the SLEEPING store and it
+ *      rang. Data published while WATCHED has no byte in X, so the invariant of (2)
+ *      ("ring non-empty => X readable") does not hold for it until it is read; the
+ *      library's own waits look at the ring (smc_ring_poll(), a blocking recv).
+ *
  *  (4) Flags. A closer sets its SMC_DMB_CONN_* bit (fetch_or, seq_cst) before
  *      shutdown(Y)/close(Y); the other side reads the flags (acquire) after it saw the
  *      EOF, and reloads prod after the flags, so all data published before the flag is
@@ -554,8 +563,11 @@ static void tx_unlock_shared(struct smc_ring_ep *ep) {
 }
 
 void smc_ring_set_shared(struct smc_ring_ep *ep) {
-        if (ep)
+        if (ep) {
                 __atomic_store_n(&ep->shared, true, __ATOMIC_RELAXED);
+                /* another process may wait on X in the kernel: writers must ring */
+                smc_ring_watch(ep, false);
+        }
 }
 
 /* -EPIPE / -ECONNRESET if sending is no longer possible, else 0. */
@@ -774,6 +786,13 @@ static int tx_publish(struct smc_ring_ep *ep, bool last) {
         if (ep->tentative)
                 return last ? tx_resolve(ep) : 0;
 
+        /* (6) Watched reader: its epoll_wait() looks at the ring before it sleeps
+         * (socket.c "epoll watch"), so no byte is needed. The load is seq_cst after
+         * W1: a reader that stops watching stores SLEEPING (seq_cst) and then loads
+         * prod, so either it sees our data or we see SLEEPING and ring below. */
+        st = atomic_load(&ep->tx_hdr->spinning);
+        if (st == SMC_DMB_SPIN_WATCHED)
+                return 0;
         /* Spin handoff (dmb.h, (5) above): the reader busy-polls; let it take the data
          * without a doorbell byte. Only this writer (tx_lock) ever sets TENTATIVE. An
          * IDLE reader (between recv calls) is worth it only while such handoffs pay
@@ -1566,6 +1585,10 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 nonblock = true;
         total = iov_total(iov, iovcnt);
 
+        /* a call that may sleep in poll(X) stops an epoll watch first (before the
+         * prod loads below): writers ring from here on */
+        if (!nonblock)
+                smc_ring_kwait(ep, true);
         pthread_mutex_lock(&ep->rx_lock);
         c = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
         if (total == 0)
@@ -1726,6 +1749,8 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_IDLE); /* S3: after cons and settle */
 out:
         pthread_mutex_unlock(&ep->rx_lock);
+        if (!nonblock)
+                smc_ring_kwait(ep, false);
         return got > 0 ? (ssize_t) got : r;
 }
 
@@ -1881,7 +1906,12 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x) {
 }
 
 short smc_ring_poll(struct smc_ring_ep *ep) {
-        uint64_t cons = atomic_load(&ep->rx_hdr->cons);
+        uint64_t cons;
+
+        /* the caller may sleep on X next: writers must ring from here on (before the
+         * loads of cons and prod below) */
+        smc_ring_watch(ep, false);
+        cons = atomic_load(&ep->rx_hdr->cons);
         uint32_t f, pf;
         short m = 0;
         bool eof = false;
@@ -1954,6 +1984,38 @@ bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events) {
              (atomic_load_explicit(&ep->tx_hdr->reader_flags, memory_order_relaxed) & PEER_GONE_FLAGS)))
                 return true;
         return false;
+}
+
+void smc_ring_watch(struct smc_ring_ep *ep, bool on) {
+        uint32_t st = atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed);
+
+        if (on) {
+                if (st != SMC_DMB_SPIN_WATCHED)
+                        atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_WATCHED);
+                /* after the store (seq_cst): a waiter that entered before it is seen
+                 * here; one that enters after it finds WATCHED and ends it */
+                if (atomic_load(&ep->kwaiters) > 0 || atomic_load(&ep->no_watch))
+                        smc_ring_watch(ep, false);
+        } else if (st == SMC_DMB_SPIN_WATCHED || (st = atomic_load(&ep->rx_hdr->spinning)) == SMC_DMB_SPIN_WATCHED)
+                (void) atomic_compare_exchange_strong(&ep->rx_hdr->spinning, &st, SMC_DMB_SPIN_SLEEPING);
+}
+
+void smc_ring_kwait(struct smc_ring_ep *ep, bool enter) {
+        if (enter) {
+                atomic_fetch_add(&ep->kwaiters, 1);
+                smc_ring_watch(ep, false);
+        } else
+                atomic_fetch_sub(&ep->kwaiters, 1);
+}
+
+void smc_ring_no_watch(struct smc_ring_ep *ep) {
+        if (!atomic_load_explicit(&ep->no_watch, memory_order_relaxed))
+                atomic_store(&ep->no_watch, true);
+        smc_ring_watch(ep, false);
+}
+
+bool smc_ring_watched(struct smc_ring_ep *ep) {
+        return atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed) == SMC_DMB_SPIN_WATCHED;
 }
 
 void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {

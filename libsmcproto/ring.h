@@ -70,6 +70,9 @@ struct smc_ring_ep {
                                * of the socket (dup, fork) made it nonblocking */
         bool peer_is_daemon;  /* SMC-R: smcd holds the pairs' other ends (set by the caller
                                * after smc_ring_init()); its death is an abort */
+        _Atomic int kwaiters;  /* threads of this process in a receive that may block or
+                                * in poll() on X (smc_ring_kwait): no epoll watch then */
+        _Atomic bool no_watch; /* select/ppoll waited on X: never watched again */
         bool shared;          /* other processes may write this connection too (fork,
                                * dup, exec): sends take the DMB's wr_lock and publish
                                * everything before they return (smc_ring_set_shared) */
@@ -236,6 +239,29 @@ bool smc_ring_ready_quick(struct smc_ring_ep *ep, short events);
  * doorbell byte), false after it, with @sleeping telling whether the caller goes on to
  * sleep in the kernel (the writer must ring from then on) or returns ready (IDLE). */
 void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping);
+
+/* The epoll watch (socket.c): @on true marks the reader as watched (dmb.h
+ * SMC_DMB_SPIN_WATCHED: its writer publishes without a doorbell byte, because the
+ * owner's epoll_wait() looks at the ring itself before it sleeps); false ends it
+ * (SLEEPING, seq_cst: writers ring from then on) if it was on, and leaves any other
+ * state alone. The caller of "false" must look at the ring afterwards before it relies
+ * on X's kernel readiness: data published while watched has no byte in X.
+ * smc_ring_poll(), a receive that may block and smc_ring_set_shared() end it
+ * themselves. */
+void smc_ring_watch(struct smc_ring_ep *ep, bool on);
+
+/* A wait of this process that relies on X's kernel readiness begins (@enter true,
+ * before it looks at the ring: it ends the watch) or ends. While one is in progress no
+ * watch is made (smc_ring_watch() checks after its store, the Dekker pair with the
+ * count here). smc_ring_recv() calls it itself when it may block. */
+void smc_ring_kwait(struct smc_ring_ep *ep, bool enter);
+
+/* As smc_ring_kwait(enter) for a wait the library cannot bracket (select, ppoll: the
+ * kernel's call is made elsewhere): no watch ever again for this endpoint. */
+void smc_ring_no_watch(struct smc_ring_ep *ep);
+
+/* Whether the reader is marked watched (a relaxed load). */
+bool smc_ring_watched(struct smc_ring_ep *ep);
 
 /* Bytes ready to read (TCP_INFO, smcss). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);

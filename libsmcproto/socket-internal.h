@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -290,3 +292,36 @@ void smc_set_sandboxed(void);
  * (ctl-client.h). Without them the copy took the parent's socket table for a vfork()
  * child's, which shares the parent's memory, and left it stale. */
 void smc_fork_emulate(int phase);
+
+/* The epoll watch (socket.c "epoll watch"). smc_ewatch_ctl(): record the program's
+ * epoll_ctl(@epfd, @op, @fd, @ev) after the kernel took it (no errors). */
+void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* epoll_wait / epoll_pwait (@timeout_ms, @ts NULL) and epoll_pwait2 (@ts): the kernel's
+ * answer through @kwait (which takes both forms, with @mask as the kernel's sigmask)
+ * plus the rings of the set's watched connections. Returns the number of events or -1
+ * with errno, as the kernel's call. */
+int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
+                    const sigset_t *mask,
+                    int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *, const sigset_t *));
+
+/* What happened to descriptor @fd, for the epoll sets recorded under numbers:
+ * NEW (a new file has the number: epoll_create, dup2 onto it), CLOSED, ELSEWHERE (it
+ * is waited on by other means or copied: poll/select/ppoll, dup, SCM_RIGHTS). */
+enum { SMC_EWATCH_NEW, SMC_EWATCH_CLOSED, SMC_EWATCH_ELSEWHERE };
+void smc_ewatch_fd_event(int fd, int what);
+bool smc_ewatch_is_set(int fd);
+
+/* End every watch (fork, before the child exists; exec). */
+void smc_ewatch_stop_all(void);
+
+/* poll/ppoll: the rings of the SMC-D connections among @fds and of the connections in
+ * epoll sets among them first (ending their epoll watch). Returns -2 when nothing is
+ * ready there (the kernel's call answers), else the kernel's nonblocking answer with
+ * the rings' readiness added (a count, or -1 with errno). @sticky (ppoll, whose
+ * kernel call the caller makes): the connections waited for with POLLIN are never
+ * watched again. */
+int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky);
+
+/* Whether any epoll set is recorded (a relaxed load). */
+bool smc_ewatch_any(void);

@@ -151,10 +151,15 @@ void smcproto_debug_log(const char *fmt, ...) {
         errno = saved;
 }
 
+static void ew_atfork_prepare(void);
+static void ew_atfork_parent(void);
+static void ew_atfork_child(void);
+
 static void env_init(void) {
         const char *e;
         uint32_t v;
 
+        pthread_atfork(ew_atfork_prepare, ew_atfork_parent, ew_atfork_child);
         pthread_atfork(NULL, atfork_count, atfork_count);
         e = getenv("SMC_DEBUG");
         smcproto_debug_on = e && e[0] && strcmp(e, "0") != 0;
@@ -274,6 +279,14 @@ struct smc_sock {
         struct sockaddr_storage local, peer;
         socklen_t local_len, peer_len;
         struct smc_ring_ep ep;
+        /* epoll watch: how many recorded epoll registrations the connection has
+         * (ew_regs), and how many of them cannot be watched (ew_other: edge-triggered,
+         * one-shot, without EPOLLIN, or in a set waited on by other means) */
+        _Atomic unsigned ew_regs, ew_other;
+        /* the set and member index of its first recorded registration (under that
+         * set's lock and ew_global), so that epoll_ctl and close need no search */
+        struct ew_set *ew_home;
+        unsigned ew_home_idx;
 
         struct smc_sock *free_next;
 };
@@ -389,6 +402,8 @@ static int sock_insert(struct smc_sock *s) {
 }
 
 /* Remove @s from the table, if it is still the entry at its fd. */
+static void ew_sock_gone(struct smc_sock *s);
+
 static void sock_remove(struct smc_sock *s) {
         struct fd_chunk *c;
         struct smc_sock *expect = s;
@@ -396,6 +411,8 @@ static void sock_remove(struct smc_sock *s) {
 
         if (s->fd < 0 || fd >= FD_MAX)
                 return;
+        if (atomic_load_explicit(&s->ew_regs, memory_order_relaxed))
+                ew_sock_gone(s);
         c = atomic_load_explicit(&fd_table[fd >> FD_CHUNK_BITS], memory_order_acquire);
         if (!c)
                 return;
@@ -4002,12 +4019,16 @@ static uint64_t now_ns(void) {
 
 /* The true readiness of SMC-D entries; others left as they are. Returns the
  * number of entries with revents. */
+static bool ew_set_poll(int fd);
+
 static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
         int cnt = 0;
 
         for (nfds_t i = 0; i < n; i++) {
                 if (socks[i])
                         fds[i].revents = (short) (smc_ring_poll(&socks[i]->ep) & (fds[i].events | POLL_ALWAYS));
+                else if ((fds[i].events & POLLIN) && !(fds[i].revents & POLLNVAL) && ew_set_poll(fds[i].fd))
+                        fds[i].revents |= POLLIN; /* an epoll set with data in a ring */
                 if (fds[i].revents)
                         cnt++;
         }
@@ -4138,7 +4159,7 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
         int64_t timeout_ns = -1;
         uint64_t budget, t0;
         sigset_t old;
-        bool any = false, nval = false;
+        bool any = false, nval = false, dirty = false;
         int r = 0;
 
         if (nfds <= 0 || nfds > FD_SETSIZE)
@@ -4153,15 +4174,25 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 timeout_ns = ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1
                                                                       : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
         }
-        for (int fd = 0; fd < nfds && !any; fd++) {
+        for (int fd = 0; fd < nfds; fd++) {
                 struct smc_sock *s;
 
                 if (!(rd && FD_ISSET(fd, rd)) && !(wr && FD_ISSET(fd, wr)))
                         continue;
                 s = sock_lookup(fd);
-                any = s && sock_state(s) == SOCK_SMCD && s->ep.busy_poll_ns > 0;
+                if (s && sock_state(s) == SOCK_SMCD) {
+                        any = any || s->ep.busy_poll_ns > 0;
+                        /* data that came while watched by an epoll set has no byte
+                         * in X (socket.c "epoll watch"): the kernel's select would
+                         * not see it */
+                        if (rd && FD_ISSET(fd, rd)) {
+                                smc_ring_no_watch(&s->ep);
+                                dirty = dirty || smc_ring_ready_quick(&s->ep, POLLIN);
+                        }
+                } else if (rd && FD_ISSET(fd, rd) && ew_set_poll(fd))
+                        dirty = true;
         }
-        if (!any)
+        if (!any && !dirty)
                 return SMC_SELECT_UNHANDLED;
 
         for (int fd = 0; fd < nfds; fd++) {
@@ -4194,8 +4225,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 n++;
         }
 
-        budget = poll_spin_budget(fds, n, socks, timeout_ns);
-        if (budget == 0) {
+        budget = any ? poll_spin_budget(fds, n, socks, timeout_ns) : 0;
+        if (budget == 0 && !dirty) {
                 r = SMC_SELECT_UNHANDLED; /* nothing to spin on (the peers run on our CPU) */
                 goto out;
         }
@@ -4204,13 +4235,13 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
         /* everything once, as the kernel sees it; an invalid descriptor: no spin, the
          * kernel's call below reports EBADF */
         r = sys_poll(fds, n, 0);
-        if (r > 0) {
+        if (r > 0 || (r == 0 && dirty)) { /* (dirty: the rings have what X may not show) */
                 for (nfds_t i = 0; i < n; i++)
                         if (fds[i].revents & POLLNVAL)
                                 nval = true;
                 r = nval ? 0 : poll_fixup(fds, n, socks);
         }
-        if (r == 0 && !nval && poll_spin(fds, n, socks, budget, mask ? mask : &old))
+        if (r == 0 && !nval && budget > 0 && poll_spin(fds, n, socks, budget, mask ? mask : &old))
                 r = poll_spin_result(fds, n, socks);
         if (r <= 0) {
                 /* sleep in the kernel for the rest of the time, with the caller's mask */
@@ -4293,6 +4324,8 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
 
                 socks[i] = s && sock_state(s) == SOCK_SMCD ? s : NULL;
                 fds[i].revents = 0;
+                if (socks[i] && (fds[i].events & POLLIN))
+                        smc_ring_kwait(&s->ep, true); /* (before smc_ring_poll looks) */
                 if (socks[i] && (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS)))
                         ready = true;
         }
@@ -4347,6 +4380,9 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
 out:
         if (blocked)
                 spin_restore_signals(&old);
+        for (nfds_t i = 0; i < n; i++)
+                if (socks[i] && (fds[i].events & POLLIN))
+                        smc_ring_kwait(&socks[i]->ep, false);
         if (socks != stack_socks)
                 free(socks);
         return r;
@@ -5005,6 +5041,8 @@ static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool p
 char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool spawn,
                         struct smc_spawn_fds *child, struct smc_exec_undo **ret_undo) {
         static const char prefix[] = SMC_INHERIT_ENV "=";
+
+        smc_ewatch_stop_all(); /* the new image (or child) waits in the kernel */
         struct smc_exec_undo *u = NULL;
         char *var = NULL;
         size_t len = 0, cap = 0, nenv = 0, k = 0;
@@ -5488,6 +5526,8 @@ static void fd_sent(int fd, size_t off, void *arg) {
         bool sent = *(const bool *) arg;
 
         (void) off;
+        if (sent && smc_ewatch_is_set(fd))
+                smc_ewatch_fd_event(fd, SMC_EWATCH_ELSEWHERE); /* another process may wait in it */
         if (!s)
                 return;
         pthread_mutex_lock(&s->lock);
@@ -5892,4 +5932,706 @@ void smc_fork_emulate(int phase) {
                 exec_atfork_child();
                 break;
         }
+}
+
+/* ---- epoll watch ----------------------------------------------------------------------
+ *
+ * Issue 5 (redis): a request/response loop over epoll costs each side one doorbell
+ * sendto(2) per message and one drain recvfrom(2) per wakeup, which is most of what a
+ * busy client (redis-benchmark) spends besides epoll_ctl. An event loop that comes back
+ * to epoll_wait() anyway can look at its connections' rings itself: while a connection is
+ * *watched* (dmb.h SMC_DMB_SPIN_WATCHED in its reader state) its writer publishes
+ * without a doorbell byte, and this process's epoll_wait() reports the data it finds in
+ * the ring as the kernel would have reported the byte (level-triggered EPOLLIN).
+ *
+ * The library records, per epoll set (by descriptor number), the SMC-D connections the
+ * program added to it (epoll_ctl after the kernel's success: events and data). A
+ * connection is watched only while every rule below holds, so that nobody relies on
+ * X's kernel readiness meanwhile:
+ *  - each of its recorded registrations is level-triggered with EPOLLIN (no EPOLLET,
+ *    no EPOLLONESHOT), and none is in a set that is waited on by other means (added to
+ *    another epoll set, polled, duplicated or sent to another process: "nested");
+ *  - it is not shared: no fork since it was set up, no dup, not received or sent over
+ *    SCM_RIGHTS, not SMC-R (smcd rings SMC-R readers itself);
+ *  - one thread at a time waits in the set (a second concurrent waiter ends watching
+ *    in that set for good).
+ * The process's own waits that may sleep on X end the watch first and look at the ring
+ * after that (smc_ring_watch(false): poll, ppoll, select, pselect, a receive that may
+ * block, a set's own sleep in epoll_wait); fork ends it in the parent before the child
+ * exists, exec before the new image runs. Data that arrived while watched and is
+ * still unread after the watch ended has no byte in X: the recorded sets keep
+ * reporting it (they look at the rings of all their connections that had data), an
+ * edge-triggered or one-shot registration made later gets one event for it, and
+ * poll/select look at the rings. What stays blind to it: a kernel-only wait outside the
+ * library (an epoll set nested into another before that data was read, raw system
+ * calls): documented in smcrun(1).
+ *
+ * epoll_wait(E) for a set with connections: mark the active ones watched, ask the
+ * kernel without waiting, add the rings' readiness (merge); if nothing and the call may
+ * sleep: end the watch (SLEEPING), look at the rings again, then sleep in the kernel
+ * (writers ring now), and mark them watched again after waking. A connection whose ring
+ * was found empty EW_IDLE_MAX times in a row stops being looked at (and watched) until
+ * the kernel reports it again, so an idle connection costs nothing per call.
+ */
+#define EW_IDLE_MAX 256
+/* (written under the home set's lock, read under another's: relaxed atomics; a value
+ * is trusted only once checked under the home set's lock) */
+#define EW_HOME(s) __atomic_load_n(&(s)->ew_home, __ATOMIC_RELAXED)
+#define EW_HOME_IDX(s) __atomic_load_n(&(s)->ew_home_idx, __ATOMIC_RELAXED)
+
+struct ew_member {
+        struct smc_sock *s;
+        int fd;
+        uint32_t events;
+        uint64_t data;
+        bool elig;   /* level-triggered with EPOLLIN */
+        bool active; /* looked at (and watched) by the set's epoll_wait */
+        bool edge;   /* not elig: one event owed for data that arrived while watched */
+        bool marked; /* this set marked it watched (others may have ended that since:
+                      * then it is only not watched, which is safe) */
+        uint16_t idle;
+        uint32_t seen_gen; /* == the set's gen: the kernel reported it in this merge */
+};
+
+struct ew_set {
+        pthread_mutex_t lock;
+        int epfd;
+        bool nested; /* waited on by other means: never watch again */
+        unsigned n, cap;
+        struct ew_member *m;
+        /* data -> member + 1, open addressing (hcap a power of two >= 2n), 0 = empty;
+         * rebuilt when members come or go (hdirty) */
+        uint32_t *hash;
+        unsigned hcap;
+        bool hdirty;
+        _Atomic int waiters;
+        unsigned n_hot; /* members active or owing an edge */
+        uint32_t gen;   /* ew_merge() calls (seen_gen) */
+        struct ew_set *next; /* ew_all */
+};
+
+/* members that are active or owe an edge (set->n_hot counts them) */
+static void ew_hot(struct ew_set *set, struct ew_member *m, bool active, bool edge) {
+        int was = m->active || m->edge, now = active || edge;
+
+        m->active = active;
+        m->edge = edge;
+        set->n_hot += (unsigned) (now - was);
+}
+
+static _Atomic(_Atomic(struct ew_set *) *) ew_chunks[FD_TOP];
+static pthread_mutex_t ew_global = PTHREAD_MUTEX_INITIALIZER; /* ew_chunks, ew_all */
+static struct ew_set *ew_all;
+static _Atomic unsigned ew_nsets;
+
+static struct ew_set *ew_get(int epfd) {
+        _Atomic(struct ew_set *) *c;
+
+        if (epfd < 0 || (unsigned) epfd >= FD_MAX || !atomic_load_explicit(&ew_nsets, memory_order_relaxed))
+                return NULL;
+        c = atomic_load_explicit(&ew_chunks[(unsigned) epfd >> FD_CHUNK_BITS], memory_order_acquire);
+        return c ? atomic_load_explicit(&c[(unsigned) epfd & (FD_CHUNK - 1)], memory_order_acquire) : NULL;
+}
+
+/* under ew_global */
+static _Atomic(struct ew_set *) *ew_slot(int epfd, bool create) {
+        _Atomic(struct ew_set *) *c = atomic_load(&ew_chunks[(unsigned) epfd >> FD_CHUNK_BITS]);
+
+        if (!c && create) {
+                c = calloc(FD_CHUNK, sizeof(*c));
+                if (c)
+                        atomic_store_explicit(&ew_chunks[(unsigned) epfd >> FD_CHUNK_BITS], c, memory_order_release);
+        }
+        return c ? &c[(unsigned) epfd & (FD_CHUNK - 1)] : NULL;
+}
+
+static bool ew_watchable(struct ew_set *set, struct smc_sock *s) {
+        return !set->nested && sock_state(s) == SOCK_SMCD && !s->smcr &&
+               s->conn_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
+               !__atomic_load_n(&s->ep.shared, __ATOMIC_RELAXED) &&
+               atomic_load_explicit(&s->ew_other, memory_order_relaxed) == 0;
+}
+
+/* End the connection's watch (data it got meanwhile stays in the ring without a byte
+ * in X: the recorded sets keep looking at it, see above). */
+static void ew_unwatch(struct smc_sock *s) {
+        smc_ring_watch(&s->ep, false);
+}
+
+/* Whether the registration keeps its connection from being watched: it waits for data
+ * and the kernel alone answers it (edge-triggered, one-shot, or a nested set). One
+ * without EPOLLIN waits for no data (EPOLLOUT comes from the plug, hang-ups from Y:
+ * both are X's own). */
+static bool ew_blocks(const struct ew_set *set, const struct ew_member *m) {
+        return (m->events & EPOLLIN) && (!m->elig || set->nested);
+}
+
+static void ew_member_drop(struct ew_set *set, unsigned i) {
+        struct ew_member *m = &set->m[i];
+
+        atomic_fetch_sub(&m->s->ew_regs, 1);
+        if (ew_blocks(set, m))
+                atomic_fetch_sub(&m->s->ew_other, 1);
+        if (EW_HOME(m->s) == set && EW_HOME_IDX(m->s) == i)
+                __atomic_store_n(&m->s->ew_home, NULL, __ATOMIC_RELAXED);
+        ew_hot(set, m, false, false);
+        set->m[i] = set->m[--set->n];
+        if (i < set->n && EW_HOME(set->m[i].s) == set && EW_HOME_IDX(set->m[i].s) == set->n)
+                __atomic_store_n(&set->m[i].s->ew_home_idx, i, __ATOMIC_RELAXED); /* (moved into the hole) */
+        set->hdirty = true;
+}
+
+/* The set is waited on by other means from now on (under its lock): no connection in
+ * it is watched again. */
+static void ew_set_nest(struct ew_set *set) {
+        if (set->nested)
+                return;
+        for (unsigned i = 0; i < set->n; i++) {
+                struct ew_member *m = &set->m[i];
+                bool before = ew_blocks(set, m);
+
+                set->nested = true;
+                if (!before && ew_blocks(set, m))
+                        atomic_fetch_add(&m->s->ew_other, 1);
+                set->nested = false;
+                m->marked = false;
+                ew_unwatch(m->s);
+        }
+        set->nested = true;
+}
+
+/* Sets are never freed (a thread may be entering epoll_wait on a set another thread
+ * closes): a forgotten set is emptied and kept for the next new set (ew_free). */
+static struct ew_set *ew_free;
+
+/* Forget the set recorded under @fd (closed, or another file now has the number). */
+static void ew_forget(int fd) {
+        _Atomic(struct ew_set *) *slot;
+        struct ew_set *set = NULL, **pp;
+
+        if (!ew_get(fd))
+                return;
+        pthread_mutex_lock(&ew_global);
+        slot = ew_slot(fd, false);
+        if (slot && (set = atomic_load(slot))) {
+                atomic_store(slot, NULL);
+                for (pp = &ew_all; *pp; pp = &(*pp)->next)
+                        if (*pp == set) {
+                                *pp = set->next;
+                                break;
+                        }
+                atomic_fetch_sub(&ew_nsets, 1);
+                pthread_mutex_lock(&set->lock);
+                ew_set_nest(set); /* (a waiter still inside watches nothing more) */
+                while (set->n)
+                        ew_member_drop(set, set->n - 1);
+                set->epfd = -1;
+                pthread_mutex_unlock(&set->lock);
+                set->next = ew_free;
+                ew_free = set;
+        }
+        pthread_mutex_unlock(&ew_global);
+}
+
+static struct ew_set *ew_get_or_make(int epfd) {
+        _Atomic(struct ew_set *) *slot;
+        struct ew_set *set;
+
+        if (epfd < 0 || (unsigned) epfd >= FD_MAX)
+                return NULL;
+        pthread_mutex_lock(&ew_global);
+        slot = ew_slot(epfd, true);
+        set = slot ? atomic_load(slot) : NULL;
+        if (slot && !set && ew_free) {
+                set = ew_free;
+                ew_free = set->next;
+                pthread_mutex_lock(&set->lock);
+                set->nested = false;
+                set->n_hot = 0;
+                set->hdirty = true;
+                set->epfd = epfd;
+                pthread_mutex_unlock(&set->lock);
+        } else if (slot && !set && (set = calloc(1, sizeof(*set)))) {
+                pthread_mutex_init(&set->lock, NULL);
+                set->epfd = epfd;
+        } else
+                slot = NULL;
+        if (slot && set) {
+                set->next = ew_all;
+                ew_all = set;
+                atomic_fetch_add(&ew_nsets, 1);
+                atomic_store_explicit(slot, set, memory_order_release);
+        }
+        pthread_mutex_unlock(&ew_global);
+        return set;
+}
+
+static int ew_find(struct ew_set *set, int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+
+        unsigned h = s ? EW_HOME_IDX(s) : 0;
+
+        if (s && EW_HOME(s) == set && h < set->n && set->m[h].fd == fd)
+                return (int) h;
+        for (unsigned i = 0; i < set->n; i++)
+                if (set->m[i].fd == fd)
+                        return (int) i;
+        return -1;
+}
+
+static uint32_t ew_hash_of(uint64_t d, unsigned hcap) {
+        d ^= d >> 33;
+        d *= 0xff51afd7ed558ccdULL;
+        d ^= d >> 33;
+        return (uint32_t) d & (hcap - 1);
+}
+
+static bool ew_hash_build(struct ew_set *set) {
+        unsigned want = 16;
+
+        while (want < set->n * 2)
+                want *= 2;
+        if (want != set->hcap) {
+                uint32_t *h = realloc(set->hash, want * sizeof(*h));
+
+                if (!h)
+                        return false;
+                set->hash = h;
+                set->hcap = want;
+        }
+        memset(set->hash, 0, set->hcap * sizeof(*set->hash));
+        for (unsigned i = 0; i < set->n; i++) {
+                uint32_t k = ew_hash_of(set->m[i].data, set->hcap);
+
+                while (set->hash[k])
+                        k = (k + 1) & (set->hcap - 1);
+                set->hash[k] = i + 1;
+        }
+        set->hdirty = false;
+        return true;
+}
+
+/* The member the kernel's event with @data is for, -1 if none (several members with
+ * the same data: the first not yet seen in this merge) */
+static int ew_lookup(struct ew_set *set, uint64_t data) {
+        if (set->n <= 8 || !set->hash) {
+                for (unsigned i = 0; i < set->n; i++)
+                        if (set->m[i].data == data && set->m[i].seen_gen != set->gen)
+                                return (int) i;
+                return -1;
+        }
+        for (uint32_t k = ew_hash_of(data, set->hcap); set->hash[k]; k = (k + 1) & (set->hcap - 1)) {
+                unsigned i = set->hash[k] - 1;
+
+                if (set->m[i].data == data && set->m[i].seen_gen != set->gen)
+                        return (int) i;
+        }
+        return -1;
+}
+
+void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
+        struct smc_sock *s;
+        struct ew_set *set, *inner;
+        bool elig, before, after;
+        int i;
+
+        /* an epoll set added to another: waited on by other means */
+        if (op == EPOLL_CTL_ADD && (inner = ew_get(fd))) {
+                pthread_mutex_lock(&inner->lock);
+                ew_set_nest(inner);
+                pthread_mutex_unlock(&inner->lock);
+        }
+        s = sock_lookup(fd);
+        if (!s || sock_state(s) != SOCK_SMCD || s->fd != fd) {
+                set = op == EPOLL_CTL_ADD ? NULL : ew_get(epfd);
+                if (set) { /* (a number that was a connection when it was added) */
+                        pthread_mutex_lock(&set->lock);
+                        if ((i = ew_find(set, fd)) >= 0)
+                                ew_member_drop(set, (unsigned) i);
+                        pthread_mutex_unlock(&set->lock);
+                }
+                return;
+        }
+        set = op == EPOLL_CTL_DEL ? ew_get(epfd) : ew_get_or_make(epfd);
+        if (!set)
+                return;
+        elig = ev && (ev->events & EPOLLIN) && !(ev->events & (EPOLLET | EPOLLONESHOT));
+        pthread_mutex_lock(&set->lock);
+        i = ew_find(set, fd);
+        if (i >= 0 && set->m[i].s != s) { /* a stale member under a reused number */
+                ew_member_drop(set, (unsigned) i);
+                i = -1;
+        }
+        if (op == EPOLL_CTL_DEL) {
+                if (i >= 0)
+                        ew_member_drop(set, (unsigned) i);
+        } else if (ev) {
+                struct ew_member *m;
+
+                if (i < 0) {
+                        if (set->n == set->cap) {
+                                unsigned cap = set->cap ? set->cap * 2 : 16;
+                                struct ew_member *nm = realloc(set->m, cap * sizeof(*nm));
+
+                                if (!nm) {
+                                        /* not recorded: the connection is never watched
+                                         * again (counted as blocking, never dropped) */
+                                        atomic_fetch_add(&s->ew_other, 1);
+                                        ew_unwatch(s);
+                                        pthread_mutex_unlock(&set->lock);
+                                        return;
+                                }
+                                set->m = nm;
+                                set->cap = cap;
+                        }
+                        i = (int) set->n++;
+                        /* (events 0: blocks nothing until set below) */
+                        set->m[i] = (struct ew_member) { .s = s, .fd = fd, .data = ev->data.u64 };
+                        if (atomic_fetch_add(&s->ew_regs, 1) == 0 || !EW_HOME(s)) {
+                                __atomic_store_n(&s->ew_home_idx, (unsigned) i, __ATOMIC_RELAXED);
+                                __atomic_store_n(&s->ew_home, set, __ATOMIC_RELAXED);
+                        }
+                        set->hdirty = true;
+                }
+                m = &set->m[i];
+                before = ew_blocks(set, m);
+                if (m->data != ev->data.u64)
+                        set->hdirty = true;
+                m->events = ev->events;
+                m->data = ev->data.u64;
+                m->elig = elig;
+                ew_hot(set, m, elig, false);
+                m->idle = 0;
+                m->marked = false;
+                after = ew_blocks(set, m);
+                if (after && !before)
+                        atomic_fetch_add(&s->ew_other, 1);
+                else if (before && !after)
+                        atomic_fetch_sub(&s->ew_other, 1);
+                if (!ew_watchable(set, s)) {
+                        /* data that came while watched: X has no byte for it, so an
+                         * edge-triggered or one-shot registration gets one event here */
+                        ew_unwatch(s);
+                        if (after && smc_ring_ready_quick(&s->ep, POLLIN))
+                                ew_hot(set, m, m->active, true);
+                } else if (elig && atomic_load(&set->waiters) == 0) {
+                        /* watched from now on, not only from the next epoll_wait (a
+                         * reply may come first). Not while a thread waits in the
+                         * set: it may sleep in the kernel already; one that enters
+                         * later ends the marks it finds before it sleeps. */
+                        smc_ring_watch(&s->ep, true);
+                        m->marked = true;
+                }
+        }
+        pthread_mutex_unlock(&set->lock);
+}
+
+static void ew_sock_gone(struct smc_sock *s) {
+        struct ew_set *home;
+
+        pthread_mutex_lock(&ew_global);
+        /* the usual case: one registration, at home (no search) */
+        if ((home = EW_HOME(s)) && atomic_load(&s->ew_regs) == 1) {
+                pthread_mutex_lock(&home->lock);
+                unsigned h = EW_HOME_IDX(s);
+
+                if (EW_HOME(s) == home && h < home->n && home->m[h].s == s)
+                        ew_member_drop(home, h);
+                pthread_mutex_unlock(&home->lock);
+        }
+        for (struct ew_set *set = ew_all; set && atomic_load(&s->ew_regs) > 0; set = set->next) {
+                pthread_mutex_lock(&set->lock);
+                for (unsigned i = set->n; i-- > 0;)
+                        if (set->m[i].s == s)
+                                ew_member_drop(set, i);
+                pthread_mutex_unlock(&set->lock);
+        }
+        pthread_mutex_unlock(&ew_global);
+        ew_unwatch(s);
+}
+
+static bool ew_any_active(const struct ew_set *set) {
+        return set->n_hot > 0;
+}
+
+/* Mark the set's active, watchable connections watched (@on) or end their watch. */
+static void ew_mark(struct ew_set *set, bool on) {
+        for (unsigned i = 0; i < set->n; i++) {
+                struct ew_member *m = &set->m[i];
+
+                if (!m->active || m->marked == on)
+                        continue;
+                if (on && !ew_watchable(set, m->s))
+                        continue;
+                smc_ring_watch(&m->s->ep, on);
+                m->marked = on;
+        }
+}
+
+/* Add the rings' readiness to the kernel's @n events (at most @max). */
+static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
+        int j;
+
+        if (++set->gen == 0) { /* (wrapped: no member may look seen) */
+                for (unsigned i = 0; i < set->n; i++)
+                        set->m[i].seen_gen = 0;
+                set->gen = 1;
+        }
+        if (n > 0 && set->n > 8 && set->hdirty && !ew_hash_build(set)) {
+                free(set->hash);
+                set->hash = NULL;
+                set->hcap = 0;
+        }
+        for (int i = 0; i < n; i++) {
+                struct ew_member *m;
+
+                if ((j = ew_lookup(set, evs[i].data.u64)) < 0)
+                        continue;
+                m = &set->m[j];
+                m->seen_gen = set->gen;
+                ew_hot(set, m, m->elig, false);
+                if (!m->elig)
+                        continue;
+                m->idle = 0;
+                if (!(evs[i].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
+                        evs[i].events |= EPOLLIN;
+        }
+        for (unsigned i = 0; i < set->n && set->n_hot > 0; i++) {
+                struct ew_member *m = &set->m[i];
+                uint32_t e;
+
+                if (m->seen_gen == set->gen || (!m->active && !m->edge))
+                        continue;
+                if (!smc_ring_ready_quick(&m->s->ep, POLLIN)) {
+                        ew_hot(set, m, m->active, false);
+                        if (m->elig && ++m->idle >= EW_IDLE_MAX) {
+                                /* stop looking at it: its writers ring again (then
+                                 * the kernel reports it, which makes it active) */
+                                smc_ring_watch(&m->s->ep, false);
+                                m->marked = false;
+                                if (!smc_ring_ready_quick(&m->s->ep, POLLIN)) {
+                                        ew_hot(set, m, false, false);
+                                        continue;
+                                }
+                        } else
+                                continue;
+                }
+                if (n >= max)
+                        break; /* (the next call: level-triggered) */
+                m->idle = 0;
+                e = EPOLLIN;
+                if ((m->events & EPOLLOUT) && smc_ring_ready_quick(&m->s->ep, POLLOUT))
+                        e |= EPOLLOUT;
+                evs[n].events = e & m->events;
+                evs[n].data.u64 = m->data;
+                n++;
+                if (m->edge) {
+                        ew_hot(set, m, m->active, false);
+                        if (m->events & EPOLLONESHOT) {
+                                /* as the kernel disarms a one-shot registration that fired */
+                                struct epoll_event off = { .events = 0, .data.u64 = m->data };
+
+                                (void) smc_syscall(SYS_epoll_ctl, set->epfd, EPOLL_CTL_MOD, m->fd, &off);
+                        }
+                }
+        }
+        return n;
+}
+
+int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
+                    const sigset_t *mask, int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *,
+                                                      const sigset_t *)) {
+        static const struct timespec zero = { 0, 0 };
+        struct ew_set *set = ew_get(epfd);
+        bool may_sleep = ts ? (ts->tv_sec != 0 || ts->tv_nsec != 0) : timeout_ms != 0;
+        int n;
+
+        if (!set || max <= 0 || smc_uptr_bad(evs))
+                return kwait(epfd, evs, max, timeout_ms, ts, mask);
+        if (atomic_fetch_add(&set->waiters, 1) > 0) {
+                /* another thread waits in this set (perhaps asleep in the kernel): never
+                 * watch here again */
+                pthread_mutex_lock(&set->lock);
+                ew_set_nest(set);
+                pthread_mutex_unlock(&set->lock);
+        }
+        pthread_mutex_lock(&set->lock);
+        if (set->epfd != epfd) {
+                /* (closed and reused meanwhile by another thread: the kernel answers) */
+                pthread_mutex_unlock(&set->lock);
+                n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+                goto out;
+        }
+        if (!ew_any_active(set)) {
+                /* nothing to look at (only edge-triggered registrations, or idle
+                 * ones): the kernel's call alone; the members it reports become
+                 * active */
+                pthread_mutex_unlock(&set->lock);
+                n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+                if (n > 0) {
+                        pthread_mutex_lock(&set->lock);
+                        n = ew_merge(set, evs, n, max);
+                        pthread_mutex_unlock(&set->lock);
+                }
+                goto out;
+        }
+        ew_mark(set, true);
+        pthread_mutex_unlock(&set->lock);
+        n = kwait(epfd, evs, max, 0, &zero, mask);
+        if (n < 0)
+                goto out;
+        pthread_mutex_lock(&set->lock);
+        n = ew_merge(set, evs, n, max);
+        if (n > 0 || !may_sleep) {
+                pthread_mutex_unlock(&set->lock);
+                goto out;
+        }
+        /* about to sleep in the kernel: writers must ring from now on; anything
+         * published before that is in the rings */
+        ew_mark(set, false);
+        n = ew_merge(set, evs, 0, max);
+        pthread_mutex_unlock(&set->lock);
+        if (n > 0)
+                goto out;
+        n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+        if (n < 0)
+                goto out;
+        pthread_mutex_lock(&set->lock);
+        ew_mark(set, true);
+        n = ew_merge(set, evs, n, max);
+        pthread_mutex_unlock(&set->lock);
+out:
+        atomic_fetch_sub(&set->waiters, 1);
+        return n;
+}
+
+void smc_ewatch_fd_event(int fd, int what) {
+        struct ew_set *set;
+
+        switch (what) {
+        case SMC_EWATCH_NEW:
+        case SMC_EWATCH_CLOSED:
+                ew_forget(fd);
+                break;
+        case SMC_EWATCH_ELSEWHERE:
+                if ((set = ew_get(fd))) {
+                        pthread_mutex_lock(&set->lock);
+                        ew_set_nest(set);
+                        pthread_mutex_unlock(&set->lock);
+                }
+                break;
+        }
+}
+
+bool smc_ewatch_is_set(int fd) {
+        return ew_get(fd) != NULL;
+}
+
+/* fork (before the child exists) and exec: the connections are shared or handed on,
+ * so no watch may outlive this call */
+void smc_ewatch_stop_all(void) {
+        if (!atomic_load_explicit(&ew_nsets, memory_order_relaxed))
+                return;
+        pthread_mutex_lock(&ew_global);
+        for (struct ew_set *set = ew_all; set; set = set->next) {
+                pthread_mutex_lock(&set->lock);
+                for (unsigned i = 0; i < set->n; i++) {
+                        smc_ring_watch(&set->m[i].s->ep, false);
+                        set->m[i].marked = false;
+                }
+                pthread_mutex_unlock(&set->lock);
+        }
+        pthread_mutex_unlock(&ew_global);
+}
+
+/* fork: no watch may outlive it (the child shares the connections); the sets' locks
+ * are held across it so that the child's copies are consistent */
+static void ew_atfork_prepare(void) {
+        pthread_mutex_lock(&ew_global);
+        for (struct ew_set *set = ew_all; set; set = set->next) {
+                pthread_mutex_lock(&set->lock);
+                for (unsigned i = 0; i < set->n; i++) {
+                        smc_ring_watch(&set->m[i].s->ep, false);
+                        set->m[i].marked = false;
+                }
+        }
+        for (struct ew_set *set = ew_free; set; set = set->next)
+                pthread_mutex_lock(&set->lock);
+}
+
+static void ew_atfork_parent(void) {
+        for (struct ew_set *set = ew_all; set; set = set->next)
+                pthread_mutex_unlock(&set->lock);
+        for (struct ew_set *set = ew_free; set; set = set->next)
+                pthread_mutex_unlock(&set->lock);
+        pthread_mutex_unlock(&ew_global);
+}
+
+static void ew_atfork_child(void) {
+        for (struct ew_set *set = ew_free; set; set = set->next) {
+                atomic_store(&set->waiters, 0);
+                pthread_mutex_unlock(&set->lock);
+        }
+        for (struct ew_set *set = ew_all; set; set = set->next) {
+                atomic_store(&set->waiters, 0); /* (the parent's threads are not here) */
+                /* the parent may wait in the same kernel set, and watch connections
+                 * of its own in it that this copy of the table does not know */
+                ew_set_nest(set);
+                pthread_mutex_unlock(&set->lock);
+        }
+        pthread_mutex_unlock(&ew_global);
+}
+
+/* @fd is an epoll set waited on by poll/select/ppoll: never watched again; true when a
+ * connection in it has data in its ring (which X may not show) */
+static bool ew_set_poll(int fd) {
+        struct ew_set *set = ew_get(fd);
+        bool ready = false;
+
+        if (!set)
+                return false;
+        pthread_mutex_lock(&set->lock);
+        ew_set_nest(set);
+        for (unsigned i = 0; i < set->n && !ready; i++)
+                ready = (set->m[i].events & EPOLLIN) && smc_ring_ready_quick(&set->m[i].s->ep, POLLIN);
+        pthread_mutex_unlock(&set->lock);
+        return ready;
+}
+
+int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky) {
+        bool ready = false;
+        int r;
+
+        for (nfds_t i = 0; i < n; i++) {
+                struct smc_sock *s = sock_lookup(fds[i].fd);
+
+                if (s && sock_state(s) == SOCK_SMCD) {
+                        if (sticky && (fds[i].events & POLLIN))
+                                smc_ring_no_watch(&s->ep); /* (the kernel's wait is not ours) */
+                        if (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS))
+                                ready = true;
+                } else if ((fds[i].events & POLLIN) && ew_set_poll(fds[i].fd))
+                        ready = true;
+        }
+        if (!ready)
+                return -2;
+        r = sys_poll(fds, n, 0);
+        if (r < 0)
+                return r;
+        r = 0;
+        for (nfds_t i = 0; i < n; i++) {
+                struct smc_sock *s = sock_lookup(fds[i].fd);
+
+                if (s && sock_state(s) == SOCK_SMCD)
+                        fds[i].revents = (short) (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS));
+                else if ((fds[i].events & POLLIN) && !(fds[i].revents & POLLNVAL) && ew_set_poll(fds[i].fd))
+                        fds[i].revents |= POLLIN;
+                if (fds[i].revents)
+                        r++;
+        }
+        return r;
+}
+
+bool smc_ewatch_any(void) {
+        return atomic_load_explicit(&ew_nsets, memory_order_relaxed) != 0;
 }

@@ -160,6 +160,18 @@ else
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
         failed=1
 fi
+# the epoll watch (data published without a doorbell byte while a level-triggered set
+# watches the connection): every other way of waiting must still see it; the
+# transcript under smcrun must be TCP's, on SMC-D connections
+if tcp_t=$(timeout 120 python3 "$here/apps/epoll-watch.py" 2>&1) &&
+        smc_t=$(SMC_EXPECT=1 timeout 120 sh "$smcrun" python3 "$here/apps/epoll-watch.py" 2>&1) &&
+        [ "$tcp_t" = "$smc_t" ]; then
+        echo "ok - epoll-watch: $(echo "$smc_t" | grep -c .) lines as over TCP"
+else
+        echo "not ok - epoll-watch: differs from TCP's (< TCP, > smcrun):"
+        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
 # readiness once a connection's directions are shut (EPOLLHUP from epoll as on TCP,
 # also for a registration with no events), the abort, data read on after the hang-up,
 # a hung-up connection shared with a child: the transcript under smcrun must be

@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+# The epoll watch (libsmcproto socket.c): while a level-triggered epoll set watches an
+# SMC-D connection, its writer publishes without a doorbell byte and the set's
+# epoll_wait looks at the ring itself. Every other way of waiting must still see such
+# data. A transcript of what the calls say, in many orders: level-triggered partial
+# reads, EPOLLIN|EPOLLOUT merged, poll / select / blocking recv after a watch, a MOD to
+# EPOLLET or EPOLLONESHOT with data waiting, DEL and ADD again, the set polled and
+# nested into another, fork (the child reads), a second thread in the same set, the
+# peer's close, many connections with idle ones, and a ping-pong of odd sizes checked
+# byte by byte. tests/test-smcrun-apps.sh runs it over plain TCP and under smcrun and
+# compares the transcripts line by line; with SMC_EXPECT=1 it also checks that the
+# connections are SMC-D.
+import os
+import select
+import socket
+import struct
+import threading
+import time
+
+E = select
+W = 1.0  # s: how long a wait that must report something may take at most
+SHORT = 0.2  # s: a wait that must report nothing
+SMC_EXPECT = os.environ.get("SMC_EXPECT") == "1"
+
+
+def out(*a):
+    print(*a, flush=True)
+
+
+def pair():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    c = socket.create_connection(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    if SMC_EXPECT:
+        for x in (c, s):
+            assert x.getsockopt(286, 0x5301) == 1, "not SMC-D"
+    return c, s
+
+
+def names(evs, fds):
+    r = []
+    for fd, ev in sorted(evs):
+        bits = [n for n, b in (("IN", E.EPOLLIN), ("OUT", E.EPOLLOUT), ("RDHUP", E.EPOLLRDHUP),
+                                ("HUP", E.EPOLLHUP), ("ERR", E.EPOLLERR)) if ev & b]
+        r.append("%s:%s" % (fds.get(fd, fd), "|".join(bits)))
+    return " ".join(r) or "-"
+
+
+def wait(ep, fds, t=W):
+    t0 = time.monotonic()
+    evs = ep.poll(t)
+    dt = time.monotonic() - t0
+    return names(evs, fds) + (" (late)" if evs and dt > t / 2 and t >= W else "")
+
+
+def case_lt_partial():
+    out("# level-triggered, partial reads")
+    a, b = pair()
+    b.setblocking(False)
+    ep = E.epoll()
+    ep.register(b.fileno(), E.EPOLLIN)
+    fds = {b.fileno(): "b"}
+    out("empty:", wait(ep, fds, SHORT))
+    a.sendall(b"x" * 100)
+    for k in range(4):
+        out("wait", k, wait(ep, fds))
+        out("read", len(b.recv(30)))
+    out("empty again:", wait(ep, fds, SHORT))
+    a.sendall(b"y" * 7)
+    out("after more:", wait(ep, fds), len(b.recv(100)))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_in_out():
+    out("# EPOLLIN|EPOLLOUT")
+    a, b = pair()
+    b.setblocking(False)
+    ep = E.epoll()
+    ep.register(b.fileno(), E.EPOLLIN | E.EPOLLOUT)
+    fds = {b.fileno(): "b"}
+    out("idle:", wait(ep, fds))
+    a.sendall(b"z" * 10)
+    time.sleep(0.05)
+    out("data:", wait(ep, fds))
+    out("read", len(b.recv(100)))
+    out("after:", wait(ep, fds))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def watched(a, b, reg=E.EPOLLIN):
+    """b in a level-triggered set that has waited once (watched), then data from a"""
+    ep = E.epoll()
+    ep.register(b.fileno(), reg)
+    ep.poll(0.05)
+    a.sendall(b"w" * 50)
+    time.sleep(0.05)
+    return ep
+
+
+def case_other_waits():
+    out("# other waits after a watch")
+    a, b = pair()
+    ep = watched(a, b)
+    p = select.poll()
+    p.register(b.fileno(), select.POLLIN)
+    t0 = time.monotonic()
+    r = p.poll(W * 1000)
+    out("poll:", [e & select.POLLIN for _, e in r], "late" if time.monotonic() - t0 > W / 2 else "")
+    out("read", len(b.recv(100)))
+    a.sendall(b"v" * 5)
+    time.sleep(0.05)
+    r = select.select([b], [], [], W)
+    out("select:", len(r[0]))
+    out("read", len(b.recv(100)))
+    ep.poll(0.05)  # watched again
+    a.sendall(b"u" * 3)
+    b.settimeout(W)
+    out("blocking recv:", len(b.recv(100)))
+    # a blocking recv that sleeps first, then data
+    ep.poll(0.05)
+    t = threading.Timer(0.1, lambda: a.sendall(b"t" * 9))
+    t.start()
+    out("blocking recv (sleeps):", len(b.recv(100)))
+    t.join()
+    # poll and select that sleep first, then data
+    for name in ("poll", "select", "ppoll-like poll(-1)"):
+        ep.poll(0.05)
+        t = threading.Timer(0.1, lambda: a.sendall(b"p" * 4))
+        t.start()
+        t0 = time.monotonic()
+        if name == "select":
+            n = len(select.select([b], [], [], W)[0])
+        else:
+            p = select.poll()
+            p.register(b.fileno(), select.POLLIN)
+            n = len(p.poll(W * 1000 if name == "poll" else -1))
+        t.join()
+        out(name, "(sleeps):", n, "late" if time.monotonic() - t0 > W / 2 else "", len(b.recv(100)))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_ctypes_waits():
+    out("# ppoll, epoll_pwait, epoll_pwait2 (through libc, as a C program calls them)")
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class PollFd(ctypes.Structure):
+        _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+    class Ts(ctypes.Structure):
+        _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+
+    class Ev(ctypes.Structure):
+        _pack_ = 1 if os.uname().machine == "x86_64" else 0
+        _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
+
+    a, b = pair()
+    b.setblocking(False)
+    ep = watched(a, b)
+    pf = PollFd(b.fileno(), select.POLLIN, 0)
+    out("ppoll (data waiting):", libc.ppoll(ctypes.byref(pf), 1, ctypes.byref(Ts(1, 0)), None), pf.revents & 1)
+    out("read", len(b.recv(100)))
+    for name in ("ppoll", "epoll_pwait", "epoll_pwait2"):
+        ep.poll(0.05)  # watched again
+        t = threading.Timer(0.1, lambda: a.sendall(b"k" * 3))
+        t.start()
+        evs = (Ev * 4)()
+        if name == "ppoll":
+            pf = PollFd(b.fileno(), select.POLLIN, 0)
+            n = libc.ppoll(ctypes.byref(pf), 1, ctypes.byref(Ts(2, 0)), None)
+        elif name == "epoll_pwait":
+            n = libc.epoll_pwait(ep.fileno(), evs, 4, 2000, None)
+        else:
+            n = libc.epoll_pwait2(ep.fileno(), evs, 4, ctypes.byref(Ts(2, 0)), None)
+        t.join()
+        out(name, "(sleeps):", n, len(b.recv(100)))
+    ep.poll(0.05)
+    a.sendall(b"j" * 2)
+    time.sleep(0.05)
+    evs = (Ev * 4)()
+    out("epoll_pwait2 (data waiting):", libc.epoll_pwait2(ep.fileno(), evs, 4, ctypes.byref(Ts(1, 0)), None),
+        evs[0].events & 1)
+    out("read", len(b.recv(100)))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_mod_et():
+    out("# MOD to EPOLLET with data waiting")
+    a, b = pair()
+    b.setblocking(False)
+    ep = watched(a, b)
+    fds = {b.fileno(): "b"}
+    ep.modify(b.fileno(), E.EPOLLIN | E.EPOLLET)
+    out("edge:", wait(ep, fds))
+    out("no second edge:", wait(ep, fds, SHORT))
+    a.sendall(b"s" * 4)
+    out("new data, edge:", wait(ep, fds))
+    out("read", len(b.recv(1000)))
+    ep.modify(b.fileno(), E.EPOLLIN)
+    out("LT again, empty:", wait(ep, fds, SHORT))
+    a.sendall(b"r")
+    out("LT data:", wait(ep, fds))
+    out("read", len(b.recv(1000)))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_mod_oneshot():
+    out("# MOD to EPOLLONESHOT with data waiting")
+    a, b = pair()
+    b.setblocking(False)
+    ep = watched(a, b)
+    fds = {b.fileno(): "b"}
+    ep.modify(b.fileno(), E.EPOLLIN | E.EPOLLONESHOT)
+    out("fires:", wait(ep, fds))
+    out("disarmed:", wait(ep, fds, SHORT))
+    a.sendall(b"q" * 2)
+    out("still disarmed:", wait(ep, fds, SHORT))
+    ep.modify(b.fileno(), E.EPOLLIN | E.EPOLLONESHOT)
+    out("re-armed:", wait(ep, fds))
+    out("read", len(b.recv(1000)))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_del_add():
+    out("# DEL and ADD again")
+    a, b = pair()
+    b.setblocking(False)
+    ep = watched(a, b)
+    fds = {b.fileno(): "b"}
+    ep.unregister(b.fileno())
+    out("deleted:", wait(ep, fds, SHORT))
+    ep.register(b.fileno(), E.EPOLLIN)
+    out("added:", wait(ep, fds))
+    ep.unregister(b.fileno())
+    ep2 = E.epoll()
+    ep2.register(b.fileno(), E.EPOLLIN | E.EPOLLET)
+    out("other set, ET:", wait(ep2, fds))
+    out("read", len(b.recv(1000)))
+    ep2.close()
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_set_polled():
+    out("# the set itself polled, selected, nested")
+    a, b = pair()
+    b.setblocking(False)
+    ep = watched(a, b)
+    p = select.poll()
+    p.register(ep.fileno(), select.POLLIN)
+    out("poll(set):", [e & select.POLLIN for _, e in p.poll(W * 1000)])
+    out("select(set):", len(select.select([ep.fileno()], [], [], W)[0]))
+    out("read", len(b.recv(1000)))
+    outer = E.epoll()
+    outer.register(ep.fileno(), E.EPOLLIN)
+    out("outer empty:", wait(outer, {ep.fileno(): "inner"}, SHORT))
+    a.sendall(b"n" * 6)
+    out("outer:", wait(outer, {ep.fileno(): "inner"}))
+    out("inner:", wait(ep, {b.fileno(): "b"}))
+    out("read", len(b.recv(1000)))
+    outer.close()
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_fork():
+    out("# fork: the child reads")
+    a, b = pair()
+    ep = watched(a, b)
+    out("parent sees:", wait(ep, {b.fileno(): "b"}))
+    out("parent read", len(b.recv(1000)))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        b.settimeout(3)
+        try:
+            n = len(b.recv(1000))
+        except Exception as e:  # noqa: BLE001
+            n = repr(e)
+        os.write(w, ("%s\n" % n).encode())
+        os._exit(0)
+    os.close(w)
+    time.sleep(0.1)
+    a.sendall(b"f" * 11)
+    res = os.read(r, 100).decode().strip()
+    os.waitpid(pid, 0)
+    out("child read", res)
+    os.close(r)
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_threads():
+    out("# two threads in one set")
+    a, b = pair()
+    b.setblocking(False)
+    ep = E.epoll()
+    ep.register(b.fileno(), E.EPOLLIN)
+    got = []
+
+    def waiter():
+        got.append(names(ep.poll(3), {b.fileno(): "b"}))
+
+    ts = [threading.Thread(target=waiter) for _ in range(2)]
+    for t in ts:
+        t.start()
+    time.sleep(0.2)
+    a.sendall(b"m" * 8)
+    time.sleep(0.3)
+    out("woken within 0.3 s:", len(got) >= 1, got[:1])
+    out("read", len(b.recv(100)))
+    for t in ts:
+        t.join()
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_thread_recv():
+    out("# one thread loops in epoll_wait, another blocks in recv on the same connection")
+    a, b = pair()
+    ep = E.epoll()
+    ep.register(b.fileno(), E.EPOLLIN)
+    stop = []
+
+    def loop():
+        # (each call sleeps in the kernel and watches again after waking; the
+        # connection then stays watched during the sleep outside epoll)
+        while not stop:
+            ep.poll(0.001)
+            time.sleep(0.002)
+
+    t = threading.Thread(target=loop)
+    t.start()
+    time.sleep(0.1)
+    res = []
+    for k in range(10):
+        if k < 5:
+            b.settimeout(3)  # (Python polls, then reads)
+        else:
+            # a blocking recv(2), bounded by SO_RCVTIMEO
+            b.settimeout(None)
+            b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 3, 0))
+        tm = threading.Timer(0.05, lambda: a.sendall(b"h" * 7))
+        tm.start()
+        t0 = time.monotonic()
+        try:
+            n = len(b.recv(100))
+        except (socket.timeout, BlockingIOError):
+            n = "timeout"
+        tm.join()
+        res.append("%s%s" % (n, " late" if time.monotonic() - t0 > 1 else ""))
+    stop.append(1)
+    t.join()
+    out("recv:", " ".join(res))
+    ep.close()
+    a.close()
+    b.close()
+
+
+def case_close():
+    out("# the peer's close while watched")
+    a, b = pair()
+    b.setblocking(False)
+    ep = E.epoll()
+    ep.register(b.fileno(), E.EPOLLIN | E.EPOLLRDHUP)
+    fds = {b.fileno(): "b"}
+    ep.poll(0.05)
+    a.sendall(b"c" * 5)
+    a.close()
+    time.sleep(0.1)
+    out("after close:", wait(ep, fds))
+    out("read", len(b.recv(100)), len(b.recv(100)))
+    ep.close()
+    b.close()
+
+
+def case_many():
+    out("# 40 connections, 10 busy, the rest idle, odd sizes checked")
+    conns = [pair() for _ in range(40)]
+    ep = E.epoll()
+    srv = {}
+    for i, (c, s) in enumerate(conns):
+        s.setblocking(False)
+        ep.register(s.fileno(), E.EPOLLIN)
+        srv[s.fileno()] = (i, s)
+    rounds, bad, stalls = 400, 0, 0
+    for r in range(rounds):
+        busy = [(r * 7 + k * 3) % 40 for k in range(10)]
+        want = {}
+        for i in busy:
+            n = 1 + (r * 131 + i * 17) % 3000
+            data = bytes(((r + i + j) & 0xFF) for j in range(n))
+            conns[i][0].sendall(data)
+            want[i] = want.get(i, b"") + data
+        got = {i: b"" for i in want}
+        t0 = time.monotonic()
+        while any(len(got[i]) < len(want[i]) for i in want):
+            evs = ep.poll(W)
+            if not evs:
+                stalls += 1
+                break
+            for fd, ev in evs:
+                i, s = srv[fd]
+                try:
+                    got.setdefault(i, b"")
+                    got[i] += s.recv(65536)
+                except BlockingIOError:
+                    pass
+            if time.monotonic() - t0 > 5:
+                stalls += 1
+                break
+        for i in want:
+            if got.get(i) != want[i]:
+                bad += 1
+        # echo one message back the other way on a busy connection
+        c, s = conns[busy[0]]
+        s.sendall(b"ack%d" % r)
+        c.settimeout(W)
+        if c.recv(100) != b"ack%d" % r:
+            bad += 1
+    out("rounds", rounds, "bad", bad, "stalls", stalls)
+    out("idle sets empty:", names(ep.poll(SHORT), {}))
+    ep.close()
+    for c, s in conns:
+        c.close()
+        s.close()
+
+
+for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
+          case_set_polled, case_fork, case_threads, case_thread_recv, case_close, case_many):
+    f()
+out("done")
