@@ -409,6 +409,73 @@ static void *receiver(void *p) {
         return NULL;
 }
 
+/* A receiver as smcrun's epoll watch runs one (libsmcproto socket.c "epoll watch",
+ * ring.c (6)): nonblocking receives; on EAGAIN the endpoint is watched and the ring
+ * looked at a few times (the writer rings no doorbell meanwhile), then, before
+ * sleeping in poll(X), the watch ends and the ring is looked at once more. A lost
+ * wakeup shows as wait_fd's 10 s timeout. */
+static void *receiver_watched(void *p) {
+        struct stream_arg *a = p;
+        uint8_t *b = malloc(a->max_io);
+        uint64_t pos = a->start;
+
+        CHECK(b, "malloc");
+        a->sum = 1;
+        smc_ring_watch(a->ep, true);
+        while (pos < a->total) {
+                size_t n = rand_size(&a->rnd, a->max_io);
+                ssize_t k;
+                bool ready = false;
+
+                if (n > a->total - pos)
+                        n = (size_t) (a->total - pos);
+                k = xrecv(a->ep, b, n, 0, true);
+                if (k == -EAGAIN) {
+                        smc_ring_watch(a->ep, true);
+                        for (unsigned i = xorshift(&a->rnd) % 64; i > 0 && !ready; i--)
+                                ready = smc_ring_ready_quick(a->ep, POLLIN);
+                        if (ready)
+                                continue;
+                        smc_ring_watch(a->ep, false);
+                        if (smc_ring_ready_quick(a->ep, POLLIN))
+                                continue;
+                        wait_fd(a->ep->x, POLLIN, "watched receiver");
+                        continue;
+                }
+                CHECK(k > 0 && (size_t) k <= n, "recv %zu at %" PRIu64 ": %zd %s", n, pos, k, ERRSTR(k));
+                verify(b, (size_t) k, a->seed, pos, "stress (watched)");
+                a->sum = sum_update(a->sum, b, (size_t) k);
+                pos += (uint64_t) k;
+        }
+        smc_ring_watch(a->ep, false);
+        free(b);
+        return NULL;
+}
+
+static void test_stress_watched(uint64_t total, uint32_t ring) {
+        struct conn c;
+        struct stream_arg as, br, bs, ar;
+        pthread_t t[4];
+
+        conn_open(&c, ring, ring);
+        as = (struct stream_arg) { &c.a, total, 1, 21, 3 * ring, 0, false, 0 };
+        br = (struct stream_arg) { &c.b, total, 1, 22, 3 * ring, 0, true, 0 };
+        bs = (struct stream_arg) { &c.b, total, 2, 23, 3 * ring, 0, true, 0 };
+        ar = (struct stream_arg) { &c.a, total, 2, 24, 3 * ring, 0, true, 0 };
+        CHECK(pthread_create(&t[0], NULL, sender, &as) == 0, "pthread_create");
+        CHECK(pthread_create(&t[1], NULL, receiver_watched, &br) == 0, "pthread_create");
+        CHECK(pthread_create(&t[2], NULL, sender, &bs) == 0, "pthread_create");
+        CHECK(pthread_create(&t[3], NULL, receiver_watched, &ar) == 0, "pthread_create");
+        for (int i = 0; i < 4; i++)
+                pthread_join(t[i], NULL);
+        CHECK(as.sum == br.sum, "A->B checksum %" PRIx64 " != %" PRIx64, as.sum, br.sum);
+        CHECK(bs.sum == ar.sum, "B->A checksum %" PRIx64 " != %" PRIx64, bs.sum, ar.sum);
+        CHECK(smc_ring_readable(&c.a) == 0 && smc_ring_readable(&c.b) == 0, "leftover data");
+        CHECK(!(kpoll(c.xa, POLLIN) & POLLIN) && !(kpoll(c.xb, POLLIN) & POLLIN), "X readable after the stream");
+        conn_close(&c);
+        printf("ok stress, epoll-watched receivers: %" PRIu64 " MiB each way, ring %u KiB\n", total >> 20, ring >> 10);
+}
+
 static void test_stress(uint64_t total, uint32_t busy_ns, uint32_t ring, bool nonblock) {
         struct conn c;
         struct stream_arg as, ar, bs, br;
@@ -1827,6 +1894,7 @@ int main(int argc, char **argv) {
         test_stress(mb << 20, 0, SMC_DMB_DEFAULT_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 20000, SMC_DMB_MIN_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 0, SMC_DMB_MIN_SIZE, true);
+        test_stress_watched((mb / 4 ? mb / 4 : 1) << 20, SMC_DMB_MIN_SIZE);
         printf("test-ring: all passed\n");
         return 0;
 }
