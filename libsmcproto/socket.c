@@ -6527,6 +6527,14 @@ bool smc_ewatch_is_set(int fd) {
         return ew_get(fd) != NULL;
 }
 
+/* End the watch of every member of @set (under its lock). */
+static void ew_set_unwatch_all(struct ew_set *set) {
+        for (unsigned i = 0; i < set->n; i++) {
+                smc_ring_watch(&set->m[i].s->ep, false);
+                set->m[i].marked = false;
+        }
+}
+
 /* fork (before the child exists) and exec: the connections are shared or handed on,
  * so no watch may outlive this call */
 void smc_ewatch_stop_all(void) {
@@ -6535,10 +6543,7 @@ void smc_ewatch_stop_all(void) {
         pthread_mutex_lock(&ew_global);
         for (struct ew_set *set = ew_all; set; set = set->next) {
                 pthread_mutex_lock(&set->lock);
-                for (unsigned i = 0; i < set->n; i++) {
-                        smc_ring_watch(&set->m[i].s->ep, false);
-                        set->m[i].marked = false;
-                }
+                ew_set_unwatch_all(set);
                 pthread_mutex_unlock(&set->lock);
         }
         pthread_mutex_unlock(&ew_global);
@@ -6550,10 +6555,7 @@ static void ew_atfork_prepare(void) {
         pthread_mutex_lock(&ew_global);
         for (struct ew_set *set = ew_all; set; set = set->next) {
                 pthread_mutex_lock(&set->lock);
-                for (unsigned i = 0; i < set->n; i++) {
-                        smc_ring_watch(&set->m[i].s->ep, false);
-                        set->m[i].marked = false;
-                }
+                ew_set_unwatch_all(set);
         }
         for (struct ew_set *set = ew_free; set; set = set->next)
                 pthread_mutex_lock(&set->lock);
