@@ -6046,7 +6046,10 @@ static _Atomic(struct ew_set *) *ew_slot(int epfd, bool create) {
 }
 
 static bool ew_watchable(struct ew_set *set, struct smc_sock *s) {
+        /* (one registration: a connection in two sets would wake only the thread
+         * that watches it, where TCP wakes both) */
         return !set->nested && sock_state(s) == SOCK_SMCD && !s->smcr &&
+               atomic_load_explicit(&s->ew_regs, memory_order_relaxed) == 1 &&
                s->conn_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
                !__atomic_load_n(&s->ep.shared, __ATOMIC_RELAXED) &&
                atomic_load_explicit(&s->ew_other, memory_order_relaxed) == 0;
@@ -6265,6 +6268,7 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
         if (op == EPOLL_CTL_DEL) {
                 if (i >= 0)
                         ew_member_drop(set, (unsigned) i);
+                ew_unwatch(s); /* (no set looks at it here any more) */
         } else if (ev) {
                 struct ew_member *m;
 
@@ -6302,19 +6306,19 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                 m->elig = elig;
                 ew_hot(set, m, elig, false);
                 m->idle = 0;
-                m->marked = false;
                 after = ew_blocks(set, m);
                 if (after && !before)
                         atomic_fetch_add(&s->ew_other, 1);
                 else if (before && !after)
                         atomic_fetch_sub(&s->ew_other, 1);
-                if (!ew_watchable(set, s)) {
+                if (!ew_watchable(set, s) || !elig) {
                         /* data that came while watched: X has no byte for it, so an
                          * edge-triggered or one-shot registration gets one event here */
                         ew_unwatch(s);
+                        m->marked = false;
                         if (after && smc_ring_ready_quick(&s->ep, POLLIN))
                                 ew_hot(set, m, m->active, true);
-                } else if (elig && atomic_load(&set->waiters) == 0) {
+                } else if (!m->marked && atomic_load(&set->waiters) == 0) {
                         /* watched from now on, not only from the next epoll_wait (a
                          * reply may come first). Not while a thread waits in the
                          * set: it may sleep in the kernel already; one that enters
