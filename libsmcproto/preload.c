@@ -474,8 +474,7 @@ _public_ int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
 /* An epoll set of the epoll watch (socket.c) under a second number is waited on by
  * other means; the number it was copied onto names a new file. */
 static void ewatch_dup(int oldfd, int newfd) {
-        smc_ewatch_fd_event(newfd, SMC_EWATCH_NEW);
-        smc_ewatch_fd_event(oldfd, SMC_EWATCH_ELSEWHERE);
+        smc_ewatch_fd_dup(oldfd, newfd);
 }
 
 /* A duplicate of an SMC socket is an SMC socket too (smc_fd_dup: a shared copy, as

@@ -311,6 +311,8 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
 enum { SMC_EWATCH_NEW, SMC_EWATCH_CLOSED, SMC_EWATCH_ELSEWHERE };
 void smc_ewatch_fd_event(int fd, int what);
 bool smc_ewatch_is_set(int fd);
+/* dup/dup2/dup3/F_DUPFD made @newfd a copy of @oldfd */
+void smc_ewatch_fd_dup(int oldfd, int newfd);
 
 /* End every watch (fork, before the child exists; exec). */
 void smc_ewatch_stop_all(void);

@@ -6005,6 +6005,9 @@ struct ew_set {
         unsigned hcap;
         bool hdirty;
         _Atomic int waiters;
+        unsigned refs;  /* descriptor numbers recorded for it (dup: aliases), ew_global */
+        unsigned rr;    /* where the next merge starts looking (fairness, as the kernel
+                         * rotates its ready list) */
         unsigned n_hot; /* members active or owing an edge */
         uint32_t gen;   /* ew_merge() calls (seen_gen) */
         struct ew_set *next; /* ew_all */
@@ -6118,6 +6121,11 @@ static void ew_forget(int fd) {
         slot = ew_slot(fd, false);
         if (slot && (set = atomic_load(slot))) {
                 atomic_store(slot, NULL);
+                if (set->refs > 1) { /* another number still names it (dup) */
+                        set->refs--;
+                        pthread_mutex_unlock(&ew_global);
+                        return;
+                }
                 for (pp = &ew_all; *pp; pp = &(*pp)->next)
                         if (*pp == set) {
                                 *pp = set->next;
@@ -6160,6 +6168,7 @@ static struct ew_set *ew_get_or_make(int epfd) {
         } else
                 slot = NULL;
         if (slot && set) {
+                set->refs = 1;
                 set->next = ew_all;
                 ew_all = set;
                 atomic_fetch_add(&ew_nsets, 1);
@@ -6374,6 +6383,7 @@ static void ew_mark(struct ew_set *set, bool on) {
 
 /* Add the rings' readiness to the kernel's @n events (at most @max). */
 static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
+        unsigned next_rr;
         int j;
 
         if (++set->gen == 0) { /* (wrapped: no member may look seen) */
@@ -6400,7 +6410,9 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                 if (!(evs[i].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
                         evs[i].events |= EPOLLIN;
         }
-        for (unsigned i = 0; i < set->n && set->n_hot > 0; i++) {
+        next_rr = set->rr;
+        for (unsigned k = 0; k < set->n && set->n_hot > 0; k++) {
+                unsigned i = (set->rr + k) % set->n;
                 struct ew_member *m = &set->m[i];
                 uint32_t e;
 
@@ -6429,6 +6441,7 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                 evs[n].events = e & m->events;
                 evs[n].data.u64 = m->data;
                 n++;
+                next_rr = i + 1;
                 if (m->edge) {
                         ew_hot(set, m, m->active, false);
                         if (m->events & EPOLLONESHOT) {
@@ -6439,6 +6452,7 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                         }
                 }
         }
+        set->rr = set->n ? next_rr % set->n : 0;
         return n;
 }
 
@@ -6446,11 +6460,15 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                     const sigset_t *mask, int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *,
                                                       const sigset_t *)) {
         static const struct timespec zero = { 0, 0 };
-        struct ew_set *set = ew_get(epfd);
+        struct ew_set *set;
         bool may_sleep = ts ? (ts->tv_sec != 0 || ts->tv_nsec != 0) : timeout_ms != 0;
         int n;
 
-        if (!set || max <= 0 || smc_uptr_bad(evs))
+        if (max <= 0 || smc_uptr_bad(evs))
+                return kwait(epfd, evs, max, timeout_ms, ts, mask);
+        /* every waiter is counted, also in a set with no connection yet: a connection
+         * added while a thread sleeps in the kernel must not be watched (ctl) */
+        if (!(set = ew_get(epfd)) && !(set = ew_get_or_make(epfd)))
                 return kwait(epfd, evs, max, timeout_ms, ts, mask);
         if (atomic_fetch_add(&set->waiters, 1) > 0) {
                 /* another thread waits in this set (perhaps asleep in the kernel): never
@@ -6460,7 +6478,7 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                 pthread_mutex_unlock(&set->lock);
         }
         pthread_mutex_lock(&set->lock);
-        if (set->epfd != epfd) {
+        if (ew_get(epfd) != set) {
                 /* (closed and reused meanwhile by another thread: the kernel answers) */
                 pthread_mutex_unlock(&set->lock);
                 n = kwait(epfd, evs, max, timeout_ms, ts, mask);
@@ -6525,6 +6543,28 @@ void smc_ewatch_fd_event(int fd, int what) {
                 }
                 break;
         }
+}
+
+void smc_ewatch_fd_dup(int oldfd, int newfd) {
+        _Atomic(struct ew_set *) *slot;
+        struct ew_set *set;
+
+        ew_forget(newfd); /* (the number names the copy now) */
+        if (!(set = ew_get(oldfd)))
+                return;
+        pthread_mutex_lock(&set->lock);
+        ew_set_nest(set); /* (the copy may be waited on by other means too) */
+        pthread_mutex_unlock(&set->lock);
+        /* the copy is the same kernel set: its waits must look at the rings too, for
+         * data that came while watched */
+        if (newfd < 0 || (unsigned) newfd >= FD_MAX)
+                return;
+        pthread_mutex_lock(&ew_global);
+        if (ew_get(oldfd) == set && (slot = ew_slot(newfd, true)) && !atomic_load(slot)) {
+                set->refs++;
+                atomic_store_explicit(slot, set, memory_order_release);
+        }
+        pthread_mutex_unlock(&ew_global);
 }
 
 bool smc_ewatch_is_set(int fd) {

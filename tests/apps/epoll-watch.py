@@ -377,6 +377,111 @@ def case_thread_recv():
     b.close()
 
 
+def case_cross_thread():
+    out("# other threads change the set while one sleeps in it (helper 85's cases)")
+    # a connection added to a set in which a thread already sleeps
+    ep = E.epoll()
+    got = []
+    t = threading.Thread(target=lambda: got.append(ep.poll(5)))
+    t.start()
+    time.sleep(0.1)
+    a, b = pair()
+    ep.register(b.fileno(), E.EPOLLIN)
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    a.sendall(b"1")
+    t.join()
+    out("added while asleep: woke", bool(got and got[0]), "late" if time.monotonic() - t0 > 1 else "")
+    b.recv(10)
+    # moved from a watched set into one where a thread sleeps
+    ep1 = E.epoll()
+    ep1.register(b.fileno(), E.EPOLLIN)
+    ep1.poll(0.05)
+    c, d = pair()
+    ep2 = E.epoll()
+    ep2.register(d.fileno(), E.EPOLLIN)
+    got = []
+    t = threading.Thread(target=lambda: got.append(ep2.poll(5)))
+    t.start()
+    time.sleep(0.1)
+    ep1.unregister(b.fileno())
+    ep2.register(b.fileno(), E.EPOLLIN)
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    a.sendall(b"2")
+    t.join()
+    out("moved while asleep: woke", bool(got and got[0]), "late" if time.monotonic() - t0 > 1 else "")
+    b.recv(10)
+    # EPOLL_CTL_MOD from another thread while one waits and reads
+    b.setblocking(False)
+    ep3 = E.epoll()
+    ep3.register(b.fileno(), E.EPOLLIN)
+    stop, seen, slow = [], [0], [0]
+
+    def waiter():
+        while not stop:
+            if ep3.poll(3):
+                try:
+                    seen[0] += len(b.recv(100))
+                except BlockingIOError:
+                    pass
+
+    def modder():
+        while not stop:
+            ep3.modify(b.fileno(), E.EPOLLIN)
+
+    ts = [threading.Thread(target=waiter), threading.Thread(target=modder)]
+    for x in ts:
+        x.start()
+    for k in range(300):
+        t0 = time.monotonic()
+        a.sendall(b"m")
+        while seen[0] < k + 1 and time.monotonic() - t0 < 5:
+            time.sleep(0.0002)
+        if time.monotonic() - t0 > 0.5:
+            slow[0] += 1
+    stop.append(1)
+    a.sendall(b"e")
+    for x in ts:
+        x.join()
+    out("MOD from another thread: 300 messages, late", slow[0])
+    # a dup of a set that watched a connection with data waiting
+    ep4 = E.epoll()
+    ep4.register(b.fileno(), E.EPOLLIN)
+    ep4.poll(0.05)
+    a.sendall(b"dup")
+    time.sleep(0.05)
+    epd = E.epoll.fromfd(os.dup(ep4.fileno()))
+    out("dup of the set:", len(epd.poll(W)), "event(s)")
+    while True:
+        try:
+            b.recv(100)
+        except BlockingIOError:
+            break
+    # fairness with maxevents 1: two busy connections both served
+    conns = [pair() for _ in range(2)]
+    ep5 = E.epoll()
+    for i, (x, y) in enumerate(conns):
+        y.setblocking(False)
+        ep5.register(y.fileno(), E.EPOLLIN)
+    fds = {y.fileno(): i for i, (x, y) in enumerate(conns)}
+    for x, y in conns:
+        x.sendall(b"f" * 60000)
+    count = [0, 0]
+    for _ in range(20):
+        for fd, ev in ep5.poll(W, 1):
+            conns[fds[fd]][1].recv(1000)
+            count[fds[fd]] += 1
+    out("maxevents 1: both served:", min(count) >= 5)
+    for e in (ep, ep1, ep2, ep3, ep4, epd, ep5):
+        e.close()
+    for x in (a, b, c, d):
+        x.close()
+    for x, y in conns:
+        x.close()
+        y.close()
+
+
 def case_close():
     out("# the peer's close while watched")
     a, b = pair()
@@ -447,6 +552,6 @@ def case_many():
 
 
 for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
-          case_set_polled, case_fork, case_threads, case_thread_recv, case_close, case_many):
+          case_set_polled, case_fork, case_threads, case_thread_recv, case_cross_thread, case_close, case_many):
     f()
 out("done")
