@@ -51,11 +51,12 @@ smcd_pid=$!
 for _ in $(seq 100); do [ -S "$rundir/smcd.sock" ] && break; sleep 0.05; done
 [ -S "$rundir/smcd.sock" ] || { echo "not ok - smcd did not start"; cat "$rundir/smcd.log"; exit 1; }
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-
-# one iperf3 run: $1 = smc | tcp; the client's JSON in $rundir/$1.json
+# one iperf3 run: $1 = smc | tcp; the client's JSON in $rundir/$1.json. A port of its
+# own each (the one the first run's server left could be taken meanwhile, e.g. as a
+# client's ephemeral port: "Address already in use" once, 2026-12-03)
 run() {
-        local how=$1 pre=()
+        local how=$1 pre=() port
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         [ "$how" = smc ] && pre=("${smcrun[@]}")
         timeout 30 "${pre[@]}" iperf3 -s -1 --forceflush -p "$port" >"$rundir/$how-server.log" 2>&1 &
         srv_pid=$!
