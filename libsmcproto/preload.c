@@ -584,7 +584,7 @@ _public_ int epoll_create(int size) {
         int r = f ? f(size) : (size <= 0 ? (errno = EINVAL, -1) : (int) smc_syscall(SYS_epoll_create1, 0));
 
         if (r >= 0)
-                smc_ewatch_fd_event(r, SMC_EWATCH_NEW);
+                smc_ewatch_fd_event(r, SMC_EWATCH_CREATED);
         return r;
 }
 
@@ -593,7 +593,7 @@ _public_ int epoll_create1(int flags) {
         int r = f ? f(flags) : (int) smc_syscall(SYS_epoll_create1, flags);
 
         if (r >= 0)
-                smc_ewatch_fd_event(r, SMC_EWATCH_NEW);
+                smc_ewatch_fd_event(r, SMC_EWATCH_CREATED);
         return r;
 }
 

@@ -6006,6 +6006,12 @@ struct ew_set {
         bool hdirty;
         _Atomic int waiters;
         unsigned refs;  /* descriptor numbers recorded for it (dup: aliases), ew_global */
+        /* made by this process's epoll_create* (not found in use later: inherited
+         * over exec, made with a raw system call), at fork_gen @born_gen: a set made
+         * before the last fork may be waited on by the other process too, also for
+         * connections added after the fork, so it watches nothing */
+        bool born;
+        unsigned born_gen;
         unsigned rr;    /* where the next merge starts looking (fairness, as the kernel
                          * rotates its ready list) */
         unsigned n_hot; /* members active or owing an edge */
@@ -6051,7 +6057,9 @@ static _Atomic(struct ew_set *) *ew_slot(int epfd, bool create) {
 static bool ew_watchable(struct ew_set *set, struct smc_sock *s) {
         /* (one registration: a connection in two sets would wake only the thread
          * that watches it, where TCP wakes both) */
-        return !set->nested && sock_state(s) == SOCK_SMCD && !s->smcr &&
+        return !set->nested && set->born &&
+               set->born_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
+               sock_state(s) == SOCK_SMCD && !s->smcr &&
                atomic_load_explicit(&s->ew_regs, memory_order_relaxed) == 1 &&
                s->conn_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
                !__atomic_load_n(&s->ep.shared, __ATOMIC_RELAXED) &&
@@ -6157,6 +6165,7 @@ static struct ew_set *ew_get_or_make(int epfd) {
                 set = ew_free;
                 ew_free = set->next;
                 pthread_mutex_lock(&set->lock);
+                set->born = false;
                 set->nested = false;
                 set->n_hot = 0;
                 set->hdirty = true;
@@ -6531,6 +6540,16 @@ void smc_ewatch_fd_event(int fd, int what) {
         struct ew_set *set;
 
         switch (what) {
+        case SMC_EWATCH_CREATED:
+                env_load(); /* (registers the fork handlers: fork_gen must count from now) */
+                ew_forget(fd);
+                if ((set = ew_get_or_make(fd))) {
+                        pthread_mutex_lock(&set->lock);
+                        set->born = true;
+                        set->born_gen = atomic_load(&fork_gen);
+                        pthread_mutex_unlock(&set->lock);
+                }
+                break;
         case SMC_EWATCH_NEW:
         case SMC_EWATCH_CLOSED:
                 ew_forget(fd);

@@ -309,6 +309,35 @@ def case_fork():
     b.close()
 
 
+def case_fork_shared_set():
+    out("# a set made before fork, waited in by the child; the parent adds a new connection (helper 86)")
+    ep = E.epoll()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        t0 = time.monotonic()
+        evs = ep.poll(3)
+        os.write(w, ("%d %s\n" % (len(evs), "late" if time.monotonic() - t0 > 1.5 else "")).encode())
+        os._exit(0)
+    os.close(w)
+    a, b = pair()
+    ep.register(b.fileno(), E.EPOLLIN)
+    for _ in range(3):
+        ep.poll(0)
+    time.sleep(0.2)
+    a.sendall(b"x")
+    for _ in range(3):
+        ep.poll(0)
+    res = os.read(r, 100).decode().strip()
+    os.waitpid(pid, 0)
+    os.close(r)
+    out("child woke:", res)
+    ep.close()
+    a.close()
+    b.close()
+
+
 def case_threads():
     out("# two threads in one set")
     a, b = pair()
@@ -552,6 +581,6 @@ def case_many():
 
 
 for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
-          case_set_polled, case_fork, case_threads, case_thread_recv, case_cross_thread, case_close, case_many):
+          case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many):
     f()
 out("done")
