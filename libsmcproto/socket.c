@@ -6273,7 +6273,9 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                 }
                 return;
         }
-        set = op == EPOLL_CTL_DEL ? ew_get(epfd) : ew_get_or_make(epfd);
+        set = ew_get(epfd); /* (ew_get_or_make takes the global lock) */
+        if (!set && op != EPOLL_CTL_DEL)
+                set = ew_get_or_make(epfd);
         if (!set)
                 return;
         elig = ev && (ev->events & EPOLLIN) && !(ev->events & (EPOLLET | EPOLLONESHOT));
