@@ -2014,10 +2014,6 @@ void smc_ring_no_watch(struct smc_ring_ep *ep) {
         smc_ring_watch(ep, false);
 }
 
-bool smc_ring_watched(struct smc_ring_ep *ep) {
-        return atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed) == SMC_DMB_SPIN_WATCHED;
-}
-
 void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {
         uint32_t cpu;
 

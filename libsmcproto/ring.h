@@ -260,9 +260,6 @@ void smc_ring_kwait(struct smc_ring_ep *ep, bool enter);
  * kernel's call is made elsewhere): no watch ever again for this endpoint. */
 void smc_ring_no_watch(struct smc_ring_ep *ep);
 
-/* Whether the reader is marked watched (a relaxed load). */
-bool smc_ring_watched(struct smc_ring_ep *ep);
-
 /* Bytes ready to read (TCP_INFO, smcss). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
 

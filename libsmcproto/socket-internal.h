@@ -306,10 +306,9 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                     int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *, const sigset_t *));
 
 /* What happened to descriptor @fd, for the epoll sets recorded under numbers:
- * CREATED (epoll_create made it: a set that may watch), NEW (another file has the
- * number now), CLOSED, ELSEWHERE (it is waited on by other means: poll/select/ppoll,
- * SCM_RIGHTS). */
-enum { SMC_EWATCH_CREATED, SMC_EWATCH_NEW, SMC_EWATCH_CLOSED, SMC_EWATCH_ELSEWHERE };
+ * CREATED (epoll_create made it: a set that may watch), CLOSED, ELSEWHERE (it is
+ * waited on by other means: SCM_RIGHTS). (A dup: smc_ewatch_fd_dup.) */
+enum { SMC_EWATCH_CREATED, SMC_EWATCH_CLOSED, SMC_EWATCH_ELSEWHERE };
 void smc_ewatch_fd_event(int fd, int what);
 bool smc_ewatch_is_set(int fd);
 /* dup/dup2/dup3/F_DUPFD made @newfd a copy of @oldfd */

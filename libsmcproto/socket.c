@@ -6552,7 +6552,6 @@ void smc_ewatch_fd_event(int fd, int what) {
                         pthread_mutex_unlock(&set->lock);
                 }
                 break;
-        case SMC_EWATCH_NEW:
         case SMC_EWATCH_CLOSED:
                 ew_forget(fd);
                 break;

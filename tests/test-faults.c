@@ -1773,10 +1773,13 @@ static int case_soak(void) {
          * --pool-idle-sec: at most 2 buffers per connection, and twice that for the
          * ones waiting to be cleared. Connections at once: one per client, plus up to
          * 1/8 more whose server end has not closed yet when the client's next one
-         * starts (66 of 64 seen in a sample) */
-        else if (pool_bufs(&b) > pool_bufs(&a) && pool_bufs(&b) > 4 * (int64_t) (n + n / 8))
+         * starts (66 of 64 seen in a sample); under a sanitizer, whose slower servers
+         * close later, up to 1/4 more (73 of 64 seen in CI, 2026-12-03: 292 buffers,
+         * the same at 16 s, 25 s and the end, so a peak, not a leak) */
+        else if (pool_bufs(&b) > pool_bufs(&a) &&
+                 pool_bufs(&b) > 4 * (int64_t) (n + (SANITIZED ? n / 4 : n / 8)))
                 r = FAIL("smcd's pool grew: %" PRId64 " -> %" PRId64 " buffers (bound %u)", pool_bufs(&a), pool_bufs(&b),
-                         4 * (n + n / 8));
+                         4 * (n + (SANITIZED ? n / 4 : n / 8)));
         else if (b.aborted != a.aborted || b.hs_errors != 0 || b.fallbacks != 0)
                 r = FAIL("aborted %" PRId64 " -> %" PRId64 ", handshake errors %" PRId64 ", fallbacks %" PRId64,
                          a.aborted, b.aborted, b.hs_errors, b.fallbacks);
