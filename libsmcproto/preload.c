@@ -471,12 +471,6 @@ _public_ int getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
         return f ? f(fd, addr, len) : sys_getpeername(fd, addr, len);
 }
 
-/* An epoll set of the epoll watch (socket.c) under a second number is waited on by
- * other means; the number it was copied onto names a new file. */
-static void ewatch_dup(int oldfd, int newfd) {
-        smc_ewatch_fd_dup(oldfd, newfd);
-}
-
 /* A duplicate of an SMC socket is an SMC socket too (smc_fd_dup: a shared copy, as
  * after fork). The new descriptor replaces whatever newfd was: if that was an SMC
  * socket, its state must go (smc_fd_forget lets go of it but does not close the
@@ -486,7 +480,7 @@ _public_ int dup(int oldfd) {
         int r = f ? f(oldfd) : sys_fcntl(oldfd, F_DUPFD, 0);
 
         if (r >= 0 && _unlikely_(smc_ewatch_any()))
-                ewatch_dup(oldfd, r);
+                smc_ewatch_fd_dup(oldfd, r);
 
         if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
@@ -505,7 +499,7 @@ _public_ int dup2(int oldfd, int newfd) {
         f = real_dup2();
         r = f ? f(oldfd, newfd) : sys_dup3(oldfd, newfd, 0);
         if (r >= 0 && oldfd != newfd && _unlikely_(smc_ewatch_any()))
-                ewatch_dup(oldfd, r);
+                smc_ewatch_fd_dup(oldfd, r);
         if (r >= 0 && oldfd != newfd && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
@@ -523,7 +517,7 @@ _public_ int dup3(int oldfd, int newfd, int flags) {
         f = real_dup3();
         r = f ? f(oldfd, newfd, flags) : sys_dup3(oldfd, newfd, flags);
         if (r >= 0 && oldfd != newfd && _unlikely_(smc_ewatch_any()))
-                ewatch_dup(oldfd, r);
+                smc_ewatch_fd_dup(oldfd, r);
         if (r >= 0 && (managed(oldfd) || smc_fd_vfork_noted(oldfd))) {
                 smc_fd_dup(oldfd, r);
                 if (r <= 2)
@@ -1181,7 +1175,8 @@ _public_ int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
         __typeof__(poll) *f;
 
         if (_unlikely_(smc_ewatch_any()) && nfds > 0 && !smc_uptr_bad(fds)) {
-                int r = smc_poll_rings_first(fds, nfds, false);
+                /* (epoll sets only: smc_poll looks at the connections' rings) */
+                int r = smc_poll_rings_first(fds, nfds, false, true);
 
                 if (r != -2)
                         return r;
@@ -1201,7 +1196,7 @@ _public_ int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts, c
         __typeof__(ppoll) *f;
 
         if (nfds > 0 && !smc_uptr_bad(fds) && (smc_ewatch_any() || any_managed(fds, nfds))) {
-                int r = smc_poll_rings_first(fds, nfds, true);
+                int r = smc_poll_rings_first(fds, nfds, true, false);
 
                 if (r != -2)
                         return r;
@@ -1332,7 +1327,7 @@ static int fcntl_common(bool is64, int fd, int cmd, va_list ap) {
                 int r = sys_fcntl(fd, cmd, (long) i);
 
                 if (r >= 0)
-                        ewatch_dup(fd, r);
+                        smc_ewatch_fd_dup(fd, r);
                 return r;
         }
         if (is64)

@@ -322,8 +322,9 @@ void smc_ewatch_stop_all(void);
  * ready there (the kernel's call answers), else the kernel's nonblocking answer with
  * the rings' readiness added (a count, or -1 with errno). @sticky (ppoll, whose
  * kernel call the caller makes): the connections waited for with POLLIN are never
- * watched again. */
-int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky);
+ * watched again. @sets_only (poll, whose smc_poll looks at the connections itself):
+ * only the epoll sets among @fds are looked at before the kernel's answer. */
+int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_only);
 
 /* Whether any epoll set is recorded (a relaxed load). */
 bool smc_ewatch_any(void);

@@ -6664,7 +6664,7 @@ static bool ew_set_poll(int fd) {
         return ready;
 }
 
-int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky) {
+int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_only) {
         bool ready = false;
         int r;
 
@@ -6672,6 +6672,8 @@ int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky) {
                 struct smc_sock *s = sock_lookup(fds[i].fd);
 
                 if (s && sock_state(s) == SOCK_SMCD) {
+                        if (sets_only)
+                                continue;
                         if (sticky && (fds[i].events & POLLIN))
                                 smc_ring_no_watch(&s->ep); /* (the kernel's wait is not ours) */
                         if (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS))
