@@ -1742,8 +1742,12 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 }
         }
         /* Eager rule: never return with the ring empty and the doorbell unsettled, or
-         * X would stay readable with nothing to read. */
-        if (!peek && !settled && rx_avail(ep, c) == 0)
+         * X would stay readable with nothing to read. With data left, an
+         * edge-triggered waiter needs the bell taken (R1 of the settle; its byte is
+         * owed, X stays readable): the writer rings again at its next publish, and
+         * that byte is the edge TCP makes for every arrival. */
+        if (!peek && !settled &&
+            (rx_avail(ep, c) == 0 || atomic_load_explicit(&ep->edge_regs, memory_order_relaxed) > 0))
                 (void) rx_settle(ep);
         if (spinning)
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_IDLE); /* S3: after cons and settle */
@@ -2026,6 +2030,10 @@ void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
         } else
                 atomic_store(&ep->rx_hdr->spinning, sleeping ? SMC_DMB_SPIN_SLEEPING : SMC_DMB_SPIN_IDLE);
+}
+
+uint64_t smc_ring_rx_prod(struct smc_ring_ep *ep) {
+        return atomic_load(&ep->rx_hdr->prod);
 }
 
 uint32_t smc_ring_readable(struct smc_ring_ep *ep) {

@@ -73,6 +73,11 @@ struct smc_ring_ep {
         _Atomic int kwaiters;  /* threads of this process in a receive that may block or
                                 * in poll() on X (smc_ring_kwait): no epoll watch then */
         _Atomic bool no_watch; /* select/ppoll waited on X: never watched again */
+        _Atomic unsigned edge_regs; /* edge-triggered epoll registrations of this
+                                     * process (socket.c): a receive that leaves data
+                                     * in the ring takes the bell, so that the next
+                                     * publish rings X again (an edge, as TCP's every
+                                     * arrival); level-triggered readers need not */
         bool shared;          /* other processes may write this connection too (fork,
                                * dup, exec): sends take the DMB's wr_lock and publish
                                * everything before they return (smc_ring_set_shared) */
@@ -262,6 +267,11 @@ void smc_ring_no_watch(struct smc_ring_ep *ep);
 
 /* Bytes ready to read (TCP_INFO, smcss). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
+
+/* The producer cursor of the endpoint's rx ring (dmb.h, seq_cst load): it changes with
+ * every publish of the peer, so two equal values mean no data came in between (the
+ * epoll watch's edge-triggered registrations, socket.c). */
+uint64_t smc_ring_rx_prod(struct smc_ring_ep *ep);
 
 /* Bytes ready to read, for the program's FIONREAD: as smc_ring_readable(), and data
  * published after the call rings the reader again (a SET bell is taken, its byte kept

@@ -280,8 +280,8 @@ struct smc_sock {
         socklen_t local_len, peer_len;
         struct smc_ring_ep ep;
         /* epoll watch: how many recorded epoll registrations the connection has
-         * (ew_regs), and how many of them cannot be watched (ew_other: edge-triggered,
-         * one-shot, without EPOLLIN, or in a set waited on by other means) */
+         * (ew_regs), and how many of them cannot be watched (ew_other: one-shot, or in
+         * a set waited on by other means) */
         _Atomic unsigned ew_regs, ew_other;
         /* the set and member index of its first recorded registration (under that
          * set's lock and ew_global), so that epoll_ctl and close need no search */
@@ -5942,15 +5942,17 @@ void smc_fork_emulate(int phase) {
  * to epoll_wait() anyway can look at its connections' rings itself: while a connection is
  * *watched* (dmb.h SMC_DMB_SPIN_WATCHED in its reader state) its writer publishes
  * without a doorbell byte, and this process's epoll_wait() reports the data it finds in
- * the ring as the kernel would have reported the byte (level-triggered EPOLLIN).
+ * the ring as the kernel would have reported the byte (level-triggered: EPOLLIN while
+ * data is unread; edge-triggered: once per arrival, i.e. when the ring's producer
+ * cursor moved since the member's last report, as TCP's every segment is an edge).
  *
  * The library records, per epoll set (by descriptor number), the SMC-D connections the
  * program added to it (epoll_ctl after the kernel's success: events and data). A
  * connection is watched only while every rule below holds, so that nobody relies on
  * X's kernel readiness meanwhile:
- *  - each of its recorded registrations is level-triggered with EPOLLIN (no EPOLLET,
- *    no EPOLLONESHOT), and none is in a set that is waited on by other means (added to
- *    another epoll set, polled, duplicated or sent to another process: "nested");
+ *  - its one recorded registration has EPOLLIN and no EPOLLONESHOT, and is not in a
+ *    set that is waited on by other means (added to another epoll set, polled,
+ *    duplicated or sent to another process: "nested");
  *  - it is not shared: no fork since it was set up, no dup, not received or sent over
  *    SCM_RIGHTS, not SMC-R (smcd rings SMC-R readers itself);
  *  - one thread at a time waits in the set (a second concurrent waiter ends watching
@@ -5961,7 +5963,8 @@ void smc_fork_emulate(int phase) {
  * exists, exec before the new image runs. Data that arrived while watched and is
  * still unread after the watch ended has no byte in X: the recorded sets keep
  * reporting it (they look at the rings of all their connections that had data), an
- * edge-triggered or one-shot registration made later gets one event for it, and
+ * edge-triggered or one-shot registration made or changed later gets one event for it
+ * (as the kernel's ADD / MOD of a ready descriptor), and
  * poll/select look at the rings. What stays blind to it: a kernel-only wait outside the
  * library (an epoll set nested into another before that data was read, raw system
  * calls): documented in smcrun(1).
@@ -5984,13 +5987,17 @@ struct ew_member {
         int fd;
         uint32_t events;
         uint64_t data;
-        bool elig;   /* level-triggered with EPOLLIN */
+        bool elig;   /* with EPOLLIN, not one-shot */
+        bool et;     /* edge-triggered: reported only for data newer than seen_prod */
+        bool seen_ok; /* seen_prod is set (not: the data present is reported once, as
+                       * the kernel's ADD / MOD reports a ready descriptor) */
         bool active; /* looked at (and watched) by the set's epoll_wait */
         bool edge;   /* not elig: one event owed for data that arrived while watched */
         bool marked; /* this set marked it watched (others may have ended that since:
                       * then it is only not watched, which is safe) */
         uint16_t idle;
         uint32_t seen_gen; /* == the set's gen: the kernel reported it in this merge */
+        uint64_t seen_prod; /* et: the rx producer cursor when last reported */
 };
 
 struct ew_set {
@@ -6073,7 +6080,7 @@ static void ew_unwatch(struct smc_sock *s) {
 }
 
 /* Whether the registration keeps its connection from being watched: it waits for data
- * and the kernel alone answers it (edge-triggered, one-shot, or a nested set). One
+ * and the kernel alone answers it (one-shot, or a nested set). One
  * without EPOLLIN waits for no data (EPOLLOUT comes from the plug, hang-ups from Y:
  * both are X's own). */
 static bool ew_blocks(const struct ew_set *set, const struct ew_member *m) {
@@ -6084,6 +6091,8 @@ static void ew_member_drop(struct ew_set *set, unsigned i) {
         struct ew_member *m = &set->m[i];
 
         atomic_fetch_sub(&m->s->ew_regs, 1);
+        if (m->et)
+                atomic_fetch_sub(&m->s->ep.edge_regs, 1);
         if (ew_blocks(set, m))
                 atomic_fetch_sub(&m->s->ew_other, 1);
         if (EW_HOME(m->s) == set && EW_HOME_IDX(m->s) == i)
@@ -6278,7 +6287,7 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                 set = ew_get_or_make(epfd);
         if (!set)
                 return;
-        elig = ev && (ev->events & EPOLLIN) && !(ev->events & (EPOLLET | EPOLLONESHOT));
+        elig = ev && (ev->events & EPOLLIN) && !(ev->events & EPOLLONESHOT);
         pthread_mutex_lock(&set->lock);
         i = ew_find(set, fd);
         if (i >= 0 && set->m[i].s != s) { /* a stale member under a reused number */
@@ -6301,6 +6310,8 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                                         /* not recorded: the connection is never watched
                                          * again (counted as blocking, never dropped) */
                                         atomic_fetch_add(&s->ew_other, 1);
+                                        if (ev->events & EPOLLET)
+                                                atomic_fetch_add(&s->ep.edge_regs, 1);
                                         ew_unwatch(s);
                                         pthread_mutex_unlock(&set->lock);
                                         return;
@@ -6324,6 +6335,14 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                 m->events = ev->events;
                 m->data = ev->data.u64;
                 m->elig = elig;
+                if (m->et != ((ev->events & EPOLLET) != 0)) {
+                        m->et = !m->et;
+                        if (m->et)
+                                atomic_fetch_add(&s->ep.edge_regs, 1);
+                        else
+                                atomic_fetch_sub(&s->ep.edge_regs, 1);
+                }
+                m->seen_ok = false;
                 ew_hot(set, m, elig, false);
                 m->idle = 0;
                 after = ew_blocks(set, m);
@@ -6392,6 +6411,18 @@ static void ew_mark(struct ew_set *set, bool on) {
         }
 }
 
+/* Whether the member's ring has something to report: data (or an end) for a
+ * level-triggered registration; for an edge-triggered one data that came after the last
+ * report (the cursor, loaded first, goes to @prod), as TCP's every arrival is an edge */
+static bool ew_fresh(const struct ew_member *m, uint64_t *prod) {
+        if (m->et) {
+                *prod = smc_ring_rx_prod(&m->s->ep);
+                if (m->seen_ok && *prod == m->seen_prod)
+                        return false;
+        }
+        return smc_ring_ready_quick(&m->s->ep, POLLIN);
+}
+
 /* Add the rings' readiness to the kernel's @n events (at most @max). */
 static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
         unsigned next_rr;
@@ -6418,6 +6449,10 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                 if (!m->elig)
                         continue;
                 m->idle = 0;
+                if (m->et) { /* (what it reports now is seen: the cursor first) */
+                        m->seen_prod = smc_ring_rx_prod(&m->s->ep);
+                        m->seen_ok = true;
+                }
                 if (!(evs[i].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
                         evs[i].events |= EPOLLIN;
         }
@@ -6425,18 +6460,19 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
         for (unsigned k = 0; k < set->n && set->n_hot > 0; k++) {
                 unsigned i = (set->rr + k) % set->n;
                 struct ew_member *m = &set->m[i];
+                uint64_t prod = 0;
                 uint32_t e;
 
                 if (m->seen_gen == set->gen || (!m->active && !m->edge))
                         continue;
-                if (!smc_ring_ready_quick(&m->s->ep, POLLIN)) {
+                if (!ew_fresh(m, &prod)) {
                         ew_hot(set, m, m->active, false);
                         if (m->elig && ++m->idle >= EW_IDLE_MAX) {
                                 /* stop looking at it: its writers ring again (then
                                  * the kernel reports it, which makes it active) */
                                 smc_ring_watch(&m->s->ep, false);
                                 m->marked = false;
-                                if (!smc_ring_ready_quick(&m->s->ep, POLLIN)) {
+                                if (!ew_fresh(m, &prod)) {
                                         ew_hot(set, m, false, false);
                                         continue;
                                 }
@@ -6453,6 +6489,10 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                 evs[n].data.u64 = m->data;
                 n++;
                 next_rr = i + 1;
+                if (m->et) {
+                        m->seen_prod = prod;
+                        m->seen_ok = true;
+                }
                 if (m->edge) {
                         ew_hot(set, m, m->active, false);
                         if (m->events & EPOLLONESHOT) {

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-# The epoll watch (libsmcproto socket.c): while a level-triggered epoll set watches an
-# SMC-D connection, its writer publishes without a doorbell byte and the set's
+# The epoll watch (libsmcproto socket.c): while an epoll set (level- or edge-triggered)
+# watches an SMC-D connection, its writer publishes without a doorbell byte and the set's
 # epoll_wait looks at the ring itself. Every other way of waiting must still see such
 # data. A transcript of what the calls say, in many orders: level-triggered partial
 # reads, EPOLLIN|EPOLLOUT merged, poll / select / blocking recv after a watch, a MOD to
-# EPOLLET or EPOLLONESHOT with data waiting, DEL and ADD again, the set polled and
+# EPOLLET or EPOLLONESHOT with data waiting, DEL and ADD again, edge-triggered sets
+# (nginx's registration: one event per arrival), the set polled and
 # nested into another, fork (the child reads), a second thread in the same set, the
 # peer's close, many connections with idle ones, and a ping-pong of odd sizes checked
 # byte by byte. tests/test-smcrun-apps.sh runs it over plain TCP and under smcrun and
@@ -580,7 +581,135 @@ def case_many():
         s.close()
 
 
+ET = E.EPOLLIN | E.EPOLLOUT | E.EPOLLRDHUP | E.EPOLLET  # nginx's registration
+
+
+def drain(s):
+    n = 0
+    while True:
+        try:
+            d = s.recv(65536)
+        except BlockingIOError:
+            return n
+        if not d:
+            return "%d+eof" % n
+        n += len(d)
+
+
+def case_et(shared=False):
+    out("# edge-triggered: one event per arrival, none for data already reported,",
+        "a dup held (never watched)" if shared else "watched")
+    a, b = pair()
+    b.setblocking(False)
+    copy = b.dup() if shared else None
+    ep = E.epoll()
+    ep.register(b.fileno(), ET)
+    fds = {b.fileno(): "b"}
+    out("registered:", wait(ep, fds))
+    out("idle:", wait(ep, fds, SHORT))
+    for k in range(3):  # nginx: read until EAGAIN, then wait
+        a.sendall(b"r" * (10 + k))
+        out("request", k, wait(ep, fds), "read", drain(b))
+        out("then:", wait(ep, fds, SHORT))
+    a.sendall(b"p" * 100)
+    out("partial:", wait(ep, fds), "read", len(b.recv(30)))
+    out("no new data, no edge:", wait(ep, fds, SHORT))
+    a.sendall(b"q" * 5)
+    out("new data, edge:", wait(ep, fds), "read", drain(b))
+    # an arrival while the waiter sleeps in the kernel
+    tm = threading.Timer(0.1, lambda: a.sendall(b"s" * 3))
+    tm.start()
+    out("asleep:", wait(ep, fds), "read", drain(b))
+    tm.join()
+    # a partial read, then an arrival while the waiter sleeps: still an edge
+    tm = threading.Timer(0.1, lambda: a.sendall(b"v" * 60))
+    tm.start()
+    out("asleep:", wait(ep, fds), "read", len(b.recv(20)))
+    tm.join()
+    tm = threading.Timer(0.1, lambda: a.sendall(b"w" * 6))
+    tm.start()
+    out("asleep, partly read before:", wait(ep, fds), "read", drain(b))
+    tm.join()
+    # MOD to level-triggered with data reported already: the kernel reports it again
+    a.sendall(b"t" * 4)
+    out("ET:", wait(ep, fds), "read", len(b.recv(1)))
+    ep.modify(b.fileno(), E.EPOLLIN)
+    out("LT:", wait(ep, fds), wait(ep, fds), "read", drain(b))
+    ep.modify(b.fileno(), ET)
+    out("ET again, empty:", wait(ep, fds))
+    a.sendall(b"u")
+    out("ET data:", wait(ep, fds), "read", drain(b))
+    a.close()
+    out("peer closed:", wait(ep, fds), "read", drain(b))
+    # (no "nothing after it" here: the peer's close and smcd, which learns of it from its
+    # copy of Y, each shut Y's writing side, and a waiter between the two sees two edges
+    # where TCP's FIN is one: a known difference, not the watch's)
+    ep.close()
+    b.close()
+    if copy:
+        copy.close()
+
+
+def case_et_shared():
+    case_et(shared=True)
+
+
+def case_et_many():
+    out("# 30 edge-triggered connections, read until EAGAIN, odd sizes checked")
+    conns = [pair() for _ in range(30)]
+    ep = E.epoll()
+    srv = {}
+    for i, (c, s) in enumerate(conns):
+        s.setblocking(False)
+        ep.register(s.fileno(), ET)
+        srv[s.fileno()] = (i, s)
+    ep.poll(0.05)  # (EPOLLOUT of each)
+    rounds, bad, stalls = 300, 0, 0
+    for r in range(rounds):
+        busy = [(r * 11 + k * 7) % 30 for k in range(6)]
+        want = {}
+        for i in busy:
+            n = 1 + (r * 173 + i * 29) % 5000
+            data = bytes(((r * 3 + i + j) & 0xFF) for j in range(n))
+            conns[i][0].sendall(data)
+            want[i] = want.get(i, b"") + data
+        got = {i: b"" for i in want}
+        t0 = time.monotonic()
+        while any(len(got[i]) < len(want[i]) for i in want):
+            evs = ep.poll(W)
+            if not evs:
+                stalls += 1
+                break
+            for fd, ev in evs:
+                i, s = srv[fd]
+                if not ev & E.EPOLLIN:
+                    continue
+                while True:  # (until EAGAIN: an edge is not repeated)
+                    try:
+                        d = s.recv(1000 + r)
+                    except BlockingIOError:
+                        break
+                    got[i] = got.get(i, b"") + d
+            if time.monotonic() - t0 > 5:
+                stalls += 1
+                break
+        for i in want:
+            if got.get(i) != want[i]:
+                bad += 1
+        c, s = conns[busy[-1]]
+        s.sendall(b"ok%d" % r)
+        c.settimeout(W)
+        if c.recv(100) != b"ok%d" % r:
+            bad += 1
+    out("rounds", rounds, "bad", bad, "stalls", stalls)
+    ep.close()
+    for c, s in conns:
+        c.close()
+        s.close()
+
+
 for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
-          case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many):
+          case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many,
+          case_et, case_et_shared, case_et_many):
     f()
 out("done")
