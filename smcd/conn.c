@@ -548,7 +548,13 @@ static void hold_wake(Endpoint *e) {
                         }
                 }
         }
-        /* an abort shuts X's write side too, as a RST leaves TCP's socket */
+        /* an abort shuts X's write side too, as a RST leaves TCP's socket. Not again
+         * what the peer's library shut at its close already (a send of no bytes fails
+         * with EPIPE then, and has no other effect): a shutdown wakes X's waiters even
+         * when it changes nothing, and an edge-triggered waiter between the two would
+         * see two edges where TCP's FIN is one */
+        if (!abort && send(e->hold_fd, NULL, 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE)
+                return;
         (void) shutdown(e->hold_fd, abort ? SHUT_RDWR : SHUT_WR);
 }
 

@@ -641,9 +641,9 @@ def case_et(shared=False):
     out("ET data:", wait(ep, fds), "read", drain(b))
     a.close()
     out("peer closed:", wait(ep, fds), "read", drain(b))
-    # (no "nothing after it" here: the peer's close and smcd, which learns of it from its
-    # copy of Y, each shut Y's writing side, and a waiter between the two sees two edges
-    # where TCP's FIN is one: a known difference, not the watch's)
+    # (one edge, as TCP's FIN: smcd, which learns of the close from its copy of Y, does
+    # not shut Y's writing side again after the peer's library did)
+    out("after close:", wait(ep, fds, SHORT))
     ep.close()
     b.close()
     if copy:
