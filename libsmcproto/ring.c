@@ -1994,6 +1994,10 @@ void smc_ring_watch(struct smc_ring_ep *ep, bool on) {
         uint32_t st = atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed);
 
         if (on) {
+                /* (not even for a moment while a kernel wait is known: a writer that
+                 * saw the mark before it is taken back would not ring) */
+                if (atomic_load(&ep->kwaiters) > 0 || atomic_load(&ep->no_watch))
+                        return;
                 if (st != SMC_DMB_SPIN_WATCHED)
                         atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_WATCHED);
                 /* after the store (seq_cst): a waiter that entered before it is seen
@@ -2030,6 +2034,21 @@ void smc_ring_spin_state(struct smc_ring_ep *ep, bool on, bool sleeping) {
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_ACTIVE);
         } else
                 atomic_store(&ep->rx_hdr->spinning, sleeping ? SMC_DMB_SPIN_SLEEPING : SMC_DMB_SPIN_IDLE);
+}
+
+void smc_ring_take_bell(struct smc_ring_ep *ep) {
+        uint32_t b = SMC_DMB_BELL_SET;
+
+        if (atomic_load_explicit(&ep->rx_hdr->bell, memory_order_relaxed) != SMC_DMB_BELL_SET ||
+            pthread_mutex_trylock(&ep->rx_lock) != 0)
+                return;
+        if (atomic_compare_exchange_strong(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE)) /* R1 */
+                ep->owed++;
+        pthread_mutex_unlock(&ep->rx_lock);
+}
+
+bool smc_ring_is_watched(struct smc_ring_ep *ep) {
+        return atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed) == SMC_DMB_SPIN_WATCHED;
 }
 
 uint64_t smc_ring_rx_prod(struct smc_ring_ep *ep) {

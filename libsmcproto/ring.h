@@ -265,6 +265,17 @@ void smc_ring_kwait(struct smc_ring_ep *ep, bool enter);
  * kernel's call is made elsewhere): no watch ever again for this endpoint. */
 void smc_ring_no_watch(struct smc_ring_ep *ep);
 
+/* An edge-triggered registration was just told of the data in the ring (socket.c, the
+ * epoll watch): take a set bell as a receive would (its byte is owed, X stays
+ * readable), so that the writer's next publish rings X again, a new edge, as TCP gives
+ * for every arrival, also when the program reads nothing in between. Skipped while
+ * another thread receives (it settles itself). */
+void smc_ring_take_bell(struct smc_ring_ep *ep);
+
+/* Whether the reader state in the DMB header is SMC_DMB_SPIN_WATCHED (a receive's
+ * busy-poll states replace it: the epoll watch marks it again). */
+bool smc_ring_is_watched(struct smc_ring_ep *ep);
+
 /* Bytes ready to read (TCP_INFO, smcss). */
 uint32_t smc_ring_readable(struct smc_ring_ep *ep);
 

@@ -6022,6 +6022,8 @@ struct ew_set {
         unsigned rr;    /* where the next merge starts looking (fairness, as the kernel
                          * rotates its ready list) */
         unsigned n_hot; /* members active or owing an edge */
+        bool ring_turn; /* the last merge left ring data out (maxevents): the next one
+                         * looks at the rings before it asks the kernel */
         uint32_t gen;   /* ew_merge() calls (seen_gen) */
         struct ew_set *next; /* ew_all */
 };
@@ -6402,7 +6404,11 @@ static void ew_mark(struct ew_set *set, bool on) {
         for (unsigned i = 0; i < set->n; i++) {
                 struct ew_member *m = &set->m[i];
 
-                if (!m->active || m->marked == on)
+                if (!m->active)
+                        continue;
+                /* (a receive's busy-poll states replace the mark: made again then,
+                 * else its writer hands over or rings after every receive) */
+                if (m->marked == on && (!on || smc_ring_is_watched(&m->s->ep)))
                         continue;
                 if (on && !ew_watchable(set, m->s))
                         continue;
@@ -6423,39 +6429,66 @@ static bool ew_fresh(const struct ew_member *m, uint64_t *prod) {
         return smc_ring_ready_quick(&m->s->ep, POLLIN);
 }
 
-/* Add the rings' readiness to the kernel's @n events (at most @max). */
-static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
-        unsigned next_rr;
-        int j;
-
+/* A merge's start: a new generation (seen_gen), the hash current. */
+static void ew_merge_begin(struct ew_set *set) {
         if (++set->gen == 0) { /* (wrapped: no member may look seen) */
                 for (unsigned i = 0; i < set->n; i++)
                         set->m[i].seen_gen = 0;
                 set->gen = 1;
         }
-        if (n > 0 && set->n > 8 && set->hdirty && !ew_hash_build(set)) {
+}
+
+/* The kernel's events evs[@from, @n) (the rings' own reports are before @from): mark
+ * their members seen and add the rings' readiness to them; an event for a member the
+ * rings reported already in this merge is folded into that report. Returns the new
+ * count. */
+static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from, int n) {
+        int j, w = from;
+
+        if (n > from && set->n > 8 && set->hdirty && !ew_hash_build(set)) {
                 free(set->hash);
                 set->hash = NULL;
                 set->hcap = 0;
         }
-        for (int i = 0; i < n; i++) {
+        for (int i = from; i < n; i++) {
                 struct ew_member *m;
 
-                if ((j = ew_lookup(set, evs[i].data.u64)) < 0)
+                evs[w] = evs[i];
+                if ((j = ew_lookup(set, evs[w].data.u64)) < 0) {
+                        int k;
+
+                        for (k = 0; k < from && evs[k].data.u64 != evs[w].data.u64; k++)
+                                ;
+                        if (k < from) { /* (reported by the rings already) */
+                                evs[k].events |= evs[w].events;
+                                continue;
+                        }
+                        w++;
                         continue;
+                }
                 m = &set->m[j];
                 m->seen_gen = set->gen;
                 ew_hot(set, m, m->elig, false);
-                if (!m->elig)
-                        continue;
-                m->idle = 0;
-                if (m->et) { /* (what it reports now is seen: the cursor first) */
-                        m->seen_prod = smc_ring_rx_prod(&m->s->ep);
-                        m->seen_ok = true;
+                if (m->elig) {
+                        m->idle = 0;
+                        if (m->et) { /* (what it reports now is seen: the cursor first) */
+                                m->seen_prod = smc_ring_rx_prod(&m->s->ep);
+                                m->seen_ok = true;
+                                smc_ring_take_bell(&m->s->ep); /* (the next arrival rings) */
+                        }
+                        if (!(evs[w].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
+                                evs[w].events |= EPOLLIN;
                 }
-                if (!(evs[i].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
-                        evs[i].events |= EPOLLIN;
+                w++;
         }
+        return w;
+}
+
+/* Append the rings' readiness of the members the kernel did not report in this merge
+ * (round-robin from rr) to the @n events, up to @max. */
+static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int max) {
+        unsigned next_rr;
+
         next_rr = set->rr;
         for (unsigned k = 0; k < set->n && set->n_hot > 0; k++) {
                 unsigned i = (set->rr + k) % set->n;
@@ -6479,8 +6512,13 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                         } else
                                 continue;
                 }
-                if (n >= max)
-                        break; /* (the next call: level-triggered) */
+                if (n >= max) {
+                        /* (the next call: level-triggered, or the edge is still
+                         * owed; the rings go first then, so that descriptors the
+                         * kernel reports every time cannot crowd them out) */
+                        set->ring_turn = true;
+                        break;
+                }
                 m->idle = 0;
                 e = EPOLLIN;
                 if ((m->events & EPOLLOUT) && smc_ring_ready_quick(&m->s->ep, POLLOUT))
@@ -6492,6 +6530,7 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
                 if (m->et) {
                         m->seen_prod = prod;
                         m->seen_ok = true;
+                        smc_ring_take_bell(&m->s->ep);
                 }
                 if (m->edge) {
                         ew_hot(set, m, m->active, false);
@@ -6505,6 +6544,13 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
         }
         set->rr = set->n ? next_rr % set->n : 0;
         return n;
+}
+
+/* Add the rings' readiness to the kernel's @n events (at most @max). */
+static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
+        ew_merge_begin(set);
+        n = ew_kernel_pass(set, evs, 0, n);
+        return ew_ring_pass(set, evs, n, max);
 }
 
 int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
@@ -6549,12 +6595,34 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                 goto out;
         }
         ew_mark(set, true);
-        pthread_mutex_unlock(&set->lock);
-        n = kwait(epfd, evs, max, 0, &zero, mask);
-        if (n < 0)
-                goto out;
-        pthread_mutex_lock(&set->lock);
-        n = ew_merge(set, evs, n, max);
+        if (set->ring_turn) {
+                /* the last merge left ring data out (maxevents): the rings first */
+                int r;
+
+                set->ring_turn = false;
+                ew_merge_begin(set);
+                r = ew_ring_pass(set, evs, 0, max);
+                pthread_mutex_unlock(&set->lock);
+                if (r >= max) {
+                        n = r; /* (the kernel's events wait in its ready list) */
+                        goto out;
+                }
+                n = kwait(epfd, evs + r, max - r, 0, &zero, mask);
+                if (n < 0) {
+                        if (r > 0)
+                                n = r;
+                        goto out;
+                }
+                pthread_mutex_lock(&set->lock);
+                n = ew_kernel_pass(set, evs, r, r + n);
+        } else {
+                pthread_mutex_unlock(&set->lock);
+                n = kwait(epfd, evs, max, 0, &zero, mask);
+                if (n < 0)
+                        goto out;
+                pthread_mutex_lock(&set->lock);
+                n = ew_merge(set, evs, n, max);
+        }
         if (n > 0 || !may_sleep) {
                 pthread_mutex_unlock(&set->lock);
                 goto out;

@@ -708,8 +708,62 @@ def case_et_many():
         s.close()
 
 
+def case_et_unread():
+    out("# edge-triggered, data reported and left unread (or only peeked), then more: an edge (helper 87)")
+    for pre, idle, dup, peek in ((300, 300, False, False), (0, 0, False, False), (300, 0, True, False),
+                                 (300, 300, False, True), (0, 300, False, False)):
+        a, b = pair()
+        b.setblocking(False)
+        copy = b.dup() if dup else None
+        ep = E.epoll()
+        ep.register(b.fileno(), E.EPOLLIN | E.EPOLLET)
+        fds = {b.fileno(): "b"}
+        for _ in range(pre):  # (idle: no longer looked at, its writer rings)
+            ep.poll(0)
+        a.sendall(b"x" * 5)
+        first = wait(ep, fds)
+        if peek:
+            b.recv(3, socket.MSG_PEEK)
+        for _ in range(idle):
+            ep.poll(0)
+        a.sendall(b"y")
+        out(pre, idle, "dup" if dup else "-", "peek" if peek else "-", "first:", first, "new data:", wait(ep, fds),
+            "read", drain(b))
+        ep.close()
+        a.close()
+        b.close()
+        if copy:
+            copy.close()
+
+
+def case_fair():
+    out("# maxevents smaller than the ready connections: every one gets its turn (helper 87)")
+    for nc, mx, it, lt in ((6, 1, 30, False), (6, 1, 30, True), (20, 4, 50, False), (20, 19, 20, True)):
+        conns = [pair() for _ in range(nc)]
+        ep = E.epoll()
+        idx = {}
+        for i, (a, b) in enumerate(conns):
+            b.setblocking(False)
+            ep.register(b.fileno(), E.EPOLLIN if lt else E.EPOLLIN | E.EPOLLET)
+            idx[b.fileno()] = i
+        for a, b in conns:
+            a.sendall(b"x" * 100)
+        served = [0] * nc
+        for _ in range(it):
+            for fd, ev in ep.poll(W, mx):
+                i = idx[fd]
+                served[i] += 1
+                drain(conns[i][1])
+                conns[i][0].sendall(b"y" * 100)  # (at once: its peer has not waited again)
+        out(nc, "connections, maxevents", mx, "LT" if lt else "ET", "served:", served)
+        ep.close()
+        for a, b in conns:
+            a.close()
+            b.close()
+
+
 for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
           case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many,
-          case_et, case_et_shared, case_et_many):
+          case_et, case_et_shared, case_et_many, case_et_unread, case_fair):
     f()
 out("done")
