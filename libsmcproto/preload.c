@@ -571,6 +571,27 @@ _public_ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
  * holds SMC-D connections look at their rings too; a new set under a number forgets
  * what the library recorded for the old one. */
 DEFINE_REAL(epoll_create)
+DEFINE_REAL(fork)
+/* fork(3) itself: the atfork handlers (socket.c) do the work; the parent's copy only
+ * learns the child's pid, so that the epoll watch sees when the child is gone */
+_public_ pid_t fork(void) {
+        __typeof__(fork) *f = real_fork();
+        pid_t p;
+
+        if (!f) {
+                errno = EAGAIN;
+                return -1;
+        }
+        p = f();
+        if (p > 0) {
+                int saved = errno;
+
+                smc_ewatch_child(p);
+                errno = saved;
+        }
+        return p;
+}
+
 DEFINE_REAL(epoll_create1)
 
 _public_ int epoll_create(int size) {

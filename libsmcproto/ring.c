@@ -2047,6 +2047,11 @@ void smc_ring_take_bell(struct smc_ring_ep *ep) {
         pthread_mutex_unlock(&ep->rx_lock);
 }
 
+bool smc_ring_x_rung(struct smc_ring_ep *ep) {
+        return atomic_load_explicit(&ep->rx_hdr->bell, memory_order_relaxed) == SMC_DMB_BELL_SET ||
+               __atomic_load_n(&ep->owed, __ATOMIC_RELAXED) > 0;
+}
+
 bool smc_ring_is_watched(struct smc_ring_ep *ep) {
         return atomic_load_explicit(&ep->rx_hdr->spinning, memory_order_relaxed) == SMC_DMB_SPIN_WATCHED;
 }

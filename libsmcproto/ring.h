@@ -272,6 +272,11 @@ void smc_ring_no_watch(struct smc_ring_ep *ep);
  * another thread receives (it settles itself). */
 void smc_ring_take_bell(struct smc_ring_ep *ep);
 
+/* Whether X holds (or is about to hold) a doorbell byte of this endpoint: the bell is
+ * set or bytes are owed; then a level-triggered epoll registration of X is reported
+ * by the kernel anyway. A hint (no lock): for fairness only. */
+bool smc_ring_x_rung(struct smc_ring_ep *ep);
+
 /* Whether the reader state in the DMB header is SMC_DMB_SPIN_WATCHED (a receive's
  * busy-poll states replace it: the epoll watch marks it again). */
 bool smc_ring_is_watched(struct smc_ring_ep *ep);

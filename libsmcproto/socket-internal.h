@@ -314,6 +314,13 @@ bool smc_ewatch_is_set(int fd);
 /* dup/dup2/dup3/F_DUPFD made @newfd a copy of @oldfd */
 void smc_ewatch_fd_dup(int oldfd, int newfd);
 
+/* fork(3) returned @pid in the parent (preload.c): the epoll watch learns when the
+ * child is gone (socket.c "re-arming after a fork"). */
+void smc_ewatch_child(pid_t pid);
+/* This process hands descriptors on (SCM_RIGHTS, exec, spawn, fork): if it is a forked
+ * child, its parent never watches again what it shared with it. */
+void smc_ewatch_handed_on(void);
+
 /* End every watch (fork, before the child exists; exec). */
 void smc_ewatch_stop_all(void);
 

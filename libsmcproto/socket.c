@@ -66,6 +66,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -152,6 +153,8 @@ void smcproto_debug_log(const char *fmt, ...) {
 }
 
 static void ew_atfork_prepare(void);
+static void ew_atfork_kid(void);
+static void ew_atfork_kid_child(void);
 static void ew_atfork_parent(void);
 static void ew_atfork_child(void);
 
@@ -161,6 +164,7 @@ static void env_init(void) {
 
         pthread_atfork(ew_atfork_prepare, ew_atfork_parent, ew_atfork_child);
         pthread_atfork(NULL, atfork_count, atfork_count);
+        pthread_atfork(NULL, ew_atfork_kid, ew_atfork_kid_child); /* (after the count) */
         e = getenv("SMC_DEBUG");
         smcproto_debug_on = e && e[0] && strcmp(e, "0") != 0;
         e = getenv("SMCPROTO_DISABLE");
@@ -283,6 +287,9 @@ struct smc_sock {
          * (ew_regs), and how many of them cannot be watched (ew_other: one-shot, or in
          * a set waited on by other means) */
         _Atomic unsigned ew_regs, ew_other;
+        /* other processes than this one's forked children may hold it (dup, SCM_RIGHTS,
+         * exec, spawn): never watched; a fork alone only while the child lives */
+        bool ew_foreign;
         /* the set and member index of its first recorded registration (under that
          * set's lock and ew_global), so that epoll_ctl and close need no search */
         struct ew_set *ew_home;
@@ -1721,6 +1728,7 @@ void smc_fd_dup(int oldfd, int newfd) {
                 /* SMC-D: either copy's close only lets go of it (smcd sees the last
                  * copy of X go). SMC-R: the first close ends it (smcr(7) limits) */
                 d->conn_fork_gen = s->conn_fork_gen = ~0u;
+                d->ew_foreign = s->ew_foreign = true;
         }
         sock_set_state(d, st);
         r = sock_insert(d);
@@ -4902,7 +4910,10 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
                 if (pid_moved)
                         /* a vfork() child writes its parent's memory: the parent's close
                          * must only let go of its copy, the new image holds one too */
+                {
                         s->conn_fork_gen = atomic_load(&fork_gen) - 1;
+                        s->ew_foreign = true;
+                }
                 if (s->hidden >= 0)
                         (void) set_cloexec(s->hidden, false);
                 smc_debug("exec: fd %d (SMC-D %016llx) goes to the new image: %s", x,
@@ -5043,6 +5054,7 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
         static const char prefix[] = SMC_INHERIT_ENV "=";
 
         smc_ewatch_stop_all(); /* the new image (or child) waits in the kernel */
+        smc_ewatch_handed_on();
         struct smc_exec_undo *u = NULL;
         char *var = NULL;
         size_t len = 0, cap = 0, nenv = 0, k = 0;
@@ -5208,7 +5220,10 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed) {
                         bool locked = exec_lock(&f->s->lock);
 
                         if (sock_state(f->s) == SOCK_SMCD && f->s->fd == f->x)
+                        {
                                 f->s->conn_fork_gen = atomic_load(&fork_gen) - 1;
+                                f->s->ew_foreign = true;
+                        }
                         exec_unlock(&f->s->lock, locked);
                         if (f->y >= 0)
                                 (void) set_cloexec(f->y, true);
@@ -5342,6 +5357,7 @@ static int adopt_install(const struct smc_inherit_entry *e, const union smc_ctl_
                 (void) set_cloexec(e->t, true);
         }
         s->conn_fork_gen = atomic_load(&fork_gen) - ((e->flags & SMC_INHERIT_F_SHARED) ? 1 : 0);
+        s->ew_foreign = (e->flags & SMC_INHERIT_F_SHARED) != 0;
         s->conn_euid = geteuid();
         sock_set_state(s, SOCK_SMCD);
         r = sock_insert(s);
@@ -5468,6 +5484,7 @@ static int fd_passing(int fd) {
         pthread_mutex_lock(&s->lock);
         if (s->fd == fd && sock_state(s) == SOCK_SMCD && !s->smcr) {
                 s->conn_fork_gen = ~0u;
+                s->ew_foreign = true;
                 smc_ring_set_shared(&s->ep);
                 (void) smc_ring_flush(&s->ep);
                 smc_debug("fd %d: SMC-D connection %016llx passed to another process", fd,
@@ -5516,6 +5533,7 @@ const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *co
         struct passing p = { .msg = msg, .copy = copy, .cbuf = cbuf, .cbuf_len = cbuf_len };
         int saved = errno;
 
+        smc_ewatch_handed_on(); /* (whatever is sent: a forked child's parent re-arms no watch) */
         scm_rights_each(msg, fd_passing_at, &p);
         errno = saved;
         return p.copied ? copy : msg;
@@ -6063,15 +6081,138 @@ static _Atomic(struct ew_set *) *ew_slot(int epfd, bool create) {
         return c ? &c[(unsigned) epfd & (FD_CHUNK - 1)] : NULL;
 }
 
+/* ---- re-arming after a fork ----
+ * A set made, or a connection set up, before a fork may be waited on by the child too,
+ * so neither is watched while a child forked after it lives: ew_floor is the newest
+ * fork generation a live child shares (fork_gen counts forks; a child forked at
+ * generation g holds what was made below g). Once every child forked since is gone
+ * (waitid(2) WNOWAIT: exited or reaped, never reaping it ourselves) and none handed
+ * anything on (a fork, exec or spawn of its own, a descriptor sent over SCM_RIGHTS:
+ * it marks a word shared with its parent, ew_taint), nothing else can hold them and
+ * they are watched again: redis-server after its BGSAVE child exits. A child whose pid
+ * we never learnt (a fork not through fork(3)'s symbol), or more than EW_KIDS_MAX at
+ * once, or a marked word, keeps what it shares unwatched for good (ew_floor_perm), as
+ * does the parent of a forked process (the parent may live on). */
+#define EW_KIDS_MAX 32
+#define EW_KIDS_CHECK_NS 20000000ull /* how often a waiting set looks for gone children */
+struct ew_kid {
+        pid_t pid; /* 0: not known yet (fork() has not returned) or never */
+        unsigned gen;
+};
+static struct ew_kid ew_kids[EW_KIDS_MAX]; /* under ew_global */
+static _Atomic unsigned ew_nkids;
+static unsigned ew_floor_perm;             /* under ew_global */
+static _Atomic unsigned ew_floor;
+static _Atomic uint32_t *ew_taint;         /* our children mark it (MAP_SHARED) */
+static _Atomic uint32_t *ew_parent_taint;  /* in a forked child: the parent's word */
+static _Atomic uint64_t ew_kids_next;      /* monotonic ns of the next look */
+static __thread int ew_my_kid = -1;        /* the slot of this thread's fork in progress */
+
+static void ew_floor_update(void) { /* under ew_global */
+        unsigned f = ew_floor_perm, n = atomic_load(&ew_nkids);
+
+        for (unsigned i = 0; i < n; i++)
+                if (ew_kids[i].gen > f)
+                        f = ew_kids[i].gen;
+        atomic_store_explicit(&ew_floor, f, memory_order_release);
+}
+
+void smc_ewatch_handed_on(void) {
+        _Atomic uint32_t *w = atomic_load_explicit(&ew_parent_taint, memory_order_relaxed);
+
+        if (w && !atomic_load_explicit(w, memory_order_relaxed))
+                atomic_store(w, 1);
+}
+
+/* fork(3) returned @pid in the parent */
+void smc_ewatch_child(pid_t pid) {
+        if (ew_my_kid < 0)
+                return;
+        pthread_mutex_lock(&ew_global);
+        if ((unsigned) ew_my_kid < atomic_load(&ew_nkids) && ew_kids[ew_my_kid].pid == 0)
+                ew_kids[ew_my_kid].pid = pid;
+        pthread_mutex_unlock(&ew_global);
+        ew_my_kid = -1;
+}
+
+/* (parent, after the fork count) the child shares everything made so far */
+static void ew_atfork_kid(void) {
+        unsigned n, g = atomic_load(&fork_gen);
+
+        pthread_mutex_lock(&ew_global);
+        n = atomic_load(&ew_nkids);
+        ew_my_kid = -1;
+        if (!ew_taint || n == EW_KIDS_MAX) {
+                ew_floor_perm = g; /* (no shared word, or too many: for good) */
+        } else {
+                ew_kids[n] = (struct ew_kid) { .pid = 0, .gen = g };
+                ew_my_kid = (int) n;
+                atomic_store(&ew_nkids, n + 1);
+        }
+        ew_floor_update();
+        pthread_mutex_unlock(&ew_global);
+}
+
+/* (child, after the fork count) the parent shares everything made before, for good */
+static void ew_atfork_kid_child(void) {
+        ew_my_kid = -1;
+        atomic_store(&ew_parent_taint, ew_taint); /* (NULL: the parent keeps all for good) */
+        ew_taint = NULL;
+        atomic_store(&ew_nkids, 0);
+        ew_floor_perm = atomic_load(&fork_gen);
+        ew_floor_update();
+}
+
+/* Forget the children that are gone; lower the floor if it can. */
+static void ew_kids_check(void) {
+        struct timespec now;
+        uint64_t t;
+
+        if (!atomic_load_explicit(&ew_nkids, memory_order_relaxed))
+                return;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        t = (uint64_t) now.tv_sec * 1000000000ull + (uint64_t) now.tv_nsec;
+        if (t < atomic_load_explicit(&ew_kids_next, memory_order_relaxed))
+                return;
+        atomic_store_explicit(&ew_kids_next, t + EW_KIDS_CHECK_NS, memory_order_relaxed);
+        pthread_mutex_lock(&ew_global);
+        for (unsigned i = 0; i < atomic_load(&ew_nkids);) {
+                siginfo_t si = { 0 };
+                bool gone;
+                int r;
+
+                if (ew_kids[i].pid <= 0) {
+                        i++;
+                        continue;
+                }
+                r = (int) smc_syscall(SYS_waitid, P_PID, ew_kids[i].pid, &si, WEXITED | WNOHANG | WNOWAIT, NULL);
+                gone = (r == 0 && si.si_pid == ew_kids[i].pid) || (r < 0 && errno == ECHILD);
+                if (!gone) {
+                        i++;
+                        continue;
+                }
+                ew_kids[i] = ew_kids[atomic_load(&ew_nkids) - 1];
+                atomic_fetch_sub(&ew_nkids, 1);
+        }
+        /* a child handed something on (maybe one still running): what every child so
+         * far shares stays unwatched */
+        if (ew_taint && atomic_exchange(ew_taint, 0))
+                ew_floor_perm = atomic_load(&fork_gen);
+        ew_floor_update();
+        pthread_mutex_unlock(&ew_global);
+}
+
 static bool ew_watchable(struct ew_set *set, struct smc_sock *s) {
+        unsigned fg = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+        unsigned fl = atomic_load_explicit(&ew_floor, memory_order_acquire);
+
         /* (one registration: a connection in two sets would wake only the thread
-         * that watches it, where TCP wakes both) */
-        return !set->nested && set->born &&
-               set->born_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
+         * that watches it, where TCP wakes both; made or set up at a fork generation
+         * no live child shares, see "re-arming after a fork") */
+        return !set->nested && set->born && set->born_gen >= fl && set->born_gen <= fg &&
                sock_state(s) == SOCK_SMCD && !s->smcr &&
-               atomic_load_explicit(&s->ew_regs, memory_order_relaxed) == 1 &&
-               s->conn_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed) &&
-               !__atomic_load_n(&s->ep.shared, __ATOMIC_RELAXED) &&
+               atomic_load_explicit(&s->ew_regs, memory_order_relaxed) == 1 && !s->ew_foreign &&
+               s->conn_fork_gen >= fl && s->conn_fork_gen <= fg &&
                atomic_load_explicit(&s->ew_other, memory_order_relaxed) == 0;
 }
 
@@ -6438,10 +6579,10 @@ static void ew_merge_begin(struct ew_set *set) {
         }
 }
 
-/* The kernel's events evs[@from, @n) (the rings' own reports are before @from): mark
- * their members seen and add the rings' readiness to them; an event for a member the
- * rings reported already in this merge is folded into that report. Returns the new
- * count. */
+/* The kernel's events evs[@from, @n) (the entries before @from are this merge's
+ * reports already: the rings', or an earlier kernel call's): mark their members seen
+ * and add the rings' readiness to them; an event for a member (or data) reported
+ * already in this merge is folded into that entry. Returns the new count. */
 static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from, int n) {
         int j, w = from;
 
@@ -6485,8 +6626,10 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
 }
 
 /* Append the rings' readiness of the members the kernel did not report in this merge
- * (round-robin from rr) to the @n events, up to @max. */
-static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int max) {
+ * (round-robin from rr) to the @n events, up to @max; @kernel_first: the kernel was
+ * asked first, so ring data left out gives the rings the next turn (not after a turn
+ * of their own, or the kernel's descriptors would wait for good). */
+static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int max, bool kernel_first) {
         unsigned next_rr;
 
         next_rr = set->rr;
@@ -6497,6 +6640,10 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                 uint32_t e;
 
                 if (m->seen_gen == set->gen || (!m->active && !m->edge))
+                        continue;
+                /* (the rings' own turn: a level-triggered member with a byte in X is
+                 * the kernel's to report, in its order) */
+                if (!kernel_first && !m->et && !m->edge && smc_ring_x_rung(&m->s->ep))
                         continue;
                 if (!ew_fresh(m, &prod)) {
                         ew_hot(set, m, m->active, false);
@@ -6516,8 +6663,14 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                         /* (the next call: level-triggered, or the edge is still
                          * owed; the rings go first then, so that descriptors the
                          * kernel reports every time cannot crowd them out) */
-                        set->ring_turn = true;
-                        break;
+                        if (!kernel_first)
+                                break;
+                        if (m->et || !smc_ring_x_rung(&m->s->ep)) {
+                                set->ring_turn = true; /* (only for data the kernel
+                                                        * will not report itself) */
+                                break;
+                        }
+                        continue;
                 }
                 m->idle = 0;
                 e = EPOLLIN;
@@ -6526,6 +6679,8 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                 evs[n].events = e & m->events;
                 evs[n].data.u64 = m->data;
                 n++;
+                m->seen_gen = set->gen; /* (a kernel event for it later in this merge
+                                         * is folded into this one) */
                 next_rr = i + 1;
                 if (m->et) {
                         m->seen_prod = prod;
@@ -6550,7 +6705,7 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
 static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max) {
         ew_merge_begin(set);
         n = ew_kernel_pass(set, evs, 0, n);
-        return ew_ring_pass(set, evs, n, max);
+        return ew_ring_pass(set, evs, n, max, true);
 }
 
 int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
@@ -6563,6 +6718,7 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
 
         if (max <= 0 || smc_uptr_bad(evs))
                 return kwait(epfd, evs, max, timeout_ms, ts, mask);
+        ew_kids_check();
         /* every waiter is counted, also in a set with no connection yet: a connection
          * added while a thread sleeps in the kernel must not be watched (ctl) */
         if (!(set = ew_get(epfd)) && !(set = ew_get_or_make(epfd)))
@@ -6601,20 +6757,35 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
 
                 set->ring_turn = false;
                 ew_merge_begin(set);
-                r = ew_ring_pass(set, evs, 0, max);
+                r = ew_ring_pass(set, evs, 0, max, false);
                 pthread_mutex_unlock(&set->lock);
                 if (r >= max) {
                         n = r; /* (the kernel's events wait in its ready list) */
                         goto out;
                 }
-                n = kwait(epfd, evs + r, max - r, 0, &zero, mask);
-                if (n < 0) {
-                        if (r > 0)
-                                n = r;
-                        goto out;
+                n = r;
+                /* (an event folded into an earlier entry left room: ask again, three
+                 * calls at most; level-triggered events come back rotated) */
+                for (int tries = 0; tries < 3 && n < max; tries++) {
+                        int k = kwait(epfd, evs + n, max - n, 0, &zero, mask), w;
+
+                        if (k <= 0) {
+                                if (k < 0 && n == 0) {
+                                        n = -1;
+                                        goto out;
+                                }
+                                break;
+                        }
+                        pthread_mutex_lock(&set->lock);
+                        w = ew_kernel_pass(set, evs, n, n + k);
+                        pthread_mutex_unlock(&set->lock);
+                        if (w == n + k || k < max - n) {
+                                n = w;
+                                break;
+                        }
+                        n = w;
                 }
                 pthread_mutex_lock(&set->lock);
-                n = ew_kernel_pass(set, evs, r, r + n);
         } else {
                 pthread_mutex_unlock(&set->lock);
                 n = kwait(epfd, evs, max, 0, &zero, mask);
@@ -6724,6 +6895,13 @@ void smc_ewatch_stop_all(void) {
 /* fork: no watch may outlive it (the child shares the connections); the sets' locks
  * are held across it so that the child's copies are consistent */
 static void ew_atfork_prepare(void) {
+        smc_ewatch_handed_on(); /* (a forked child forks: its child may outlive it) */
+        if (!ew_taint) {
+                void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+                if (p != MAP_FAILED)
+                        ew_taint = p;
+        }
         pthread_mutex_lock(&ew_global);
         for (struct ew_set *set = ew_all; set; set = set->next) {
                 pthread_mutex_lock(&set->lock);
