@@ -5971,8 +5971,9 @@ void smc_fork_emulate(int phase) {
  *  - its one recorded registration has EPOLLIN and no EPOLLONESHOT, and is not in a
  *    set that is waited on by other means (added to another epoll set, polled,
  *    duplicated or sent to another process: "nested");
- *  - it is not shared: no fork since it was set up, no dup, not received or sent over
- *    SCM_RIGHTS, not SMC-R (smcd rings SMC-R readers itself);
+ *  - it is not shared: no child forked since it (and its set) was set up still lives
+ *    (see "re-arming after a fork"), no dup, not received or sent over SCM_RIGHTS,
+ *    not SMC-R (smcd rings SMC-R readers itself);
  *  - one thread at a time waits in the set (a second concurrent waiter ends watching
  *    in that set for good).
  * The process's own waits that may sleep on X end the watch first and look at the ring
