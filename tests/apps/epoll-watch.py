@@ -529,22 +529,34 @@ def case_close():
     b.close()
 
 
-def case_many():
-    out("# 40 connections, 10 busy, the rest idle, odd sizes checked")
-    conns = [pair() for _ in range(40)]
-    ep = E.epoll()
-    srv = {}
-    for i, (c, s) in enumerate(conns):
-        s.setblocking(False)
-        ep.register(s.fileno(), E.EPOLLIN)
-        srv[s.fileno()] = (i, s)
-    rounds, bad, stalls = 400, 0, 0
+def read_some(s, ev, r):
+    try:
+        return s.recv(65536)
+    except BlockingIOError:
+        return b""
+
+
+def read_until_eagain(s, ev, r):
+    d = b""
+    if ev & E.EPOLLIN:
+        while True:  # (until EAGAIN: an edge is not repeated)
+            try:
+                d += s.recv(1000 + r)
+            except BlockingIOError:
+                return d
+    return d
+
+
+def busy_rounds(ep, conns, srv, rounds, pick, size, shift, read, back, tag):
+    """each round: odd-sized, numbered bytes to the connections pick(r) chose, read
+    back through the set (read(s, ev, r) per event) and compared; then one message the
+    other way on conns[back(busy)]. Returns (bad, stalls)."""
+    bad = stalls = 0
     for r in range(rounds):
-        busy = [(r * 7 + k * 3) % 40 for k in range(10)]
+        busy = pick(r)
         want = {}
         for i in busy:
-            n = 1 + (r * 131 + i * 17) % 3000
-            data = bytes(((r + i + j) & 0xFF) for j in range(n))
+            data = bytes(((r * shift + i + j) & 0xFF) for j in range(size(r, i)))
             conns[i][0].sendall(data)
             want[i] = want.get(i, b"") + data
         got = {i: b"" for i in want}
@@ -556,23 +568,31 @@ def case_many():
                 break
             for fd, ev in evs:
                 i, s = srv[fd]
-                try:
-                    got.setdefault(i, b"")
-                    got[i] += s.recv(65536)
-                except BlockingIOError:
-                    pass
+                got[i] = got.get(i, b"") + read(s, ev, r)
             if time.monotonic() - t0 > 5:
                 stalls += 1
                 break
-        for i in want:
-            if got.get(i) != want[i]:
-                bad += 1
-        # echo one message back the other way on a busy connection
-        c, s = conns[busy[0]]
-        s.sendall(b"ack%d" % r)
+        bad += sum(got.get(i) != want[i] for i in want)
+        c, s = conns[back(busy)]
+        s.sendall(b"%s%d" % (tag, r))
         c.settimeout(W)
-        if c.recv(100) != b"ack%d" % r:
+        if c.recv(100) != b"%s%d" % (tag, r):
             bad += 1
+    return bad, stalls
+
+
+def case_many():
+    out("# 40 connections, 10 busy, the rest idle, odd sizes checked")
+    conns = [pair() for _ in range(40)]
+    ep = E.epoll()
+    srv = {}
+    for i, (c, s) in enumerate(conns):
+        s.setblocking(False)
+        ep.register(s.fileno(), E.EPOLLIN)
+        srv[s.fileno()] = (i, s)
+    rounds = 400
+    bad, stalls = busy_rounds(ep, conns, srv, rounds, lambda r: [(r * 7 + k * 3) % 40 for k in range(10)],
+                              lambda r, i: 1 + (r * 131 + i * 17) % 3000, 1, read_some, lambda busy: busy[0], b"ack")
     out("rounds", rounds, "bad", bad, "stalls", stalls)
     out("idle sets empty:", names(ep.poll(SHORT), {}))
     ep.close()
@@ -664,43 +684,10 @@ def case_et_many():
         ep.register(s.fileno(), ET)
         srv[s.fileno()] = (i, s)
     ep.poll(0.05)  # (EPOLLOUT of each)
-    rounds, bad, stalls = 300, 0, 0
-    for r in range(rounds):
-        busy = [(r * 11 + k * 7) % 30 for k in range(6)]
-        want = {}
-        for i in busy:
-            n = 1 + (r * 173 + i * 29) % 5000
-            data = bytes(((r * 3 + i + j) & 0xFF) for j in range(n))
-            conns[i][0].sendall(data)
-            want[i] = want.get(i, b"") + data
-        got = {i: b"" for i in want}
-        t0 = time.monotonic()
-        while any(len(got[i]) < len(want[i]) for i in want):
-            evs = ep.poll(W)
-            if not evs:
-                stalls += 1
-                break
-            for fd, ev in evs:
-                i, s = srv[fd]
-                if not ev & E.EPOLLIN:
-                    continue
-                while True:  # (until EAGAIN: an edge is not repeated)
-                    try:
-                        d = s.recv(1000 + r)
-                    except BlockingIOError:
-                        break
-                    got[i] = got.get(i, b"") + d
-            if time.monotonic() - t0 > 5:
-                stalls += 1
-                break
-        for i in want:
-            if got.get(i) != want[i]:
-                bad += 1
-        c, s = conns[busy[-1]]
-        s.sendall(b"ok%d" % r)
-        c.settimeout(W)
-        if c.recv(100) != b"ok%d" % r:
-            bad += 1
+    rounds = 300
+    bad, stalls = busy_rounds(ep, conns, srv, rounds, lambda r: [(r * 11 + k * 7) % 30 for k in range(6)],
+                              lambda r, i: 1 + (r * 173 + i * 29) % 5000, 3, read_until_eagain, lambda busy: busy[-1],
+                              b"ok")
     out("rounds", rounds, "bad", bad, "stalls", stalls)
     ep.close()
     for c, s in conns:
