@@ -6105,7 +6105,8 @@ static _Atomic unsigned ew_nkids;
 static unsigned ew_floor_perm;             /* under ew_global */
 static _Atomic unsigned ew_floor;
 static _Atomic uint32_t *ew_taint;         /* our children mark it (MAP_SHARED) */
-static _Atomic uint32_t *ew_parent_taint;  /* in a forked child: the parent's word */
+static _Atomic uint32_t *ew_parent_taint;  /* in a forked child: the parent's word (set
+                                            * in the child's atfork handler only) */
 static _Atomic uint64_t ew_kids_next;      /* monotonic ns of the next look */
 static __thread int ew_my_kid = -1;        /* the slot of this thread's fork in progress */
 
@@ -6119,7 +6120,7 @@ static void ew_floor_update(void) { /* under ew_global */
 }
 
 void smc_ewatch_handed_on(void) {
-        _Atomic uint32_t *w = atomic_load_explicit(&ew_parent_taint, memory_order_relaxed);
+        _Atomic uint32_t *w = ew_parent_taint;
 
         if (w && !atomic_load_explicit(w, memory_order_relaxed))
                 atomic_store(w, 1);
@@ -6157,7 +6158,7 @@ static void ew_atfork_kid(void) {
 /* (child, after the fork count) the parent shares everything made before, for good */
 static void ew_atfork_kid_child(void) {
         ew_my_kid = -1;
-        atomic_store(&ew_parent_taint, ew_taint); /* (NULL: the parent keeps all for good) */
+        ew_parent_taint = ew_taint; /* (NULL: the parent keeps all for good) */
         ew_taint = NULL;
         atomic_store(&ew_nkids, 0);
         ew_floor_perm = atomic_load(&fork_gen);
