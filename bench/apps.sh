@@ -8,8 +8,9 @@
 # smcrun/TCP, with the issue's targets beside them:
 #   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
 #   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
-#     off), wrk "Connection: close", a 1 MiB file, keep-alive again with wrk -t 2; and
-#     sendfile on vs off under smcrun
+#     off), wrk "Connection: close" (as smcrun runs it, where smcd's hints send such
+#     short connections to TCP, and with SMCPROTO_HINTS=0: every one SMC-D), a 1 MiB
+#     file, keep-alive again with wrk -t 2; and sendfile on vs off under smcrun
 #   - iperf3 -P1 and -P4, with smcd's default ring (128 KiB RMB) and with --rmem 1M
 #   - qperf tcp_lat and tcp_bw
 #   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
@@ -17,8 +18,9 @@
 # alternating; the table shows medians. No CPU pinning by default, as a user runs these
 # programs: on a 2-vCPU VM a cross-CPU wakeup costs TCP tens of microseconds, so pinning
 # client and server apart (BENCH_APPS_PIN=1) inflates the latency-bound ratios.
-# smcd's counters after the smcrun runs must show no fallback, else their numbers are
-# not SMC-D numbers (exit 1).
+# smcd's counters after the smcrun runs must show no fallback but the hinted ones of
+# the Connection: close run (SMCD_DECL_SHORTCONN), else their numbers are not SMC-D
+# numbers (exit 1).
 #
 # Needs: jq, taskset, python3, and redis-server redis-tools nginx-light iperf3 qperf wrk
 # (scripts/install-deps.sh); a missing program's rows are left out. Environment:
@@ -98,8 +100,15 @@ else
 fi
 
 # wrap MODE: the command prefix for tcp (nothing) or smc (smcrun)
+# wrap MODE: W = the command prefix of MODE: tcp (none), smc (smcrun), smc0 (smcrun
+# ignoring smcd's connection hints, SMCPROTO_HINTS=0: SMC-D however short the
+# connections are)
 wrap() {
-        if [ "$1" = smc ]; then W=("${SMCRUN[@]}"); else W=(); fi
+        case $1 in
+        smc) W=("${SMCRUN[@]}") ;;
+        smc0) W=(env SMCPROTO_HINTS=0 "${SMCRUN[@]}") ;;
+        *) W=() ;;
+        esac
 }
 
 # res KEY MODE VALUE: record one measurement (nothing when VALUE is empty)
@@ -305,6 +314,8 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_nginx $mode 4k-ka-on on 4k.bin
                         bench_nginx $mode 4k-ka-off off 4k.bin
                         bench_nginx $mode 4k-close on 4k.bin -H 'Connection: close'
+                        # the same with every connection SMC-D (no hint sends them to TCP)
+                        [ $mode = smc ] && bench_nginx smc0 4k-close on 4k.bin -H 'Connection: close'
                         bench_nginx $mode 1m-ka-on on 1m.bin
                         # the keep-alive run again with a wrk thread per CPU: wrk -t 1
                         # is the limit of the run above (its 4 system calls a request
@@ -324,8 +335,12 @@ for ((r = 1; r <= REPEAT; r++)); do
 done
 apps_wait_idle 5 || warn "smcd still has $APPS_CONNS_CURRENT connections after the default-ring runs"
 apps_stats
-fallbacks=$(apps_stat fallback_total)
+# the Connection: close runs' hinted connections (SMCD_DECL_SHORTCONN, smcd-tunables(5)
+# short_conn_rate) are TCP by design; any other fallback spoils the SMC-D numbers
+shortconn=$(jq -r '.smcd.fallback.SMCD_DECL_SHORTCONN // 0' "$APPS_DIR/stats.json" 2>/dev/null)
+fallbacks=$(( $(apps_stat fallback_total) - ${shortconn:-0} ))
 counters="default ring: SMC-D connections client $(apps_stat conns_client) server $(apps_stat conns_server), fallbacks $fallbacks"
+counters="$counters, hinted to TCP (Connection: close, SMCD_DECL_SHORTCONN) ${shortconn:-0} in $(apps_stat short_conn_hints) hints"
 
 # iperf3 with a 1 MiB ring (RMB): smcd --rmem 1M
 if [ $has_iperf3 = 1 ]; then
@@ -391,6 +406,10 @@ if [ $has_nginx = 1 ]; then
         pair "nginx 4 KiB keep-alive, sendfile off (req/s)" nginx-4k-ka-off
         [ "$WRK_THREADS" = 2 ] || pair "nginx 4 KiB keep-alive, sendfile on, wrk -t 2 (req/s)" nginx-4k-ka-t2
         pair "nginx 4 KiB Connection: close (req/s)" nginx-4k-close 1.0
+        t=$(median nginx-4k-close tcp)
+        s=$(median nginx-4k-close smc0)
+        row "nginx 4 KiB Connection: close, all SMC-D (SMCPROTO_HINTS=0) (req/s)" "$(fmt "$t")" "$(fmt "$s")" \
+                "$(ratio "$s" "$t")x" "" "-"
         pair "nginx 1 MiB keep-alive, sendfile on (MB/s)" nginx-1m-ka-on-MBps
         # seed 001: sendfile on vs off, both under smcrun (TCP's own on/off beside it)
         t=$(ratio "$(median nginx-4k-ka-on tcp)" "$(median nginx-4k-ka-off tcp)")

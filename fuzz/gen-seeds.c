@@ -231,6 +231,12 @@ static void gen_ctl(void) {
                         m.listen_deposit.flags = SMC_CTL_DEPOSIT_NONBLOCK;
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "listen-deposit");
                 }
+                if (INIT(SMC_CTL_FALLBACK_COUNT)) {
+                        m.fallback_count.reason = SMCD_DECL_SHORTCONN;
+                        m.fallback_count.role = SMC_CTL_ROLE_CLIENT;
+                        m.fallback_count.count = 64;
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "fallback-count");
+                }
 #undef INIT
         }
 }

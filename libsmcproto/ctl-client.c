@@ -472,16 +472,24 @@ uint32_t smc_ctl_client_instance(void) {
         return i;
 }
 
+int smc_ctl_client_file_path(const char *name, char *path, size_t size) {
+        size_t nl = strlen(name);
+        char *slash;
+
+        if (ctl_path(path, size) < 0 || !(slash = strrchr(path, '/')) || (size_t) (slash - path) + 2 + nl > size)
+                return -ENAMETOOLONG;
+        slash[0] = '/';
+        memcpy(slash + 1, name, nl + 1);
+        return 0;
+}
+
 uint32_t smc_ctl_client_instance_file(void) {
         char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
         uint32_t v = 0;
-        char *slash;
         int fd;
 
-        if (ctl_path(path, sizeof(path)) < 0 || !(slash = strrchr(path, '/')) ||
-            (size_t) (slash - path) + sizeof("/" SMC_CTL_INSTANCE_NAME) > sizeof(path))
+        if (smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
                 return 0;
-        memcpy(slash, "/" SMC_CTL_INSTANCE_NAME, sizeof("/" SMC_CTL_INSTANCE_NAME));
         fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return 0;

@@ -71,6 +71,10 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms);
  * such descriptors. */
 pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
 
+/* The path of file @name in smcd's runtime directory (beside its socket) into @path
+ * (@size bytes). Returns 0, or -ENAMETOOLONG when it does not fit. */
+int smc_ctl_client_file_path(const char *name, char *path, size_t size);
+
 /* The instance smcd wrote into "instance" in its runtime directory (4 bytes, host
  * order, at offset 0; smcd rewrites the file in place at every start), or 0 if there
  * is none. An open, a pread and a close: for an occasional check, not per call. */

@@ -19,6 +19,7 @@ _Static_assert(offsetof(struct smc_ctl_listen, sndbuf) == 48 && sizeof(struct sm
 _Static_assert(offsetof(struct smc_ctl_conn, params) == 112 && sizeof(struct smc_ctl_conn) == 120,
                "CONNECT_REPLY / NEW_CONN layout (v1: 112 bytes, v2: 120)");
 _Static_assert(sizeof(struct smc_ctl_fallback) == 72, "FALLBACK layout (v2 only)");
+_Static_assert(sizeof(struct smc_ctl_fallback_count) == 32, "FALLBACK_COUNT layout (v5 only)");
 _Static_assert(offsetof(struct smc_ctl_listen_reply, flags) == 24 && sizeof(struct smc_ctl_listen_reply) == 32,
                "LISTEN_REPLY layout (v1, v2: 24 bytes, v3: 32)");
 _Static_assert(sizeof(struct smc_ctl_smcr) == 40, "SMCR layout (v3 only)");
@@ -50,7 +51,7 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 case SMC_CTL_ADOPT_FD: return 0; /* not before version 3 */
                 default: break;
                 }
-        if (version <= 4 && type == SMC_CTL_LISTEN_DEPOSIT)
+        if (version <= 4 && (type == SMC_CTL_LISTEN_DEPOSIT || type == SMC_CTL_FALLBACK_COUNT))
                 return 0; /* not before version 5 */
         return smc_ctl_msg_size(type);
 }
@@ -68,6 +69,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_NEW_CONN: return sizeof(struct smc_ctl_conn);
         case SMC_CTL_CLOSE: return sizeof(struct smc_ctl_close);
         case SMC_CTL_FALLBACK: return sizeof(struct smc_ctl_fallback);
+        case SMC_CTL_FALLBACK_COUNT: return sizeof(struct smc_ctl_fallback_count);
         case SMC_CTL_SMCR: return sizeof(struct smc_ctl_smcr);
         case SMC_CTL_ADOPT: return sizeof(struct smc_ctl_adopt);
         case SMC_CTL_ADOPT_REPLY: return sizeof(struct smc_ctl_conn);
@@ -89,6 +91,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_CONNECT:
         case SMC_CTL_CLOSE:
         case SMC_CTL_FALLBACK:
+        case SMC_CTL_FALLBACK_COUNT:
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT:
         case SMC_CTL_REREG:
@@ -317,6 +320,15 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_FALLBACK:
                 return fallback_ok(&m->fallback) ? 0 : -EBADMSG;
+        case SMC_CTL_FALLBACK_COUNT:
+                return m->fallback_count.reason == SMCD_DECL_SHORTCONN &&
+                                       (m->fallback_count.role == SMC_CTL_ROLE_CLIENT ||
+                                        m->fallback_count.role == SMC_CTL_ROLE_SERVER) &&
+                                       m->fallback_count.count >= 1 &&
+                                       m->fallback_count.count <= SMC_CTL_FALLBACK_COUNT_MAX &&
+                                       !m->fallback_count.reserved
+                               ? 0
+                               : -EBADMSG;
         case SMC_CTL_ADOPT:
                 return m->adopt.conn_id ? 0 : -EBADMSG;
         case SMC_CTL_ADOPT_FD:

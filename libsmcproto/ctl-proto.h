@@ -178,6 +178,17 @@
  *                      waited for, when the socket is full. smcd looks the socket
  *                      up in the kernel (sock_diag) and tracks it while it exists;
  *                      ERROR only for a socket of another uid (-EPERM).
+ *   FALLBACK_COUNT C->D (v5; added after LISTEN_DEPOSIT: an older smcd answers
+ *                      ERROR -EOPNOTSUPP, which the library never waits for) a
+ *                      notice, no reply, no fds: @count TCP connections of this
+ *                      client (role CLIENT: connects; SERVER: accepts on an SMC
+ *                      listener) that fell back for @reason without a word to smcd:
+ *                      only SMCD_DECL_SHORTCONN, a destination the connection hints
+ *                      (smc-hints.h) name. smcd counts them (stats "fallback"); it does
+ *                      not list them (a FALLBACK each would cost smcd a sock_diag
+ *                      lookup per connection, which is what the hint saves). The
+ *                      library sends its count at most every 100 ms, and what is
+ *                      left when the process exits or execs (smcrun(1)).
  *   ADOPT        C->D  (v3; added after the first v3 smcd, which answers it ERROR
  *                      -EOPNOTSUPP) conn id of an open SMC-D endpoint. No fds. Sent by
  *                      a process image that inherited the endpoint's X over execve()
@@ -297,6 +308,7 @@ enum smc_ctl_type {
         SMC_CTL_REREG_DONE,  /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_ADOPT_FD,    /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_LISTEN_DEPOSIT, /* v5 */
+        SMC_CTL_FALLBACK_COUNT, /* v5 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -459,6 +471,17 @@ struct smc_ctl_fallback {
         uint32_t reason;           /* client: SMC_CLC_DECL_* (not 0); server: 0 */
 };
 
+/* FALLBACK_COUNT (v5, added later): TCP connections the library let fall back
+ * without asking smcd (see Messages). 24 bytes. */
+#define SMC_CTL_FALLBACK_COUNT_MAX 1000000u /* connections in one notice, at most */
+struct smc_ctl_fallback_count {
+        struct smc_ctl_hdr hdr;
+        uint32_t reason; /* SMCD_DECL_SHORTCONN (the only one) */
+        uint32_t role;   /* enum smc_ctl_role: client connects or server accepts */
+        uint32_t count;  /* 1 .. SMC_CTL_FALLBACK_COUNT_MAX */
+        uint32_t reserved;
+};
+
 /* SMCR (v3): run the SMC-R handshake on the connected TCP socket passed with it. */
 struct smc_ctl_smcr {
         struct smc_ctl_hdr hdr;
@@ -541,6 +564,7 @@ union smc_ctl_msg {
         struct smc_ctl_conn conn;
         struct smc_ctl_close close;
         struct smc_ctl_fallback fallback;
+        struct smc_ctl_fallback_count fallback_count;
         struct smc_ctl_smcr smcr;
         struct smc_ctl_adopt adopt;
         struct smc_ctl_adopt_fd adopt_fd;

@@ -41,6 +41,7 @@
 #define SMCD_DECL_POLICY         0x0b010000u /* an smcctl policy rule says TCP */
 #define SMCD_DECL_HSRATE         0x0b020000u /* the uid's handshakes-per-second limit */
 #define SMCD_DECL_IOURING        0x0b030000u /* the program uses io_uring (smcrun) */
+#define SMCD_DECL_SHORTCONN      0x0b040000u /* short-lived connections at a high rate (smc-hints.h) */
 
 /* How smcd uses them for loopback ISM (SMC-D):
  *   NOSMCDDEV   smcd not reachable (not running, socket missing, handshake failed)
@@ -54,6 +55,10 @@
  *   SMCD_DECL_IOURING the program (under smcrun) has an io_uring or loaded liburing:
  *                     io_uring acts on descriptors in the kernel, past the library, so
  *                     its sockets stay TCP (decided by the library, told to smcd)
+ *   SMCD_DECL_SHORTCONN the destination's SMC-D connections were short-lived at a
+ *                     high rate (tunable short_conn_rate): for a second its new
+ *                     connections are TCP, decided by the library from smcd's hints
+ *                     (smc-hints.h) without asking smcd, counted in batches
  *   INTERR      anything else that went wrong inside smcd or the library */
 
 /* Name of a reason code ("SMC_CLC_DECL_PEERNOSMC"), or "SMC_CLC_DECL_UNKNOWN". */
@@ -91,6 +96,7 @@ static inline const char *smc_clc_decl_name(unsigned int code) {
         case SMCD_DECL_POLICY: return "SMCD_DECL_POLICY";
         case SMCD_DECL_HSRATE: return "SMCD_DECL_HSRATE";
         case SMCD_DECL_IOURING: return "SMCD_DECL_IOURING";
+        case SMCD_DECL_SHORTCONN: return "SMCD_DECL_SHORTCONN";
         default: return "SMC_CLC_DECL_UNKNOWN";
         }
 }

@@ -321,6 +321,19 @@ void smc_ewatch_child(pid_t pid);
  * child, its parent never watches again what it shared with it. */
 void smc_ewatch_handed_on(void);
 
+/* The connection hints (hints.c, smc-hints.h). */
+struct smc_ctl_addr;
+/* True while smcd's hints page says that connections to @dst (an address as the
+ * program connects to it; or, with @dst NULL, to listener @listener_id, smcd's id)
+ * are to be TCP (SMCD_DECL_SHORTCONN). No system call except now and then (a stat of
+ * the file, at most once a second); false without a page. */
+bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id);
+/* Count one connection that fell back for a hint, @role an enum smc_ctl_role; the
+ * counts go to smcd in a FALLBACK_COUNT at most every 100 ms. */
+void smc_hint_count(uint32_t role);
+/* Send the counts not yet told (before an exec; at exit by itself). */
+void smc_hint_flush(void);
+
 /* End every watch (fork, before the child exists; exec). */
 void smc_ewatch_stop_all(void);
 

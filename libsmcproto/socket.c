@@ -26,6 +26,9 @@
  * Environment (read once, at the first socket):
  *   SMCPROTO_DISABLE=1   never use SMC: listeners stay plain TCP, connections fall
  *                        back with reason SMC_CLC_DECL_NOSMCDDEV.
+ *   SMCPROTO_HINTS=0     ignore smcd's connection hints (smc-hints.h): connections
+ *                        to a destination hinted to TCP ask smcd as any other
+ *                        (SMC-D however short they are).
  *   SMC_BUSY_POLL_US=N   microseconds a blocking send/recv spins on the ring before
  *                        it sleeps (0 = never spin). Unset: smcd's busy_poll tunable,
  *                        handed over with each connection (default 50; 50 as well
@@ -106,6 +109,7 @@ static void atfork_count(void) {
                 atomic_store(&listener_forked, true);
 }
 static bool env_disable;
+static bool env_no_hints; /* SMCPROTO_HINTS=0 */
 /* smc_set_tcp_only(): 0, or the reason every new connection and listener is TCP */
 static _Atomic uint32_t tcp_only_reason;
 /* The default when neither the environment nor smcd (protocol version 1) says. */
@@ -169,6 +173,8 @@ static void env_init(void) {
         smcproto_debug_on = e && e[0] && strcmp(e, "0") != 0;
         e = getenv("SMCPROTO_DISABLE");
         env_disable = e && e[0] && strcmp(e, "0") != 0;
+        e = getenv("SMCPROTO_HINTS");
+        env_no_hints = e && strcmp(e, "0") == 0;
         if (parse_u32(getenv("SMC_BUSY_POLL_US"), &v)) {
                 env_busy_poll_ns = v > 1000000 ? 1000000000u : v * 1000u;
                 env_busy_poll_set = true;
@@ -2381,6 +2387,7 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         struct sockaddr_storage own;
         socklen_t own_len = sizeof(own), want = addr && len ? *len : 0;
         struct smc_sock *s;
+        bool hinted = false;
         int fd;
 
         if (notice && !addr) /* the app asked for no address: take it for the notice */
@@ -2396,6 +2403,13 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
                         return r; /* -EAGAIN: smcd runs the handshake, NEW_CONN follows */
                 /* TCP: the peer did not ask for SMC */
         }
+        if (notice && l->listener_id && !env_no_hints && smc_hint_tcp(NULL, l->listener_id)) {
+                /* its clients connect over TCP for smcd's hint (smc-hints.h): counted in
+                 * batches, not listed (a notice each would cost smcd a lookup) */
+                smc_hint_count(SMC_CTL_ROLE_SERVER);
+                notice = false;
+                hinted = true;
+        }
         if (notice) {
                 if (!addr)
                         fallback_notice(fd, (struct sockaddr *) &own, own_len, SMC_CTL_ROLE_SERVER, 0);
@@ -2409,6 +2423,8 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         s = sock_alloc(fd, l->family, SOCK_TCP, flags & SOCK_NONBLOCK);
         if (s && notice)
                 s->fallback_reason = SMC_CLC_DECL_PEERNOSMC; /* the peer did not come through smcd */
+        else if (s && hinted)
+                s->fallback_reason = SMCD_DECL_SHORTCONN;
         if (!s || sock_insert(s) < 0) {
                 if (s)
                         sock_release(s);
@@ -2637,6 +2653,13 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         if (dst->port == 0) {
                 smc_debug("connect fd %d: port 0: TCP, reason PEERNOSMC", s->fd);
                 *ret_reason = SMC_CLC_DECL_PEERNOSMC;
+                return 0;
+        }
+        if (!env_no_hints && smc_hint_tcp(dst, 0)) {
+                /* smcd's hint (smc-hints.h): its connections are short-lived at a high
+                 * rate, TCP is cheaper for a while; smcd is not asked */
+                smc_debug("connect fd %d: hinted: TCP, reason SMCD_DECL_SHORTCONN", s->fd);
+                *ret_reason = SMCD_DECL_SHORTCONN;
                 return 0;
         }
         /* reserve a real ephemeral port first, so the address is ours */
@@ -2909,6 +2932,11 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 if (sock_state(s) == SOCK_TCP)
                         sock_set_state(s, prev);
                 pthread_mutex_unlock(&s->lock);
+                errno = saved;
+        } else if ((r == 0 || errno == EINPROGRESS || errno == EINTR) && reason == SMCD_DECL_SHORTCONN) {
+                int saved = errno;
+
+                smc_hint_count(SMC_CTL_ROLE_CLIENT); /* counted in batches, not listed */
                 errno = saved;
         } else if ((r == 0 || errno == EINPROGRESS || errno == EINTR) && reason != SMC_CLC_DECL_NOSMCDDEV)
                 /* under way, its source address chosen: smcd answered this CONNECT
@@ -5055,6 +5083,8 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
 
         smc_ewatch_stop_all(); /* the new image (or child) waits in the kernel */
         smc_ewatch_handed_on();
+        if (!spawn && getpid() == exec_known_pid)
+                smc_hint_flush(); /* the new image starts counting from 0 */
         struct smc_exec_undo *u = NULL;
         char *var = NULL;
         size_t len = 0, cap = 0, nenv = 0, k = 0;

@@ -409,6 +409,46 @@ static void release_dmb(Manager *m, struct smc_buf *b) {
 }
 
 /* Both ends closed: count, give the buffers back (the pool's worker clears them). */
+/* Short-lived connections (tunable short_conn_rate; smc-hints.h says why). A connection
+ * is short when both ends together made at most SHORT_CONN_MSGS sends and moved at most
+ * SHORT_CONN_BYTES: one or two request/response exchanges, whose few microseconds saved
+ * on the data path do not pay for the set-up through smcd (README "What limits").
+ * Each listener counts its connections' ends in windows of SHORT_CONN_WINDOW; a window
+ * with 7 in 8 short that ended at short_conn_rate per second or faster publishes a
+ * hint for the destination the clients connected to: for SMC_HINT_HOLD_NS they connect
+ * over TCP, then SMC-D again, and the next window decides anew. */
+#define SHORT_CONN_MSGS 8u
+#define SHORT_CONN_BYTES (64u << 10)
+#define SHORT_CONN_WINDOW 64u
+
+static void short_conn_account(Manager *m, Conn *conn, const struct smcd_dmb_counters *crx,
+                               const struct smcd_dmb_counters *srx) {
+        char buf[SMCD_ADDR_STRLEN];
+        uint64_t rate = m->config.short_conn_rate, now, span;
+        Listener *l;
+
+        if (!rate || !m->hints || !conn->listener_id || !(l = manager_get_listener(m, conn->listener_id)))
+                return;
+        now = manager_now(m);
+        if (l->sc_n == 0)
+                l->sc_start = now;
+        l->sc_n++;
+        if (crx->prod_msgs + srx->prod_msgs <= SHORT_CONN_MSGS && crx->prod_bytes + srx->prod_bytes <= SHORT_CONN_BYTES)
+                l->sc_short++;
+        if (l->sc_n < SHORT_CONN_WINDOW)
+                return;
+        span = now - l->sc_start; /* usec */
+        if (l->sc_short * 8 >= l->sc_n * 7 && (uint64_t) l->sc_n * 1000000 >= rate * span &&
+            hints_publish(m->hints, &conn->ep[EP_CLIENT].peer, l->id, SMCD_DECL_SHORTCONN,
+                          now * 1000 + SMC_HINT_HOLD_NS, now * 1000) >= 0) {
+                m->stats.short_conn_hints++;
+                log_debug("Listener %" PRIu64 ": %u of %u connections short in %" PRIu64 " us: %s hinted to TCP.",
+                          l->id, l->sc_short, l->sc_n, span,
+                          smcd_addr_to_string(&conn->ep[EP_CLIENT].peer, buf));
+        }
+        l->sc_n = l->sc_short = 0;
+}
+
 static void conn_finish(Manager *m, Conn *conn) {
         struct smcd_dmb_counters crx, srx;
 
@@ -442,6 +482,7 @@ static void conn_finish(Manager *m, Conn *conn) {
         smcd_dmb_counters_read(conn->buf[EP_CLIENT]->base, &conn->stats_base[EP_CLIENT], &crx);
         smcd_dmb_counters_read(conn->buf[EP_SERVER]->base, &conn->stats_base[EP_SERVER], &srx);
         smcd_stats_count_ended(&m->stats, &crx, &srx);
+        short_conn_account(m, conn, &crx, &srx);
         if (conn->ep[0].aborted || conn->ep[1].aborted)
                 m->stats.conns_aborted++;
         else

@@ -32,6 +32,7 @@ Listener *listener_free(Listener *l) {
                 return NULL;
         m = l->manager;
         log_debug("Listener %" PRIu64 " on %s removed.", l->id, smcd_addr_to_string(&l->addr, buf));
+        hints_forget_listener(m->hints, l->id);
         if (l->owner)
                 LIST_REMOVE(by_client, l->owner->listeners, l);
         active = l->port != NULL;

@@ -84,6 +84,8 @@ static int set_tunables(Manager *m, sd_bus_message *msg, sd_bus_error *error, si
          * connection, the handshake bucket at each CONNECT; buf_clear is the pool's
          * (live); inline, max_conns_per_lgr and test_link_time act on SMC-R (smcd-tunables(5)) */
         tunables_copy(&m->config, &next);
+        if (!m->config.short_conn_rate)
+                hints_clear(m->hints); /* off: no destination stays hinted */
         for (size_t i = 0; i < n; i++) {
                 char *shown = NULL;
 

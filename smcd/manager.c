@@ -297,6 +297,15 @@ static int client_process_one(Client *c) {
                 return client_handle_rereg_done(c, &msg.rereg_done);
         case SMC_CTL_FALLBACK:
                 return client_handle_fallback(c, &msg.fallback);
+        case SMC_CTL_FALLBACK_COUNT:
+                /* counted only: the library decided alone, from the hints (hints.h) */
+                if (msg.fallback_count.role == SMC_CTL_ROLE_CLIENT)
+                        smcd_stats_count_fallback_n(&c->manager->stats, msg.fallback_count.reason,
+                                                    msg.fallback_count.count);
+                else
+                        smcd_stats_count_server_fallback_n(&c->manager->stats, msg.fallback_count.reason,
+                                                           msg.fallback_count.count);
+                return 0;
         case SMC_CTL_SMCR:
                 return client_handle_smcr(c, &msg.smcr, fds[0]); /* takes the fd */
         default:
@@ -1032,6 +1041,12 @@ int manager_start(Manager *m) {
                 if (r < 0)
                         return r;
         }
+        /* the connection hints the clients read (hints.h): without them, short-lived
+         * connections stay SMC-D */
+        r = hints_create(m->config.runtime_dir, &m->hints);
+        if (r < 0)
+                log_warning_errno(r, "Cannot create %s/" SMC_HINTS_NAME " (%m): no destination is hinted to TCP "
+                                  "(short_conn_rate has no effect).", m->config.runtime_dir);
         /* local addresses and links, live (netlink.h); without netlink the CONNECT
          * decision falls back to getifaddrs() (addr.h) and devices shows no netdevs */
         r = netlink_new(m->event, &m->netlink);
@@ -1175,6 +1190,7 @@ Manager *manager_free(Manager *m) {
         u64map_free(m->restored);
         u64map_free(m->procs); /* (emptied by conn_free_all) */
         eptable_free(m->eptable);
+        hints_free(m->hints);
         local_addrs_done(&m->local_addrs);
         policy_done(&m->policy);
         pnet_done(&m->pnet);

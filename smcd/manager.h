@@ -59,6 +59,7 @@
 #include "addr.h"
 #include "ctl-proto.h"
 #include "eptable.h"
+#include "hints.h"
 #include "fallback.h"
 #include "hashmap.h"
 #include "ibdev.h"
@@ -144,6 +145,9 @@ typedef struct ManagerConfig {
                                      * class size, 16K..1M; tunables.h) */
         uint32_t busy_poll_us;      /* handed to both ends of new connections (v2) */
         uint32_t autocork_size;     /* bytes, handed to both ends of new connections */
+        uint64_t short_conn_rate;   /* short SMC-D connections per second to one listener
+                                     * from which its destination is hinted to TCP
+                                     * (hints.h), 0 = never */
         uint64_t max_handshakes_per_uid; /* CONNECTs per second per uid, 0 = unlimited */
         uint32_t max_conns_per_lgr; /* SMC-R: connections per new link group (16..255) */
         uint32_t max_links_per_lgr; /* SMC-R: links per new link group (1..2) */
@@ -213,6 +217,10 @@ struct Listener {
         bool retired;             /* in Manager.retired instead of a port (a newer
                                    * LISTEN of its socket): back when that one goes */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
+        /* short-lived connections (tunable short_conn_rate, conn.c, hints.h): the
+         * closes of the current window, how many were short, when it began */
+        uint32_t sc_n, sc_short;
+        uint64_t sc_start;        /* manager_now, usec */
         ino_t chan_ino;           /* the inode of the client end of the channel */
         /* LISTEN_DEPOSIT (v5): client ends of the channel kept for a LISTEN with
          * SMC_CTL_LISTEN_F_JOIN of its socket by another process, oldest first, each
@@ -365,6 +373,8 @@ struct Manager {
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
         EpTable *eptable;    /* $RUNTIME_DIR/endpoints (eptable.h); NULL if it could
                               * not be created */
+        Hints *hints;        /* $RUNTIME_DIR/hints (hints.h); NULL if it could not be
+                              * created (then no destination is hinted) */
         U64Map *procs;       /* pid -> ProcWatch (conn.c): the processes the endpoint
                               * table names for endpoints not yet re-registered */
         U64Map *restored;    /* DMB token -> restored Endpoint (its rx DMB's token),

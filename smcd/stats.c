@@ -23,15 +23,30 @@ static uint64_t realtime_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-void smcd_stats_count_fallback(struct smcd_stats *s, uint32_t code) {
-        s->fallback_total++;
+void smcd_stats_count_fallback_n(struct smcd_stats *s, uint32_t code, uint64_t n) {
+        s->fallback_total += n;
         for (unsigned i = 0; i < s->n_fallback; i++)
                 if (s->fallback[i].code == code) {
-                        s->fallback[i].count++;
+                        s->fallback[i].count += n;
                         return;
                 }
         if (s->n_fallback < SMCD_STATS_MAX_FALLBACK)
-                s->fallback[s->n_fallback++] = (struct smcd_fallback_count) { .code = code, .count = 1 };
+                s->fallback[s->n_fallback++] = (struct smcd_fallback_count) { .code = code, .count = n };
+}
+
+void smcd_stats_count_fallback(struct smcd_stats *s, uint32_t code) {
+        smcd_stats_count_fallback_n(s, code, 1);
+}
+
+void smcd_stats_count_server_fallback_n(struct smcd_stats *s, uint32_t code, uint64_t n) {
+        s->fallback_server += n;
+        for (unsigned i = 0; i < s->n_fallback; i++)
+                if (s->fallback[i].code == code) {
+                        s->fallback[i].server += n;
+                        return;
+                }
+        if (s->n_fallback < SMCD_STATS_MAX_FALLBACK)
+                s->fallback[s->n_fallback++] = (struct smcd_fallback_count) { .code = code, .server = n };
 }
 
 void smcd_stats_count_server_fallback(struct smcd_stats *s, uint32_t code) {
@@ -220,6 +235,7 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         }
         json_object_object_add(d, "fallback", fb);
         add_u64(d, "fallback_total", s->fallback_total);
+        add_u64(d, "short_conn_hints", s->short_conn_hints);
         add_u64(d, "close_unknown", s->close_unknown);
         add_u64(d, "rereg_total", s->rereg_total);
         add_u64(d, "restored_loaded", s->restored_loaded);

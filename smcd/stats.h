@@ -36,6 +36,11 @@
  *     "fallback": {"SMC_CLC_DECL_...": n}  CONNECTs answered with TCP, by reason
  *                            (a code without a name as "0x%08x"); see "fallback"
  *     "fallback_total"       CONNECTs answered with TCP (= fallback.client)
+ *     "short_conn_hints"     hints published (tunable short_conn_rate, smcd-tunables(5)):
+ *                            a listener's SMC-D connections were short-lived at a high
+ *                            rate, so for a second the clients connect to it over TCP
+ *                            (SMCD_DECL_SHORTCONN, counted in "fallback" as the clients
+ *                            report them, in batches)
  *     "close_unknown"        CLOSE of an unknown id or another uid's endpoint
  *     "rereg_total"          endpoints set up by an earlier smcd (before a restart)
  *                            that their processes re-registered (REREG, smcd(8)
@@ -174,6 +179,8 @@ struct smcd_stats {
         unsigned n_fallback;
 
         uint64_t handshake_errors; /* malformed or out-of-order control messages */
+        uint64_t short_conn_hints; /* hints published for destinations whose SMC-D
+                                    * connections were short-lived (hints.h) */
         uint64_t close_unknown;    /* CLOSE of an id unknown to smcd, or of an endpoint of
                                     * another uid (answered ERROR -ENOENT) */
         uint64_t rereg_total;      /* endpoints of an earlier smcd re-registered (REREG) */
@@ -214,6 +221,11 @@ struct smcd_stats {
 
 /* Count one fallback (a CONNECT answered with TCP) with reason @code. */
 void smcd_stats_count_fallback(struct smcd_stats *s, uint32_t code);
+/* Count @n client fallbacks of @code at once (FALLBACK_COUNT, ctl-proto.h). */
+void smcd_stats_count_fallback_n(struct smcd_stats *s, uint32_t code, uint64_t n);
+/* Count @n connections accepted over TCP on an SMC listener for @code that no CONNECT
+ * told smcd of (FALLBACK_COUNT role server): in "server" only. */
+void smcd_stats_count_server_fallback_n(struct smcd_stats *s, uint32_t code, uint64_t n);
 
 /* Count that the fallback just counted with smcd_stats_count_fallback(@code) had a
  * local SMC listener as its destination (a server-side fallback too). */

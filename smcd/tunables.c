@@ -106,6 +106,10 @@ static const Tunable tunables[] = {
         { "rmem", KIND_CLASS, FIELD(rmem), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_DEFAULT_SIZE, NULL,
           "bytes 16K..1M (K/M suffixes)",
           "BYTES", "RMB size of a socket without SO_RCVBUF (16K..1M, default 128K)" },
+        { "short_conn_rate", KIND_NUMBER, FIELD(short_conn_rate), 0, 10000000, 1000, NULL,
+          "connections per second 0..10000000 (0 = off)",
+          "N", "Short SMC-D connections per second to one listener that send its clients to TCP "
+               "for a second (0 = off, default 1000)" },
         { "sndbuf", KIND_CLASS, FIELD(sndbuf), SMC_DMB_MIN_SIZE, SMC_DMB_MAX_SIZE, SMC_DMB_MIN_SIZE, NULL,
           "bytes 16K..1M (K/M suffixes)",
           "BYTES", "An RMB is at least its writer's SO_SNDBUF or this (16K..1M, default 16K)" },

@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
         {
                 /* what smcd left in its runtime directory (it was killed) */
                 static const char *const left[] = { "smcd.sock", "endpoints", "endpoints.tmp", "instance",
-                                                    "stats.json" };
+                                                    "stats.json", "hints" };
                 char path[4096];
 
                 for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {

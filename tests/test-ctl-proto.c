@@ -545,6 +545,47 @@ static void test_fallback(void) {
         CHECK(fds_after == fds_before, "fds open after the FALLBACK checks: %d, before %d", fds_after, fds_before);
 }
 
+/* FALLBACK_COUNT (v5): the library's batched count of connections it let fall back for
+ * smcd's hints (smc-hints.h): reason, role, count range, reserved, version, direction. */
+static void test_fallback_count(void) {
+        union smc_ctl_msg m, r, c;
+        int fds[SMC_CTL_MAX_FDS], n, fds_before = count_fds();
+
+        CHECK(smc_ctl_msg_size(SMC_CTL_FALLBACK_COUNT) == 32 && smc_ctl_msg_size_v(SMC_CTL_FALLBACK_COUNT, 5) == 32 &&
+              smc_ctl_msg_size_v(SMC_CTL_FALLBACK_COUNT, 4) == 0, "FALLBACK_COUNT sizes: v5 32, not in v4");
+        smc_ctl_init(&m, SMC_CTL_FALLBACK_COUNT, 12);
+        m.fallback_count.reason = SMCD_DECL_SHORTCONN;
+        m.fallback_count.role = SMC_CTL_ROLE_SERVER;
+        m.fallback_count.count = 235;
+        CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send fallback count");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
+        CHECK(n == 0 && r.hdr.type == SMC_CTL_FALLBACK_COUNT && r.fallback_count.count == 235 &&
+              r.fallback_count.role == SMC_CTL_ROLE_SERVER && r.fallback_count.reason == SMCD_DECL_SHORTCONN,
+              "fallback count: %d", n);
+        c = m;
+        c.fallback_count.count = SMC_CTL_FALLBACK_COUNT_MAX;
+        expect_bad("the most connections", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, 0);
+        c.fallback_count.count = SMC_CTL_FALLBACK_COUNT_MAX + 1;
+        expect_bad("too many connections", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.fallback_count.count = 0;
+        expect_bad("no connection", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback_count.reason = SMCD_DECL_POLICY; /* smcd's to decide, never counted this way */
+        expect_bad("another reason", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback_count.role = 2;
+        expect_bad("role 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.fallback_count.reserved = 1;
+        expect_bad("reserved set", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c = m;
+        c.hdr.version = 4;
+        expect_bad("fallback count of version 4", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        expect_bad("fallback count short", &m, m.hdr.len - 4, NULL, 0, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("fallback count to a client", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        CHECK(count_fds() == fds_before, "fds open after the FALLBACK_COUNT checks");
+}
+
 /* Version 3 (SMC-R, ctl-proto.h): CONNECT carries the client's TCP socket, the SMCR
  * request, the CONNECT_REPLY modes SMCR_PENDING and SMCR, LISTEN_REPLY's flags. */
 static void make_smcr(union smc_ctl_msg *m, uint32_t role) {
@@ -1365,6 +1406,7 @@ int main(void) {
         test_bad();
         test_versions();
         test_fallback();
+        test_fallback_count();
         test_v3();
         test_rereg();
         test_adopt_fd();

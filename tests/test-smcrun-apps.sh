@@ -47,7 +47,9 @@ here=$(dirname "$0")
 # shellcheck source=tests/apps/smcrun-env.sh
 . "$here/apps/smcrun-env.sh"
 # private smcd in $rundir (PID $spid); a sanitizer build: its runtime preloaded
-smcrun_env "$smcd" "$lib" smcd-test-apps || exit 1
+# (--short-conn-rate=0: these programs' loops of short connections test SMC-D itself;
+# smcd's hints for them are tests/test-short-conn.sh's)
+smcrun_env "$smcd" "$lib" smcd-test-apps --short-conn-rate=0 || exit 1
 failed=0
 # a preload library that is not one: smcrun refuses (125) instead of running the
 # program without it

@@ -66,8 +66,8 @@ static void bad(const char *key, const char *value, const char *msg) {
 static void test_keys(void) {
         static const char *const want[] = {
                 "autocork_size", "buf_clear", "busy_poll", "cq_poll", "inline", "max_buf_per_uid", "max_clients_per_uid",
-                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr", "rmem", "sndbuf",
-                "test_link_time", "ueid",
+                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr", "rmem",
+                "short_conn_rate", "sndbuf", "test_link_time", "ueid",
         };
         size_t n = sizeof(want) / sizeof(want[0]);
 
@@ -89,7 +89,8 @@ static void test_defaults(void) {
                 { "autocork_size", "65536" }, { "buf_clear", "release" }, { "busy_poll", "50" },
                 { "cq_poll", "event" }, { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
                 { "max_conns_per_lgr", "255" }, { "max_conns_per_uid", "0" }, { "max_handshakes_per_uid", "0" },
-                { "max_links_per_lgr", "2" }, { "rmem", "131072" }, { "sndbuf", "16384" }, { "test_link_time", "30" },
+                { "max_links_per_lgr", "2" }, { "rmem", "131072" }, { "short_conn_rate", "1000" }, { "sndbuf", "16384" },
+                { "test_link_time", "30" },
                 { "ueid", "SMCD-USERSPACE" },
         };
         ManagerConfig cfg;
@@ -197,6 +198,12 @@ static void test_values(void) {
         bad("sndbuf", "8K", "sndbuf: expected bytes 16K..1M");
         bad("sndbuf", "", "sndbuf: expected bytes 16K..1M");
 
+        /* short_conn_rate: connections per second 0..10000000 */
+        good("short_conn_rate", "0", "0");
+        good("short_conn_rate", "10000000", "10000000");
+        bad("short_conn_rate", "10000001", "short_conn_rate: expected connections per second 0..10000000 (0 = off), not");
+        bad("short_conn_rate", "-1", "short_conn_rate: expected connections per second");
+        bad("short_conn_rate", "1k", "short_conn_rate: expected connections per second");
         /* test_link_time: seconds 0..3600 */
         good("test_link_time", "0", "0");
         good("test_link_time", "3600", "3600");

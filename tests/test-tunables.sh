@@ -63,7 +63,7 @@ if "$smcctl" -j tunables | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
 want = {"sndbuf": "16384", "busy_poll": "50", "autocork_size": "65536", "max_handshakes_per_uid": "0",
-        "max_conns_per_lgr": "255", "test_link_time": "30", "ueid": "SMCD-USERSPACE"}
+        "max_conns_per_lgr": "255", "test_link_time": "30", "ueid": "SMCD-USERSPACE", "short_conn_rate": "1000"}
 assert {k: t[k] for k in want} == want, t' 2>"$tmp/err"
 then ok "defaults of the new tunables"; else nok "defaults: $(cat "$tmp/err")"; fi
 
@@ -272,6 +272,8 @@ bad "max_handshakes_per_uid not a number" 'max_handshakes_per_uid: expected' max
 bad "max_conns_per_lgr 15" 'max_conns_per_lgr: expected a number 16..255' max_conns_per_lgr=15
 bad "max_conns_per_lgr 256" 'max_conns_per_lgr: expected a number 16..255' max_conns_per_lgr=256
 bad "test_link_time too big" 'test_link_time: expected seconds 0..3600' test_link_time=3601
+bad "short_conn_rate too big" 'short_conn_rate: expected connections per second 0..10000000' short_conn_rate=10000001
+bad "short_conn_rate not a number" 'short_conn_rate: expected connections per second' short_conn_rate=fast
 bad "test_link_time with unit" 'test_link_time: expected seconds' test_link_time=30s
 bad "ueid with a blank inside" 'ueid: bad User EID "A B"' "ueid=A B"
 bad "ueid starting with a dot" 'ueid: bad User EID ".X"' ueid=.X
@@ -288,7 +290,7 @@ fi
 python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t) == 15 and t["ueid"] == "SMCD-USERSPACE,TENANT.A-1" and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
+assert len(t) == 16 and t["ueid"] == "SMCD-USERSPACE,TENANT.A-1" and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
    and t["max_handshakes_per_uid"] == "1000" and t["max_conns_per_lgr"] == "16" and t["test_link_time"] == "0", t' \
         "$state" 2>"$tmp/err" && ok "state file holds the new tunables: $(tr -d ' \n' <"$state")" \
         || nok "state file: $(cat "$tmp/err")"

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * smcd's side of the connection hints (libsmcproto/smc-hints.h: the page's layout and its
+ * readers' rules): the file $RUNTIME_DIR/hints, written here only, read by every
+ * client. Library-style: returns -errno, never logs. Not thread-safe (the event loop
+ * only).
+ */
+
+#include <stdint.h>
+
+#include "ctl-proto.h"
+#include "smc-hints.h"
+
+typedef struct Hints Hints;
+
+/* Make $@dir/hints anew (written as hints.tmp, then renamed over an older one, so a
+ * reader of an earlier smcd's page keeps a whole page), mode 0644, all slots free.
+ * Returns 0 with *@ret owned by the caller (hints_free), or -errno of open(2),
+ * fallocate(2), mmap(2), rename(2), or -ENOMEM. */
+int hints_create(const char *dir, Hints **ret);
+
+/* Mark the page closed (readers then ignore it: smcd is gone), remove the file if the
+ * path still names it, and free @h. NULL is fine. */
+void hints_free(Hints *h);
+
+/* Publish (or renew) a hint: connections to @dst (the address the clients connect to,
+ * port != 0) for listener @listener_id fall back with @reason until @until_ns
+ * (CLOCK_MONOTONIC ns). Takes the slot of the same destination, else a free or
+ * expired one (by @now_ns), else the one that expires first. Returns the slot index,
+ * or -EINVAL for a destination without a port or family, or -EBADF for NULL @h. */
+int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id, uint32_t reason,
+                  uint64_t until_ns, uint64_t now_ns);
+
+/* Take back every hint (short_conn_rate set to 0): readers fall back no more. */
+void hints_clear(Hints *h);
+
+/* Take back the hints of listener @listener_id (it was closed). */
+void hints_forget_listener(Hints *h, uint64_t listener_id);
