@@ -22,6 +22,7 @@ int test_smcr_wire_main(int argc, char **argv);
 
 #include "ctl-proto.h"
 #include "policy.h"
+#include "smc-clc.h"
 #include "socket-internal.h"
 #include "tunables.h"
 
