@@ -5,8 +5,10 @@
  * a hint, told to smcd in batches (FALLBACK_COUNT, ctl-proto.h).
  *
  * Cost per connect: while no hint was ever published, one load (used == 0); else a
- * scan of the used slots and a vDSO clock_gettime. The file is looked at (stat, and
- * open + mmap when it changed) at most once a second (CLOCK_MONOTONIC_COARSE).
+ * scan of the used slots and a vDSO clock_gettime. The file is looked at (open, fstat,
+ * and mmap when it changed) at most once a second (CLOCK_MONOTONIC_COARSE), and no
+ * more once the program installed a seccomp filter (smc_hint_sandboxed(): its filter
+ * may refuse, or kill for, those calls; the page mapped by then stays in use).
  */
 
 #include <errno.h>
@@ -43,6 +45,7 @@ static ino_t hint_ino;
 static _Atomic uint64_t hint_check_ms;      /* the next look at the file */
 static _Atomic uint32_t hint_pending[2];    /* by enum smc_ctl_role: not yet told */
 static _Atomic uint64_t hint_flush_ms;      /* the next FALLBACK_COUNT, at the earliest */
+static atomic_bool hint_sandboxed;          /* smc_hint_sandboxed() */
 
 static uint64_t coarse_ms(void) {
         struct timespec ts;
@@ -96,7 +99,8 @@ static void hint_refresh_locked(void) {
 static struct smc_hints *hints_get(void) {
         uint64_t now = coarse_ms(), next = atomic_load_explicit(&hint_check_ms, memory_order_relaxed);
 
-        if (now >= next && atomic_compare_exchange_strong(&hint_check_ms, &next, now + HINT_CHECK_MS)) {
+        if (now >= next && !atomic_load_explicit(&hint_sandboxed, memory_order_relaxed) &&
+            atomic_compare_exchange_strong(&hint_check_ms, &next, now + HINT_CHECK_MS)) {
                 pthread_mutex_lock(&hint_lock);
                 hint_refresh_locked();
                 pthread_mutex_unlock(&hint_lock);
@@ -162,8 +166,12 @@ void smc_hint_flush(void) {
                 m.fallback_count.reason = SMCD_DECL_SHORTCONN;
                 m.fallback_count.role = role;
                 m.fallback_count.count = n > SMC_CTL_FALLBACK_COUNT_MAX ? SMC_CTL_FALLBACK_COUNT_MAX : n;
-                /* (connects if needed: a process may have met smcd only through the hints) */
-                (void) smc_ctl_client_notify_connect(&m, 5);
+                /* (connects if needed: a process may have met smcd only through the hints;
+                 * not under a seccomp filter, which may refuse the socket) */
+                if (atomic_load_explicit(&hint_sandboxed, memory_order_relaxed))
+                        (void) smc_ctl_client_notify(&m, 5);
+                else
+                        (void) smc_ctl_client_notify_connect(&m, 5);
         }
 }
 
@@ -175,6 +183,10 @@ void smc_hint_count(uint32_t role) {
         next = atomic_load_explicit(&hint_flush_ms, memory_order_relaxed);
         if (now >= next && atomic_compare_exchange_strong(&hint_flush_ms, &next, now + HINT_FLUSH_MS))
                 smc_hint_flush();
+}
+
+void smc_hint_sandboxed(void) {
+        atomic_store_explicit(&hint_sandboxed, true, memory_order_relaxed);
 }
 
 /* fork(): the parent's counts are the parent's to tell; the lock is not the child's */

@@ -333,6 +333,9 @@ bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id);
 void smc_hint_count(uint32_t role);
 /* Send the counts not yet told (before an exec; at exit by itself). */
 void smc_hint_flush(void);
+/* The program installed a seccomp filter: the hints file is not looked at again, and
+ * counts go only over a control connection that exists. */
+void smc_hint_sandboxed(void);
 
 /* End every watch (fork, before the child exists; exec). */
 void smc_ewatch_stop_all(void);

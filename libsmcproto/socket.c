@@ -447,6 +447,7 @@ static atomic_bool sandboxed; /* smc_set_sandboxed() */
 
 void smc_set_sandboxed(void) {
         atomic_store_explicit(&sandboxed, true, memory_order_relaxed);
+        smc_hint_sandboxed();
 }
 
 static bool restart_after_signal(void) {
