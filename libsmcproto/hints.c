@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The client's side of the connection hints (smc-hints.h): map smcd's page, look a
- * destination (or a listener) up in it, and count the connections that fell back for
- * a hint, told to smcd in batches (FALLBACK_COUNT, ctl-proto.h).
+ * The client's side of the connection hints (smc-hints.h): read smcd's file, look a
+ * destination up in it, and count the connections that fell back for a hint, told to
+ * smcd in batches (FALLBACK_COUNT, ctl-proto.h).
  *
- * Cost per connect: while no hint was ever published, one load (used == 0); else a
- * scan of the used slots and a vDSO clock_gettime. The file is looked at (open, fstat,
- * and mmap when it changed) at most once a second (CLOCK_MONOTONIC_COARSE), and no
- * more once the program installed a seccomp filter (smc_hint_sandboxed(): its filter
- * may refuse, or kill for, those calls; the page mapped by then stays in use).
+ * The file is read (openat, pread twice, close: smc-hints.h says why twice) at most
+ * every HINT_READ_MS, and only by a connect or an accept; what it held is kept here,
+ * in a snapshot of the hints in force with a seqlock of its own, which every lookup
+ * reads without a system call (and a vDSO clock_gettime when an entry matches). Not
+ * read again once the program installed a seccomp filter (smc_hint_sandboxed(): its
+ * filter may refuse, or kill for, those calls); the snapshot then stays as it was.
  */
 
 #include <errno.h>
@@ -16,10 +17,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -31,18 +31,22 @@
 #include "socket-internal.h"
 #include "sys.h"
 
-#define HINT_CHECK_MS 1000u  /* the file is looked at this often, at most */
+#define HINT_READ_MS 10u     /* the file is read this often, at most */
 #define HINT_FLUSH_MS 100u   /* counts go to smcd this often, at most */
 
-static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER; /* (re)mapping */
-static struct smc_hints *_Atomic hint_page; /* the mapped page, or NULL */
-/* The page before it: a thread may still scan it when the page is replaced (smcd
- * restarted), so it is unmapped only at the next replacement, a second later at least
- * (a scan takes well under a microsecond). */
-static struct smc_hints *hint_old;
-static dev_t hint_dev;                      /* the mapped file's identity */
-static ino_t hint_ino;
-static _Atomic uint64_t hint_check_ms;      /* the next look at the file */
+/* One hint in force, as read (all fields atomics: read under the seqlock below). */
+struct hint_entry {
+        _Atomic uint64_t until_ns, listener_id, addr0, addr1;
+        _Atomic uint32_t family_port;
+};
+
+static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER; /* one reader of the file */
+static struct {
+        _Atomic uint32_t seq; /* odd while the snapshot is written */
+        _Atomic uint32_t n;   /* entries in use */
+        struct hint_entry e[SMC_HINTS_SLOTS];
+} snap;
+static _Atomic uint64_t hint_read_ms;       /* the next read of the file */
 static _Atomic uint32_t hint_pending[2];    /* by enum smc_ctl_role: not yet told */
 static _Atomic uint64_t hint_flush_ms;      /* the next FALLBACK_COUNT, at the earliest */
 static atomic_bool hint_sandboxed;          /* smc_hint_sandboxed() */
@@ -54,108 +58,140 @@ static uint64_t coarse_ms(void) {
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
-/* Look at the file (lock held): map it if it is new, forget it if it is gone. */
-static void hint_refresh_locked(void) {
-        char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
-        struct smc_hints *p, *cur = atomic_load_explicit(&hint_page, memory_order_relaxed);
-        struct stat st;
-        int fd;
-
-        if (smc_ctl_client_file_path(SMC_HINTS_NAME, path, sizeof(path)) < 0)
-                return;
-        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0) {
-                /* no smcd here (or an older one): no hints */
-                atomic_store_explicit(&hint_page, NULL, memory_order_release);
-                return;
-        }
-        if (smc_syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t) SMC_HINTS_SIZE) {
-                sys_close(fd);
-                atomic_store_explicit(&hint_page, NULL, memory_order_release);
-                return;
-        }
-        if (cur && st.st_dev == hint_dev && st.st_ino == hint_ino) {
-                sys_close(fd);
-                return; /* the same file */
-        }
-        p = mmap(NULL, SMC_HINTS_SIZE, PROT_READ, MAP_SHARED, fd, 0);
-        sys_close(fd);
-        if (p == MAP_FAILED)
-                return;
-        if (__atomic_load_n(&p->magic, __ATOMIC_ACQUIRE) != SMC_HINTS_MAGIC || p->version != SMC_HINTS_VERSION ||
-            p->n_slots != SMC_HINTS_SLOTS || p->size != SMC_HINTS_SIZE) {
-                munmap(p, SMC_HINTS_SIZE);
-                atomic_store_explicit(&hint_page, NULL, memory_order_release);
-                return;
-        }
-        if (hint_old)
-                munmap(hint_old, SMC_HINTS_SIZE);
-        hint_old = cur;
-        hint_dev = st.st_dev;
-        hint_ino = st.st_ino;
-        atomic_store_explicit(&hint_page, p, memory_order_release);
+static bool page_ok(const struct smc_hints *p, ssize_t n) {
+        return n == (ssize_t) SMC_HINTS_SIZE && p->magic == SMC_HINTS_MAGIC && p->version == SMC_HINTS_VERSION &&
+               p->n_slots == SMC_HINTS_SLOTS && p->size == SMC_HINTS_SIZE && !p->closed;
 }
 
-static struct smc_hints *hints_get(void) {
-        uint64_t now = coarse_ms(), next = atomic_load_explicit(&hint_check_ms, memory_order_relaxed);
+/* Read the file (lock held) and replace the snapshot with the hints it holds: none if
+ * it is missing, bad, or marked closed. A slot that changed between the two reads is
+ * left out until the next read. */
+static void hint_read_locked(void) {
+        static struct smc_hints a, b; /* (under hint_lock; static: 8 KiB off the stack) */
+        char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
+        uint32_t n = 0, used = 0, seq;
+        ssize_t na = -1, nb = -1;
+        int fd = -1;
+
+        if (smc_ctl_client_file_path(SMC_HINTS_NAME, path, sizeof(path)) == 0)
+                fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd >= 0) {
+                na = sys_pread(fd, &a, sizeof(a), 0);
+                nb = sys_pread(fd, &b, sizeof(b), 0);
+                sys_close(fd);
+        }
+        if (page_ok(&a, na) && page_ok(&b, nb))
+                used = b.used < SMC_HINTS_SLOTS ? b.used : SMC_HINTS_SLOTS;
+        seq = atomic_load_explicit(&snap.seq, memory_order_relaxed);
+        atomic_store_explicit(&snap.seq, seq + 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        for (uint32_t i = 0; i < used; i++) {
+                const struct smc_hint *s = &b.slot[i];
+                struct hint_entry *e = &snap.e[n];
+                uint64_t w[2];
+
+                if ((s->seq & 1) || !s->reason || memcmp(&a.slot[i], s, sizeof(*s)) != 0)
+                        continue;
+                memcpy(w, s->addr, sizeof(w));
+                atomic_store_explicit(&e->until_ns, s->until_ns, memory_order_relaxed);
+                atomic_store_explicit(&e->listener_id, s->listener_id, memory_order_relaxed);
+                atomic_store_explicit(&e->addr0, w[0], memory_order_relaxed);
+                atomic_store_explicit(&e->addr1, w[1], memory_order_relaxed);
+                atomic_store_explicit(&e->family_port, s->family_port, memory_order_relaxed);
+                n++;
+        }
+        atomic_store_explicit(&snap.n, n, memory_order_relaxed);
+        atomic_store_explicit(&snap.seq, seq + 2, memory_order_release);
+}
+
+static void hints_refresh(void) {
+        uint64_t now = coarse_ms(), next = atomic_load_explicit(&hint_read_ms, memory_order_relaxed);
 
         if (now >= next && !atomic_load_explicit(&hint_sandboxed, memory_order_relaxed) &&
-            atomic_compare_exchange_strong(&hint_check_ms, &next, now + HINT_CHECK_MS)) {
+            atomic_compare_exchange_strong(&hint_read_ms, &next, now + HINT_READ_MS)) {
                 pthread_mutex_lock(&hint_lock);
-                hint_refresh_locked();
+                hint_read_locked();
                 pthread_mutex_unlock(&hint_lock);
         }
-        return atomic_load_explicit(&hint_page, memory_order_acquire);
 }
 
-bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id) {
-        struct smc_hints *p = hints_get();
-        uint64_t w[2] = { 0, 0 }, now = 0;
-        uint32_t used, fp = 0;
+/* What entry @i of the snapshot matches: the destination (@fp, @w) or, with @port_only,
+ * any entry of port @port (0: any); the snapshot read as its seqlock says. Returns 1
+ * (an entry in force matches), 0, or -1 when the snapshot changed meanwhile. */
+static int snap_lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, bool by_listener, int port) {
+        uint32_t seq = atomic_load_explicit(&snap.seq, memory_order_acquire), n;
+        uint64_t now = 0;
+        int found = 0;
 
-        if (!p || atomic_load_explicit(&p->closed, memory_order_relaxed))
-                return false;
-        used = atomic_load_explicit(&p->used, memory_order_acquire);
-        if (used == 0)
-                return false;
-        if (used > SMC_HINTS_SLOTS)
-                used = SMC_HINTS_SLOTS;
-        if (dst) {
-                fp = (uint32_t) dst->family << 16 | dst->port;
-                memcpy(w, dst->addr, sizeof(w));
-        }
-        for (uint32_t i = 0; i < used; i++) {
-                struct smc_hint *s = &p->slot[i];
-                uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire), reason;
-                uint64_t until;
+        if (seq & 1)
+                return -1;
+        n = atomic_load_explicit(&snap.n, memory_order_relaxed);
+        if (n > SMC_HINTS_SLOTS)
+                n = SMC_HINTS_SLOTS;
+        for (uint32_t i = 0; i < n && !found; i++) {
+                const struct hint_entry *e = &snap.e[i];
+                uint32_t efp = atomic_load_explicit(&e->family_port, memory_order_relaxed);
+                uint64_t until = atomic_load_explicit(&e->until_ns, memory_order_relaxed);
                 bool match;
 
-                if (seq & 1)
-                        continue; /* being written: as if not there yet */
-                reason = atomic_load_explicit(&s->reason, memory_order_relaxed);
-                until = atomic_load_explicit(&s->until_ns, memory_order_relaxed);
-                if (dst)
-                        match = atomic_load_explicit(&s->family_port, memory_order_relaxed) == fp &&
-                                atomic_load_explicit(&s->addr[0], memory_order_relaxed) == w[0] &&
-                                atomic_load_explicit(&s->addr[1], memory_order_relaxed) == w[1];
+                if (port >= 0)
+                        match = port == 0 || (efp & 0xffffu) == (uint32_t) port;
+                else if (by_listener)
+                        match = atomic_load_explicit(&e->listener_id, memory_order_relaxed) == listener_id;
                 else
-                        match = atomic_load_explicit(&s->listener_id, memory_order_relaxed) == listener_id;
-                atomic_thread_fence(memory_order_acquire);
-                if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq || !match || !reason)
+                        match = efp == fp && atomic_load_explicit(&e->addr0, memory_order_relaxed) == w[0] &&
+                                atomic_load_explicit(&e->addr1, memory_order_relaxed) == w[1];
+                if (!match)
                         continue;
+                if (port >= 0) {
+                        found = 1; /* (in force or not: smc_hint_tcp() decides) */
+                        break;
+                }
                 if (!now) {
                         struct timespec ts;
 
-                        clock_gettime(CLOCK_MONOTONIC, &ts);
+                        clock_gettime(CLOCK_REALTIME, &ts);
                         now = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
                 }
-                if (now < until)
-                        return true;
+                /* (an expiry too far ahead: a clock set back, or a bad file) */
+                if (now < until && until - now <= SMC_HINT_HOLD_NS + SMC_HINT_SLACK_NS)
+                        found = 1;
         }
-        return false;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&snap.seq, memory_order_relaxed) != seq)
+                return -1;
+        return found;
 }
 
-void smc_hint_flush(void) {
+static bool lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, bool by_listener, int port) {
+        hints_refresh();
+        for (int tries = 0; tries < 4; tries++) {
+                int r = snap_lookup(fp, w, listener_id, by_listener, port);
+
+                if (r >= 0)
+                        return r;
+        }
+        return false; /* (rewritten under us four times: as if no hint) */
+}
+
+bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id) {
+        uint64_t w[2] = { 0, 0 };
+
+        if (!dst)
+                return lookup(0, w, listener_id, true, -1);
+        memcpy(w, dst->addr, sizeof(w));
+        return lookup((uint32_t) dst->family << 16 | dst->port, w, 0, false, -1);
+}
+
+bool smc_hint_port(uint16_t port) {
+        static const uint64_t w[2];
+
+        return lookup(0, w, 0, false, port);
+}
+
+/* Send the counts; @may_connect: open a control connection if there is none (a HELLO
+ * round trip: at exit and exec only, never inside the program's connect or accept). */
+static void hint_flush(bool may_connect) {
         for (uint32_t role = 0; role < 2; role++) {
                 uint32_t n = atomic_exchange(&hint_pending[role], 0);
                 union smc_ctl_msg m;
@@ -168,11 +204,17 @@ void smc_hint_flush(void) {
                 m.fallback_count.count = n > SMC_CTL_FALLBACK_COUNT_MAX ? SMC_CTL_FALLBACK_COUNT_MAX : n;
                 /* (connects if needed: a process may have met smcd only through the hints;
                  * not under a seccomp filter, which may refuse the socket) */
-                if (atomic_load_explicit(&hint_sandboxed, memory_order_relaxed))
-                        (void) smc_ctl_client_notify(&m, 5);
-                else
+                if (!may_connect || atomic_load_explicit(&hint_sandboxed, memory_order_relaxed)) {
+                        if (smc_ctl_client_notify(&m, 5) == -ENOTCONN)
+                                /* none yet: kept for the exit (or the next flush) */
+                                atomic_fetch_add_explicit(&hint_pending[role], n, memory_order_relaxed);
+                } else
                         (void) smc_ctl_client_notify_connect(&m, 5);
         }
+}
+
+void smc_hint_flush(void) {
+        hint_flush(true);
 }
 
 void smc_hint_count(uint32_t role) {
@@ -181,8 +223,13 @@ void smc_hint_count(uint32_t role) {
         atomic_fetch_add_explicit(&hint_pending[role & 1], 1, memory_order_relaxed);
         now = coarse_ms();
         next = atomic_load_explicit(&hint_flush_ms, memory_order_relaxed);
+        if (next == 0) {
+                /* the first count: the first flush HINT_FLUSH_MS later, not now */
+                (void) atomic_compare_exchange_strong(&hint_flush_ms, &next, now + HINT_FLUSH_MS);
+                return;
+        }
         if (now >= next && atomic_compare_exchange_strong(&hint_flush_ms, &next, now + HINT_FLUSH_MS))
-                smc_hint_flush();
+                hint_flush(false);
 }
 
 void smc_hint_sandboxed(void) {

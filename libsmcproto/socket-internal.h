@@ -328,6 +328,9 @@ struct smc_ctl_addr;
  * are to be TCP (SMCD_DECL_SHORTCONN). No system call except now and then (a stat of
  * the file, at most once a second); false without a page. */
 bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id);
+/* True if some hint in force may name port @port (any address, family): the cheap
+ * first look before the address of an accepted connection is asked for. */
+bool smc_hint_port(uint16_t port);
 /* Count one connection that fell back for a hint, @role an enum smc_ctl_role; the
  * counts go to smcd in a FALLBACK_COUNT at most every 100 ms. */
 void smc_hint_count(uint32_t role);

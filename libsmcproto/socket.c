@@ -240,6 +240,8 @@ struct smc_sock {
         /* LISTEN_SMC */
         int chan; /* accept channel C, -1 once it hit EOF */
         uint64_t listener_id;
+        struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
+                                          * not known here (inherited over exec) */
         bool listen_smcr; /* smcd marked the listener for SMC-R: SMCR per accepted TCP */
         bool smcr;        /* the connection is SMC-R (state SMCD, smcd on the data path) */
         pid_t listen_pid;          /* the process that registered it */
@@ -1891,6 +1893,8 @@ static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, u
         r = smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl);
         if (r < 0)
                 return r;
+        s->listen_addr = m.listen.addr;
+        addr_unmap(&s->listen_addr);
         m.listen.backlog = backlog < 0 ? 0 : (uint32_t) backlog;
         /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
         m.listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
@@ -2383,6 +2387,29 @@ static int accept_smcr(struct smc_sock *l, int fd) {
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
  * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
  * smcd is told of it (fallback_notice()). */
+/* Is TCP connection @fd, accepted on SMC listener @l, one that smcd's hints sent to
+ * TCP? Matched by the address the client connected to, as the client matched it: the
+ * listener's own address, or for a wildcard listener the connection's (getsockname,
+ * only while some hint names the listener's port). So every SO_REUSEPORT listener of
+ * a hinted address counts its connections as hinted, and a wildcard listener's
+ * clients of other addresses are not. */
+static bool accepted_hinted(struct smc_sock *l, int fd) {
+        struct smc_ctl_addr local = l->listen_addr;
+
+        if (!smc_hint_port(local.family ? local.port : 0))
+                return false;
+        if (!local.family || addr_is_any(&local)) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof(ss);
+
+                if (sys_getsockname(fd, (struct sockaddr *) &ss, &sl) < 0 ||
+                    smc_ctl_addr_from_sockaddr(&local, (struct sockaddr *) &ss, sl) < 0)
+                        return false;
+                addr_unmap(&local);
+        }
+        return smc_hint_tcp(&local, 0);
+}
+
 static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_t *len, int flags,
                       bool notice) {
         struct sockaddr_storage own;
@@ -2404,7 +2431,7 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
                         return r; /* -EAGAIN: smcd runs the handshake, NEW_CONN follows */
                 /* TCP: the peer did not ask for SMC */
         }
-        if (notice && l->listener_id && !env_no_hints && smc_hint_tcp(NULL, l->listener_id)) {
+        if (notice && !env_no_hints && accepted_hinted(l, fd)) {
                 /* its clients connect over TCP for smcd's hint (smc-hints.h): counted in
                  * batches, not listed (a notice each would cost smcd a lookup) */
                 smc_hint_count(SMC_CTL_ROLE_SERVER);

@@ -438,14 +438,22 @@ static void short_conn_account(Manager *m, Conn *conn, const struct smcd_dmb_cou
         if (l->sc_n < SHORT_CONN_WINDOW)
                 return;
         span = now - l->sc_start; /* usec */
-        if (l->sc_short * 8 >= l->sc_n * 7 && (uint64_t) l->sc_n * 1000000 >= rate * span &&
-            hints_publish(m->hints, &conn->ep[EP_CLIENT].peer, l->id, SMCD_DECL_SHORTCONN,
-                          now * 1000 + SMC_HINT_HOLD_NS, now * 1000) >= 0) {
+        if (l->sc_short * 8 >= l->sc_n * 7 && (uint64_t) l->sc_n * 1000000 >= rate * span) {
+                struct timespec ts;
+                uint64_t rt;
+
+                /* (CLOCK_REALTIME: the clock clients in a time namespace share, smc-hints.h) */
+                clock_gettime(CLOCK_REALTIME, &ts);
+                rt = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+                if (hints_publish(m->hints, &conn->ep[EP_CLIENT].peer, l->id, SMCD_DECL_SHORTCONN,
+                                  rt + SMC_HINT_HOLD_NS, rt) < 0)
+                        goto out;
                 m->stats.short_conn_hints++;
                 log_debug("Listener %" PRIu64 ": %u of %u connections short in %" PRIu64 " us: %s hinted to TCP.",
                           l->id, l->sc_short, l->sc_n, span,
                           smcd_addr_to_string(&conn->ep[EP_CLIENT].peer, buf));
         }
+out:
         l->sc_n = l->sc_short = 0;
 }
 

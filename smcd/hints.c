@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The connection hints page: see hints.h here and smc-hints.h in libsmcproto. */
+/* The connection hints file: see hints.h here and smc-hints.h in libsmcproto. */
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,79 +15,75 @@
 #include "hints.h"
 
 struct Hints {
-        struct smc_hints *page;
-        char *path;    /* $dir/hints */
-        dev_t dev;     /* the file's identity: removed at exit only if it is still ours */
+        struct smc_hints page; /* what the file holds (smcd's copy: it never reads it) */
+        int fd;
+        char *path;            /* $dir/hints */
+        dev_t dev;             /* the file's identity: removed at exit only if it is still ours */
         ino_t ino;
 };
 
-int hints_create(const char *dir, Hints **ret) {
-        char *path = NULL, *tmp = NULL;
-        struct smc_hints *p = MAP_FAILED;
-        struct stat st;
-        Hints *h = NULL;
-        int fd = -1, r;
+__attribute__((noinline)) static int write_at(Hints *h, const void *p, size_t len, size_t off) {
+        ssize_t n = pwrite(h->fd, p, len, (off_t) off);
 
-        if (asprintf(&path, "%s/%s", dir, SMC_HINTS_NAME) < 0) {
-                path = NULL;
+        if (n < 0)
+                return -errno;
+        return (size_t) n == len ? 0 : -EIO;
+}
+
+int hints_create(const char *dir, Hints **ret) {
+        char *tmp = NULL;
+        struct stat st;
+        Hints *h;
+        int r;
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->fd = -1;
+        if (asprintf(&h->path, "%s/%s", dir, SMC_HINTS_NAME) < 0) {
+                h->path = NULL;
                 r = -ENOMEM;
-                goto out;
+                goto fail;
         }
         if (asprintf(&tmp, "%s/%s.tmp", dir, SMC_HINTS_NAME) < 0) {
                 tmp = NULL;
                 r = -ENOMEM;
-                goto out;
-        }
-        h = calloc(1, sizeof(*h));
-        if (!h) {
-                r = -ENOMEM;
-                goto out;
+                goto fail;
         }
         (void) unlink(tmp);
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0) {
+        h->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (h->fd < 0) {
                 r = -errno;
-                goto out;
+                goto fail;
         }
+        h->page.magic = SMC_HINTS_MAGIC;
+        h->page.version = SMC_HINTS_VERSION;
+        h->page.n_slots = SMC_HINTS_SLOTS;
+        h->page.size = SMC_HINTS_SIZE;
         /* the mode whatever the umask: every client reads it */
-        if (fchmod(fd, 0644) < 0 || fallocate(fd, 0, 0, SMC_HINTS_SIZE) < 0) {
+        if (fchmod(h->fd, 0644) < 0 || fstat(h->fd, &st) < 0) {
                 r = -errno;
-                goto out_unlink;
+                goto fail_unlink;
         }
-        if (fstat(fd, &st) < 0) {
+        r = write_at(h, &h->page, sizeof(h->page), 0);
+        if (r < 0)
+                goto fail_unlink;
+        if (rename(tmp, h->path) < 0) {
                 r = -errno;
-                goto out_unlink;
+                goto fail_unlink;
         }
-        p = mmap(NULL, SMC_HINTS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-                r = -errno;
-                goto out_unlink;
-        }
-        p->version = SMC_HINTS_VERSION;
-        p->n_slots = SMC_HINTS_SLOTS;
-        p->size = SMC_HINTS_SIZE;
-        __atomic_store_n(&p->magic, SMC_HINTS_MAGIC, __ATOMIC_RELEASE);
-        if (rename(tmp, path) < 0) {
-                r = -errno;
-                munmap(p, SMC_HINTS_SIZE);
-                goto out_unlink;
-        }
-        h->page = p;
-        h->path = path;
-        path = NULL;
         h->dev = st.st_dev;
         h->ino = st.st_ino;
+        free(tmp);
         *ret = h;
-        h = NULL;
-        r = 0;
-        goto out;
-out_unlink:
+        return 0;
+fail_unlink:
         (void) unlink(tmp);
-out:
-        if (fd >= 0)
-                close(fd);
+fail:
+        if (h->fd >= 0)
+                close(h->fd);
+        free(h->path);
         free(h);
-        free(path);
         free(tmp);
         return r;
 }
@@ -97,106 +93,90 @@ void hints_free(Hints *h) {
 
         if (!h)
                 return;
-        atomic_store_explicit(&h->page->closed, 1, memory_order_release);
-        munmap(h->page, SMC_HINTS_SIZE);
-        /* gone with us (a reader's mapping stays, marked closed); never a newer
-         * smcd's file */
+        h->page.closed = 1;
+        (void) write_at(h, &h->page.closed, sizeof(h->page.closed), offsetof(struct smc_hints, closed));
+        close(h->fd);
+        /* gone with us; never a newer smcd's file */
         if (stat(h->path, &st) == 0 && st.st_dev == h->dev && st.st_ino == h->ino)
                 (void) unlink(h->path);
         free(h->path);
         free(h);
 }
 
-static uint32_t family_port(const struct smc_ctl_addr *a) {
-        return (uint32_t) a->family << 16 | a->port;
+/* Write slot @i as smc-hints.h says: seq odd, the rest, seq even. */
+static void slot_write(Hints *h, uint32_t i, const struct smc_hint *v) {
+        struct smc_hint *s = &h->page.slot[i];
+        size_t off = offsetof(struct smc_hints, slot) + i * sizeof(*s);
+        uint32_t seq = s->seq;
+
+        s->seq = seq + 1;
+        (void) write_at(h, &s->seq, sizeof(s->seq), off);
+        memcpy((char *) s + sizeof(s->seq), (const char *) v + sizeof(v->seq), sizeof(*s) - sizeof(s->seq));
+        (void) write_at(h, (char *) s + sizeof(s->seq), sizeof(*s) - sizeof(s->seq), off + sizeof(s->seq));
+        s->seq = seq + 2;
+        (void) write_at(h, &s->seq, sizeof(s->seq), off);
 }
 
-static void addr_words(const struct smc_ctl_addr *a, uint64_t w[2]) {
-        memcpy(w, a->addr, 16);
-}
-
-/* The seqlock's write side (hints.h): odd, the fields, even. */
-static void slot_write(struct smc_hint *s, uint32_t reason, uint64_t until_ns, uint64_t listener_id,
-                       const uint64_t addr[2], uint32_t fp) {
-        uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-
-        atomic_store_explicit(&s->seq, seq + 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_release);
-        atomic_store_explicit(&s->reason, reason, memory_order_relaxed);
-        atomic_store_explicit(&s->until_ns, until_ns, memory_order_relaxed);
-        atomic_store_explicit(&s->listener_id, listener_id, memory_order_relaxed);
-        atomic_store_explicit(&s->addr[0], addr[0], memory_order_relaxed);
-        atomic_store_explicit(&s->addr[1], addr[1], memory_order_relaxed);
-        atomic_store_explicit(&s->family_port, fp, memory_order_relaxed);
-        atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+static bool same_dest(const struct smc_hint *s, const struct smc_hint *v) {
+        return s->family_port == v->family_port && memcmp(s->addr, v->addr, sizeof(s->addr)) == 0;
 }
 
 int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id, uint32_t reason,
                   uint64_t until_ns, uint64_t now_ns) {
-        struct smc_hints *p;
-        uint64_t w[2];
-        uint32_t fp, used;
+        struct smc_hint v = {};
         int pick = -1, soonest = 0;
 
         if (!h)
                 return -EBADF;
         if (dst->port == 0 || (dst->family != AF_INET && dst->family != AF_INET6) || reason == 0)
                 return -EINVAL;
-        p = h->page;
-        fp = family_port(dst);
-        addr_words(dst, w);
-        used = atomic_load_explicit(&p->used, memory_order_relaxed);
-        for (uint32_t i = 0; i < used; i++) {
-                struct smc_hint *s = &p->slot[i];
+        v.reason = reason;
+        v.until_ns = until_ns;
+        v.listener_id = listener_id;
+        memcpy(v.addr, dst->addr, sizeof(v.addr));
+        v.family_port = (uint32_t) dst->family << 16 | dst->port;
+        for (uint32_t i = 0; i < h->page.used; i++) {
+                const struct smc_hint *s = &h->page.slot[i];
 
-                /* only this thread writes: relaxed loads see its own stores */
-                if (atomic_load_explicit(&s->family_port, memory_order_relaxed) == fp &&
-                    atomic_load_explicit(&s->addr[0], memory_order_relaxed) == w[0] &&
-                    atomic_load_explicit(&s->addr[1], memory_order_relaxed) == w[1] &&
-                    atomic_load_explicit(&s->reason, memory_order_relaxed)) {
+                if (s->reason && same_dest(s, &v)) {
                         pick = (int) i;
                         break;
                 }
-                if (pick < 0 && (!atomic_load_explicit(&s->reason, memory_order_relaxed) ||
-                                 atomic_load_explicit(&s->until_ns, memory_order_relaxed) <= now_ns))
+                if (pick < 0 && (!s->reason || s->until_ns <= now_ns))
                         pick = (int) i; /* free or expired: kept unless the same one follows */
-                if (atomic_load_explicit(&s->until_ns, memory_order_relaxed) <
-                    atomic_load_explicit(&p->slot[soonest].until_ns, memory_order_relaxed))
+                if (s->until_ns < h->page.slot[soonest].until_ns)
                         soonest = (int) i;
         }
-        if (pick < 0 && used < SMC_HINTS_SLOTS) {
-                pick = (int) used;
+        if (pick < 0 && h->page.used < SMC_HINTS_SLOTS) {
+                pick = (int) h->page.used;
                 /* the slot is written before a reader may look at it */
-                slot_write(&p->slot[pick], reason, until_ns, listener_id, w, fp);
-                atomic_store_explicit(&p->used, used + 1, memory_order_release);
+                slot_write(h, (uint32_t) pick, &v);
+                h->page.used++;
+                (void) write_at(h, &h->page.used, sizeof(h->page.used), offsetof(struct smc_hints, used));
                 return pick;
         }
         if (pick < 0)
                 pick = soonest;
-        slot_write(&p->slot[pick], reason, until_ns, listener_id, w, fp);
+        slot_write(h, (uint32_t) pick, &v);
         return pick;
 }
 
 void hints_clear(Hints *h) {
-        static const uint64_t zero[2];
+        static const struct smc_hint none;
 
         if (!h)
                 return;
-        for (uint32_t i = 0; i < atomic_load_explicit(&h->page->used, memory_order_relaxed); i++)
-                if (atomic_load_explicit(&h->page->slot[i].reason, memory_order_relaxed))
-                        slot_write(&h->page->slot[i], 0, 0, 0, zero, 0);
+        for (uint32_t i = 0; i < h->page.used; i++)
+                if (h->page.slot[i].reason)
+                        slot_write(h, i, &none);
 }
 
 void hints_forget_listener(Hints *h, uint64_t listener_id) {
-        static const uint64_t zero[2];
+        static const struct smc_hint none;
 
         if (!h || !listener_id)
                 return;
-        for (uint32_t i = 0; i < atomic_load_explicit(&h->page->used, memory_order_relaxed); i++) {
-                struct smc_hint *s = &h->page->slot[i];
-
-                if (atomic_load_explicit(&s->reason, memory_order_relaxed) &&
-                    atomic_load_explicit(&s->listener_id, memory_order_relaxed) == listener_id)
-                        slot_write(s, 0, 0, 0, zero, 0);
-        }
+        for (uint32_t i = 0; i < h->page.used; i++)
+                if (h->page.slot[i].reason && h->page.slot[i].listener_id == listener_id)
+                        slot_write(h, i, &none);
 }

@@ -8,6 +8,7 @@
  * only).
  */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ctl-proto.h"
@@ -15,19 +16,21 @@
 
 typedef struct Hints Hints;
 
-/* Make $@dir/hints anew (written as hints.tmp, then renamed over an older one, so a
- * reader of an earlier smcd's page keeps a whole page), mode 0644, all slots free.
- * Returns 0 with *@ret owned by the caller (hints_free), or -errno of open(2),
- * fallocate(2), mmap(2), rename(2), or -ENOMEM. */
+/* Make $@dir/hints anew (written as hints.tmp, then renamed over an older one), mode
+ * 0644, all slots free. smcd keeps its own copy of the page and writes each change
+ * with pwrite(2) (no mapping: a truncated file would kill smcd with SIGBUS); a write
+ * that fails leaves readers an older or a torn slot, which they ignore. Returns 0 with
+ * *@ret owned by the caller (hints_free), or -errno of open(2), pwrite(2), rename(2),
+ * or -ENOMEM. */
 int hints_create(const char *dir, Hints **ret);
 
-/* Mark the page closed (readers then ignore it: smcd is gone), remove the file if the
- * path still names it, and free @h. NULL is fine. */
+/* Mark the file closed (a reader that still has it open then ignores it), remove it
+ * if the path still names it, and free @h. NULL is fine. */
 void hints_free(Hints *h);
 
 /* Publish (or renew) a hint: connections to @dst (the address the clients connect to,
  * port != 0) for listener @listener_id fall back with @reason until @until_ns
- * (CLOCK_MONOTONIC ns). Takes the slot of the same destination, else a free or
+ * (CLOCK_REALTIME ns, smc-hints.h). Takes the slot of the same destination, else a free or
  * expired one (by @now_ns), else the one that expires first. Returns the slot index,
  * or -EINVAL for a destination without a port or family, or -EBADF for NULL @h. */
 int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id, uint32_t reason,

@@ -9,7 +9,7 @@
 #     from the clients' batched counts, exactly the hinted connections (fallback
 #     SMCD_DECL_SHORTCONN, client and server);
 #   - the hints page: $SMCD_RUNTIME_DIR/hints, 4096 bytes, mode 0644, gone after smcd
-#     stops;
+#     stops; truncated under smcd and its clients, nobody dies (no one maps it);
 #   - SMCPROTO_HINTS=0: the same loop all SMC-D;
 #   - connections of 12 request/reply rounds: all SMC-D (not short);
 #   - --short-conn-rate=0: the same short loop all SMC-D, no hint.
@@ -68,6 +68,15 @@ if run short 300; then
                 "$APPS_DIR/stats.json")
         [ "$s" = "$hinted" ] && ok "... and their server ends ($s)" || nok "server ends counted $s, expected $hinted"
 fi
+
+# 1b. the file truncated under smcd and its clients (root's stray '>'): neither maps it,
+# so nothing dies; the hints just stop (the file is no longer whole)
+: >"$hints"
+if run short 200; then
+        [ "$(j "$out" bad)" = 0 ] && ok "hints file truncated: 200 more connections, every reply right ($out)" ||
+                nok "after truncation: $out"
+fi
+kill -0 "$APPS_SMCD_PID" 2>/dev/null && ok "smcd lives on after the truncation" || nok "smcd died after the truncation"
 
 # 2. the same, ignoring the hints
 if run SMCPROTO_HINTS=0 short 300; then
