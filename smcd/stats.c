@@ -50,12 +50,7 @@ void smcd_stats_count_server_fallback_n(struct smcd_stats *s, uint32_t code, uin
 }
 
 void smcd_stats_count_server_fallback(struct smcd_stats *s, uint32_t code) {
-        s->fallback_server++;
-        for (unsigned i = 0; i < s->n_fallback; i++)
-                if (s->fallback[i].code == code) {
-                        s->fallback[i].server++;
-                        return;
-                }
+        smcd_stats_count_server_fallback_n(s, code, 1);
 }
 
 void smcd_dmb_counters_read(const void *dmb_base, const struct smcd_dmb_counters *base,
