@@ -490,7 +490,9 @@ uint32_t smc_ctl_client_instance_file(void) {
 
         if (smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
                 return 0;
-        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        /* (O_NOCTTY: a terminal put in its place must not become ours) */
+        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
+                               O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
                 return 0;
         if (sys_pread(fd, &v, sizeof(v), 0) != (ssize_t) sizeof(v))
