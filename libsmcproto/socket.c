@@ -2384,9 +2384,6 @@ static int accept_smcr(struct smc_sock *l, int fd) {
         return -ENOPROTOOPT;
 }
 
-/* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
- * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
- * smcd is told of it (fallback_notice()). */
 /* Is TCP connection @fd, accepted on SMC listener @l, one that smcd's hints sent to
  * TCP? Matched by the address the client connected to, as the client matched it: the
  * listener's own address, or for a wildcard listener the connection's (getsockname,
@@ -2410,6 +2407,10 @@ static bool accepted_hinted(struct smc_sock *l, int fd) {
         return smc_hint_tcp(&local, 0);
 }
 
+/* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
+ * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
+ * smcd is told of it (fallback_notice()), unless smcd's hints sent its client to TCP
+ * (accepted_hinted(): then it is counted, SMCD_DECL_SHORTCONN). */
 static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_t *len, int flags,
                       bool notice) {
         struct sockaddr_storage own;
