@@ -36,7 +36,7 @@
 
 /* One hint in force, as read (all fields atomics: read under the seqlock below). */
 struct hint_entry {
-        _Atomic uint64_t until_ns, listener_id, addr0, addr1;
+        _Atomic uint64_t until_ns, addr0, addr1;
         _Atomic uint32_t family_port;
 };
 
@@ -96,7 +96,6 @@ static void hint_read_locked(void) {
                         continue;
                 memcpy(w, s->addr, sizeof(w));
                 atomic_store_explicit(&e->until_ns, s->until_ns, memory_order_relaxed);
-                atomic_store_explicit(&e->listener_id, s->listener_id, memory_order_relaxed);
                 atomic_store_explicit(&e->addr0, w[0], memory_order_relaxed);
                 atomic_store_explicit(&e->addr1, w[1], memory_order_relaxed);
                 atomic_store_explicit(&e->family_port, s->family_port, memory_order_relaxed);
@@ -117,10 +116,10 @@ static void hints_refresh(void) {
         }
 }
 
-/* What entry @i of the snapshot matches: the destination (@fp, @w) or, with @port_only,
- * any entry of port @port (0: any); the snapshot read as its seqlock says. Returns 1
- * (an entry in force matches), 0, or -1 when the snapshot changed meanwhile. */
-static int snap_lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, bool by_listener, int port) {
+/* Whether an entry of the snapshot matches: the destination (@fp, @w) and in force, or
+ * with @port >= 0 any entry of that port (0: of any port); the snapshot read as its
+ * seqlock says. Returns 1, 0, or -1 when the snapshot changed meanwhile. */
+static int snap_lookup(uint32_t fp, const uint64_t w[2], int port) {
         uint32_t seq = atomic_load_explicit(&snap.seq, memory_order_acquire), n;
         uint64_t now = 0;
         int found = 0;
@@ -138,8 +137,6 @@ static int snap_lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, b
 
                 if (port >= 0)
                         match = port == 0 || (efp & 0xffffu) == (uint32_t) port;
-                else if (by_listener)
-                        match = atomic_load_explicit(&e->listener_id, memory_order_relaxed) == listener_id;
                 else
                         match = efp == fp && atomic_load_explicit(&e->addr0, memory_order_relaxed) == w[0] &&
                                 atomic_load_explicit(&e->addr1, memory_order_relaxed) == w[1];
@@ -165,10 +162,10 @@ static int snap_lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, b
         return found;
 }
 
-static bool lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, bool by_listener, int port) {
+static bool lookup(uint32_t fp, const uint64_t w[2], int port) {
         hints_refresh();
         for (int tries = 0; tries < 4; tries++) {
-                int r = snap_lookup(fp, w, listener_id, by_listener, port);
+                int r = snap_lookup(fp, w, port);
 
                 if (r >= 0)
                         return r;
@@ -176,19 +173,17 @@ static bool lookup(uint32_t fp, const uint64_t w[2], uint64_t listener_id, bool 
         return false; /* (rewritten under us four times: as if no hint) */
 }
 
-bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id) {
-        uint64_t w[2] = { 0, 0 };
+bool smc_hint_tcp(const struct smc_ctl_addr *dst) {
+        uint64_t w[2];
 
-        if (!dst)
-                return lookup(0, w, listener_id, true, -1);
         memcpy(w, dst->addr, sizeof(w));
-        return lookup((uint32_t) dst->family << 16 | dst->port, w, 0, false, -1);
+        return lookup((uint32_t) dst->family << 16 | dst->port, w, -1);
 }
 
 bool smc_hint_port(uint16_t port) {
         static const uint64_t w[2];
 
-        return lookup(0, w, 0, false, port);
+        return lookup(0, w, port);
 }
 
 /* Send the counts; @may_connect: open a control connection if there is none (a HELLO

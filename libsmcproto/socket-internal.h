@@ -323,11 +323,10 @@ void smc_ewatch_handed_on(void);
 
 /* The connection hints (hints.c, smc-hints.h). */
 struct smc_ctl_addr;
-/* True while smcd's hints page says that connections to @dst (an address as the
- * program connects to it; or, with @dst NULL, to listener @listener_id, smcd's id)
- * are to be TCP (SMCD_DECL_SHORTCONN). No system call except now and then (a stat of
- * the file, at most once a second); false without a page. */
-bool smc_hint_tcp(const struct smc_ctl_addr *dst, uint64_t listener_id);
+/* True while smcd's hints say that connections to @dst (an address as the program
+ * connects to it) are to be TCP (SMCD_DECL_SHORTCONN). No system call but a read of
+ * the hints file at most every 10 ms (hints.c); false without the file. */
+bool smc_hint_tcp(const struct smc_ctl_addr *dst);
 /* True if some hint in force may name port @port (any address, family): the cheap
  * first look before the address of an accepted connection is asked for. */
 bool smc_hint_port(uint16_t port);

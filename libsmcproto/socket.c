@@ -2404,7 +2404,7 @@ static bool accepted_hinted(struct smc_sock *l, int fd) {
                         return false;
                 addr_unmap(&local);
         }
-        return smc_hint_tcp(&local, 0);
+        return smc_hint_tcp(&local);
 }
 
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
@@ -2684,7 +2684,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 *ret_reason = SMC_CLC_DECL_PEERNOSMC;
                 return 0;
         }
-        if (!env_no_hints && smc_hint_tcp(dst, 0)) {
+        if (!env_no_hints && smc_hint_tcp(dst)) {
                 /* smcd's hint (smc-hints.h): its connections are short-lived at a high
                  * rate, TCP is cheaper for a while; smcd is not asked */
                 smc_debug("connect fd %d: hinted: TCP, reason SMCD_DECL_SHORTCONN", s->fd);
