@@ -4,9 +4,10 @@
 # Real programs, unmodified, under smcrun over a private smcd (issue 5 item 6): qperf,
 # iperf3 (1 and 4 streams), redis-server with redis-benchmark (pipelining off and on) and
 # redis-cli, nginx (2 workers, master process, sendfile on and off) with wrk (keep-alive
-# and "Connection: close") and curl, python3 socket and asyncio echo servers, socat (a
-# select-then-blocking-write relay, both ways at once, with a C stdio filter on the
-# connection: base64, and cat). sockperf has its own test (test-sockperf.sh).
+# and "Connection: close") and curl, nginx's reload and binary upgrade under wrk,
+# python3 socket and asyncio echo servers, socat (a select-then-blocking-write relay,
+# both ways at once, with a C stdio filter on the connection: base64, and cat). sockperf
+# has its own test (test-sockperf.sh).
 #
 # Each run is bounded in time and checked: exit status, the errors the program reports
 # (0), response bodies (sha256), and smcd's counters (stats.json, SIGUSR1): SMC-D
@@ -430,6 +431,108 @@ test_nginx_daemon() {
         check $? "nginx daemon on: smcd's listener gone with nginx (listeners $(apps_stat listeners))"
 }
 
+# nginx_wait_workers MASTER OLD: MASTER has 2 workers and none of them is in OLD (a
+# list of pids): 0 within 10 s
+nginx_wait_workers() {
+        local m=$1 old=" $2 " w n
+        for _ in $(seq 100); do
+                n=0
+                for w in $(pgrep -P "$m"); do
+                        case "$old" in *" $w "*) n=-9 ;; *) n=$((n + 1)) ;; esac
+                done
+                [ "$n" = 2 ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+# nginx's live operations under load, under smcrun: a reload (SIGHUP: new workers, the
+# old ones finish gracefully) and a binary upgrade (SIGUSR2: the master execs a new
+# master that inherits the SMC listener, SIGWINCH and SIGQUIT end the old one), with
+# `env LD_PRELOAD; ...` in nginx.conf so that the new binary runs under smcrun too
+# (nginx clears its environment at exec: smcrun(1)). wrk (keep-alive, under smcrun)
+# runs throughout; as over TCP, the only errors are reads of keep-alive connections a
+# worker closed on its graceful exit (at most one per connection per exit). The new
+# master's workers have the library and their connections are SMC-D.
+test_nginx_upgrade() {
+        have nginx wrk sha256sum || return
+        local d=$APPS_DIR/nginx-upgrade port old new w ws rc out nconn=8 lib ngx
+        ngx=$(command -v nginx) # nginx execs its argv[0]: a path
+        apps_nginx_www "$d"
+        echo "$WRK_LUA" >"$d/summary.lua"
+        port=$(apps_free_port)
+        apps_mark
+        {
+                echo "env LD_PRELOAD; env SMCD_RUNTIME_DIR; env SMCRUN_LIB; env ASAN_OPTIONS;"
+                nginx_conf "$d" "$port" on | sed 's/^daemon off;/daemon on;/'
+        } >"$d/nginx.conf"
+        : >"$d/error.log"
+        T 20 "${SMCRUN[@]}" "$ngx" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" >"$APPS_DIR/nginx-upgrade.log" 2>&1
+        rc=$?
+        old=""
+        for _ in $(seq 50); do old=$(cat "$d/nginx.pid" 2>/dev/null) && [ -n "$old" ] && break; sleep 0.1; done
+        if [ $rc != 0 ] || [ -z "$old" ] || ! apps_wait_port "$port" 10 "$old" || ! nginx_wait_workers "$old" ""; then
+                nok "nginx upgrade: did not start under smcrun (exit $rc): $(nginx_alerts "$d" 1)"
+                [ -n "$old" ] && apps_stop "$old" QUIT 5
+                return
+        fi
+        APPS_PIDS+=("$old") # stopped at exit if a check below fails
+        T 30 "${SMCRUN[@]}" wrk -t 1 -c $nconn -d 8 -s "$d/summary.lua" "http://127.0.0.1:$port/4k.bin" \
+                >"$APPS_DIR/wrk-upgrade.log" 2>&1 &
+        w=$!
+        sleep 1
+        ws=$(pgrep -P "$old" | paste -sd ' ')
+        kill -HUP "$old"
+        nginx_wait_workers "$old" "$ws"
+        check $? "nginx reload (SIGHUP) under wrk: 2 new workers (were $ws, now $(pgrep -P "$old" | paste -sd ' '))"
+        sleep 1
+        kill -USR2 "$old"
+        new=""
+        for _ in $(seq 100); do
+                new=$(cat "$d/nginx.pid" 2>/dev/null)
+                [ -n "$new" ] && [ "$new" != "$old" ] && [ -s "$d/nginx.pid.oldbin" ] && nginx_wait_workers "$new" "" && break
+                new=""
+                sleep 0.1
+        done
+        if [ -z "$new" ]; then
+                nok "nginx binary upgrade (SIGUSR2) under wrk: no new master with 2 workers: $(nginx_alerts "$d" 1)"
+                wait $w
+                apps_stop "$old" QUIT 5
+                return
+        fi
+        APPS_PIDS+=("$new")
+        lib=0
+        for ws in $(pgrep -P "$new"); do grep -q libsmcrun "/proc/$ws/maps" 2>/dev/null && lib=$((lib + 1)); done
+        [ $lib = 2 ]
+        check $? "nginx binary upgrade (SIGUSR2) under wrk: new master $new, its workers under smcrun ($lib of 2 with libsmcrun)"
+        sleep 1
+        kill -WINCH "$old" # the old workers finish and exit
+        nginx_wait_workers "$new" "" && for _ in $(seq 100); do [ -z "$(pgrep -P "$old")" ] && break; sleep 0.1; done
+        kill -QUIT "$old"
+        for _ in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+        ! kill -0 "$old" 2>/dev/null
+        check $? "nginx binary upgrade: the old master gone after SIGWINCH, SIGQUIT"
+        wait $w
+        rc=$?
+        out=$(grep '^{' "$APPS_DIR/wrk-upgrade.log" | tail -n 1)
+        [ $rc = 0 ] && [ -n "$out" ] && jq -e --argjson c $nconn '.requests > 0 and .connect == 0 and .write == 0
+                and .status == 0 and .timeout == 0 and .read <= 2 * $c and .bytes >= .requests * 4096' <<<"$out" >/dev/null
+        check $? "nginx reload and upgrade: wrk throughout, exit $rc: ${out:-no summary} (read errors: at most one per connection and graceful exit, as over TCP)"
+        apps_mark
+        nginx_bodies "$d" "$port" "nginx after the upgrade"
+        smc_used "nginx after the upgrade" 2
+        apps_stop "$new" QUIT 10
+        ! kill -0 "$new" 2>/dev/null
+        check $? "nginx after the upgrade: gone after SIGQUIT"
+        out=$(nginx_alerts "$d")
+        [ -z "$out" ]
+        check $? "nginx reload and upgrade: error.log has no alert/crit/emerg${out:+: $out}"
+        idle "nginx reload and upgrade (stopped)"
+        apps_stats
+        [ "$(apps_stat listeners)" = 0 ]
+        check $? "nginx reload and upgrade: smcd's listener gone with nginx (listeners $(apps_stat listeners))"
+}
+
 # --- python echo servers ------------------------------------------------------------------
 test_python() {
         local kind pid port out rc
@@ -523,6 +626,7 @@ test_iperf3
 test_redis
 test_nginx
 test_nginx_daemon
+test_nginx_upgrade
 test_python
 test_socat
 test_socat_contended
