@@ -116,10 +116,11 @@ static void hints_refresh(void) {
         }
 }
 
-/* Whether an entry of the snapshot matches: the destination (@fp, @w) and in force, or
- * with @port >= 0 any entry of that port (0: of any port); the snapshot read as its
- * seqlock says. Returns 1, 0, or -1 when the snapshot changed meanwhile. */
-static int snap_lookup(uint32_t fp, const uint64_t w[2], int port) {
+/* Whether an entry of the snapshot matches: the destination (@fp, @w) and in force (or
+ * expired less than @grace ns ago), or with @port >= 0 any entry of that port (0: of
+ * any port); the snapshot read as its seqlock says. Returns 1, 0, or -1 when the
+ * snapshot changed meanwhile. */
+static int snap_lookup(uint32_t fp, const uint64_t w[2], int port, uint64_t grace) {
         uint32_t seq = atomic_load_explicit(&snap.seq, memory_order_acquire), n;
         uint64_t now = 0;
         int found = 0;
@@ -153,7 +154,7 @@ static int snap_lookup(uint32_t fp, const uint64_t w[2], int port) {
                         now = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
                 }
                 /* (an expiry too far ahead: a clock set back, or a bad file) */
-                if (now < until && until - now <= SMC_HINT_HOLD_NS + SMC_HINT_SLACK_NS)
+                if (now < until ? until - now <= SMC_HINT_HOLD_NS + SMC_HINT_SLACK_NS : now - until < grace)
                         found = 1;
         }
         atomic_thread_fence(memory_order_acquire);
@@ -162,10 +163,10 @@ static int snap_lookup(uint32_t fp, const uint64_t w[2], int port) {
         return found;
 }
 
-static bool lookup(uint32_t fp, const uint64_t w[2], int port) {
+static bool lookup(uint32_t fp, const uint64_t w[2], int port, uint64_t grace) {
         hints_refresh();
         for (int tries = 0; tries < 4; tries++) {
-                int r = snap_lookup(fp, w, port);
+                int r = snap_lookup(fp, w, port, grace);
 
                 if (r >= 0)
                         return r;
@@ -177,13 +178,20 @@ bool smc_hint_tcp(const struct smc_ctl_addr *dst) {
         uint64_t w[2];
 
         memcpy(w, dst->addr, sizeof(w));
-        return lookup((uint32_t) dst->family << 16 | dst->port, w, -1);
+        return lookup((uint32_t) dst->family << 16 | dst->port, w, -1, 0);
+}
+
+bool smc_hint_accepted(const struct smc_ctl_addr *local) {
+        uint64_t w[2];
+
+        memcpy(w, local->addr, sizeof(w));
+        return lookup((uint32_t) local->family << 16 | local->port, w, -1, SMC_HINT_ACCEPT_GRACE_NS);
 }
 
 bool smc_hint_port(uint16_t port) {
         static const uint64_t w[2];
 
-        return lookup(0, w, port);
+        return lookup(0, w, port, 0);
 }
 
 /* Send the counts; @may_connect: open a control connection if there is none (a HELLO

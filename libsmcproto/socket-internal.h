@@ -327,8 +327,15 @@ struct smc_ctl_addr;
  * connects to it) are to be TCP (SMCD_DECL_SHORTCONN). No system call but a read of
  * the hints file at most every 10 ms (hints.c); false without the file. */
 bool smc_hint_tcp(const struct smc_ctl_addr *dst);
-/* True if some hint in force may name port @port (any address, family): the cheap
- * first look before the address of an accepted connection is asked for. */
+/* How long after a hint expired a TCP connection accepted on its address (@local, the
+ * listener's side) is still taken as one its client sent to TCP for it: a client that
+ * looked just before the expiry connects, and its server accepts, later (ns). */
+#define SMC_HINT_ACCEPT_GRACE_NS 250000000ull
+/* smc_hint_tcp() for the server's end: also SMC_HINT_ACCEPT_GRACE_NS after the expiry. */
+bool smc_hint_accepted(const struct smc_ctl_addr *local);
+/* True if some hint, in force or not, may name port @port (any address, family; 0:
+ * any port): the cheap first look before the address of an accepted connection is
+ * asked for. */
 bool smc_hint_port(uint16_t port);
 /* Count one connection that fell back for a hint, @role an enum smc_ctl_role; the
  * counts go to smcd in a FALLBACK_COUNT at most every 100 ms. */

@@ -2404,7 +2404,7 @@ static bool accepted_hinted(struct smc_sock *l, int fd) {
                         return false;
                 addr_unmap(&local);
         }
-        return smc_hint_tcp(&local);
+        return smc_hint_accepted(&local);
 }
 
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With

@@ -8,6 +8,8 @@
 #     1 s) a connection is SMC-D again; smcd counted the hint (short_conn_hints) and,
 #     from the clients' batched counts, exactly the hinted connections (fallback
 #     SMCD_DECL_SHORTCONN, client and server);
+#   - a hint expiring between a client's connect and its server's accept: the server's
+#     end is hinted within 250 ms of the expiry;
 #   - the hints page: $SMCD_RUNTIME_DIR/hints, 4096 bytes, mode 0644, gone after smcd
 #     stops; truncated under smcd and its clients, nobody dies (no one maps it);
 #   - SMCPROTO_HINTS=0: the same loop all SMC-D;
@@ -67,6 +69,16 @@ if run short 300; then
         s=$(jq -r '[.fallback.by_reason[]? | select(.name == "SMCD_DECL_SHORTCONN") | .server] | add // 0' \
                 "$APPS_DIR/stats.json")
         [ "$s" = "$hinted" ] && ok "... and their server ends ($s)" || nok "server ends counted $s, expected $hinted"
+fi
+
+# 1a. a hint expiring between a client's connect and its server's accept: the server's
+# end is still the hinted connection it is within the accept grace (250 ms), a fallback
+# of a client outside smcd (PEERNOSMC) after it
+if run late 300; then
+        want='{"client":[[2,184811520],[2,184811520]],"server":[[2,184811520],[2,50397184]]}'
+        [ "$(jq -c . <<<"$out")" = "$want" ] &&
+                ok "connected 100 ms before the hint's expiry: accepted 100 ms after it as hinted (SMCD_DECL_SHORTCONN), 400 ms after it as PEERNOSMC ($out)" ||
+                nok "connect before the hint's expiry, accept after it: $out (want $want)"
 fi
 
 # 1b. the file truncated under smcd and its clients (root's stray '>'): neither maps it,

@@ -10,9 +10,16 @@
 #                              reply checked. Then waits 1.3 s (the hint's hold, 1 s) and
 #                              makes one more: "after_hold" is its mode.
 #   short-conn.py long N       N connections of 12 request/reply rounds each (not short)
+#   short-conn.py late N       up to N short connections until one is hinted; then, from
+#                              the hint's expiry in $SMCD_RUNTIME_DIR/hints, two
+#                              connections made 100 ms before it and accepted 100 ms
+#                              and 400 ms after it: prints their server ends' reasons
+#                              (SMCD_DECL_SHORTCONN within the accept grace of 250 ms,
+#                              SMC_CLC_DECL_PEERNOSMC after it)
 #
 # Exit 0 when every reply was right (the caller checks the counts).
 import json
+import os
 import socket
 import struct
 import sys
@@ -43,6 +50,72 @@ def recv_exact(s, n):
     return b
 
 
+def hint_until(port):
+    """The expiry (CLOCK_REALTIME ns) of the hint for @port in smcd's hints page."""
+    with open(os.path.join(os.environ["SMCD_RUNTIME_DIR"], "hints"), "rb") as f:
+        page = f.read(4096)
+    used = struct.unpack_from("=I", page, 16)[0]  # struct smc_hints.used
+    best = 0
+    for i in range(min(used, 63)):
+        off = 64 + 64 * i
+        # struct smc_hint: seq, reason, until_ns, listener_id, addr[16], family_port
+        reason = struct.unpack_from("=I", page, off + 4)[0]
+        until = struct.unpack_from("=Q", page, off + 8)[0]
+        fp = struct.unpack_from("=I", page, off + 40)[0]
+        if reason and fp & 0xFFFF == port:
+            best = max(best, until)
+    return best
+
+
+def sleep_until(ns):
+    d = (ns - time.time_ns()) / 1e9
+    if d > 0:
+        time.sleep(d)
+
+
+def late(n, ls, port):
+    """Mode "late": the server end of connections made while a hint held, accepted after
+    it expired."""
+    def one_short(i):
+        s = socket.create_connection(("127.0.0.1", port))
+        c, _ = ls.accept()
+        info = smc_info(s)
+        s.sendall(b"%016d" % i)
+        ok = recv_exact(c, 16) == b"%016d" % i
+        c.close()
+        s.close()
+        return info, ok
+
+    for i in range(n):
+        info, ok = one_short(i)
+        if not ok:
+            print(json.dumps({"error": "connection %d: bad data" % i}), flush=True)
+            return 1
+        if info == (MODE_TCP, SHORTCONN):
+            break
+    else:
+        print(json.dumps({"error": "no hinted connection in %d" % n}), flush=True)
+        return 1
+    until = hint_until(port)
+    left = (until - time.time_ns()) / 1e6
+    if left < 200:
+        print(json.dumps({"error": "the hint expires too soon: %.0f ms" % left}), flush=True)
+        return 1
+    sleep_until(until - 100_000_000)
+    conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    client = [smc_info(c) for c in conns]
+    server = []
+    for at in (100_000_000, 400_000_000):
+        sleep_until(until + at)
+        c, _ = ls.accept()
+        server.append(smc_info(c))
+        c.close()
+    for c in conns:
+        c.close()
+    print(json.dumps({"client": [list(m) for m in client], "server": [list(m) for m in server]}), flush=True)
+    return 0
+
+
 def main():
     kind, n = sys.argv[1], int(sys.argv[2])
     rounds = 1 if kind == "short" else 12
@@ -50,6 +123,8 @@ def main():
     ls.bind(("127.0.0.1", 0))
     ls.listen(128)
     port = ls.getsockname()[1]
+    if kind == "late":
+        return late(n, ls, port)
     server_modes = []
     bad = []
 
