@@ -30,9 +30,45 @@ __attribute__((noinline)) static int write_at(Hints *h, const void *p, size_t le
         return (size_t) n == len ? 0 : -EIO;
 }
 
-int hints_create(const char *dir, Hints **ret) {
+/* Write the page as a new file (hints.tmp, renamed over $dir/hints), mode 0644 whatever
+ * the umask, and take it as h->fd. On failure the old file descriptor (if any) stays. */
+static int file_make(Hints *h) {
         char *tmp = NULL;
         struct stat st;
+        int fd, old = h->fd, r;
+
+        if (asprintf(&tmp, "%s.tmp", h->path) < 0)
+                return -ENOMEM;
+        (void) unlink(tmp);
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) {
+                r = -errno;
+                free(tmp);
+                return r;
+        }
+        h->fd = fd;
+        if (fchmod(fd, 0644) < 0 || fstat(fd, &st) < 0)
+                r = -errno;
+        else
+                r = write_at(h, &h->page, sizeof(h->page), 0);
+        if (r == 0 && rename(tmp, h->path) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlink(tmp);
+                close(fd);
+                h->fd = old;
+        }
+        free(tmp);
+        if (r < 0)
+                return r;
+        if (old >= 0)
+                close(old);
+        h->dev = st.st_dev;
+        h->ino = st.st_ino;
+        return 0;
+}
+
+int hints_create(const char *dir, Hints **ret) {
         Hints *h;
         int r;
 
@@ -41,51 +77,32 @@ int hints_create(const char *dir, Hints **ret) {
                 return -ENOMEM;
         h->fd = -1;
         if (asprintf(&h->path, "%s/%s", dir, SMC_HINTS_NAME) < 0) {
-                h->path = NULL;
-                r = -ENOMEM;
-                goto fail;
-        }
-        if (asprintf(&tmp, "%s/%s.tmp", dir, SMC_HINTS_NAME) < 0) {
-                tmp = NULL;
-                r = -ENOMEM;
-                goto fail;
-        }
-        (void) unlink(tmp);
-        h->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (h->fd < 0) {
-                r = -errno;
-                goto fail;
+                free(h);
+                return -ENOMEM;
         }
         h->page.magic = SMC_HINTS_MAGIC;
         h->page.version = SMC_HINTS_VERSION;
         h->page.n_slots = SMC_HINTS_SLOTS;
         h->page.size = SMC_HINTS_SIZE;
-        /* the mode whatever the umask: every client reads it */
-        if (fchmod(h->fd, 0644) < 0 || fstat(h->fd, &st) < 0) {
-                r = -errno;
-                goto fail_unlink;
+        r = file_make(h);
+        if (r < 0) {
+                free(h->path);
+                free(h);
+                return r;
         }
-        r = write_at(h, &h->page, sizeof(h->page), 0);
-        if (r < 0)
-                goto fail_unlink;
-        if (rename(tmp, h->path) < 0) {
-                r = -errno;
-                goto fail_unlink;
-        }
-        h->dev = st.st_dev;
-        h->ino = st.st_ino;
-        free(tmp);
         *ret = h;
         return 0;
-fail_unlink:
-        (void) unlink(tmp);
-fail:
-        if (h->fd >= 0)
-                close(h->fd);
-        free(h->path);
-        free(h);
-        free(tmp);
-        return r;
+}
+
+/* The path still names our file, whole: else (removed, replaced, truncated: by root's
+ * hand; smcd never does) the page is written anew, so that readers see hints again. */
+static void file_check(Hints *h) {
+        struct stat st;
+
+        if (stat(h->path, &st) == 0 && st.st_dev == h->dev && st.st_ino == h->ino &&
+            st.st_size == (off_t) SMC_HINTS_SIZE)
+                return;
+        (void) file_make(h);
 }
 
 void hints_free(Hints *h) {
@@ -130,6 +147,7 @@ int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id
                 return -EBADF;
         if (dst->port == 0 || (dst->family != AF_INET && dst->family != AF_INET6) || reason == 0)
                 return -EINVAL;
+        file_check(h);
         v.reason = reason;
         v.until_ns = until_ns;
         v.listener_id = listener_id;
@@ -142,8 +160,11 @@ int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id
                         pick = (int) i;
                         break;
                 }
-                if (pick < 0 && (!s->reason || s->until_ns <= now_ns))
-                        pick = (int) i; /* free or expired: kept unless the same one follows */
+                /* free, or expired a hold ago (a server still takes the accepts of its
+                 * last clients as hinted for a while after the expiry: the library's
+                 * SMC_HINT_ACCEPT_GRACE_NS): kept unless the same one follows */
+                if (pick < 0 && (!s->reason || s->until_ns + SMC_HINT_HOLD_NS <= now_ns))
+                        pick = (int) i;
                 if (s->until_ns < h->page.slot[soonest].until_ns)
                         soonest = (int) i;
         }

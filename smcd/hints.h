@@ -30,9 +30,12 @@ void hints_free(Hints *h);
 
 /* Publish (or renew) a hint: connections to @dst (the address the clients connect to,
  * port != 0) for listener @listener_id fall back with @reason until @until_ns
- * (CLOCK_REALTIME ns, smc-hints.h). Takes the slot of the same destination, else a free or
- * expired one (by @now_ns), else the one that expires first. Returns the slot index,
- * or -EINVAL for a destination without a port or family, or -EBADF for NULL @h. */
+ * (CLOCK_REALTIME ns, smc-hints.h). Takes the slot of the same destination, else a free
+ * one or one that expired SMC_HINT_HOLD_NS ago or longer (by @now_ns), else the one that
+ * expires first. If the path no longer names smcd's file, whole (removed, replaced or
+ * truncated by hand), the page is first written anew (as hints_create()), so readers see
+ * hints again; a failure there leaves the old file. Returns the slot index, or -EINVAL
+ * for a destination without a port or family, or -EBADF for NULL @h. */
 int hints_publish(Hints *h, const struct smc_ctl_addr *dst, uint64_t listener_id, uint32_t reason,
                   uint64_t until_ns, uint64_t now_ns);
 

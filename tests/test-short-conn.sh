@@ -11,7 +11,8 @@
 #   - a hint expiring between a client's connect and its server's accept: the server's
 #     end is hinted within 250 ms of the expiry;
 #   - the hints page: $SMCD_RUNTIME_DIR/hints, 4096 bytes, mode 0644, gone after smcd
-#     stops; truncated under smcd and its clients, nobody dies (no one maps it);
+#     stops; truncated or replaced under smcd and its clients, nobody dies (no one maps
+#     it) and smcd writes it anew at its next hint;
 #   - SMCPROTO_HINTS=0: the same loop all SMC-D;
 #   - connections of 12 request/reply rounds: all SMC-D (not short);
 #   - --short-conn-rate=0: the same short loop all SMC-D, no hint.
@@ -81,14 +82,24 @@ if run late 300; then
                 nok "connect before the hint's expiry, accept after it: $out (want $want)"
 fi
 
-# 1b. the file truncated under smcd and its clients (root's stray '>'): neither maps it,
-# so nothing dies; the hints just stop (the file is no longer whole)
-: >"$hints"
-if run short 200; then
-        [ "$(j "$out" bad)" = 0 ] && ok "hints file truncated: 200 more connections, every reply right ($out)" ||
-                nok "after truncation: $out"
-fi
-kill -0 "$APPS_SMCD_PID" 2>/dev/null && ok "smcd lives on after the truncation" || nok "smcd died after the truncation"
+# 1b. the file truncated under smcd and its clients (root's stray '>'), then replaced by
+# another file: neither maps it, so nothing dies; smcd writes it anew at its next hint,
+# and the hints work again
+for how in truncated replaced; do
+        if [ $how = truncated ]; then
+                : >"$hints"
+        else
+                rm -f "$hints" && echo garbage >"$hints"
+        fi
+        if run short 300; then
+                [ "$(j "$out" bad)" = 0 ] && [ "$(j "$out" other)" = 0 ] && [ "$(j "$out" hinted)" -ge 1 ] &&
+                        ok "hints file $how: 300 more connections, every reply right, hinted again ($out)" ||
+                        nok "hints file $how: $out"
+        fi
+        [ "$(stat -c '%s %a' "$hints" 2>&1)" = "4096 644" ] && ok "hints file $how: smcd wrote it anew" ||
+                nok "hints file $how: now $(stat -c '%s %a' "$hints" 2>&1)"
+        kill -0 "$APPS_SMCD_PID" 2>/dev/null && ok "smcd lives on (hints file $how)" || nok "smcd died (hints file $how)"
+done
 
 # 2. the same, ignoring the hints
 if run SMCPROTO_HINTS=0 short 300; then
