@@ -2107,6 +2107,13 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
                __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
 }
 
+bool smc_ring_error_pending(struct smc_ring_ep *ep) {
+        if (__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
+                return false;
+        return (peer_flags(ep) & SMC_DMB_CONN_ABORT) ||
+               (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE);
+}
+
 int smc_ring_error(struct smc_ring_ep *ep) {
         if ((peer_flags(ep) & SMC_DMB_CONN_ABORT) && take_reset(ep))
                 return peer_fin_then_reset(ep) ? EPIPE : ECONNRESET;

@@ -304,6 +304,10 @@ uint32_t smc_ring_send_room(struct smc_ring_ep *ep);
 /* The pending error, as SO_ERROR reports it (ECONNRESET once after an abort), or 0. */
 int smc_ring_error(struct smc_ring_ep *ep);
 
+/* Whether smc_ring_error() would report an error now (without taking it): TCP's
+ * sk_err, which tcp_poll() reports as EPOLLERR until a call returns it. */
+bool smc_ring_error_pending(struct smc_ring_ep *ep);
+
 /* Whether a TCP socket in this connection's place would be in state CLOSE (tcp(7)):
  * the peer aborted (RST), or the peer closed and we sent after it (the send TCP takes,
  * answered by RST), or both directions were shut in order (FINs both ways). TCP then

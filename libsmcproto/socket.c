@@ -6670,6 +6670,11 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                 }
                 m = &set->m[j];
                 m->seen_gen = set->gen;
+                /* X hung up (the abort, or the reset that answered the send taken after
+                 * the peer's close): tcp_poll()'s EPOLLERR while the error is not yet
+                 * returned by a call (SO_ERROR, a receive or a send) */
+                if ((evs[w].events & EPOLLHUP) && smc_ring_error_pending(&m->s->ep))
+                        evs[w].events |= EPOLLERR;
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {
                         m->idle = 0;
