@@ -9,11 +9,14 @@
 #   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
 #   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
 #     off), wrk "Connection: close" (as smcrun runs it, where smcd's hints send such
-#     short connections to TCP, and with SMCPROTO_HINTS=0: every one SMC-D), a 1 MiB
+#     short connections to TCP, with SMCPROTO_HINTS=0: every one SMC-D, and with
+#     SMCRUN_DISABLE=1: the library loaded but every call passed on), a 1 MiB
 #     file, keep-alive again with wrk -t 2; and sendfile on vs off under smcrun
 #   - iperf3 -P1 and -P4, with smcd's default ring (128 KiB RMB) and with --rmem 1M
 #   - qperf tcp_lat and tcp_bw
 #   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
+#   - PostgreSQL (its own cluster, fsync off; a process per connection) with pgbench,
+#     4 clients: select-only (-S) and TPC-B-like without the teller/branch updates (-N)
 # Each measurement runs BENCH_APPS_REPEAT times (default 3), TCP and smcrun
 # alternating; the table shows medians. No CPU pinning by default, as a user runs these
 # programs: on a 2-vCPU VM a cross-CPU wakeup costs TCP tens of microseconds, so pinning
@@ -29,7 +32,7 @@
 #   BENCH_APPS_PIN=1    servers of single-threaded programs (redis, iperf3, qperf, python)
 #                       on CPU 1, their clients on CPU 0 (nginx and wrk never pinned)
 #   BENCH_RAW=1         also print every measured value
-#   BENCH_APPS_ONLY     a comma-separated subset of redis,nginx,iperf3,qperf,echo
+#   BENCH_APPS_ONLY     a comma-separated subset of redis,nginx,iperf3,qperf,echo,postgres
 #   BENCH_APPS_WRK_THREADS  wrk's threads (default 1; its connections stay 32; the extra
 #                       keep-alive row with wrk -t 2 is left out when this is 2)
 # Exit: 0 when everything ran (missed targets are reported, not fatal), 1 when a
@@ -54,9 +57,9 @@ esac
 IFS=, read -r -a only_list <<<"${BENCH_APPS_ONLY:-}"
 for g in "${only_list[@]}"; do
         case $g in
-        redis | nginx | iperf3 | qperf | echo) ;;
+        redis | nginx | iperf3 | qperf | echo | postgres) ;;
         *)
-                echo "bench/apps: BENCH_APPS_ONLY: unknown program '$g' (redis,nginx,iperf3,qperf,echo)" >&2
+                echo "bench/apps: BENCH_APPS_ONLY: unknown program '$g' (redis,nginx,iperf3,qperf,echo,postgres)" >&2
                 exit 2
                 ;;
         esac
@@ -102,11 +105,12 @@ fi
 # wrap MODE: the command prefix for tcp (nothing) or smc (smcrun)
 # wrap MODE: W = the command prefix of MODE: tcp (none), smc (smcrun), smc0 (smcrun
 # ignoring smcd's connection hints, SMCPROTO_HINTS=0: SMC-D however short the
-# connections are)
+# connections are), off (smcrun with SMCRUN_DISABLE=1: the library's cost alone)
 wrap() {
         case $1 in
         smc) W=("${SMCRUN[@]}") ;;
         smc0) W=(env SMCPROTO_HINTS=0 "${SMCRUN[@]}") ;;
+        off) W=(env SMCRUN_DISABLE=1 "${SMCRUN[@]}") ;;
         *) W=() ;;
         esac
 }
@@ -274,18 +278,65 @@ bench_echo() { # bench_echo MODE KIND
         stop_server "$pid"
 }
 
+# --- PostgreSQL -----------------------------------------------------------------------------
+# bench_postgres MODE: postgres (the cluster of pg_setup) under MODE, pgbench -S and -N
+# with 4 clients, DUR seconds each
+bench_postgres() {
+        local mode=$1 port pid m
+        wrap "$mode"
+        port=$(apps_free_port)
+        if ! apps_pg_start "postgres-$mode" "$APPS_DIR/pg" "$port" "${W[@]}"; then
+                warn "postgres ($mode) did not start"
+                failed=1
+                apps_stop "$APPS_BG_PID" INT 10
+                return
+        fi
+        pid=$APPS_BG_PID
+        for m in S N; do
+                if ! T $((DUR + 60)) "${W[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -c 4 -j 2 -T "$DUR" -$m \
+                        postgres >"$APPS_DIR/pgbench-$m-$mode.log" 2>&1 ||
+                        ! grep -q '^number of failed transactions: 0 ' "$APPS_DIR/pgbench-$m-$mode.log"; then
+                        warn "pgbench -$m ($mode) failed:"
+                        tail -n 5 "$APPS_DIR/pgbench-$m-$mode.log" >&2
+                        failed=1
+                        continue
+                fi
+                res "pgbench-$m" "$mode" "$(awk '/^tps = / { print $3 }' "$APPS_DIR/pgbench-$m-$mode.log")"
+        done
+        apps_stop "$pid" INT 20
+}
+
+# pg_setup: a cluster in $APPS_DIR/pg with pgbench's tables (scale 2); 1 if it fails
+pg_setup() {
+        local port pid r=0
+        apps_pg_init "$APPS_DIR/pg" || { warn "postgres: initdb failed: $(tail -n 1 "$APPS_DIR/pg/initdb.log")"; return 1; }
+        port=$(apps_free_port)
+        apps_pg_start postgres-init "$APPS_DIR/pg" "$port" || r=1
+        pid=$APPS_BG_PID
+        [ $r = 0 ] && { T 120 pgbench -h 127.0.0.1 -p "$port" -U postgres -i -s 2 -q postgres \
+                >"$APPS_DIR/pgbench-init.log" 2>&1 || r=1; }
+        apps_stop "$pid" INT 20
+        [ $r = 0 ] || warn "postgres: the cluster or pgbench's tables could not be made"
+        return $r
+}
+
 have() { command -v "$1" >/dev/null || { warn "$1 is not installed: no $1 rows"; return 1; }; }
 
 # --- the runs -------------------------------------------------------------------------------
-has_redis=0 has_nginx=0 has_iperf3=0 has_qperf=0
+has_redis=0 has_nginx=0 has_iperf3=0 has_qperf=0 has_postgres=0
 have redis-server && have redis-benchmark && has_redis=1
 have nginx && have wrk && have curl && has_nginx=1
 have iperf3 && has_iperf3=1
 have qperf && has_qperf=1
+if apps_pg_bindir >/dev/null; then
+        have pgbench && has_postgres=1
+else
+        warn "postgresql is not installed: no postgres rows"
+fi
 has_echo=1
-# BENCH_APPS_ONLY: a comma-separated subset of redis,nginx,iperf3,qperf,echo
+# BENCH_APPS_ONLY: a comma-separated subset of redis,nginx,iperf3,qperf,echo,postgres
 if [ -n "${BENCH_APPS_ONLY:-}" ]; then
-        for g in redis nginx iperf3 qperf echo; do
+        for g in redis nginx iperf3 qperf echo postgres; do
                 case ",$BENCH_APPS_ONLY," in
                 *",$g,"*) ;;
                 *) eval "has_$g=0" ;;
@@ -305,6 +356,7 @@ if [ $has_nginx = 1 ]; then
         fi
         apps_stop "$APPS_NGINX_PID" QUIT 5
 fi
+[ $has_postgres = 1 ] && { pg_setup || { has_postgres=0; failed=1; }; }
 
 for ((r = 1; r <= REPEAT; r++)); do
         note "round $r of $REPEAT ..."
@@ -316,6 +368,9 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_nginx $mode 4k-close on 4k.bin -H 'Connection: close'
                         # the same with every connection SMC-D (no hint sends them to TCP)
                         [ $mode = smc ] && bench_nginx smc0 4k-close on 4k.bin -H 'Connection: close'
+                        # and with the library loaded but passing every call on: what
+                        # the hinted (TCP) connections can reach at best
+                        [ $mode = smc ] && bench_nginx off 4k-close on 4k.bin -H 'Connection: close'
                         bench_nginx $mode 1m-ka-on on 1m.bin
                         # the keep-alive run again with a wrk thread per CPU: wrk -t 1
                         # is the limit of the run above (its 4 system calls a request
@@ -327,6 +382,7 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_iperf3 $mode P4 4
                 fi
                 [ $has_qperf = 1 ] && bench_qperf $mode
+                [ $has_postgres = 1 ] && bench_postgres $mode
                 if [ $has_echo = 1 ]; then
                         bench_echo $mode socket
                         bench_echo $mode asyncio
@@ -410,6 +466,9 @@ if [ $has_nginx = 1 ]; then
         s=$(median nginx-4k-close smc0)
         row "nginx 4 KiB Connection: close, all SMC-D (SMCPROTO_HINTS=0) (req/s)" "$(fmt "$t")" "$(fmt "$s")" \
                 "$(ratio "$s" "$t")x" "" "-"
+        s=$(median nginx-4k-close off)
+        row "nginx 4 KiB Connection: close, SMCRUN_DISABLE=1 (the library's own cost) (req/s)" "$(fmt "$t")" \
+                "$(fmt "$s")" "$(ratio "$s" "$t")x" "" "-"
         pair "nginx 1 MiB keep-alive, sendfile on (MB/s)" nginx-1m-ka-on-MBps
         # seed 001: sendfile on vs off, both under smcrun (TCP's own on/off beside it)
         t=$(ratio "$(median nginx-4k-ka-on tcp)" "$(median nginx-4k-ka-off tcp)")
@@ -431,6 +490,10 @@ fi
 if [ $has_qperf = 1 ]; then
         pair "qperf tcp_lat (us, lower is better)" qperf-lat
         pair "qperf tcp_bw (GB/s)" qperf-bw
+fi
+if [ $has_postgres = 1 ]; then
+        pair "pgbench -S, 4 clients (tps)" pgbench-S
+        pair "pgbench -N, 4 clients, fsync off (tps)" pgbench-N
 fi
 pair "python socket echo 64 B ping-pong (round trips/s)" echo-socket
 pair "python asyncio echo 64 B ping-pong (round trips/s)" echo-asyncio

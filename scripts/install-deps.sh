@@ -26,6 +26,9 @@ PKGS=(
         openssh-server openssh-client
         # node: libuv closes descriptors with syscall(2) (tests/apps/node-echo.js)
         nodejs
+        # a process-per-connection database: postgres, pgbench, psql (test-real-apps.sh and
+        # bench/apps.sh run their own cluster in a temporary directory on a free port)
+        postgresql
         # units test: systemd-analyze verify, systemd-sysusers, systemd-tmpfiles; busctl
         systemd
 )

@@ -5,9 +5,9 @@
 # iperf3 (1 and 4 streams), redis-server with redis-benchmark (pipelining off and on) and
 # redis-cli, nginx (2 workers, master process, sendfile on and off) with wrk (keep-alive
 # and "Connection: close") and curl, nginx's reload and binary upgrade under wrk,
-# python3 socket and asyncio echo servers, socat (a select-then-blocking-write relay,
-# both ways at once, with a C stdio filter on the connection: base64, and cat). sockperf
-# has its own test (test-sockperf.sh).
+# PostgreSQL with pgbench and psql, python3 socket and asyncio echo servers, socat (a
+# select-then-blocking-write relay, both ways at once, with a C stdio filter on the
+# connection: base64, and cat). sockperf has its own test (test-sockperf.sh).
 #
 # Each run is bounded in time and checked: exit status, the errors the program reports
 # (0), response bodies (sha256), and smcd's counters (stats.json, SIGUSR1): SMC-D
@@ -533,6 +533,89 @@ test_nginx_upgrade() {
         check $? "nginx reload and upgrade: smcd's listener gone with nginx (listeners $(apps_stat listeners))"
 }
 
+# --- PostgreSQL ---------------------------------------------------------------------------
+# A process-per-connection database: the postmaster forks a backend for each accepted
+# connection (the child closes its copy of the listener, the parent its copy of the
+# connection). postgres, pgbench and psql under smcrun (a cluster of its own in the
+# temporary directory, fsync off; as the postgres user when we are root): pgbench's
+# initialisation, select-only and TPC-B-like runs with 4 clients (no failed
+# transaction), TPC-B's invariant read back (the balances of accounts, tellers and
+# branches each sum to the history's deltas), then a connection per transaction
+# (pgbench -C: smcd's hints may send those to TCP) and a fast shutdown.
+test_postgres() {
+        local d=$APPS_DIR/pg port pid rc out mode sums n a t b h c f k
+        if ! apps_pg_bindir >/dev/null || ! command -v psql >/dev/null; then
+                skip "postgresql (server and psql) not installed"
+                return
+        fi
+        have pgbench || return
+        if [ -n "$APPS_SANITIZER" ]; then
+                # postgres never starts with a sanitizer runtime preloaded, with or
+                # without smcrun (it hangs silently before it listens)
+                echo "# postgresql: not run with a sanitizer runtime preloaded (postgres hangs at start)"
+                return
+        fi
+        if ! apps_pg_init "$d"; then
+                nok "postgresql: initdb failed: $(tail -n 1 "$d/initdb.log")"
+                return
+        fi
+        port=$(apps_free_port)
+        if ! apps_pg_start postgres "$d" "$port" "${SMCRUN[@]}"; then
+                nok "postgresql did not listen on port $port under smcrun"
+                log postgres.log 5
+                apps_stop "$APPS_BG_PID" INT 10
+                return
+        fi
+        pid=$APPS_BG_PID
+        ok "postgresql $(basename "$(dirname "$(apps_pg_bindir)")") serves under smcrun (a process per connection)"
+        apps_mark
+        T 60 "${SMCRUN[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -i -s 2 -q postgres \
+                >"$APPS_DIR/pgbench-init.log" 2>&1
+        rc=$?
+        check $rc "postgresql: pgbench -i -s 2 (200000 accounts) under smcrun: exit $rc"
+        [ $rc = 0 ] || log pgbench-init.log 5
+        for mode in -S -N; do
+                # -S select-only; -N TPC-B-like without the teller and branch updates
+                # (no contention among 4 clients; the history rows still carry deltas)
+                T 60 "${SMCRUN[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -c 4 -j 2 -T 3 $mode postgres \
+                        >"$APPS_DIR/pgbench$mode.log" 2>&1
+                rc=$?
+                out=$(grep -E '^(number of transactions actually processed|number of failed transactions|tps)' \
+                        "$APPS_DIR/pgbench$mode.log" | sed 's/ (without.*//' | paste -sd ',')
+                [ $rc = 0 ] && grep -q '^number of failed transactions: 0 ' "$APPS_DIR/pgbench$mode.log" &&
+                        grep -q '^tps = [1-9]' "$APPS_DIR/pgbench$mode.log"
+                check $? "postgresql: pgbench -c 4 -j 2 -T 3 $mode: exit $rc, $out"
+                [ $rc = 0 ] || log "pgbench$mode.log" 5
+        done
+        sums=$(T 30 "${SMCRUN[@]}" psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
+                "select (select count(*) from pgbench_accounts), (select sum(abalance) from pgbench_accounts),
+                        (select count(*) from pgbench_history), (select sum(delta) from pgbench_history)" 2>&1)
+        IFS='|' read -r n a c h <<<"$sums"
+        [ "$n" = 200000 ] && [ "${c:-0}" -gt 0 ] 2>/dev/null && [ -n "$a" ] && [ "$a" = "$h" ]
+        check $? "postgresql: read back through psql: 200000 accounts, $c transactions in the history, the accounts' balances sum to its deltas ($sums)"
+        smc_used "postgresql" 10
+        apps_mark
+        T 60 "${SMCRUN[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -C -c 2 -j 2 -T 2 -S postgres \
+                >"$APPS_DIR/pgbench-C.log" 2>&1
+        rc=$?
+        out=$(grep -E '^(number of transactions actually processed|number of failed transactions|tps)' \
+                "$APPS_DIR/pgbench-C.log" | sed 's/ (including.*//' | paste -sd ',')
+        [ $rc = 0 ] && grep -q '^number of failed transactions: 0 ' "$APPS_DIR/pgbench-C.log"
+        check $? "postgresql: pgbench -C -S (a connection and a backend per transaction): exit $rc, $out"
+        apps_stats
+        f=$(apps_delta fallback_total)
+        k=$(apps_delta fallback.SMCD_DECL_SHORTCONN)
+        [ $((f - k)) = 0 ] && [ "$(apps_delta conns_client)" -ge 1 ]
+        check $? "postgresql: pgbench -C: SMC-D, or TCP for smcd's hints only (smcd: conns_client +$(apps_delta conns_client), fallback_total +$f, of them SMCD_DECL_SHORTCONN $k)"
+        apps_stop "$pid" INT 20 # fast shutdown
+        rc=$?
+        check $rc "postgresql: exit status $rc after SIGINT (fast shutdown)"
+        idle "postgresql (stopped)"
+        apps_stats
+        [ "$(apps_stat listeners)" = 0 ]
+        check $? "postgresql: smcd's listener gone with the postmaster (listeners $(apps_stat listeners))"
+}
+
 # --- python echo servers ------------------------------------------------------------------
 test_python() {
         local kind pid port out rc
@@ -627,6 +710,7 @@ test_redis
 test_nginx
 test_nginx_daemon
 test_nginx_upgrade
+test_postgres
 test_python
 test_socat
 test_socat_contended

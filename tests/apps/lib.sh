@@ -50,6 +50,19 @@
 #                                          load time; nginx clears its workers'
 #                                          environment). Everything nginx writes goes to
 #                                          DIR; as root, the workers run as nobody
+#   apps_pg_bindir                         the PostgreSQL server's bin directory (the
+#                                          newest /usr/lib/postgresql/*/bin with postgres
+#                                          and initdb, else pg_config --bindir) on stdout;
+#                                          status 1 if there is none
+#   apps_pg_init DIR                       a new cluster in DIR/data (trust, superuser
+#                                          postgres, no sync), its sockets in DIR/sock;
+#                                          as root DIR belongs to, and everything runs as,
+#                                          the postgres user (APPS_PG_AS=(setpriv ...));
+#                                          0, or 1 (DIR/initdb.log says why)
+#   apps_pg_start NAME DIR PORT [PREFIX...]
+#                                          apps_bg NAME APPS_PG_AS... PREFIX... postgres on
+#                                          127.0.0.1:PORT (fsync off, 20 connections), wait
+#                                          for the port (20 s): 0, or 1; PID in APPS_BG_PID
 #   apps_nginx_start DIR PORT NAME [PREFIX...]
 #                                          apps_bg NAME PREFIX... nginx with DIR/nginx.conf
 #                                          (DIR/error.log emptied first), wait for PORT (10
@@ -271,6 +284,39 @@ http {
     server { listen 127.0.0.1:$2; root $1/www; }
 }
 CONF
+}
+
+APPS_PG_AS=()
+apps_pg_bindir() {
+        local d
+        for d in $(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V -r); do
+                [ -x "$d/postgres" ] && [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+        done
+        command -v pg_config >/dev/null && d=$(pg_config --bindir 2>/dev/null) && [ -x "$d/postgres" ] &&
+                [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+        return 1
+}
+
+apps_pg_init() {
+        local d=$1 bin
+        bin=$(apps_pg_bindir) || return 1
+        APPS_PG_AS=()
+        mkdir -p "$d/sock" || return 1
+        if [ "$(id -u)" = 0 ]; then
+                id postgres >/dev/null 2>&1 || { echo "no postgres user to run it as" >"$d/initdb.log"; return 1; }
+                APPS_PG_AS=(setpriv --reuid=postgres --regid=postgres --init-groups)
+                chown -R postgres: "$d" || return 1
+        fi
+        "${APPS_PG_AS[@]}" "$bin/initdb" -D "$d/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1
+}
+
+apps_pg_start() {
+        local name=$1 d=$2 port=$3 bin
+        shift 3
+        bin=$(apps_pg_bindir) || return 1
+        apps_bg "$name" "${APPS_PG_AS[@]}" "$@" "$bin/postgres" -D "$d/data" -p "$port" -k "$d/sock" \
+                -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20
+        apps_wait_port "$port" 20 "$APPS_BG_PID"
 }
 
 apps_nginx_start() {
