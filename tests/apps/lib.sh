@@ -57,7 +57,9 @@
 #   apps_pg_init DIR                       a new cluster in DIR/data (trust, superuser
 #                                          postgres, no sync), its sockets in DIR/sock;
 #                                          as root DIR belongs to, and everything runs as,
-#                                          the postgres user (APPS_PG_AS=(setpriv ...));
+#                                          the postgres user (APPS_PG_AS=(setpriv ...)),
+#                                          with copies of libsmcrun.so and smcrun in
+#                                          $APPS_DIR/pg-lib if it cannot read the build's;
 #                                          0, or 1 (DIR/initdb.log says why)
 #   apps_pg_start NAME DIR PORT [PREFIX...]
 #                                          apps_bg NAME APPS_PG_AS... PREFIX... postgres on
@@ -287,6 +289,7 @@ CONF
 }
 
 APPS_PG_AS=()
+APPS_PG_LIBDIR=
 apps_pg_bindir() {
         local d
         for d in $(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V -r); do
@@ -306,15 +309,29 @@ apps_pg_init() {
                 id postgres >/dev/null 2>&1 || { echo "no postgres user to run it as" >"$d/initdb.log"; return 1; }
                 APPS_PG_AS=(setpriv --reuid=postgres --regid=postgres --init-groups)
                 chown -R postgres: "$d" || return 1
+                # the postgres user loads libsmcrun.so and reads the smcrun script itself
+                # (nginx's workers inherit them from their root master): copies where it
+                # can read them, if the build tree is closed to it (a checkout in /root)
+                if ! "${APPS_PG_AS[@]}" sh -c 'test -r "$1" && test -r "$2"' sh "$SMCRUN_LIB" "$APPS_SMCRUN_SCRIPT"; then
+                        APPS_PG_LIBDIR=$APPS_DIR/pg-lib
+                        mkdir -p "$APPS_PG_LIBDIR" && chmod 0755 "$APPS_PG_LIBDIR" &&
+                                install -m 0644 "$SMCRUN_LIB" "$APPS_PG_LIBDIR/libsmcrun.so" &&
+                                install -m 0644 "$APPS_SMCRUN_SCRIPT" "$APPS_PG_LIBDIR/smcrun" || return 1
+                fi
         fi
         "${APPS_PG_AS[@]}" "$bin/initdb" -D "$d/data" -A trust -U postgres --no-sync >"$d/initdb.log" 2>&1
 }
 
 apps_pg_start() {
-        local name=$1 d=$2 port=$3 bin
+        local name=$1 d=$2 port=$3 bin a pre=()
         shift 3
         bin=$(apps_pg_bindir) || return 1
-        apps_bg "$name" "${APPS_PG_AS[@]}" "$@" "$bin/postgres" -D "$d/data" -p "$port" -k "$d/sock" \
+        for a in "$@"; do
+                [ -n "$APPS_PG_LIBDIR" ] && [ "$a" = "$APPS_SMCRUN_SCRIPT" ] && a=$APPS_PG_LIBDIR/smcrun
+                pre+=("$a")
+        done
+        [ -n "$APPS_PG_LIBDIR" ] && pre=(env SMCRUN_LIB="$APPS_PG_LIBDIR/libsmcrun.so" "${pre[@]}")
+        apps_bg "$name" "${APPS_PG_AS[@]}" "${pre[@]}" "$bin/postgres" -D "$d/data" -p "$port" -k "$d/sock" \
                 -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20
         apps_wait_port "$port" 20 "$APPS_BG_PID"
 }
