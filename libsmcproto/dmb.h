@@ -145,6 +145,12 @@
  * listener's last copy went, or its descriptors lost to a receiver out of them), as
  * TCP resets connections queued on a listener that is closed. */
 #define SMC_DMB_READER_ACCEPTED 0x10u
+/* reader_flags only: the socket's pending error (the peer's abort, or the RST that
+ * answered the send taken after the peer's close) was returned by a call, in any
+ * process or descriptor that holds the socket (dup, fork, exec): one error for all
+ * copies, as TCP's sk_err, which sock_error() takes. Library-private (never a peer
+ * state; above the CDC's connection-state byte) */
+#define SMC_DMB_READER_ERR_TAKEN 0x100u
 /* features: what the smcd that set up the connection does (set when it hands the
  * DMB out, read-only then; 0 from an older smcd) */
 #define SMC_DMB_FEAT_X_HUP 0x01u /* tells X's last close from a shutdown of both

@@ -329,9 +329,20 @@ static void ring_copy(uint8_t *data, uint32_t size, uint32_t pos, struct iov_ite
 
 /* ---- shared helpers --------------------------------------------------------------- */
 
+/* The socket's error was returned already (by this copy, or another: a dup, a
+ * forked or exec'd holder, SMC_DMB_READER_ERR_TAKEN). */
+static bool reset_taken(struct smc_ring_ep *ep) {
+        return __atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED) ||
+               (atomic_load_explicit(&ep->rx_hdr->reader_flags, memory_order_acquire) & SMC_DMB_READER_ERR_TAKEN);
+}
+
 static bool take_reset(struct smc_ring_ep *ep) {
-        /* true the first time only: ECONNRESET is reported once */
-        return !__atomic_exchange_n(&ep->reset_seen, true, __ATOMIC_RELAXED);
+        /* true the first time only, for all copies of the socket: ECONNRESET is
+         * reported once, as TCP's sk_err */
+        if (__atomic_exchange_n(&ep->reset_seen, true, __ATOMIC_RELAXED))
+                return false;
+        return !(atomic_fetch_or_explicit(&ep->rx_hdr->reader_flags, SMC_DMB_READER_ERR_TAKEN, memory_order_acq_rel) &
+                 SMC_DMB_READER_ERR_TAKEN);
 }
 
 static uint32_t peer_flags(struct smc_ring_ep *ep) {
@@ -1947,7 +1958,7 @@ short smc_ring_poll(struct smc_ring_ep *ep) {
         if ((pf & SMC_DMB_CONN_ABORT) ||
             (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE)) {
                 m |= POLLHUP;
-                if (!__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
+                if (!reset_taken(ep))
                         m |= POLLERR;
         }
         /* as tcp_poll(): hang-up once both directions are shut, by the peer's FIN or
@@ -2108,7 +2119,7 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
 }
 
 bool smc_ring_error_pending(struct smc_ring_ep *ep) {
-        if (__atomic_load_n(&ep->reset_seen, __ATOMIC_RELAXED))
+        if (reset_taken(ep))
                 return false;
         return (peer_flags(ep) & SMC_DMB_CONN_ABORT) ||
                (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE);

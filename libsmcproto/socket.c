@@ -6631,6 +6631,19 @@ static bool ew_fresh(const struct ew_member *m, uint64_t *prod) {
         return smc_ring_ready_quick(&m->s->ep, POLLIN);
 }
 
+/* After a reset (the peer's abort, or the RST that answered the send taken after the
+ * peer's close) and until a call returned the error (SO_ERROR, a receive or a send,
+ * through any copy of the socket): what tcp_poll() reports for TCP's socket in CLOSE
+ * with sk_err set, EPOLLERR and EPOLLHUP, and the asked-for EPOLLIN, EPOLLRDHUP and
+ * EPOLLOUT (every call fails at once). X is a unix socket with no error state, and
+ * its hang-up may come after its EOF (smcd shuts it in two steps): added to every
+ * event reported for the member meanwhile. 0 otherwise. */
+static uint32_t ew_reset_events(const struct ew_member *m) {
+        if (!smc_ring_error_pending(&m->s->ep))
+                return 0;
+        return EPOLLERR | EPOLLHUP | (m->events & (EPOLLIN | EPOLLRDHUP | EPOLLOUT));
+}
+
 /* A merge's start: a new generation (seen_gen), the hash current. */
 static void ew_merge_begin(struct ew_set *set) {
         if (++set->gen == 0) { /* (wrapped: no member may look seen) */
@@ -6670,11 +6683,7 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                 }
                 m = &set->m[j];
                 m->seen_gen = set->gen;
-                /* X hung up (the abort, or the reset that answered the send taken after
-                 * the peer's close): tcp_poll()'s EPOLLERR while the error is not yet
-                 * returned by a call (SO_ERROR, a receive or a send) */
-                if ((evs[w].events & EPOLLHUP) && smc_ring_error_pending(&m->s->ep))
-                        evs[w].events |= EPOLLERR;
+                evs[w].events |= ew_reset_events(m);
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {
                         m->idle = 0;
@@ -6742,7 +6751,7 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                 e = EPOLLIN;
                 if ((m->events & EPOLLOUT) && smc_ring_ready_quick(&m->s->ep, POLLOUT))
                         e |= EPOLLOUT;
-                evs[n].events = e & m->events;
+                evs[n].events = (e & m->events) | ew_reset_events(m);
                 evs[n].data.u64 = m->data;
                 n++;
                 m->seen_gen = set->gen; /* (a kernel event for it later in this merge

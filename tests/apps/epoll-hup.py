@@ -7,7 +7,9 @@
 # kill -9 with data unread); data still readable in the hung-up state; a hung-up
 # connection shared with a child process that reads on after the parent closed its
 # copy; the one send TCP takes after the peer's close or SHUT_RDWR (answered with a
-# reset: EPOLLHUP with a new edge, EPIPE in SO_ERROR once). tests/test-smcrun-apps.sh
+# reset: EPOLLHUP with a new edge, EPIPE in SO_ERROR once); the error of an abort taken
+# through a dup of the socket, or by a forked child: then gone for the original too
+# (one error per socket, as TCP's sk_err). tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
 # line.
 #
@@ -324,6 +326,37 @@ def case12():
     s.close()
 
 
+def case13():
+    out("case 13: s closes with data unread (abort); the error taken through a dup of c, then through a child")
+    c, s = pair()
+    c.sendall(b"unread")
+    time.sleep(SETTLE)
+    s.close()
+    time.sleep(SETTLE)
+    d = socket.socket(fileno=os.dup(c.fileno()))
+    out("  dup SO_ERROR %s; then c %s, SO_ERROR %s, %s" % (so_error(d), masks(c), so_error(c), recv_result(c)))
+    d.close()
+    c.close()
+    c, s = pair()
+    c.sendall(b"unread")
+    time.sleep(SETTLE)
+    s.close()
+    time.sleep(SETTLE)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, ("%s\n" % recv_result(c)).encode())
+        os._exit(0)
+    os.close(w)
+    child = os.read(r, 100).decode().strip()
+    os.close(r)
+    os.waitpid(pid, 0)
+    out("  child %s; then c %s, SO_ERROR %s, %s" % (child, masks(c), so_error(c), recv_result(c)))
+    c.close()
+
+
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12):
+for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
+          case13):
     f()
