@@ -434,13 +434,14 @@ test_nginx_daemon() {
 # nginx_wait_workers MASTER OLD: MASTER has 2 workers and none of them is in OLD (a
 # list of pids): 0 within 10 s
 nginx_wait_workers() {
-        local m=$1 old=" $2 " w n
+        local m=$1 old=" $2 " w n stale
         for _ in $(seq 100); do
-                n=0
+                n=0 stale=0
                 for w in $(pgrep -P "$m"); do
-                        case "$old" in *" $w "*) n=-9 ;; *) n=$((n + 1)) ;; esac
+                        n=$((n + 1))
+                        case "$old" in *" $w "*) stale=1 ;; esac
                 done
-                [ "$n" = 2 ] && return 0
+                [ "$n" = 2 ] && [ $stale = 0 ] && return 0
                 sleep 0.1
         done
         return 1
@@ -461,7 +462,6 @@ test_nginx_upgrade() {
         apps_nginx_www "$d"
         echo "$WRK_LUA" >"$d/summary.lua"
         port=$(apps_free_port)
-        apps_mark
         {
                 echo "env LD_PRELOAD; env SMCD_RUNTIME_DIR; env SMCRUN_LIB; env ASAN_OPTIONS;"
                 nginx_conf "$d" "$port" on | sed 's/^daemon off;/daemon on;/'
@@ -507,7 +507,7 @@ test_nginx_upgrade() {
         check $? "nginx binary upgrade (SIGUSR2) under wrk: new master $new, its workers under smcrun ($lib of 2 with libsmcrun)"
         sleep 1
         kill -WINCH "$old" # the old workers finish and exit
-        nginx_wait_workers "$new" "" && for _ in $(seq 100); do [ -z "$(pgrep -P "$old")" ] && break; sleep 0.1; done
+        for _ in $(seq 100); do [ -z "$(pgrep -P "$old")" ] && break; sleep 0.1; done
         kill -QUIT "$old"
         for _ in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
         ! kill -0 "$old" 2>/dev/null
@@ -542,8 +542,16 @@ test_nginx_upgrade() {
 # transaction), TPC-B's invariant read back (the balances of accounts, tellers and
 # branches each sum to the history's deltas), then a connection per transaction
 # (pgbench -C: smcd's hints may send those to TCP) and a fast shutdown.
+# pgbench_ok LOG: pgbench's transaction counts and rate from LOG on one line in $out;
+# 0 when no transaction failed
+pgbench_ok() {
+        out=$(grep -E '^(number of transactions actually processed|number of failed transactions|tps)' "$1" |
+                sed 's/ (without.*//; s/ (including.*//' | paste -sd ',')
+        grep -q '^number of failed transactions: 0 ' "$1"
+}
+
 test_postgres() {
-        local d=$APPS_DIR/pg port pid rc out mode sums n a t b h c f k
+        local d=$APPS_DIR/pg port pid rc out mode sums n a h c f k
         if ! apps_pg_bindir >/dev/null || ! command -v psql >/dev/null; then
                 skip "postgresql (server and psql) not installed"
                 return
@@ -580,10 +588,7 @@ test_postgres() {
                 T 60 "${SMCRUN[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -c 4 -j 2 -T 3 $mode postgres \
                         >"$APPS_DIR/pgbench$mode.log" 2>&1
                 rc=$?
-                out=$(grep -E '^(number of transactions actually processed|number of failed transactions|tps)' \
-                        "$APPS_DIR/pgbench$mode.log" | sed 's/ (without.*//' | paste -sd ',')
-                [ $rc = 0 ] && grep -q '^number of failed transactions: 0 ' "$APPS_DIR/pgbench$mode.log" &&
-                        grep -q '^tps = [1-9]' "$APPS_DIR/pgbench$mode.log"
+                pgbench_ok "$APPS_DIR/pgbench$mode.log" && [ $rc = 0 ] && grep -q '^tps = [1-9]' "$APPS_DIR/pgbench$mode.log"
                 check $? "postgresql: pgbench -c 4 -j 2 -T 3 $mode: exit $rc, $out"
                 [ $rc = 0 ] || log "pgbench$mode.log" 5
         done
@@ -598,9 +603,7 @@ test_postgres() {
         T 60 "${SMCRUN[@]}" pgbench -h 127.0.0.1 -p "$port" -U postgres -C -c 2 -j 2 -T 2 -S postgres \
                 >"$APPS_DIR/pgbench-C.log" 2>&1
         rc=$?
-        out=$(grep -E '^(number of transactions actually processed|number of failed transactions|tps)' \
-                "$APPS_DIR/pgbench-C.log" | sed 's/ (including.*//' | paste -sd ',')
-        [ $rc = 0 ] && grep -q '^number of failed transactions: 0 ' "$APPS_DIR/pgbench-C.log"
+        pgbench_ok "$APPS_DIR/pgbench-C.log" && [ $rc = 0 ]
         check $? "postgresql: pgbench -C -S (a connection and a backend per transaction): exit $rc, $out"
         apps_stats
         f=$(apps_delta fallback_total)
