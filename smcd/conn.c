@@ -569,14 +569,19 @@ static int hold_take(Manager *m, Endpoint *e, int fd) {
  * TCP socket), the kernel reports EPOLLHUP on X; SMC_DMB_READER_X_HUP first. */
 static void hold_wake(Endpoint *e) {
         struct smc_dmb_hdr *rx, *tx;
-        bool abort = false;
+        bool abort = false, rd_shut = false;
         char buf[4096];
 
         if (e->hold_fd < 0)
                 return;
-        for (unsigned i = 0; i < 64; i++)
-                if (read(e->hold_fd, buf, sizeof(buf)) <= 0)
+        for (unsigned i = 0; i < 64; i++) {
+                ssize_t n = read(e->hold_fd, buf, sizeof(buf));
+
+                /* 0: Y's read side is shut, that is, X's write side */
+                rd_shut = n == 0;
+                if (n <= 0)
                         break;
+        }
         if (!e->conn->restored) {
                 rx = e->conn->buf[ep_side(e)]->base;  /* @e reads it: the peer's state as writer */
                 tx = e->conn->buf[!ep_side(e)]->base; /* @e writes it: its own */
@@ -598,11 +603,12 @@ static void hold_wake(Endpoint *e) {
                 }
         }
         /* an abort shuts X's write side too, as a RST leaves TCP's socket. Not again
-         * what the peer's library shut at its close already (a send of no bytes fails
-         * with EPIPE then, and has no other effect): a shutdown wakes X's waiters even
+         * what the peer's library shut at its close already (its FIN; both ways at
+         * its abort, ring.c smc_ring_close_reset(); a send of no bytes fails with
+         * EPIPE then, and has no other effect): a shutdown wakes X's waiters even
          * when it changes nothing, and an edge-triggered waiter between the two would
-         * see two edges where TCP's FIN is one */
-        if (!abort && send(e->hold_fd, NULL, 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE)
+         * see two edges where TCP's FIN or RST is one */
+        if ((!abort || rd_shut) && send(e->hold_fd, NULL, 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE)
                 return;
         (void) shutdown(e->hold_fd, abort ? SHUT_RDWR : SHUT_WR);
 }

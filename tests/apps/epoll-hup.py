@@ -66,6 +66,30 @@ def masks(sock):
                                                 names(pl[0][1] if pl else 0))
 
 
+def raw_masks(sock):
+    """what the kernel itself says, through epoll_wait(2) and poll(2) system calls
+    that bypass smcrun's wrappers (a program on the libsmcproto API, or one that
+    makes raw system calls): EPOLLERR left out, which only smcrun's epoll_wait and
+    poll add for an SMC socket (smcrun(1)); the rest as TCP's"""
+    import ctypes
+    import platform
+    import struct
+    if platform.machine() != "x86_64":
+        return "raw (not on %s)" % platform.machine()
+    libc = ctypes.CDLL(None, use_errno=True)
+    ep = select.epoll()
+    ep.register(sock.fileno(), ALL)
+    buf = ctypes.create_string_buffer(12 * 2)
+    n = libc.syscall(232, ep.fileno(), buf, 2, 0)  # SYS_epoll_wait
+    lv = struct.unpack_from("=I", buf, 0)[0] if n > 0 else 0
+    ep.close()
+    pfd = ctypes.create_string_buffer(struct.pack("=ihh", sock.fileno(),
+                                                  select.POLLIN | select.POLLOUT | select.POLLRDHUP, 0))
+    n = libc.syscall(7, pfd, 1, 0)  # SYS_poll
+    pl = struct.unpack_from("=ihh", pfd.raw, 0)[2] if n > 0 else 0
+    return "raw epoll %s, raw poll %s" % (names(lv & ~select.EPOLLERR), names(pl & ~select.POLLERR))
+
+
 def show(label, c, s):
     time.sleep(SETTLE)
     out("%s: c %s; s %s" % (label, masks(c), masks(s)))
@@ -132,6 +156,7 @@ def case5():
     s.close()
     time.sleep(SETTLE)
     out("  s closed: c %s" % masks(c))
+    out("  s closed: c %s" % raw_masks(c))
     out("  c %s" % recv_result(c))
     out("  after the error: c %s" % masks(c))
     c.close()
@@ -151,6 +176,7 @@ def case6():
     os.waitpid(pid, 0)
     time.sleep(SETTLE)
     out("  s killed: c %s" % masks(c))
+    out("  s killed: c %s" % raw_masks(c))
     out("  c %s" % recv_result(c))
     c.close()
 
