@@ -393,9 +393,16 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
 
 int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                                 int *ret_fds, unsigned timeout_ms) {
+        return smc_ctl_client_call_instance(req, fds, nfds, ret_reply, ret_fds, timeout_ms, NULL);
+}
+
+int smc_ctl_client_call_instance(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
+                                 int *ret_fds, unsigned timeout_ms, uint32_t *ret_instance) {
         bool hold;
         int r;
 
+        if (ret_instance)
+                *ret_instance = 0;
         if (!req || !ret_reply || !ret_fds || nfds > SMC_CTL_MAX_FDS)
                 return -EINVAL;
 
@@ -442,6 +449,9 @@ int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t n
                 goto out;
         }
         r = wait_reply_locked(req->hdr.seq, ret_reply, ret_fds, timeout_ms);
+        /* (the lock was held since the send: the connection that answered) */
+        if (r >= 0 && ret_instance && ctl_fd >= 0 && ctl_version)
+                *ret_instance = ctl_instance;
         if (r == -ETIMEDOUT && timeout_ms <= SMC_CTL_HOLD_OFF_REQUEST_MS)
                 hold_off_locked("did not answer a request", timeout_ms); /* (not an SMCR handshake:
                                                               * its peer may be slow) */

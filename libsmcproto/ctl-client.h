@@ -50,6 +50,13 @@ int smc_ctl_client_call(union smc_ctl_msg *req, const int *fds, size_t nfds, uni
 int smc_ctl_client_call_timeout(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
                                 int *ret_fds, unsigned timeout_ms);
 
+/* The same, and the instance (HELLO_REPLY.instance) of the smcd that answered into
+ * @ret_instance (may be NULL): 0 on an error, or when that smcd is older than REREG.
+ * Unlike smc_ctl_client_instance() before the call, also right for a process's first
+ * request (no control connection yet) and for one that reconnected on the way. */
+int smc_ctl_client_call_instance(union smc_ctl_msg *req, const int *fds, size_t nfds, union smc_ctl_msg *ret_reply,
+                                 int *ret_fds, unsigned timeout_ms, uint32_t *ret_instance);
+
 /* The protocol version of the established control connection, 0 if there is none. */
 uint16_t smc_ctl_client_version(void);
 

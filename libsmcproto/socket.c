@@ -2733,12 +2733,10 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         m.connect.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
         m.connect.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         /* v3: T goes along, for SMC-R (smcd marks it for the SMC TCP option) */
-        inst = smc_ctl_client_instance();
-        n = smc_ctl_client_call_timeout(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS);
-        /* the smcd that answered, if it is the one we talked to before (for the
-         * mapping cache: buf_get) */
-        if (inst != smc_ctl_client_instance())
-                inst = 0;
+        /* the smcd that answered (for the mapping cache, buf_get; and y_instance: at
+         * the close it holds our Y, no CLOSE needed), also for a process's first
+         * request, which opens the control connection */
+        n = smc_ctl_client_call_instance(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS, &inst);
         if (n == -ETIMEDOUT && smc_ctl_client_version() >= 3) {
                 smc_debug("connect fd %d: CONNECT seq %u: no reply in %u ms: going on as SMC-R", s->fd, m.hdr.seq,
                           SMC_CONNECT_TIMEOUT_MS);
