@@ -323,26 +323,22 @@ pg_setup() {
 have() { command -v "$1" >/dev/null || { warn "$1 is not installed: no $1 rows"; return 1; }; }
 
 # --- the runs -------------------------------------------------------------------------------
-has_redis=0 has_nginx=0 has_iperf3=0 has_qperf=0 has_postgres=0
-have redis-server && have redis-benchmark && has_redis=1
-have nginx && have wrk && have curl && has_nginx=1
-have iperf3 && has_iperf3=1
-have qperf && has_qperf=1
-if apps_pg_bindir >/dev/null; then
-        have pgbench && has_postgres=1
-else
-        warn "postgresql is not installed: no postgres rows"
-fi
-has_echo=1
+has_redis=0 has_nginx=0 has_iperf3=0 has_qperf=0 has_postgres=0 has_echo=0
 # BENCH_APPS_ONLY: a comma-separated subset of redis,nginx,iperf3,qperf,echo,postgres
-if [ -n "${BENCH_APPS_ONLY:-}" ]; then
-        for g in redis nginx iperf3 qperf echo postgres; do
-                case ",$BENCH_APPS_ONLY," in
-                *",$g,"*) ;;
-                *) eval "has_$g=0" ;;
-                esac
-        done
+# (only those are looked for: no warning about a program left out)
+want() { [ -z "${BENCH_APPS_ONLY:-}" ] || case ",$BENCH_APPS_ONLY," in *",$1,"*) true ;; *) false ;; esac; }
+want redis && have redis-server && have redis-benchmark && has_redis=1
+want nginx && have nginx && have wrk && have curl && has_nginx=1
+want iperf3 && have iperf3 && has_iperf3=1
+want qperf && have qperf && has_qperf=1
+if want postgres; then
+        if apps_pg_bindir >/dev/null; then
+                have pgbench && has_postgres=1
+        else
+                warn "postgresql is not installed: no postgres rows"
+        fi
 fi
+want echo && has_echo=1
 
 if [ $has_nginx = 1 ]; then
         nginx_setup
@@ -529,7 +525,8 @@ echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t $WRK_THREADS -c
 echo "  'sendfile on/off' compares 4 KiB keep-alive req/s of the two configurations (TCP column:"
 echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 128 KiB, '--rmem 1M'"
 echo "  restarts smcd with 1 MiB RMBs. qperf: -t $DUR, -uu. python: tests/apps/echo.py, one"
-echo "  connection, 64 B messages. CPUs: $pin_note."
+echo "  connection, 64 B messages. pgbench: -c 4 -j 2 -T $DUR on a scale-2 database, a"
+echo "  postgres (fsync off) started for each run. CPUs: $pin_note."
 [ -n "${nginx_note:-}" ] && echo "  $nginx_note"
 echo "  smcd counters: $counters"
 if [ "${fallbacks:-0}" != 0 ]; then
