@@ -588,6 +588,11 @@ _public_ pid_t fork(void) {
 
                 smc_ewatch_child(p);
                 errno = saved;
+        } else if (p < 0) {
+                int saved = errno;
+
+                smc_listen_fork_failed();
+                errno = saved;
         }
         return p;
 }

@@ -317,6 +317,9 @@ void smc_ewatch_fd_dup(int oldfd, int newfd);
 /* fork(3) returned @pid in the parent (preload.c): the epoll watch learns when the
  * child is gone (socket.c "re-arming after a fork"). */
 void smc_ewatch_child(pid_t pid);
+/* fork(2) failed: undo what the atfork prepare handler counted for the child that
+ * was not made (socket.c, listen_share). */
+void smc_listen_fork_failed(void);
 /* This process hands descriptors on (SCM_RIGHTS, exec, spawn, fork): if it is a forked
  * child, its parent never watches again what it shared with it. */
 void smc_ewatch_handed_on(void);

@@ -161,6 +161,8 @@ static void ew_atfork_kid(void);
 static void ew_atfork_kid_child(void);
 static void ew_atfork_parent(void);
 static void ew_atfork_child(void);
+static void lshare_atfork_prepare(void);
+static void lshare_atfork_release(void);
 
 static void env_init(void) {
         const char *e;
@@ -168,6 +170,7 @@ static void env_init(void) {
 
         pthread_atfork(ew_atfork_prepare, ew_atfork_parent, ew_atfork_child);
         pthread_atfork(NULL, atfork_count, atfork_count);
+        pthread_atfork(lshare_atfork_prepare, lshare_atfork_release, lshare_atfork_release);
         pthread_atfork(NULL, ew_atfork_kid, ew_atfork_kid_child); /* (after the count) */
         e = getenv("SMC_DEBUG");
         smcproto_debug_on = e && e[0] && strcmp(e, "0") != 0;
@@ -215,6 +218,11 @@ static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
 #define LISTEN_XREG_MAX 8
 #define PREREG_MAX 4
 
+/* a listener's holders across fork() (listen_sole(); "listeners shared by fork()") */
+struct listen_share {
+        _Atomic int holders;
+};
+
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
         int fd;
@@ -261,6 +269,10 @@ struct smc_sock {
         uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
         bool listen_shut;          /* shutdown(SHUT_RD) stopped it (listener_shutdown):
                                     * never registered with smcd again */
+        struct listen_share *lshare; /* how many processes hold it (listen_sole()); NULL:
+                                      * not counted (inherited over exec, joined, a dup) */
+        bool lshare_dropped;         /* counted out (its close); mapped until reused */
+        struct smc_sock *lshare_next; /* on lshare_list, under lshare_lock */
         /* epoll sets the app added the listener to with EPOLLEXCLUSIVE: T and C sit in
          * them directly, with the app's events and data (smc_sock_epoll_ctl) */
         struct listen_xreg {
@@ -355,6 +367,8 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
                 free_count--;
         }
         pthread_mutex_unlock(&table_lock);
+        if (s && s->lshare) /* (kept past its close for racing readers: lshare_drop) */
+                (void) munmap(s->lshare, sizeof(struct listen_share));
         if (!s) {
                 s = malloc(sizeof(*s));
                 if (!s)
@@ -382,6 +396,81 @@ static void sock_release(struct smc_sock *s) {
         free_tail = s;
         free_count++;
         pthread_mutex_unlock(&table_lock);
+}
+
+/* ---- listeners shared by fork() ------------------------------------------------------
+ * A listener registered before a fork() may be held by the child too, which could take
+ * its connections, so the library treats it as shared (no LISTEN again after an smcd
+ * restart, a poll before a blocking accept). A server that forks a child per
+ * connection (PostgreSQL's postmaster) has its children close their copy at once:
+ * each listener counts its holders in a page shared with the children (MAP_SHARED,
+ * inherited by fork, gone at exec): one more for each fork (atfork prepare), one less
+ * at each process's close of its copy. Back at 1, the listener is its process's
+ * alone again. A child that exits or runs a program without closing it keeps the
+ * count up for good (the safe side: shared, as before). */
+
+static pthread_mutex_t lshare_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct smc_sock *lshare_list; /* this process's counted listeners */
+
+/* Count @s (just registered by this process, alone): 0, or -ENOMEM (then it is
+ * simply not counted: shared after the first fork, as without this). */
+static int lshare_start(struct smc_sock *s) {
+        void *p = mmap(NULL, sizeof(struct listen_share), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+        if (p == MAP_FAILED)
+                return -ENOMEM;
+        s->lshare = p;
+        atomic_init(&s->lshare->holders, 1);
+        pthread_mutex_lock(&lshare_lock);
+        s->lshare_next = lshare_list;
+        lshare_list = s;
+        pthread_mutex_unlock(&lshare_lock);
+        return 0;
+}
+
+/* This process lets go of its copy of @s (its close). The page stays mapped until
+ * the struct is reused (sock_alloc, after SOCK_FREE_DELAY others): a thread still in
+ * accept on the closed listener may read it. */
+static void lshare_drop(struct smc_sock *s) {
+        if (!s->lshare || s->lshare_dropped)
+                return;
+        pthread_mutex_lock(&lshare_lock);
+        for (struct smc_sock **pp = &lshare_list; *pp; pp = &(*pp)->lshare_next)
+                if (*pp == s) {
+                        *pp = s->lshare_next;
+                        break;
+                }
+        pthread_mutex_unlock(&lshare_lock);
+        atomic_fetch_sub(&s->lshare->holders, 1);
+        s->lshare_dropped = true;
+        s->lshare_next = NULL;
+}
+
+static void lshare_atfork_prepare(void) {
+        pthread_mutex_lock(&lshare_lock);
+        for (struct smc_sock *l = lshare_list; l; l = l->lshare_next)
+                atomic_fetch_add(&l->lshare->holders, 1); /* (the child about to be) */
+}
+
+static void lshare_atfork_release(void) {
+        pthread_mutex_unlock(&lshare_lock);
+}
+
+void smc_listen_fork_failed(void) {
+        pthread_mutex_lock(&lshare_lock);
+        for (struct smc_sock *l = lshare_list; l; l = l->lshare_next)
+                atomic_fetch_sub(&l->lshare->holders, 1);
+        pthread_mutex_unlock(&lshare_lock);
+}
+
+/* Does this process alone hold listener @l: no fork since it registered it, or every
+ * child forked since closed its copy (and no dup, no passing, no exec: those make
+ * listen_fork_gen ~0u for good)? */
+static bool listen_sole(const struct smc_sock *l) {
+        if (l->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+                return true;
+        return l->listen_fork_gen != ~0u && l->lshare && !l->lshare_dropped &&
+               atomic_load(&l->lshare->holders) == 1;
 }
 
 static void sock_teardown(struct smc_sock *s);
@@ -1393,6 +1482,7 @@ out:
 /* Release everything of @s except s->fd itself. Caller holds s->lock and has
  * removed @s from the table (or is replacing it). */
 static void sock_teardown(struct smc_sock *s) {
+        lshare_drop(s); /* (whatever the state: a counted listener may have changed it) */
         switch (sock_state(s)) {
         case SOCK_LISTEN_SMC: {
                 union smc_ctl_msg m, reply;
@@ -2028,6 +2118,8 @@ static int listen_register(struct smc_sock *s, int backlog, bool join) {
         s->listen_backlog = backlog;
         /* a joined listener is shared: its close only lets go of our copies */
         s->listen_fork_gen = joined ? ~0u : atomic_load(&fork_gen);
+        if (!joined && !s->lshare && !s->lshare_dropped)
+                (void) lshare_start(s);
         if (joined)
                 smc_debug("listen fd %d: joined listener %llu of the process that passed the socket", s->fd,
                           (unsigned long long) s->listener_id);
@@ -2123,8 +2215,7 @@ static void listen_reregister(struct smc_sock *l) {
         int chan;
 
         if (l->chan >= 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
-            getpid() != l->listen_pid ||
-            atomic_load(&fork_gen) != l->listen_fork_gen || geteuid() != l->listen_euid ||
+            getpid() != l->listen_pid || !listen_sole(l) || geteuid() != l->listen_euid ||
             (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
                 return;
         l->relisten_ms = now;
@@ -2477,7 +2568,7 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
 static bool accept_tcp_may_block(struct smc_sock *s) {
         struct pollfd p = { .fd = s->hidden, .events = POLLIN };
 
-        if (s->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+        if (listen_sole(s))
                 return false;
         return sys_poll(&p, 1, 0) == 0;
 }

@@ -551,7 +551,7 @@ pgbench_ok() {
 }
 
 test_postgres() {
-        local d=$APPS_DIR/pg port pid rc out mode sums n a h c f k
+        local d=$APPS_DIR/pg port pid rc out mode sums n a h c f k s
         if ! apps_pg_bindir >/dev/null || ! command -v psql >/dev/null; then
                 skip "postgresql (server and psql) not installed"
                 return
@@ -610,6 +610,26 @@ test_postgres() {
         k=$(apps_delta fallback.SMCD_DECL_SHORTCONN)
         [ $((f - k)) = 0 ] && [ "$(apps_delta conns_client)" -ge 1 ]
         check $? "postgresql: pgbench -C: SMC-D, or TCP for smcd's hints only (smcd: conns_client +$(apps_delta conns_client), fallback_total +$f, of them SMCD_DECL_SHORTCONN $k)"
+        # smcd restarts (a package upgrade's): the postmaster forked a backend per
+        # connection, each of which closed its copy of the listener at once, so the
+        # postmaster holds it alone again and registers it with the new smcd by itself
+        # (the accept after the first TCP one): the later connections are SMC-D
+        apps_smcd_stop
+        rc=$?
+        if ! apps_smcd_start; then
+                nok "postgresql: smcd did not start again"
+                return
+        fi
+        apps_mark
+        for k in 1 2 3 4 5; do
+                out=$(T 30 "${SMCRUN[@]}" psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc "select $k" 2>&1)
+                [ "$out" = "$k" ] || break
+                sleep 1.1 # (a listener registers again at most once a second)
+        done
+        apps_stats
+        s=$(apps_delta conns_server)
+        [ "$out" = 5 ] && [ "$s" -ge 2 ]
+        check $? "postgresql: after an smcd restart (its exit status $rc) the postmaster registers its listener again: 5 queries answered (last: $out), $s of them over SMC-D (want >= 2)"
         apps_stop "$pid" INT 20 # fast shutdown
         rc=$?
         check $rc "postgresql: exit status $rc after SIGINT (fast shutdown)"
