@@ -6942,7 +6942,10 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                 ew_set_nest(set);
                 pthread_mutex_unlock(&set->lock);
         }
-        if (may_sleep && (ts || timeout_ms > 0)) {
+        /* (a timeout beyond 2^30 s, or not valid, counts as none: the kernel decides) */
+        if (may_sleep && (ts ? ts->tv_sec >= 0 && ts->tv_sec < (1L << 30) && ts->tv_nsec >= 0 &&
+                                       ts->tv_nsec < 1000000000
+                             : timeout_ms > 0)) {
                 limit_ns = ts ? (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec : (int64_t) timeout_ms * 1000000;
                 start_ns = mono_ns();
         }
