@@ -2127,15 +2127,11 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
                __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
 }
 
-bool smc_ring_was_reset(struct smc_ring_ep *ep) {
-        return (peer_flags(ep) & SMC_DMB_CONN_ABORT) ||
-               (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE);
-}
-
 bool smc_ring_error_pending(struct smc_ring_ep *ep) {
         if (reset_taken(ep))
                 return false;
-        return smc_ring_was_reset(ep);
+        return (peer_flags(ep) & SMC_DMB_CONN_ABORT) ||
+               (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE);
 }
 
 int smc_ring_error(struct smc_ring_ep *ep) {

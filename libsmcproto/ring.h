@@ -308,11 +308,6 @@ int smc_ring_error(struct smc_ring_ep *ep);
  * sk_err, which tcp_poll() reports as EPOLLERR until a call returns it. */
 bool smc_ring_error_pending(struct smc_ring_ep *ep);
 
-/* Whether the connection was reset (the peer's abort, or the RST that answered the send
- * taken after the peer's close), whether or not the error was returned since: TCP's
- * socket is then in CLOSE for good and its poll state changes no more. */
-bool smc_ring_was_reset(struct smc_ring_ep *ep);
-
 /* Whether a TCP socket in this connection's place would be in state CLOSE (tcp(7)):
  * the peer aborted (RST), or the peer closed and we sent after it (the send TCP takes,
  * answered by RST), or both directions were shut in order (FINs both ways). TCP then

@@ -6165,10 +6165,6 @@ struct ew_member {
         uint16_t idle;
         uint32_t seen_gen; /* == the set's gen: the kernel reported it in this merge */
         uint64_t seen_prod; /* et: the rx producer cursor when last reported */
-        bool reset_told; /* et: an event since the ADD / MOD carried the reset (ERR|HUP):
-                          * the kernel's later wakeups of X for it are dropped, as TCP's
-                          * RST gives one edge and a socket in CLOSE none after it
-                          * (ew_kernel_pass) */
 };
 
 struct ew_set {
@@ -6640,7 +6636,6 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                                 atomic_fetch_sub(&s->ep.edge_regs, 1);
                 }
                 m->seen_ok = false;
-                m->reset_told = false; /* (the kernel's MOD reports a ready one again) */
                 ew_hot(set, m, elig, false);
                 m->idle = 0;
                 after = ew_blocks(set, m);
@@ -6777,15 +6772,6 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                 }
                 m = &set->m[j];
                 m->seen_gen = set->gen;
-                if (m->et && smc_ring_was_reset(&m->s->ep)) {
-                        /* TCP's RST is one wakeup (and one edge); here the peer's
-                         * library or smcd queues the anchor byte in X and then shuts
-                         * it, two, and a thread may take the first before the second
-                         * lands: only the first is an edge */
-                        if (m->reset_told)
-                                continue;
-                        m->reset_told = true;
-                }
                 evs[w].events |= ew_reset_events(m);
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {
@@ -6857,8 +6843,6 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                 evs[n].events = (e & m->events) | ew_reset_events(m);
                 evs[n].data.u64 = m->data;
                 n++;
-                if (m->et && smc_ring_was_reset(&m->s->ep))
-                        m->reset_told = true;
                 m->seen_gen = set->gen; /* (a kernel event for it later in this merge
                                          * is folded into this one) */
                 next_rr = i + 1;
@@ -6888,45 +6872,13 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
         return ew_ring_pass(set, evs, n, max, true);
 }
 
-static int64_t mono_ns(void) {
-        struct timespec t;
-
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        return (int64_t) t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* A blocking wait whose kernel events were all dropped (ew_kernel_pass: a reset's
- * second wakeup) sleeps again for the time left, as the kernel's call would have gone
- * on sleeping: true with @timeout_ms or @ts (then pointing at @tsb) set to it; false
- * when the time is up (the call returns 0, as at its timeout). @start_ns, @limit_ns:
- * when the call began (mono_ns) and its timeout (-1: none). */
-static bool ew_time_left(int64_t start_ns, int64_t limit_ns, int *timeout_ms, const struct timespec **ts,
-                         struct timespec *tsb) {
-        int64_t left;
-
-        if (limit_ns < 0)
-                return true;
-        left = limit_ns - (mono_ns() - start_ns);
-        if (left <= 0)
-                return false;
-        if (*ts) {
-                tsb->tv_sec = (time_t) (left / 1000000000);
-                tsb->tv_nsec = (long) (left % 1000000000);
-                *ts = tsb;
-        } else
-                *timeout_ms = (int) ((left + 999999) / 1000000);
-        return true;
-}
-
 int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
                     const sigset_t *mask, int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *,
                                                       const sigset_t *)) {
         static const struct timespec zero = { 0, 0 };
         struct ew_set *set;
         bool may_sleep = ts ? (ts->tv_sec != 0 || ts->tv_nsec != 0) : timeout_ms != 0;
-        int64_t start_ns = 0, limit_ns = -1;
-        struct timespec tsb;
-        int n, kn;
+        int n;
 
         if (max <= 0 || smc_uptr_bad(evs))
                 return kwait(epfd, evs, max, timeout_ms, ts, mask);
@@ -6942,14 +6894,6 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                 ew_set_nest(set);
                 pthread_mutex_unlock(&set->lock);
         }
-        /* (a timeout beyond 2^30 s, or not valid, counts as none: the kernel decides) */
-        if (may_sleep && (ts ? ts->tv_sec >= 0 && ts->tv_sec < (1L << 30) && ts->tv_nsec >= 0 &&
-                                       ts->tv_nsec < 1000000000
-                             : timeout_ms > 0)) {
-                limit_ns = ts ? (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec : (int64_t) timeout_ms * 1000000;
-                start_ns = mono_ns();
-        }
-again:
         pthread_mutex_lock(&set->lock);
         if (ew_get(epfd) != set) {
                 /* (closed and reused meanwhile by another thread: the kernel answers) */
@@ -6962,14 +6906,11 @@ again:
                  * ones): the kernel's call alone; the members it reports become
                  * active */
                 pthread_mutex_unlock(&set->lock);
-                n = kn = kwait(epfd, evs, max, timeout_ms, ts, mask);
-                if (kn > 0) {
+                n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+                if (n > 0) {
                         pthread_mutex_lock(&set->lock);
-                        n = ew_merge(set, evs, kn, max);
+                        n = ew_merge(set, evs, n, max);
                         pthread_mutex_unlock(&set->lock);
-                        /* (every event dropped: sleep on, as the kernel would have) */
-                        if (n == 0 && may_sleep && ew_time_left(start_ns, limit_ns, &timeout_ms, &ts, &tsb))
-                                goto again;
                 }
                 goto out;
         }
@@ -7028,15 +6969,13 @@ again:
         pthread_mutex_unlock(&set->lock);
         if (n > 0)
                 goto out;
-        n = kn = kwait(epfd, evs, max, timeout_ms, ts, mask);
+        n = kwait(epfd, evs, max, timeout_ms, ts, mask);
         if (n < 0)
                 goto out;
         pthread_mutex_lock(&set->lock);
         ew_mark(set, true);
         n = ew_merge(set, evs, n, max);
         pthread_mutex_unlock(&set->lock);
-        if (n == 0 && kn > 0 && ew_time_left(start_ns, limit_ns, &timeout_ms, &ts, &tsb))
-                goto again;
 out:
         atomic_fetch_sub(&set->waiters, 1);
         return n;

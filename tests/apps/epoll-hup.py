@@ -9,8 +9,7 @@
 # copy; the one send TCP takes after the peer's close or SHUT_RDWR (answered with a
 # reset: EPOLLHUP with a new edge, EPIPE in SO_ERROR once); the error of an abort taken
 # through a dup of the socket, or by a forked child: then gone for the original too
-# (one error per socket, as TCP's sk_err); an edge-triggered waiter asleep at the
-# peer's abort gets one event, on a busy CPU too. tests/test-smcrun-apps.sh
+# (one error per socket, as TCP's sk_err). tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
 # line.
 #
@@ -383,66 +382,7 @@ def case13():
     c.close()
 
 
-def case14():
-    out("case 14: an edge-triggered waiter asleep when the peer aborts (close with data unread, "
-        "kill -9), on one CPU with a busy process: events in 0.3 s")
-    # TCP's RST is one wakeup: one event. (smcrun: the peer's library or smcd queues a
-    # byte in X, then shuts it: two wakeups, the waiter often took the first before
-    # the second: 11 of 40 got two events, before the library dropped the second)
-    try:
-        old = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {min(old)})
-    except OSError:
-        old = None
-    busy = os.fork()
-    if busy == 0:
-        while True:
-            pass
-    for kill in (False, True):
-        hist = {}
-        ls = socket.socket()
-        ls.bind(("127.0.0.1", 0))
-        ls.listen(4)
-        for _ in range(10):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the peer: its own connection, closed by its library or by its death
-                try:
-                    os.close(w)
-                    addr = ls.getsockname()
-                    ls.close()
-                    c = socket.create_connection(addr)
-                    os.read(r, 1)
-                    time.sleep(0.02)
-                    if kill:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                    c.close()
-                finally:
-                    os._exit(0)
-            os.close(r)
-            s, _ = ls.accept()
-            s.sendall(b"x" * 100)  # left unread by the peer
-            ep = select.epoll()
-            ep.register(s.fileno(), select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET)
-            os.write(w, b"g")
-            n = 0
-            end = time.time() + 0.3
-            while time.time() < end:
-                n += len(ep.poll(max(end - time.time(), 0.001)))
-            os.waitpid(pid, 0)
-            os.close(w)
-            ep.close()
-            s.close()
-            hist[n] = hist.get(n, 0) + 1
-        ls.close()
-        out("  %s: events per abort %s" % ("kill -9" if kill else "close", sorted(hist.items())))
-    os.kill(busy, signal.SIGKILL)
-    os.waitpid(busy, 0)
-    if old:
-        os.sched_setaffinity(0, old)
-
-
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
-          case13, case14):
+          case13):
     f()
