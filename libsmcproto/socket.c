@@ -222,6 +222,7 @@ static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
 struct listen_share {
         _Atomic int holders;
 };
+#define LSHARE_TAINTED (1 << 28) /* (holders never back at 1: lshare_taint) */
 
 struct smc_sock {
         pthread_mutex_t lock; /* state changes: connect, listen, close, options */
@@ -444,6 +445,21 @@ static void lshare_drop(struct smc_sock *s) {
         atomic_fetch_sub(&s->lshare->holders, 1);
         s->lshare_dropped = true;
         s->lshare_next = NULL;
+}
+
+/* @s's descriptor is duplicated, passed on or inherited over exec or spawn, by this
+ * process: copies the count does not see. The listener stays shared for good, in
+ * every process that counts it (as listen_fork_gen ~0u does for this process). */
+static void lshare_taint(struct smc_sock *s) {
+        if (s->lshare && !s->lshare_dropped)
+                atomic_store(&s->lshare->holders, LSHARE_TAINTED);
+}
+
+static void lshare_taint_all(void) {
+        pthread_mutex_lock(&lshare_lock);
+        for (struct smc_sock *l = lshare_list; l; l = l->lshare_next)
+                lshare_taint(l);
+        pthread_mutex_unlock(&lshare_lock);
 }
 
 static void lshare_atfork_prepare(void) {
@@ -1811,6 +1827,7 @@ void smc_fd_dup(int oldfd, int newfd) {
                 /* either copy's close only drops its descriptors: smcd retires the
                  * listener when the last copy of its channel is gone */
                 d->listen_fork_gen = s->listen_fork_gen = ~0u;
+                lshare_taint(s); /* (also for a forked holder's parent) */
         } else {
                 d->conn_id = s->conn_id;
                 d->conn_instance = s->conn_instance;
@@ -2208,6 +2225,15 @@ static uint64_t now_ms(void) {
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
+#define RELISTEN_WAITS 64
+
+/* Could @l (its channel gone with an smcd) be registered again by this process, once
+ * its forked children closed their copies (listen_sole())? */
+static bool listen_may_return(const struct smc_sock *l) {
+        return getpid() == l->listen_pid && !l->listen_shut && l->listen_fork_gen != ~0u && l->lshare &&
+               !l->lshare_dropped && atomic_load(&l->lshare->holders) < LSHARE_TAINTED;
+}
+
 static void listen_reregister(struct smc_sock *l) {
         union smc_ctl_msg reply;
         struct epoll_event ev = { .events = EPOLLIN };
@@ -2602,6 +2628,9 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
         /* the listener's SO_RCVTIMEO (on its TCP socket): read when the call first
          * blocks; 0: none yet read, UINT64_MAX: no timeout */
         uint64_t deadline = 0;
+        unsigned relisten_waits = 0;
+        bool relisten;
+        int pr;
 
         for (;;) {
                 unsigned turn = atomic_load_explicit(&s->accept_turn, memory_order_relaxed);
@@ -2666,12 +2695,30 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         }
                         wait_ms = deadline - now > INT_MAX ? INT_MAX : (int) (deadline - now);
                 }
-                if (sys_poll(&p, 1, wait_ms) < 0) {
+                /* registered with an smcd that is gone, and held by forked children
+                 * that may close their copies meanwhile (a server that blocks in
+                 * accept right after its fork): look again every RELISTEN_MS while
+                 * blocked, RELISTEN_WAITS times in a call */
+                relisten = false;
+                if (s->chan < 0 && relisten_waits < RELISTEN_WAITS && listen_may_return(s)) {
+                        relisten_waits++;
+                        if (wait_ms < 0 || wait_ms > RELISTEN_MS) {
+                                wait_ms = RELISTEN_MS;
+                                relisten = true;
+                        }
+                }
+                pr = sys_poll(&p, 1, wait_ms);
+                if (pr < 0) {
                         /* with a timeout the kernel fails the call with EINTR after any
                          * handler (sock_intr_errno()), SA_RESTART or not */
                         if (errno == EINTR && deadline == UINT64_MAX && restart_after_signal())
                                 continue;
                         return -1; /* EINTR */
+                }
+                if (pr == 0 && relisten) {
+                        pthread_mutex_lock(&s->lock);
+                        listen_reregister(s);
+                        pthread_mutex_unlock(&s->lock);
                 }
         }
 }
@@ -5201,6 +5248,7 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
 
         smc_ewatch_stop_all(); /* the new image (or child) waits in the kernel */
         smc_ewatch_handed_on();
+        lshare_taint_all(); /* (a listener may go to the new image) */
         if (!spawn && getpid() == exec_known_pid)
                 smc_hint_flush(); /* the new image starts counting from 0 */
         struct smc_exec_undo *u = NULL;
@@ -5682,6 +5730,7 @@ const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *co
         int saved = errno;
 
         smc_ewatch_handed_on(); /* (whatever is sent: a forked child's parent re-arms no watch) */
+        lshare_taint_all();     /* (the same for a listener passed on) */
         scm_rights_each(msg, fd_passing_at, &p);
         errno = saved;
         return p.copied ? copy : msg;

@@ -398,6 +398,52 @@ else
 fi
 
 kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
+
+# A server that forks a child per connection and blocks in accept() again at once: the
+# listener counts as shared after the fork, but once each child closed its copy it is
+# the server's alone again, and it registers with a restarted smcd by itself while
+# blocked (every second), so connections after the first are SMC-D again. Children
+# that keep a dup of it keep it shared: TCP, every byte right.
+fork_echo() { # PORT: one connection, 100000 random bytes echoed and compared
+        run python3 -c '
+import os, socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+d = os.urandom(100000)
+c.sendall(d)
+c.shutdown(socket.SHUT_WR)
+g = b""
+while True:
+    x = c.recv(65536)
+    if not x:
+        break
+    g += x
+sys.exit(0 if g == d else 1)' "$1"
+}
+for mode in close dup; do
+        rm -f "$tmp/fl.port"
+        run python3 "$here/apps/fork-listener.py" "$mode" "$tmp/fl.port" >"$tmp/fl-$mode.log" 2>&1 &
+        srv=$!
+        for _ in $(seq 200); do [ -s "$tmp/fl.port" ] && break; sleep 0.05; done
+        flport=$(cat "$tmp/fl.port" 2>/dev/null)
+        bad=0
+        (fork_echo "$flport") || bad=$((bad + 1))
+        (fork_echo "$flport") || bad=$((bad + 1))
+        kill -TERM "$spid"; wait "$spid"; spid=
+        start_smcd || exit 1
+        for _ in 1 2 3 4 5; do
+                (fork_echo "$flport") || bad=$((bad + 1))
+                sleep 1.2
+        done
+        n=$(stat conns_server)
+        if [ $mode = close ]; then
+                [ $bad = 0 ] && [ "$n" -ge 2 ] 2>/dev/null
+        else
+                [ $bad = 0 ] && [ "$n" = 0 ]
+        fi && ok "fork-per-connection server, children '$mode' the listener: 7 echoes right ($bad bad), after an smcd restart $n of 5 over SMC-D (want $([ $mode = close ] && echo '>= 2' || echo 0))" ||
+                nok "fork-per-connection server, children '$mode' the listener: $bad bad echoes, after an smcd restart $n of 5 over SMC-D: $(tail -3 "$tmp/fl-$mode.log" | tr '\n' ' ')"
+        kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
+done
+
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc = 0 ] || nok "smcd exit $rc at the end: $(tail -5 "$tmp/smcd.log")"
 exit $failed
