@@ -380,7 +380,8 @@ static void x_hup_mark(struct smc_dmb_hdr *hdr) {
 }
 
 /* The peer's X is about to be shut both ways by our shutdown(@y, SHUT_WR) (its own
- * write side is shut), or by our shutdown(@y, SHUT_RDWR) at an abort: queue the anchor byte (dmb.h SMC_DMB_READER_X_ANCHOR), then
+ * write side is shut), or by our shutdown(@y, SHUT_RDWR) at an abort: queue the
+ * anchor byte (dmb.h SMC_DMB_READER_X_ANCHOR), then
  * mark it. SMC-D only (for SMC-R the other end of @y is smcd's). */
 static void x_hup_mark_peer(struct smc_ring_ep *ep, int y) {
         static const uint8_t anchor = 0;
@@ -1865,10 +1866,11 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
                                                                       .msg_iovlen = 1 },
                                                 MSG_DONTWAIT) <= 0)
                                         break;
-                        /* an abort shuts the peer's X both ways at once, as a RST
-                         * leaves a TCP socket (EOF, EPOLLHUP: one wakeup, as
-                         * tcp_reset()'s); smcd, which would shut its write side at
-                         * our X's last close, then finds nothing left to shut. Else
+                        /* an abort shuts the peer's X both ways in one call, as a
+                         * RST leaves a TCP socket (EOF and EPOLLHUP together; the
+                         * anchor byte before it is a wakeup of its own: smcrun(1)
+                         * READINESS); smcd, which would shut its write side at our
+                         * X's last close, then finds nothing left to shut. Else
                          * our FIN, which completes a peer that shut down writing
                          * already. SMC-D only: for SMC-R the other end of @y is
                          * smcd's, which shuts the peer's pair itself */

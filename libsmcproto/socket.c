@@ -480,8 +480,9 @@ void smc_listen_fork_failed(void) {
 }
 
 /* Does this process alone hold listener @l: no fork since it registered it, or every
- * child forked since closed its copy (and no dup, no passing, no exec: those make
- * listen_fork_gen ~0u for good)? */
+ * child forked since closed its copy (and no dup, no passing, no exec or spawn: those
+ * make listen_fork_gen ~0u here, and the count unreachable in every holder:
+ * lshare_taint())? */
 static bool listen_sole(const struct smc_sock *l) {
         if (l->listen_fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
                 return true;
