@@ -143,7 +143,13 @@ static bool addr_ok(const struct smc_ctl_addr *a, bool allow_unspec) {
 int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
         switch (m->hdr.type) {
         case SMC_CTL_LISTEN:
+                /* (v6) T, C and D to revive a listener */
+                return m->hdr.version >= 6 && (m->listen.flags & SMC_CTL_LISTEN_F_REVIVE) ? 3 : 1;
         case SMC_CTL_LISTEN_REPLY:
+                /* (v6) C and D; none for a revive */
+                if (m->hdr.version >= 6)
+                        return (m->listen_reply.flags & SMC_CTL_LISTEN_REVIVED) ? 0 : 2;
+                return 1;
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT_FD:
                 return 1;
@@ -239,7 +245,11 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return 0;
         case SMC_CTL_LISTEN:
                 if (!addr_ok(&m->listen.addr, false) || m->listen.addr.port == 0 ||
-                    (m->listen.flags & ~(m->hdr.version >= 5 ? SMC_CTL_LISTEN_F_JOIN : 0u)))
+                    (m->listen.flags & ~(m->hdr.version >= 6   ? SMC_CTL_LISTEN_F_JOIN | SMC_CTL_LISTEN_F_REVIVE
+                                         : m->hdr.version >= 5 ? SMC_CTL_LISTEN_F_JOIN
+                                                               : 0u)) ||
+                    (m->listen.flags & (SMC_CTL_LISTEN_F_JOIN | SMC_CTL_LISTEN_F_REVIVE)) ==
+                            (SMC_CTL_LISTEN_F_JOIN | SMC_CTL_LISTEN_F_REVIVE))
                         return -EBADMSG;
                 return 0;
         case SMC_CTL_UNLISTEN:
@@ -307,9 +317,10 @@ static int decode_body(const union smc_ctl_msg *m) {
                 if (!m->listen_reply.listener_id ||
                     (m->hdr.version >= 3 &&
                      ((m->listen_reply.flags &
-                       ~(SMC_CTL_LISTEN_SMCR | (m->hdr.version >= 5 ? SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_NB_KNOWN |
-                                                                           SMC_CTL_LISTEN_NONBLOCK
-                                                                     : 0u))) ||
+                       ~(SMC_CTL_LISTEN_SMCR |
+                         (m->hdr.version >= 5 ? SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_NB_KNOWN | SMC_CTL_LISTEN_NONBLOCK
+                                              : 0u) |
+                         (m->hdr.version >= 6 ? SMC_CTL_LISTEN_REVIVED : 0u))) ||
                       m->listen_reply.reserved)))
                         return -EBADMSG;
                 return 0;

@@ -40,6 +40,14 @@
  *      channel with smcd (LISTEN_DEPOSIT), and the receiver's LISTEN (flags
  *      SMC_CTL_LISTEN_F_JOIN; the field was reserved, 0) gets that channel
  *      (LISTEN_REPLY flag SMC_CTL_LISTEN_JOINED) instead of a new registration.
+ *   6  a listener survives an smcd restart in every process that holds it: each
+ *      LISTEN_REPLY that is not SMC_CTL_LISTEN_REVIVED carries 2 fds, the channel's
+ *      client end C and a copy of smcd's end D, which the library keeps (never read
+ *      or written) so that C does not hang up when smcd goes; a later smcd gets both
+ *      back in a LISTEN with SMC_CTL_LISTEN_F_REVIVE (3 fds) and sends on the same
+ *      channel, which every holder (fork, dup, SCM_RIGHTS) already watches. Every
+ *      NEW_CONN carries the sending smcd's instance in hdr.seq (0 before), so a
+ *      connection queued by an earlier smcd is still told apart.
  *   HELLO has the same layout in every version. A client sends it with
  *   hdr.version = SMC_CTL_VERSION_MIN and the range it speaks in proto_min ..
  *   proto_max; smcd picks the highest version both speak and answers HELLO_REPLY
@@ -82,6 +90,17 @@
  *                      SMC_CTL_DEPOSIT_USEC, which every LISTEN with the flag of
  *                      that socket meanwhile joins (processes that each received
  *                      the same unconnected socket and listen on it).
+ *                      (v6) LISTEN_REPLY carries 2 fds: C, then a copy of smcd's
+ *                      end D of the channel (the library holds it, unused, so that
+ *                      the channel outlives smcd). With flags
+ *                      SMC_CTL_LISTEN_F_REVIVE, 3 fds: the TCP socket, C and D of a
+ *                      listener an earlier smcd registered. smcd checks the socket
+ *                      as above and that C and D are AF_UNIX SOCK_SEQPACKET sockets;
+ *                      if a listener of this uid already sends on a channel whose
+ *                      client end is C (another holder revived it), the reply names
+ *                      it; else D becomes the channel of a new registration. Reply
+ *                      LISTEN_REPLY with SMC_CTL_LISTEN_REVIVED and no fds (smcd
+ *                      closes its copy of C), or ERROR.
  *   LISTEN_DEPOSIT C->D (v5) listener id, flags (SMC_CTL_DEPOSIT_NONBLOCK: the
  *                      sender's program has O_NONBLOCK on it; the receiver gets it
  *                      back in LISTEN_REPLY: SMC_CTL_LISTEN_NB_KNOWN and
@@ -157,7 +176,9 @@
  *                      connecting client's address, local = the listener's view);
  *                      smcd sets SMC_CTL_BUF_FD on both buffers (any process holding
  *                      the channel may read it; a library must still accept a buffer
- *                      without it, as older smcds sent).
+ *                      without it, as older smcds sent). (v6) hdr.seq is the
+ *                      sending smcd's instance (HELLO_REPLY.instance): a channel
+ *                      revived by a later smcd may still hold an earlier one's.
  *   CLOSE        C->D  conn id, flags (SMC_CTL_CLOSE_ABORT). No fds. No reply on
  *                      success (fire and forget); ERROR on a bad id. The library
  *                      sends it for SMC-R endpoints and for SMC-D endpoints that
@@ -277,7 +298,7 @@
 
 #define SMC_CTL_MAGIC 0x64434d53u /* "SMCd" little endian */
 #define SMC_CTL_VERSION_MIN 1 /* the oldest version spoken */
-#define SMC_CTL_VERSION 5     /* the newest version spoken; smc_ctl_init() builds it */
+#define SMC_CTL_VERSION 6     /* the newest version spoken; smc_ctl_init() builds it */
 #define SMC_CTL_SOCKET_NAME "smcd.sock"
 #define SMC_CTL_INSTANCE_NAME "instance" /* beside the socket: smcd's HELLO_REPLY.instance
                                           * (4 bytes, host order, offset 0), rewritten in
@@ -377,6 +398,14 @@ struct smc_ctl_listen {
 #define SMC_CTL_LISTEN_JOINED 0x2u /* (v5) LISTEN_REPLY: a deposited channel, not a new
                                     * registration (the client never sends UNLISTEN) */
 #define SMC_CTL_LISTEN_F_JOIN 0x1u /* (v5) LISTEN: take a deposited channel if one waits */
+/* (v6) LISTEN: register the listener again with this (restarted) smcd over the
+ * channel it already has; 3 fds: the TCP socket T, the channel's client end C and
+ * the copy of the daemon's end D that a v6 LISTEN_REPLY gave. Not with F_JOIN. */
+#define SMC_CTL_LISTEN_F_REVIVE 0x2u
+/* (v6) LISTEN_REPLY to an F_REVIVE: no fds (the client keeps its C and D);
+ * listener_id is the registration of that channel (a new one, or the one another
+ * holder of the same channel revived before) */
+#define SMC_CTL_LISTEN_REVIVED 0x10u
 #define SMC_CTL_LISTEN_NB_KNOWN 0x4u /* (v5) LISTEN_REPLY, JOINED: the depositor's program's
                                       * O_NONBLOCK is in SMC_CTL_LISTEN_NONBLOCK */
 #define SMC_CTL_LISTEN_NONBLOCK 0x8u

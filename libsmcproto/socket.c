@@ -248,6 +248,12 @@ struct smc_sock {
 
         /* LISTEN_SMC */
         int chan; /* accept channel C, -1 once it hit EOF */
+        int dchan; /* a copy of smcd's end D of C (ctl version 6), never read or
+                    * written: C then outlives smcd, and a restarted one is given both
+                    * (listen_revive()); -1: none (an older smcd, or inherited over exec) */
+        uint64_t revive_ms; /* now_ms() of the last look at smcd's instance (listen_revive) */
+        bool revived;       /* registered again over its channel: it may still hold an
+                             * earlier smcd's NEW_CONNs */
         uint64_t listener_id;
         struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
                                           * not known here (inherited over exec) */
@@ -384,6 +390,7 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
         s->hidden = -1;
         s->optsock = -1;
         s->chan = -1;
+        s->dchan = -1;
         return s;
 }
 
@@ -1078,8 +1085,13 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                         if (sock_state(s) == SOCK_LISTEN_SMC) {
                                 /* its accept channel to an earlier smcd may still hold
                                  * NEW_CONNs not accepted yet: server ends of ours that
-                                 * no REREG names */
-                                if (s->chan >= 0 && s->listen_instance && s->listen_instance != inst)
+                                 * no REREG names (the channel outlives smcd, l->dchan:
+                                 * only while it holds a message; a revived one may
+                                 * hold the earlier smcd's behind the new one's) */
+                                int chan = s->chan;
+
+                                if (chan >= 0 && s->listen_instance && (s->listen_instance != inst || s->revived) &&
+                                    (s->dchan < 0 || sys_poll(&(struct pollfd){ .fd = chan, .events = POLLIN }, 1, 0) != 0))
                                         servers_left = true;
                                 continue;
                         }
@@ -1516,6 +1528,9 @@ static void sock_teardown(struct smc_sock *s) {
                         if (s->chan >= 0)
                                 sys_close(s->chan);
                         s->chan = -1;
+                        if (s->dchan >= 0)
+                                sys_close(s->dchan);
+                        s->dchan = -1;
                         break;
                 }
                 /* No fork and no dup since listen(): this process alone holds T and
@@ -1541,6 +1556,9 @@ static void sock_teardown(struct smc_sock *s) {
                         sys_close(s->chan);
                         s->chan = -1;
                 }
+                if (s->dchan >= 0)
+                        sys_close(s->dchan);
+                s->dchan = -1;
                 break;
         }
         case SOCK_SMCD: {
@@ -1652,9 +1670,9 @@ static size_t listener_internal_fds(int *out, size_t cap, int only) {
                                 continue;
                         pthread_mutex_lock(&s->lock);
                         if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s) {
-                                int fds[2] = { s->hidden, s->chan };
+                                int fds[3] = { s->hidden, s->chan, s->dchan };
 
-                                for (int k = 0; k < 2; k++) {
+                                for (int k = 0; k < 3; k++) {
                                         if (fds[k] < 0 || (only >= 0 && fds[k] != only))
                                                 continue;
                                         if (n < cap)
@@ -1818,10 +1836,17 @@ void smc_fd_dup(int oldfd, int newfd) {
                         d->chan = -1;
                         goto fail;
                 }
+                if (s->dchan >= 0 && (d->dchan = sys_fcntl(s->dchan, F_DUPFD_CLOEXEC, 0)) < 0) {
+                        r = -errno;
+                        d->dchan = -1;
+                        goto fail;
+                }
                 lint_mark(d->hidden);
                 lint_mark(d->chan);
+                lint_mark(d->dchan);
                 d->listener_id = s->listener_id;
                 d->listen_instance = s->listen_instance;
+                d->revived = s->revived;
                 d->listen_smcr = s->listen_smcr;
                 d->listen_pid = s->listen_pid;
                 d->listen_euid = s->listen_euid;
@@ -1861,6 +1886,8 @@ fail:
                 sys_close(d->hidden);
         if (d->chan >= 0)
                 sys_close(d->chan);
+        if (d->dchan >= 0)
+                sys_close(d->dchan);
         sock_release(d);
 out:
         pthread_mutex_unlock(&s->lock);
@@ -1988,7 +2015,8 @@ SMC_PUBLIC int smc_bind(int fd, const struct sockaddr *addr, socklen_t len) {
 /* LISTEN for @s, whose listening TCP socket is @tcp: its address, @backlog and the
  * app's buffer sizes. Returns the accept channel (*reply: the LISTEN_REPLY), or
  * -ENOTCONN (smcd away), smcd's ERROR, -EPROTO, or the errno of getsockname(). */
-static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, union smc_ctl_msg *reply) {
+static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, union smc_ctl_msg *reply,
+                          int *dchan) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         union smc_ctl_msg m;
@@ -2009,14 +2037,17 @@ static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, u
         m.listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         /* (cleared for an smcd older than version 5) */
         m.listen.flags = join ? SMC_CTL_LISTEN_F_JOIN : 0;
+        *dchan = -1;
         n = smc_ctl_client_call(&m, &tcp, 1, reply, fds);
         if (n < 0)
                 return n;
-        if (reply->hdr.type != SMC_CTL_LISTEN_REPLY || n != 1) {
+        if (reply->hdr.type != SMC_CTL_LISTEN_REPLY || n != (reply->hdr.version >= 6 ? 2 : 1)) {
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
                 return reply->hdr.type == SMC_CTL_ERROR ? reply->error.error : -EPROTO;
         }
+        if (n == 2)
+                *dchan = fds[1]; /* (v6) smcd's end, kept: listen_revive() */
         return fds[0];
 }
 
@@ -2112,10 +2143,10 @@ fail:
  * process does. Returns 0 or a negative errno (the socket stays a TCP listener). */
 static int listen_register(struct smc_sock *s, int backlog, bool join) {
         union smc_ctl_msg reply;
-        int r, chan;
+        int r, chan, dchan;
         bool joined;
 
-        chan = listen_request(s, s->fd, backlog, join, &reply);
+        chan = listen_request(s, s->fd, backlog, join, &reply, &dchan);
         if (chan < 0)
                 return chan;
         joined = reply.hdr.version >= 5 && (reply.listen_reply.flags & SMC_CTL_LISTEN_JOINED);
@@ -2129,8 +2160,12 @@ static int listen_register(struct smc_sock *s, int backlog, bool join) {
                         sys_close(chan); /* (the queue is the other holders' too) */
                 else
                         listen_undo(reply.listen_reply.listener_id, chan);
+                if (dchan >= 0)
+                        sys_close(dchan);
                 return r;
         }
+        s->dchan = dchan;
+        lint_mark(dchan);
         listen_take_reply(s, &reply);
         s->listen_pid = getpid();
         s->listen_backlog = backlog;
@@ -2239,14 +2274,14 @@ static void listen_reregister(struct smc_sock *l) {
         union smc_ctl_msg reply;
         struct epoll_event ev = { .events = EPOLLIN };
         uint64_t now = now_ms();
-        int chan;
+        int chan, dchan;
 
         if (l->chan >= 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
             getpid() != l->listen_pid || !listen_sole(l) || geteuid() != l->listen_euid ||
             (l->relisten_ms != 0 && now - l->relisten_ms < RELISTEN_MS))
                 return;
         l->relisten_ms = now;
-        chan = listen_request(l, l->hidden, l->listen_backlog, false, &reply);
+        chan = listen_request(l, l->hidden, l->listen_backlog, false, &reply, &dchan);
         if (chan < 0) {
                 smc_debug("accept fd %d: LISTEN again failed (%s): the listener stays TCP", l->fd, strerror(-chan));
                 return;
@@ -2254,14 +2289,82 @@ static void listen_reregister(struct smc_sock *l) {
         ev.data.fd = chan;
         if (sys_epoll_ctl(l->fd, EPOLL_CTL_ADD, chan, &ev) < 0) {
                 listen_undo(reply.listen_reply.listener_id, chan);
+                if (dchan >= 0)
+                        sys_close(dchan);
                 return;
         }
         l->chan = chan;
         lint_mark(chan);
+        if (l->dchan >= 0)
+                sys_close(l->dchan);
+        l->dchan = dchan;
+        lint_mark(dchan);
         xreg_add_chan(l, chan);
         listen_take_reply(l, &reply);
         smc_debug("accept fd %d: registered with smcd again (listener %llu)", l->fd,
                   (unsigned long long) l->listener_id);
+}
+
+/* Register @l (l->lock held) again with a restarted smcd over the channel it has:
+ * an SMC listener keeps both ends of its accept channel (l->dchan, ctl version 6),
+ * so C never hangs up when smcd goes, and every process that holds the listener
+ * (forked children, dups, a receiver over SCM_RIGHTS) already watches it; whichever
+ * of them looks first gives the channel to the new smcd (LISTEN with
+ * SMC_CTL_LISTEN_F_REVIVE), the others' LISTENs find it registered. Looked at when
+ * an SMC listener accepts a TCP connection (clients fall back to TCP while no smcd
+ * knows the listener), at most once per RELISTEN_MS: smcd's instance file against
+ * the instance the listener is registered with. */
+static bool listen_revive(struct smc_sock *l) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        union smc_ctl_msg m, reply;
+        int fds[SMC_CTL_MAX_FDS], n;
+        uint64_t now = now_ms();
+        uint32_t file_inst, inst = 0;
+
+        if (l->dchan < 0 || l->chan < 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
+            (l->revive_ms != 0 && now - l->revive_ms < RELISTEN_MS))
+                return false;
+        l->revive_ms = now;
+        file_inst = smc_ctl_client_instance_file();
+        if (file_inst == 0 || file_inst == l->listen_instance)
+                return false;
+        if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
+                return false;
+        smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
+        if (smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl) < 0)
+                return false;
+        m.listen.backlog = l->listen_backlog < 0 ? 0 : (uint32_t) l->listen_backlog;
+        m.listen.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
+        m.listen.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
+        m.listen.flags = SMC_CTL_LISTEN_F_REVIVE;
+        {
+                int send_fds[3] = { l->hidden, l->chan, l->dchan };
+
+                n = smc_ctl_client_call_instance(&m, send_fds, 3, &reply, fds, SMC_CTL_CLIENT_TIMEOUT_MS, &inst);
+        }
+        if (n < 0) {
+                smc_debug("accept fd %d: registering the listener again failed: %s", l->fd, strerror(-n));
+                return false;
+        }
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        if (reply.hdr.type != SMC_CTL_LISTEN_REPLY || reply.hdr.version < 6 ||
+            !(reply.listen_reply.flags & SMC_CTL_LISTEN_REVIVED) || inst == 0) {
+                smc_debug("accept fd %d: smcd %08x did not register the listener again (%s)", l->fd, inst,
+                          reply.hdr.type == SMC_CTL_ERROR ? strerror(-reply.error.error) : "unexpected reply");
+                return false;
+        }
+        l->listener_id = reply.listen_reply.listener_id;
+        l->listen_smcr = (reply.listen_reply.flags & SMC_CTL_LISTEN_SMCR) != 0;
+        l->listen_instance = inst;
+        l->revived = true;
+        /* (a worker that dropped privileges after its master listened: the new
+         * registration is of this uid, as the connections it accepts) */
+        l->listen_euid = geteuid();
+        smc_debug("accept fd %d: registered with smcd %08x again over its channel (listener %llu)", l->fd, inst,
+                  (unsigned long long) l->listener_id);
+        return true;
 }
 
 /* A connection's descriptors arrive with its NEW_CONN message (up to
@@ -2340,6 +2443,7 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         struct smc_sock *s;
         void *rx, *tx;
         int n, r, x, chan = l->chan;
+        uint32_t inst = 0;
 
         if (chan < 0)
                 return -EAGAIN;
@@ -2392,7 +2496,10 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         accept_room_after(fds, n);
         x = fds[0];
-        r = conn_map(&m.conn, fds, n, l->listen_instance, &rx, &tx);
+        /* (v6) the smcd that sent it: the channel may have been revived since
+         * (listen_revive()), with connections of the earlier smcd still queued */
+        inst = m.hdr.version >= 6 && m.hdr.seq ? m.hdr.seq : l->listen_instance;
+        r = conn_map(&m.conn, fds, n, inst, &rx, &tx);
         if (r < 0) {
                 smc_debug("accept fd %d: NEW_CONN %016llx: mapping the buffers %016llx/%016llx failed: %s", l->fd,
                           (unsigned long long) m.conn.conn_id, (unsigned long long) m.conn.rx.id,
@@ -2414,8 +2521,8 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 goto abort;
         }
         s->conn_id = m.conn.conn_id;
-        s->conn_instance = l->listen_instance;
-        s->y_instance = l->listen_instance;
+        s->conn_instance = inst;
+        s->y_instance = inst;
         note_conn_instance(s->conn_instance);
         s->conn_role = SMC_CTL_ROLE_SERVER;
         if (addr_for_family(&m.conn.local, s->family, &s->local, &s->local_len) < 0 ||
@@ -2461,7 +2568,7 @@ abort:
                   strerror(-r));
         sys_close(fds[0]);
         sys_close(fds[1]);
-        ctl_close_conn(m.conn.conn_id, true, 0);
+        ctl_close_conn(m.conn.conn_id, true, inst);
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
@@ -2656,6 +2763,18 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         }
                         if (r != -EAGAIN) {
                                 unsigned streak = i == 0 ? (turn >> 1) + 1 : 1;
+
+                                /* a TCP connection on an SMC listener: a client that
+                                 * fell back, maybe because smcd restarted */
+                                if (q && r >= 0 && s->dchan >= 0) {
+                                        bool revived;
+
+                                        pthread_mutex_lock(&s->lock);
+                                        revived = listen_revive(s);
+                                        pthread_mutex_unlock(&s->lock);
+                                        if (revived)
+                                                rereg_maybe(); /* (as after a LISTEN) */
+                                }
 
                                 if (streak >= ACCEPT_STREAK)
                                         atomic_store_explicit(&s->accept_turn, q ^ 1, memory_order_relaxed);
@@ -3429,6 +3548,9 @@ static int listener_shutdown(struct smc_sock *l, int how) {
                         (void) sys_epoll_ctl(l->fd, EPOLL_CTL_DEL, l->chan, NULL);
                         listen_undo(l->listener_id, l->chan);
                         l->chan = -1;
+                        if (l->dchan >= 0)
+                                sys_close(l->dchan);
+                        l->dchan = -1;
                 }
         }
         pthread_mutex_unlock(&l->lock);
@@ -3476,12 +3598,14 @@ SMC_PUBLIC int smc_close(int fd) {
 }
 
 /* The library's own descriptors of @s (locked): its hidden TCP socket, option socket,
- * accept channel and the peer's doorbell end Y; stored from @out[*n], at most @max. */
+ * accept channel and its copy of smcd's end, and the peer's doorbell end Y; stored
+ * from @out[*n], at most @max. */
 static void sock_internal_fds(struct smc_sock *s, int *out, size_t *n, size_t max) {
-        int fds[4] = { s->hidden, s->optsock, s->chan,
-                       sock_state(s) == SOCK_SMCD ? __atomic_load_n(&s->ep.y_peer, __ATOMIC_RELAXED) : -1 };
+        int fds[5] = { s->hidden, s->optsock, s->chan,
+                       sock_state(s) == SOCK_SMCD ? __atomic_load_n(&s->ep.y_peer, __ATOMIC_RELAXED) : -1,
+                       sock_state(s) == SOCK_LISTEN_SMC ? s->dchan : -1 };
 
-        for (size_t i = 0; i < 4; i++)
+        for (size_t i = 0; i < 5; i++)
                 if (fds[i] >= 0 && *n < max)
                         out[(*n)++] = fds[i];
 }

@@ -998,8 +998,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         conn->listener_id = l->id;
         conn->accept_marked = l->version >= 4;
 
-        /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB */
-        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
+        /* (f) NEW_CONN to the listener: rx = server DMB, tx = client DMB; (v6) seq:
+         * our instance (the channel may outlive us: ctl-proto.h) */
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance);
         msg.conn.conn_id = conn->ep[EP_SERVER].id;
         msg.conn.mode = SMC_CTL_MODE_SMCD;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;   /* the tunables now */

@@ -438,21 +438,66 @@ static int listen_join(Client *c, const struct smc_ctl_listen *req, Listener *l)
         log_debug("Client %" PRIu64 ": LISTEN of a socket received from another process joins listener %" PRIu64
                   " with its deposited channel.",
                   c->id, l->id);
-        r = client_send(c, &msg, &chan, 1);
+        {
+                int fds[2] = { chan, l->channel }; /* (v6) and D: ctl-proto.h */
+
+                r = client_send(c, &msg, fds, c->version >= 6 ? 2 : 1);
+        }
         if (!keep)
                 close(chan);
         return r;
 }
 
-/* LISTEN with the client's listening socket @fd (borrowed). */
-static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
+/* Is @fd an AF_UNIX SOCK_SEQPACKET socket (what an accept channel's ends are)? */
+static bool is_seqpacket_unix(int fd) {
+        int v = 0;
+        socklen_t len = sizeof(v);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+                return false;
+        len = sizeof(v);
+        return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_SEQPACKET;
+}
+
+/* The listener on @port (retired ones too) whose channel's client end is inode @ino,
+ * or NULL. (Of any uid: holding the channel's two ends is the proof, as holding X
+ * is for ADOPT_FD; nginx's workers revive a listener their master registered.) */
+static Listener *listener_by_channel(Manager *m, uint16_t port, ino_t ino) {
+        PortEntry *pe = u64map_get(m->ports, port);
+        Listener *l;
+
+        if (pe)
+                LIST_FOREACH(by_port, l, pe->listeners)
+                        if (l->chan_ino == ino)
+                                return l;
+        LIST_FOREACH(by_port, l, m->retired)
+                if (l->chan_ino == ino && l->addr.port == port)
+                        return l;
+        return NULL;
+}
+
+static int listen_reply_revived(Client *c, const struct smc_ctl_listen *req, const Listener *l) {
+        union smc_ctl_msg msg;
+
+        smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
+        msg.listen_reply.listener_id = l->id;
+        msg.listen_reply.flags = SMC_CTL_LISTEN_REVIVED | (l->smcr ? SMC_CTL_LISTEN_SMCR : 0);
+        (void) smc_ctl_set_version(&msg, c->version);
+        return client_send(c, &msg, NULL, 0);
+}
+
+/* LISTEN with the client's listening socket @fd (borrowed); with
+ * SMC_CTL_LISTEN_F_REVIVE (v6) also the ends @chan_c and @chan_d (borrowed, else -1)
+ * of the accept channel an earlier smcd made for it. */
+static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, int chan_c, int chan_d) {
         Manager *m = c->manager;
         union smc_ctl_msg msg;
         char err[SMC_CTL_ERRMSG_LEN], abuf[SMCD_ADDR_STRLEN];
-        int pair[2], r;
+        int pair[2] = { -1, -1 }, r;
         uint32_t backlog;
         struct stat cs;
         Listener *l;
+        bool revive = req->flags & SMC_CTL_LISTEN_F_REVIVE;
 
         l = calloc(1, sizeof(*l));
         if (!l)
@@ -486,13 +531,44 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 }
         }
 
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-                r = -errno;
-                free(l);
-                return client_send_error(c, req->hdr.seq, r, 0, "cannot create the accept channel");
+        if (revive) {
+                /* an earlier smcd's channel, which the client's library kept both ends
+                 * of (ctl-proto.h, version 6): send on it again */
+                Listener *o;
+
+                if (chan_c < 0 || chan_d < 0 || !is_seqpacket_unix(chan_c) || !is_seqpacket_unix(chan_d) ||
+                    fstat(chan_c, &cs) < 0) {
+                        free(l);
+                        c->manager->stats.handshake_errors++;
+                        return client_send_error(c, req->hdr.seq, EINVAL, 0,
+                                                 "the fds are not the two ends of an accept channel");
+                }
+                o = listener_by_channel(m, l->addr.port, cs.st_ino);
+                if (o) {
+                        /* another holder of the same channel revived it first */
+                        free(l);
+                        listener_adopt(o, c); /* (if its owner is gone) */
+                        log_debug("Client %" PRIu64 ": listener %" PRIu64 " is already registered again.", c->id,
+                                  o->id);
+                        return listen_reply_revived(c, req, o);
+                }
+                pair[0] = fcntl(chan_d, F_DUPFD_CLOEXEC, 3);
+                if (pair[0] < 0) {
+                        r = -errno;
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, r, 0, "cannot keep the accept channel");
+                }
+                l->chan_ino = cs.st_ino;
+        } else {
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                        r = -errno;
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, r, 0, "cannot create the accept channel");
+                }
+                l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
         }
+        /* (the file's flag: also on a revived channel, whose client never uses D) */
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
-        l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
         backlog = req->backlog > (uint32_t) m->somaxconn ? (uint32_t) m->somaxconn : req->backlog;
         /* as Linux: the accept queue is full when more than backlog are queued */
         l->queue_max = backlog + 1;
@@ -511,7 +587,8 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         r = manager_watch(m, l->channel, EPOLLHUP, l->id | WATCH_LISTENER, l);
         if (r < 0) {
                 close(pair[0]);
-                close(pair[1]);
+                if (pair[1] >= 0)
+                        close(pair[1]);
                 free(l);
                 return client_send_error(c, req->hdr.seq, r, 0, "cannot watch the accept channel");
         }
@@ -519,7 +596,8 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         if (port_add(m, l) < 0) {
                 manager_unwatch(m, l->channel, l->id | WATCH_LISTENER);
                 close(pair[0]);
-                close(pair[1]);
+                if (pair[1] >= 0)
+                        close(pair[1]);
                 free(l);
                 return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
         }
@@ -543,12 +621,23 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
                 if (keep >= 0)
                         deposit_add(l, keep, true, 0);
         }
+        if (revive) {
+                log_debug("Client %" PRIu64 ": listener %" PRIu64 " on %s: an earlier smcd's accept channel, "
+                          "registered again.",
+                          c->id, l->id, smcd_addr_to_string(&l->addr, abuf));
+                return listen_reply_revived(c, req, l); /* (on failure the client goes, and the listener with it) */
+        }
         smc_ctl_init(&msg, SMC_CTL_LISTEN_REPLY, req->hdr.seq);
         msg.listen_reply.listener_id = l->id;
         if (l->smcr)
                 msg.listen_reply.flags |= SMC_CTL_LISTEN_SMCR;
         (void) smc_ctl_set_version(&msg, c->version);
-        r = client_send(c, &msg, &pair[1], 1);
+        /* (v6) C, and D for the library to keep: the channel then outlives us */
+        {
+                int rfds[2] = { pair[1], pair[0] };
+
+                r = client_send(c, &msg, rfds, c->version >= 6 ? 2 : 1);
+        }
         close(pair[1]);
         if (r < 0)
                 return r; /* the client goes, and the listener with it */
@@ -563,10 +652,14 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
         return 0;
 }
 
-int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd) {
-        int r = handle_listen(c, req, fd);
+int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, int chan_c, int chan_d) {
+        int r = handle_listen(c, req, fd, chan_c, chan_d);
 
         close(fd); /* the mark, if any, stays with the socket */
+        if (chan_c >= 0)
+                close(chan_c);
+        if (chan_d >= 0)
+                close(chan_d);
         return r;
 }
 

@@ -268,7 +268,8 @@ static int client_process_one(Client *c) {
         case SMC_CTL_HELLO:
                 return client_handle_hello(c, &msg.hello);
         case SMC_CTL_LISTEN:
-                return client_handle_listen(c, &msg.listen, fds[0]); /* takes the fd */
+                /* takes the fds (3 for a revive: ctl-proto.h) */
+                return client_handle_listen(c, &msg.listen, fds[0], n == 3 ? fds[1] : -1, n == 3 ? fds[2] : -1);
         case SMC_CTL_UNLISTEN:
                 return client_handle_unlisten(c, &msg.unlisten);
         case SMC_CTL_LISTEN_DEPOSIT:

@@ -456,7 +456,9 @@ int client_send(Client *c, const union smc_ctl_msg *msg, const int *fds, size_t 
 int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
 
-int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd);
+/* LISTEN: @fd the client's TCP socket; @chan_c, @chan_d (F_REVIVE, v6; else -1) the
+ * ends of an earlier smcd's accept channel. Takes the fds. */
+int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, int chan_c, int chan_d);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 /* LISTEN_DEPOSIT (ctl-proto.h, v5): keep @chan, the client end of a listener's
  * accept channel, for the LISTEN of the process its listening socket @tcp goes to.

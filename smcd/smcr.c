@@ -2635,7 +2635,7 @@ static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
 
         if (!l || l->channel < 0 || l->version < 3)
                 return; /* gone: the connection is closed with our descriptor */
-        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, 0);
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance); /* (v6) seq: our instance */
         msg.conn.mode = SMC_CTL_MODE_TCP;
         msg.conn.fallback_reason = reason;
         msg.conn.local = hs->local;
@@ -2950,7 +2950,8 @@ static void hs_done(SmcrHs *hs) {
         c->active = true;
         hs->conn = NULL;
 
-        smc_ctl_init(&msg, hs->server ? SMC_CTL_NEW_CONN : SMC_CTL_CONNECT_REPLY, hs->seq);
+        /* (v6) a NEW_CONN's seq: our instance */
+        smc_ctl_init(&msg, hs->server ? SMC_CTL_NEW_CONN : SMC_CTL_CONNECT_REPLY, hs->server ? m->instance : hs->seq);
         msg.conn.conn_id = c->ep.id;
         msg.conn.mode = SMC_CTL_MODE_SMCR;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;

@@ -326,7 +326,7 @@ static void test_versions(void) {
                 abort();
         int three[3] = { pfd[0], pfd[1], pfd[0] }, one[1] = { pfd[0] };
 
-        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 5, "versions %d..%d", SMC_CTL_VERSION_MIN,
+        CHECK(SMC_CTL_VERSION_MIN == 1 && SMC_CTL_VERSION == 6, "versions %d..%d", SMC_CTL_VERSION_MIN,
               SMC_CTL_VERSION);
         CHECK(smc_ctl_msg_size_v(SMC_CTL_LISTEN, 1) == 48 && smc_ctl_msg_size_v(SMC_CTL_LISTEN, 2) == 56,
               "LISTEN sizes");
@@ -337,7 +337,7 @@ static void test_versions(void) {
                 CHECK(smc_ctl_msg_size_v(t, SMC_CTL_VERSION) == smc_ctl_msg_size(t), "type %u: newest = default", t);
         CHECK(smc_ctl_msg_size_v(SMC_CTL_CONNECT, 1) == 72 && smc_ctl_msg_size_v(SMC_CTL_CONNECT, 2) == 72 &&
               smc_ctl_msg_size_v(SMC_CTL_CONNECT, 3) == 72, "CONNECT same in every version");
-        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 6) == 0 &&
+        CHECK(smc_ctl_msg_size_v(SMC_CTL_HELLO, 0) == 0 && smc_ctl_msg_size_v(SMC_CTL_HELLO, 7) == 0 &&
               smc_ctl_msg_size_v(SMC_CTL_HELLO, 0xffff) == 0 && smc_ctl_msg_size_v(0, 1) == 0 &&
               smc_ctl_msg_size_v(_SMC_CTL_TYPE_MAX, 3) == 0, "bad version / type -> 0");
 
@@ -347,10 +347,10 @@ static void test_versions(void) {
         make_conn(&m, SMC_CTL_NEW_CONN);
         m.conn.params.busy_poll_us = 77;
         m.conn.params.autocork_size = 4096;
-        CHECK(m.hdr.version == 5 && smc_ctl_set_version(&m, 2) == 0 && m.hdr.len == 120 &&
-              m.conn.params.busy_poll_us == 77, "init builds version 5; set_version 2 keeps the params");
+        CHECK(m.hdr.version == 6 && smc_ctl_set_version(&m, 2) == 0 && m.hdr.len == 120 &&
+              m.conn.params.busy_poll_us == 77, "init builds version 6; set_version 2 keeps the params");
         c = m;
-        CHECK(smc_ctl_set_version(&c, 6) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 6 unchanged");
+        CHECK(smc_ctl_set_version(&c, 7) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 7 unchanged");
         CHECK(smc_ctl_set_version(&c, 0) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "set_version 0 unchanged");
         CHECK(smc_ctl_set_version(&c, 1) == 0 && c.hdr.version == 1 && c.hdr.len == 112 &&
               c.conn.params.busy_poll_us == 0 && c.conn.params.autocork_size == 0 && c.conn.conn_id == 42,
@@ -630,7 +630,7 @@ static void test_v3(void) {
               "v3 sizes of the v2 messages unchanged");
         CHECK(smc_ctl_init_v(&c, SMC_CTL_SMCR, 1, 2) == -EINVAL, "no SMCR in version 2");
         make_smcr(&m, SMC_CTL_ROLE_CLIENT);
-        CHECK(m.hdr.version == 5 && m.hdr.len == 40 && m.smcr.listener_id == 0, "SMCR built in version 5");
+        CHECK(m.hdr.version == 6 && m.hdr.len == 40 && m.smcr.listener_id == 0, "SMCR built in version 6");
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "SMCR: set_version 2 refused");
 
@@ -666,11 +666,11 @@ static void test_v3(void) {
         set_addr4(&m.connect.dst, "192.0.2.7", 443);
         set_addr4(&m.connect.src, "192.0.2.1", 0);
         m.connect.sndbuf = 32768;
-        CHECK(m.hdr.version == 5 && m.hdr.len == 72, "CONNECT built in version 5");
+        CHECK(m.hdr.version == 6 && m.hdr.len == 72, "CONNECT built in version 6");
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send v3 connect");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.version == 5 && r.connect.dst.port == 443 && r.connect.sndbuf == 32768 &&
+        CHECK(n == 1 && r.hdr.version == 6 && r.connect.dst.port == 443 && r.connect.sndbuf == 32768 &&
               r.connect.rcvbuf == 0 && fd_open(fds[0]), "v3 CONNECT with its TCP socket: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
@@ -743,8 +743,8 @@ static void test_v3(void) {
         expect_bad("SMCR of version 2", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         c.hdr.version = 1;
         expect_bad("SMCR of version 1", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
-        c.hdr.version = 6;
-        expect_bad("SMCR of version 6", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        c.hdr.version = 7;
+        expect_bad("SMCR of version 7", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
         expect_bad("SMCR to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
         expect_bad("SMCR short", &m, m.hdr.len - 4, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
@@ -819,7 +819,7 @@ static void test_v3(void) {
         m.conn.params.busy_poll_us = 50;
         CHECK(smc_ctl_send(sp[0], &m, four, 4, 0) == 0, "send SMCR mode");
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 4 && r.hdr.version == 5 && r.conn.mode == SMC_CTL_MODE_SMCR && r.conn.conn_id == 42 &&
+        CHECK(n == 4 && r.hdr.version == 6 && r.conn.mode == SMC_CTL_MODE_SMCR && r.conn.conn_id == 42 &&
               r.conn.params.busy_poll_us == 50, "SMCR mode with both memfds: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
@@ -856,7 +856,7 @@ static void test_v3(void) {
         CHECK(smc_ctl_send(sp[0], &c, four, 4, 0) == 0, "send NEW_CONN SMCR");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 4 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 5 && r.conn.mode == SMC_CTL_MODE_SMCR &&
+        CHECK(n == 4 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 6 && r.conn.mode == SMC_CTL_MODE_SMCR &&
               r.conn.conn_id == 42 && r.conn.peer.port == 40000 && r.conn.params.busy_poll_us == 50 &&
               fd_open(fds[0]) && fd_open(fds[3]), "NEW_CONN mode SMCR with both memfds: %d", n);
         for (int i = 0; i < n && n > 0; i++)
@@ -911,11 +911,11 @@ static void test_v3(void) {
          * the TCP socket; reason != 0, conn id 0, no buffers, valid addresses, no
          * params */
         make_newconn_tcp(&m);
-        CHECK(m.hdr.version == 5 && m.hdr.len == 120, "NEW_CONN TCP built in version 5");
+        CHECK(m.hdr.version == 6 && m.hdr.len == 120, "NEW_CONN TCP built in version 6");
         CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send NEW_CONN TCP");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 5 && r.conn.mode == SMC_CTL_MODE_TCP &&
+        CHECK(n == 1 && r.hdr.type == SMC_CTL_NEW_CONN && r.hdr.version == 6 && r.conn.mode == SMC_CTL_MODE_TCP &&
               r.conn.fallback_reason == SMC_CLC_DECL_PEERDECL && r.conn.conn_id == 0 && r.conn.local.port == 80 &&
               r.conn.peer.port == 40000 && r.conn.rx.id == 0 && r.conn.params.busy_poll_us == 0 && fd_open(fds[0]),
               "NEW_CONN TCP with its socket: %d", n);
@@ -991,8 +991,9 @@ static void test_v3(void) {
                            -EBADMSG);
         }
 
-        /* LISTEN_REPLY: flags (SMC_CTL_LISTEN_SMCR only) and reserved in v3 */
-        smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 17);
+        /* LISTEN_REPLY: flags (SMC_CTL_LISTEN_SMCR only) and reserved in v3 (sent
+         * as version 5: 1 fd; version 6's 2 fds are below) */
+        smc_ctl_init_v(&m, SMC_CTL_LISTEN_REPLY, 17, 5);
         m.listen_reply.listener_id = 9;
         m.listen_reply.flags = SMC_CTL_LISTEN_SMCR;
         CHECK(m.hdr.len == 32, "v3 LISTEN_REPLY is 32 bytes");
@@ -1084,7 +1085,7 @@ static void test_rereg(void) {
         CHECK(SMC_CTL_REREG == 16 && SMC_CTL_REREG_REPLY == 17, "REREG types 16, 17");
         CHECK(smc_ctl_msg_size(SMC_CTL_REREG) == 104 && smc_ctl_msg_size_v(SMC_CTL_REREG, 3) == 104 &&
               smc_ctl_msg_size_v(SMC_CTL_REREG, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 1) == 0 &&
-              smc_ctl_msg_size_v(SMC_CTL_REREG, 6) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 0) == 0,
+              smc_ctl_msg_size_v(SMC_CTL_REREG, 7) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG, 0) == 0,
               "REREG sizes: v3 104, not in v1, v2");
         CHECK(smc_ctl_msg_size(SMC_CTL_REREG_REPLY) == 24 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 3) == 24 &&
               smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 2) == 0 && smc_ctl_msg_size_v(SMC_CTL_REREG_REPLY, 1) == 0,
@@ -1092,7 +1093,7 @@ static void test_rereg(void) {
         CHECK(smc_ctl_init_v(&c, SMC_CTL_REREG, 1, 2) == -EINVAL && smc_ctl_init_v(&c, SMC_CTL_REREG_REPLY, 1, 1) == -EINVAL,
               "no REREG / REREG_REPLY in version 1, 2");
         make_rereg(&m);
-        CHECK(m.hdr.version == 5 && m.hdr.len == 104 && smc_ctl_msg_nfds(&m) == 0, "REREG built in version 5, no fds");
+        CHECK(m.hdr.version == 6 && m.hdr.len == 104 && smc_ctl_msg_nfds(&m) == 0, "REREG built in version 6, no fds");
         c = m;
         CHECK(smc_ctl_set_version(&c, 2) == -EINVAL && memcmp(&c, &m, sizeof(m)) == 0, "REREG: set_version 2 refused");
 
@@ -1185,14 +1186,14 @@ static void test_rereg(void) {
         expect_bad("REREG of version 2", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         c.hdr.version = 1;
         expect_bad("REREG of version 1", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
-        c.hdr.version = 6;
-        expect_bad("REREG of version 6", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
+        c.hdr.version = 7;
+        expect_bad("REREG of version 7", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EPROTONOSUPPORT);
         expect_bad("REREG to a client", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
 
         /* REREG_REPLY: the new id, not 0, no fds, v3 only, to the client only */
         smc_ctl_init(&m, SMC_CTL_REREG_REPLY, 22);
         m.rereg_reply.conn_id = 0xfedcba9876543210ull;
-        CHECK(m.hdr.version == 5 && m.hdr.len == 24 && smc_ctl_msg_nfds(&m) == 0, "REREG_REPLY built in version 5");
+        CHECK(m.hdr.version == 6 && m.hdr.len == 24 && smc_ctl_msg_nfds(&m) == 0, "REREG_REPLY built in version 6");
         CHECK(smc_ctl_send(sp[0], &m, NULL, 0, 0) == 0, "send REREG_REPLY");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
@@ -1328,8 +1329,11 @@ static void test_listen_deposit(void) {
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         c = m;
-        c.listen.flags = 0x2;
-        expect_bad("v5 LISTEN unknown flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.listen.flags = 0x4;
+        expect_bad("v6 LISTEN unknown flag", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        c.hdr.version = 5;
+        c.listen.flags = SMC_CTL_LISTEN_F_REVIVE;
+        expect_bad("v5 LISTEN with F_REVIVE (v6)", &c, c.hdr.len, three, 3, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.hdr.version = 4;
         expect_bad("v4 LISTEN with F_JOIN (reserved there)", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
@@ -1339,7 +1343,7 @@ static void test_listen_deposit(void) {
         CHECK(smc_ctl_set_version(&c, 1) == 0 && c.listen.flags == 0 && c.hdr.len == 48, "and so does version 1");
 
         /* LISTEN_REPLY: SMC_CTL_LISTEN_JOINED from v5 on */
-        smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 33);
+        smc_ctl_init_v(&m, SMC_CTL_LISTEN_REPLY, 33, 5);
         m.listen_reply.listener_id = 9;
         m.listen_reply.flags = SMC_CTL_LISTEN_JOINED | SMC_CTL_LISTEN_SMCR | SMC_CTL_LISTEN_NB_KNOWN |
                                SMC_CTL_LISTEN_NONBLOCK;
@@ -1353,6 +1357,34 @@ static void test_listen_deposit(void) {
         c = m;
         c.hdr.version = 4;
         expect_bad("v4 LISTEN_REPLY with JOINED", &c, c.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADMSG);
+
+        /* v6: LISTEN_REPLY carries C and D; F_REVIVE sends T, C, D and its reply
+         * (SMC_CTL_LISTEN_REVIVED) none */
+        smc_ctl_init(&m, SMC_CTL_LISTEN_REPLY, 34);
+        m.listen_reply.listener_id = 9;
+        CHECK(m.hdr.version == 6 && smc_ctl_msg_nfds(&m) == 2, "v6 LISTEN_REPLY: 2 fds");
+        CHECK(smc_ctl_send(sp[0], &m, two, 2, 0) == 0, "send v6 LISTEN_REPLY");
+        n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+        CHECK(n == 2 && fd_open(fds[0]) && fd_open(fds[1]), "v6 LISTEN_REPLY with C and D: %d", n);
+        for (int i = 0; i < n && n > 0; i++)
+                close(fds[i]);
+        expect_bad("v6 LISTEN_REPLY with 1 fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EBADF);
+        m.listen_reply.flags = SMC_CTL_LISTEN_REVIVED | SMC_CTL_LISTEN_SMCR;
+        CHECK(smc_ctl_msg_nfds(&m) == 0, "v6 LISTEN_REPLY REVIVED: no fds");
+        expect_bad("v6 LISTEN_REPLY REVIVED", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, 0);
+        expect_bad("v6 LISTEN_REPLY REVIVED with fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_CLIENT, -EBADF);
+        c = m;
+        c.hdr.version = 5;
+        expect_bad("v5 LISTEN_REPLY with REVIVED", &c, c.hdr.len, NULL, 0, SMC_CTL_TO_CLIENT, -EBADMSG);
+        smc_ctl_init(&m, SMC_CTL_LISTEN, 35);
+        m.listen.addr.family = AF_INET;
+        m.listen.addr.port = 8080;
+        m.listen.flags = SMC_CTL_LISTEN_F_REVIVE;
+        CHECK(smc_ctl_msg_nfds(&m) == 3, "v6 LISTEN F_REVIVE: 3 fds");
+        expect_bad("v6 LISTEN F_REVIVE", &m, m.hdr.len, three, 3, SMC_CTL_TO_DAEMON, 3);
+        expect_bad("v6 LISTEN F_REVIVE with 1 fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
+        m.listen.flags = SMC_CTL_LISTEN_F_REVIVE | SMC_CTL_LISTEN_F_JOIN;
+        expect_bad("v6 LISTEN F_REVIVE with F_JOIN", &m, m.hdr.len, three, 3, SMC_CTL_TO_DAEMON, -EBADMSG);
         close(pfd[0]);
         close(pfd[1]);
         CHECK(count_fds() == fds_before, "LISTEN_DEPOSIT: no fd leaked (%d -> %d)", fds_before, count_fds());

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 MAGIC = 0x64434D53
-VERSION_MIN, VERSION_MAX = 1, 5  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
+VERSION_MIN, VERSION_MAX = 1, 6  # SMC_CTL_VERSION_MIN, SMC_CTL_VERSION (ctl-proto.h)
 VERSION_UNSUPPORTED = VERSION_MAX + 1
 VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before HELLO
 (HELLO, HELLO_REPLY, LISTEN, LISTEN_REPLY, UNLISTEN, CONNECT, CONNECT_REPLY,
@@ -51,6 +51,7 @@ LISTEN_DEPOSIT = 20  # (v5)
 LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
 LISTEN_NB_KNOWN, LISTEN_NONBLOCK, DEPOSIT_NONBLOCK = 0x4, 0x8, 0x1  # (v5) the sender's O_NONBLOCK
 DEPOSIT_WITHDRAW = 0x2  # (v5) LISTEN_DEPOSIT: take the newest deposit back
+LISTEN_F_REVIVE, LISTEN_REVIVED = 0x2, 0x10  # (v6) LISTEN.flags, LISTEN_REPLY.flags
 DONE_ALL, DONE_SERVERS = 1, 2
 MODE_TCP, MODE_SMCD, MODE_SMCR_PENDING, MODE_SMCR = 0, 1, 2, 3
 ROLE_CLIENT, ROLE_SERVER = 0, 1
@@ -73,7 +74,7 @@ BUF = struct.Struct("<QII")
 SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
          CONNECT: 72, CONNECT_REPLY: 112, NEW_CONN: 112, CLOSE: 32, OK: 16, ERROR: 120}
 # message sizes by protocol version (ctl-proto.h, Versions)
-SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None, 5: None}
+SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None, 5: None, 6: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
 SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT_REPLY: 120,
@@ -81,6 +82,7 @@ SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, RERE
 SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what they accept)
 SIZES_V[5] = dict(SIZES_V[4])  # version 5: LISTEN.flags (was reserved), LISTEN_DEPOSIT
 SIZES_V[5].update({LISTEN_DEPOSIT: 32})
+SIZES_V[6] = dict(SIZES_V[5])  # version 6: LISTEN_REPLY's 2 fds (C, D), F_REVIVE, NEW_CONN.seq
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -202,6 +204,7 @@ class Client:
         self.instance = None  # HELLO_REPLY.instance (formerly reserved): which smcd
         self.version = VERSION_MIN  # smcd's messages before HELLO
         self.listen_flags = None
+        self.dchan = None  # (v6) the copy of smcd's end of the last listener's channel
         if do_hello:
             t, data = self.hello(VERSION_MIN, version)
             assert t == HELLO_REPLY and self.version == version, (t, self.version, version)
@@ -241,8 +244,25 @@ class Client:
         lid = struct.unpack_from("<Q", data, 16)[0]
         # (v3) flags, reserved
         self.listen_flags = struct.unpack_from("<II", data, 24) if self.version >= 3 else None
-        assert rseq == seq and len(fds) == 1
+        # (v6) and a copy of smcd's end D, kept in self.dchan (the library keeps it)
+        assert rseq == seq and len(fds) == (2 if self.version >= 6 else 1), (self.version, len(fds))
+        self.dchan = socket.socket(fileno=fds[1]) if len(fds) == 2 else None
         return lid, socket.socket(fileno=fds[0]), None
+
+    def revive(self, tcp, chan_fd, dchan_fd, backlog=16, version=None, fds=None):
+        """LISTEN with F_REVIVE (v6): ("revived", listener id, flags, nfds) or ("error", errno)
+        or ("type", t)."""
+        host, port = tcp.getsockname()[:2]
+        seq = self.next()
+        v = version or self.version
+        send(self.s, hdr(LISTEN, seq, version=v) + listen_body(host, port, backlog, v, flags=LISTEN_F_REVIVE),
+             [tcp.fileno(), chan_fd, dchan_fd] if fds is None else fds)
+        t, rseq, data, rfds = recv_msg(self.s, version=self.version)
+        for f in rfds:
+            os.close(f)
+        if t == LISTEN_REPLY and rseq == seq:
+            return ("revived", struct.unpack_from("<Q", data, 16)[0], struct.unpack_from("<I", data, 24)[0], len(rfds))
+        return ("error", parse_error(data)[0]) if t == ERROR else ("type", t)
 
     def connect(self, dst, src=("127.0.0.1", 40000), rcvbuf=0, sndbuf=0, fds=None):
         """CONNECT; in version 3 with a fresh unconnected TCP socket (unless @fds says
@@ -430,6 +450,7 @@ def main():
     run_eptable_checks(binary)
     run_adopt_fd_checks(binary)
     run_deposit_checks(binary)
+    run_revive_checks(binary)
     run_x_hup_checks(binary)
     if os.getuid() == 0:
         run_allow_checks(binary)
@@ -2477,6 +2498,104 @@ def _run_deposit_checks(d):
 
 DMB_READER_FLAGS, DMB_FEATURES = 76, 164  # offsets in struct smc_dmb_hdr (dmb.h)
 READER_X_HUP, FEAT_X_HUP = 0x04, 0x01
+
+
+def run_revive_checks(binary):
+    """Version 6: a listener's channel outlives smcd. LISTEN_REPLY gives C and a copy
+    of smcd's end D; after a restart, a holder's LISTEN with F_REVIVE (T, C, D) makes
+    the new smcd send on the same channel (REVIVED, no fds), a second holder's finds
+    it registered, and every NEW_CONN names its smcd's instance in hdr.seq, so one
+    queued by the old smcd is told apart. Bad fds are refused and change nothing; the
+    listener still ends when the last C goes."""
+    print("---- LISTEN F_REVIVE (a listener's channel after an smcd restart)")
+    daemons = []
+
+    def start(prefix):
+        rdir = tempfile.mkdtemp(prefix=prefix)
+        tmpdirs.append(rdir)
+        d = Smcd(binary, rdir)
+        daemons.append(d)
+        return d
+
+    try:
+        _run_revive_checks(start)
+    finally:
+        for d in daemons:
+            d.stop()
+
+
+def _run_revive_checks(start):
+    A = start("smcd-raw-revive-a-")
+    srv, cli = Client(A.sock, version=6), Client(A.sock, version=6)
+    tcp = tcp_listener()
+    lid, chan, _ = srv.listen(tcp)
+    dchan = srv.dchan
+    check(lid and chan and dchan is not None, f"v6 LISTEN -> LISTEN_REPLY with C and D ({lid})")
+    r = srv.revive(tcp, chan.fileno(), dchan.fileno())
+    check(r[0] == "revived" and r[1] == lid and r[2] & LISTEN_REVIVED and r[3] == 0,
+          f"F_REVIVE of a listener this smcd registered -> REVIVED, the same listener, no fds {r}")
+    info, cfds = cli.connect(tcp.getsockname())
+    t, seq, data, sfds = recv_msg(chan, version=6)
+    check(info["mode"] == MODE_SMCD and t == NEW_CONN and seq == srv.instance,
+          f"NEW_CONN's seq is smcd's instance ({seq:#x} == {srv.instance:#x})")
+    for f in sfds + cfds:
+        os.close(f)
+    old_info, old_cfds = cli.connect(tcp.getsockname())  # queued, not accepted
+    a_inst = srv.instance
+    srv.s.close()
+    cli.s.close()
+    A.stop()
+
+    B = start("smcd-raw-revive-b-")
+    b1, b2, bc = Client(B.sock, version=6), Client(B.sock, version=6), Client(B.sock, version=6)
+    info, fds = bc.connect(tcp.getsockname())
+    check(info["mode"] == MODE_TCP, f"the new smcd does not know the listener yet: TCP ({info['mode']})")
+    for f in fds:
+        os.close(f)
+    # bad input first: refused, nothing registered
+    pr, pw = os.pipe()
+    sp1, sp2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    other_tcp = tcp_listener()
+    for what, fdl, want in (
+            ("a pipe as C", [tcp.fileno(), pr, dchan.fileno()], ("error", -errno.EINVAL)),
+            ("a stream socket pair as C and D", [tcp.fileno(), sp1.fileno(), sp2.fileno()], ("error", -errno.EINVAL)),
+            ("C and D but another socket's address", [other_tcp.fileno(), chan.fileno(), dchan.fileno()], None),
+            ("a pipe as the TCP socket", [pr, chan.fileno(), dchan.fileno()], None),
+            ("2 fds", [tcp.fileno(), chan.fileno()], ("error", -errno.EBADF))):
+        r = b1.revive(tcp, 0, 0, fds=fdl)
+        check(r[0] == "error" and (want is None or r == want), f"F_REVIVE with {what} -> ERROR {r}")
+    r = Client(B.sock, version=5).revive(tcp, chan.fileno(), dchan.fileno(), version=5)
+    check(r == ("error", -errno.EBADMSG), f"F_REVIVE in version 5 -> ERROR EBADMSG {r}")
+    st = B.stats()["smcd"]
+    check(st["listeners"] == 0, f"after the refused requests: no listener ({st['listeners']})")
+    for f in (pr, pw):
+        os.close(f)
+    for x in (sp1, sp2, other_tcp):
+        x.close()
+
+    r1 = b1.revive(tcp, chan.fileno(), dchan.fileno())
+    r2 = b2.revive(tcp, chan.fileno(), dchan.fileno())
+    check(r1[0] == "revived" and r1[2] & LISTEN_REVIVED and r1[3] == 0 and r2[0] == "revived" and r2[1] == r1[1],
+          f"F_REVIVE with T, C, D -> REVIVED; a second holder's -> the same listener {r1} {r2}")
+    st = B.stats()["smcd"]
+    check(st["listeners"] == 1, f"one listener ({st['listeners']})")
+    info, cfds = bc.connect(tcp.getsockname())
+    check(info["mode"] == MODE_SMCD, f"a connection to the revived listener: SMC-D ({info['mode']})")
+    t1, seq1, d1, f1 = recv_msg(chan, version=6)
+    t2, seq2, d2, f2 = recv_msg(chan, version=6)
+    check(t1 == NEW_CONN and seq1 == a_inst and parse_conn(d1)["id"] != 0 and len(f1) == 4 and
+          t2 == NEW_CONN and seq2 == b1.instance and seq2 != a_inst,
+          f"on the same channel: the old smcd's queued NEW_CONN (seq {seq1:#x}), then the new one's "
+          f"(seq {seq2:#x} == {b1.instance:#x})")
+    for f in f1 + f2 + cfds + old_cfds:
+        os.close(f)
+    chan.close()
+    st = B.stats(lambda s: s["smcd"]["listeners"] == 0)["smcd"]
+    check(st["listeners"] == 0, f"the last C closed (D still held): the listener is gone ({st['listeners']})")
+    dchan.close()
+    tcp.close()
+    for c in (b1, b2, bc):
+        c.s.close()
 
 
 def run_x_hup_checks(binary):

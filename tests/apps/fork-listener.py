@@ -4,8 +4,8 @@
 # child does with its copy of the listening socket:
 #   close  closes it first (as PostgreSQL's backends do)
 #   dup    keeps a duplicate of it and closes the original
-# tests/test-smcd-restart.sh: after an smcd restart the 'close' server's listener is
-# its alone again and comes back to SMC-D by itself; the 'dup' one stays TCP (shared).
+# tests/test-smcd-restart.sh: after an smcd restart either server's listener comes
+# back to SMC-D by itself (its accept channel outlives smcd: LISTEN F_REVIVE).
 # usage: fork-listener.py MODE PORTFILE
 import os
 import signal
