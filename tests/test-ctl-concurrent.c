@@ -83,7 +83,8 @@ static int fake_reply_listen(int c, uint32_t seq) {
                 return -errno;
         smc_ctl_init(&r, SMC_CTL_LISTEN_REPLY, seq);
         r.listen_reply.listener_id = cookie;
-        k = smc_ctl_send(c, &r, &mfd, 1, 0);
+        /* (version 6: two fds, the channel's ends; the memfd stands for both) */
+        k = smc_ctl_send(c, &r, (int[2]){ mfd, mfd }, 2, 0);
         close(mfd);
         return k;
 }
@@ -245,18 +246,18 @@ static void case_hello_race(void) {
         r = smc_ctl_client_send(&m);
         CHECK(r == 0, "CLOSE while HELLO is under way: %s", strerror(-r));
         race_first(&second);
-        CHECK(second.r == 1 && second.reply.hdr.type == SMC_CTL_LISTEN_REPLY &&
+        CHECK(second.r == 2 && second.reply.hdr.type == SMC_CTL_LISTEN_REPLY &&
                       second.reply.listen_reply.listener_id == (uint64_t) second.seq * 7 + 1,
               "LISTEN while HELLO is under way: %d (%s), reply type %u", second.r,
               second.r < 0 ? strerror(-second.r) : "ok", second.reply.hdr.type);
         pthread_join(t, NULL);
-        CHECK(first.r == 1 && first.reply.hdr.type == SMC_CTL_LISTEN_REPLY &&
+        CHECK(first.r == 2 && first.reply.hdr.type == SMC_CTL_LISTEN_REPLY &&
                       first.reply.listen_reply.listener_id == (uint64_t) first.seq * 7 + 1,
               "the first LISTEN: %d (%s), reply type %u", first.r, first.r < 0 ? strerror(-first.r) : "ok",
               first.reply.hdr.type);
         /* the fake answered the CLOSE with an ERROR nobody waits for: harmless */
         r = call_listen(2, &second.reply, fds, &second.seq);
-        CHECK(r == 1 && second.reply.listen_reply.listener_id == (uint64_t) second.seq * 7 + 1,
+        CHECK(r == 2 && second.reply.listen_reply.listener_id == (uint64_t) second.seq * 7 + 1,
               "a LISTEN after the CLOSE's ERROR: %d", r);
         for (int i = 0; i < r; i++)
                 close(fds[i]);
@@ -280,7 +281,7 @@ static void *waiter(void *arg) {
 
         pthread_barrier_wait(&waiters_barrier);
         a->r = call_listen(3, &a->reply, fds, &a->seq);
-        if (a->r == 1) {
+        if (a->r == 2) {
                 if (pread(fds[0], &got, sizeof(got), 0) != sizeof(got))
                         got = 0;
                 if (got != a->reply.listen_reply.listener_id)
@@ -340,7 +341,7 @@ static void case_many_waiters(void) {
                 pthread_join(t[i], NULL);
         pthread_barrier_destroy(&waiters_barrier);
         for (unsigned i = 0; i < created; i++)
-                if (a[i].r != 1 || a[i].reply.hdr.type != SMC_CTL_LISTEN_REPLY ||
+                if (a[i].r != 2 || a[i].reply.hdr.type != SMC_CTL_LISTEN_REPLY ||
                     a[i].reply.listen_reply.listener_id != (uint64_t) a[i].seq * 7 + 1) {
                         if (bad++ < 5)
                                 CHECK(false, "waiter %u (seq %u): %d (%s), reply type %u id %llu", i, a[i].seq,

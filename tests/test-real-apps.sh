@@ -420,6 +420,31 @@ test_nginx_daemon() {
         # every connection from a client under smcrun
         nginx_bodies "$d" "$port" "nginx daemon on (its listening process exited)"
         smc_used "nginx daemon on" 2
+        # smcd restarts (a package upgrade's): the listener's holders are the master
+        # and two workers (the process that listened is gone), and they keep its
+        # accept channel open at both ends, so the worker that accepts the first
+        # connection after the restart (TCP) gives the channel to the new smcd, and
+        # the later connections are SMC-D again, in whichever worker takes them
+        local want size out good=0 s
+        want=$(sha256sum <"$d/www/4k.bin" | cut -d ' ' -f 1)
+        size=$(stat -c %s "$d/www/4k.bin")
+        apps_smcd_stop
+        rc=$?
+        if ! apps_smcd_start; then
+                nok "nginx daemon on: smcd did not start again"
+                apps_stop "$pid" QUIT 5
+                return
+        fi
+        apps_mark
+        for _ in 1 2 3 4 5; do
+                out=$(T 30 "${SMCRUN[@]}" python3 "$here/apps/http-get.py" "$port" /4k.bin 2 2>&1)
+                [ "$(grep -c "^200 $size $want\$" <<<"$out")" = 2 ] && good=$((good + 1))
+                sleep 1.1 # (a listener looks at smcd's instance at most once a second)
+        done
+        apps_stats
+        s=$(apps_delta conns_server)
+        [ "$good" = 5 ] && [ "$s" -ge 3 ]
+        check $? "nginx daemon on: after an smcd restart (its exit status $rc) the workers register the listener again: 5 connections, $good with both bodies right, $s of them over SMC-D (want >= 3)"
         kill -QUIT "$pid" 2>/dev/null
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         ! kill -0 "$pid" 2>/dev/null

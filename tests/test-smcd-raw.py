@@ -6,7 +6,7 @@ Usage: test-smcd-raw.py PATH/TO/smcd
 
 Starts smcd in a temporary runtime directory, speaks the protocol of
 libsmcproto/ctl-proto.h with hand-packed messages (no client library), and checks:
-HELLO and the negotiation of protocol versions 1..5, LISTEN (with a real listening
+HELLO and the negotiation of protocol versions 1..6, LISTEN (with a real listening
 TCP socket), CONNECT (fds, buffer ids, shared memory, doorbells; in version 3 with the
 client's TCP socket), the SMCR request (version 3) on TCP connections without SMC,
 CLOSE, buffer reuse without fds, zeroed reused buffers, client
@@ -923,7 +923,7 @@ def nfds_ok(info, fds):
 
 
 def run_version_checks(binary):
-    """HELLO's negotiation of versions 1..5, what is new in each version (LISTEN with
+    """HELLO's negotiation of versions 1..6, what is new in each version (LISTEN with
     buffer sizes and a 24-byte LISTEN_REPLY in v2, CONNECT with its TCP socket and a
     32-byte LISTEN_REPLY in v3), clients of different versions connecting to each other,
     and the SMCR request (v3) on TCP connections whose peer sent no SMC option."""

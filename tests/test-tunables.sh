@@ -389,11 +389,11 @@ PY
 )
 wait "$fpid"
 seen=$(cat "$tmp/fake.out")
-# HELLO sent as version 1 offering 1..5 (SMC_CTL_VERSION); LISTEN (48 bytes, its fd) and
+# HELLO sent as version 1 offering 1..6 (SMC_CTL_VERSION); LISTEN (48 bytes, its fd) and
 # CONNECT (72) in version 1, the CONNECT without the TCP socket that version 3 adds (the
 # library trims the fds to the negotiated version); the reply's reason (not NOSMCDDEV:
 # the handshake worked) reaches the socket
-[ "$out" = "2 0x03010000" ] && [ "$seen" = "1/v1/32/0fd/1..5 3/v1/48/1fd 6/v1/72/0fd" ] \
+[ "$out" = "2 0x03010000" ] && [ "$seen" = "1/v1/32/0fd/1..6 3/v1/48/1fd 6/v1/72/0fd" ] \
         && ok "with a version-1 smcd: requests in version 1 ($seen), fallback reason $out" \
         || nok "version-1 smcd: client '$out', smcd saw '$seen'"
 
