@@ -254,6 +254,8 @@ struct smc_sock {
         uint64_t revive_ms; /* now_ms() of the last look at smcd's instance (listen_revive) */
         bool revived;       /* registered again over its channel: it may still hold an
                              * earlier smcd's NEW_CONNs */
+        uint32_t revive_refused; /* the smcd instance that refused that (older than
+                                  * version 6, a policy rule): not asked again */
         uint64_t listener_id;
         struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
                                           * not known here (inherited over exec) */
@@ -2327,7 +2329,7 @@ static bool listen_revive(struct smc_sock *l) {
                 return false;
         l->revive_ms = now;
         file_inst = smc_ctl_client_instance_file();
-        if (file_inst == 0 || file_inst == l->listen_instance)
+        if (file_inst == 0 || file_inst == l->listen_instance || file_inst == l->revive_refused)
                 return false;
         if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
                 return false;
@@ -2351,8 +2353,11 @@ static bool listen_revive(struct smc_sock *l) {
                 sys_close(fds[i]);
         if (reply.hdr.type != SMC_CTL_LISTEN_REPLY || reply.hdr.version < 6 ||
             !(reply.listen_reply.flags & SMC_CTL_LISTEN_REVIVED) || inst == 0) {
-                smc_debug("accept fd %d: smcd %08x did not register the listener again (%s)", l->fd, inst,
+                smc_debug("accept fd %d: smcd %08x did not register the listener again (%s): it stays TCP there",
+                          l->fd, inst,
                           reply.hdr.type == SMC_CTL_ERROR ? strerror(-reply.error.error) : "unexpected reply");
+                if (inst == file_inst)
+                        l->revive_refused = inst;
                 return false;
         }
         l->listener_id = reply.listen_reply.listener_id;
