@@ -251,11 +251,15 @@ struct smc_sock {
         int dchan; /* a copy of smcd's end D of C (ctl version 6), never read or
                     * written: C then outlives smcd, and a restarted one is given both
                     * (listen_revive()); -1: none (an older smcd, or inherited over exec) */
-        uint64_t revive_ms; /* now_ms() of the last look at smcd's instance (listen_revive) */
+        uint64_t revive_ms[2]; /* now_ms() of the last look at smcd's instance after an
+                                * accept from the channel [0] or of TCP [1] (listen_revive) */
         bool revived;       /* registered again over its channel: it may still hold an
                              * earlier smcd's NEW_CONNs */
         uint32_t revive_refused; /* the smcd instance that refused that (older than
                                   * version 6, a policy rule): not asked again */
+        uint32_t revive_fail_inst;  /* the instance that did not answer it in time ... */
+        uint64_t revive_retry_ms;   /* ... asked again from then on (now_ms()) */
+        unsigned revive_backoff_ms; /* the wait after the next such failure */
         uint64_t listener_id;
         struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
                                           * not known here (inherited over exec) */
@@ -2312,11 +2316,13 @@ static void listen_reregister(struct smc_sock *l) {
  * so C never hangs up when smcd goes, and every process that holds the listener
  * (forked children, dups, a receiver over SCM_RIGHTS) already watches it; whichever
  * of them looks first gives the channel to the new smcd (LISTEN with
- * SMC_CTL_LISTEN_F_REVIVE), the others' LISTENs find it registered. Looked at when
- * an SMC listener accepts a TCP connection (clients fall back to TCP while no smcd
- * knows the listener), at most once per RELISTEN_MS: smcd's instance file against
+ * SMC_CTL_LISTEN_F_REVIVE), the others' LISTENs find it registered. Looked at after
+ * an accept (clients fall back to TCP while no smcd knows the listener, and
+ * connections the old smcd queued come first), at most once per RELISTEN_MS for
+ * each kind of accept (@q: 1 TCP, 0 the channel; a TCP one right after a restart
+ * is not held back by a channel one just before it): smcd's instance file against
  * the instance the listener is registered with. */
-static bool listen_revive(struct smc_sock *l) {
+static bool listen_revive(struct smc_sock *l, unsigned q) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         union smc_ctl_msg m, reply;
@@ -2325,11 +2331,12 @@ static bool listen_revive(struct smc_sock *l) {
         uint32_t file_inst, inst = 0;
 
         if (l->dchan < 0 || l->chan < 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
-            (l->revive_ms != 0 && now - l->revive_ms < RELISTEN_MS))
+            now - __atomic_load_n(&l->revive_ms[q], __ATOMIC_RELAXED) < RELISTEN_MS)
                 return false;
-        l->revive_ms = now;
+        __atomic_store_n(&l->revive_ms[q], now, __ATOMIC_RELAXED);
         file_inst = smc_ctl_client_instance_file();
-        if (file_inst == 0 || file_inst == l->listen_instance || file_inst == l->revive_refused)
+        if (file_inst == 0 || file_inst == l->listen_instance || file_inst == l->revive_refused ||
+            (file_inst == l->revive_fail_inst && now < l->revive_retry_ms))
                 return false;
         if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
                 return false;
@@ -2343,10 +2350,21 @@ static bool listen_revive(struct smc_sock *l) {
         {
                 int send_fds[3] = { l->hidden, l->chan, l->dchan };
 
-                n = smc_ctl_client_call_instance(&m, send_fds, 3, &reply, fds, SMC_CTL_CLIENT_TIMEOUT_MS, &inst);
+                /* (a short wait, and a longer pause after each one that failed, until
+                 * another smcd starts: one that hangs must not stall the accepts,
+                 * which go on over TCP meanwhile) */
+                n = smc_ctl_client_call_instance(&m, send_fds, 3, &reply, fds, SMC_REREG_IDLE_TIMEOUT_MS, &inst);
         }
         if (n < 0) {
-                smc_debug("accept fd %d: registering the listener again failed: %s", l->fd, strerror(-n));
+                if (l->revive_fail_inst != file_inst)
+                        l->revive_backoff_ms = 0;
+                l->revive_backoff_ms = l->revive_backoff_ms ? l->revive_backoff_ms * 2 : 2000;
+                if (l->revive_backoff_ms > SMC_REREG_IDLE_BACKOFF_MAX_MS)
+                        l->revive_backoff_ms = SMC_REREG_IDLE_BACKOFF_MAX_MS;
+                l->revive_fail_inst = file_inst;
+                l->revive_retry_ms = now + l->revive_backoff_ms;
+                smc_debug("accept fd %d: registering the listener again failed: %s (next try in %u ms)", l->fd,
+                          strerror(-n), l->revive_backoff_ms);
                 return false;
         }
         for (int i = 0; i < n; i++)
@@ -2769,13 +2787,15 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                         if (r != -EAGAIN) {
                                 unsigned streak = i == 0 ? (turn >> 1) + 1 : 1;
 
-                                /* a TCP connection on an SMC listener: a client that
-                                 * fell back, maybe because smcd restarted */
-                                if (q && r >= 0 && s->dchan >= 0) {
+                                /* a TCP connection on an SMC listener (a client that
+                                 * fell back, maybe because smcd restarted), or one an
+                                 * earlier smcd queued: once a second, a look */
+                                if (r >= 0 && s->dchan >= 0 &&
+                                    now_ms() - __atomic_load_n(&s->revive_ms[q], __ATOMIC_RELAXED) >= RELISTEN_MS) {
                                         bool revived;
 
                                         pthread_mutex_lock(&s->lock);
-                                        revived = listen_revive(s);
+                                        revived = listen_revive(s, q);
                                         pthread_mutex_unlock(&s->lock);
                                         if (revived)
                                                 rereg_maybe(); /* (as after a LISTEN) */

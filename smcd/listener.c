@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -459,21 +461,54 @@ static bool is_seqpacket_unix(int fd) {
         return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_SEQPACKET;
 }
 
-/* The listener on @port (retired ones too) whose channel's client end is inode @ino,
- * or NULL. (Of any uid: holding the channel's two ends is the proof, as holding X
- * is for ADOPT_FD; nginx's workers revive a listener their master registered.) */
-static Listener *listener_by_channel(Manager *m, uint16_t port, ino_t ino) {
-        PortEntry *pe = u64map_get(m->ports, port);
+/* The live listener (retired ones too) with a channel end of inode @ino: its
+ * client end C, or with @ours the end that we hold; NULL if none. (Of any uid:
+ * holding the channel's two ends is the proof, as holding X is for ADOPT_FD; nginx's
+ * workers revive a listener their master registered. A scan: LISTEN F_REVIVE is
+ * rare, one per listener and holder after a restart.) */
+static Listener *listener_by_channel(Manager *m, ino_t ino, bool ours) {
+        size_t state = 0;
+        void *v;
         Listener *l;
 
-        if (pe)
-                LIST_FOREACH(by_port, l, pe->listeners)
-                        if (l->chan_ino == ino)
+        while (u64map_iterate(m->ports, &state, NULL, &v))
+                LIST_FOREACH(by_port, l, ((PortEntry *) v)->listeners)
+                        if ((ours ? l->chan_d_ino : l->chan_ino) == ino)
                                 return l;
         LIST_FOREACH(by_port, l, m->retired)
-                if (l->chan_ino == ino && l->addr.port == port)
+                if ((ours ? l->chan_d_ino : l->chan_ino) == ino)
                         return l;
         return NULL;
+}
+
+/* Are @c and @d the client and daemon ends of one channel? The daemon end is the one
+ * an smcd made nonblocking (handle_listen; the library never changes either end's
+ * flags), and a probe datagram sent from @c must be the one @d then holds. Nothing
+ * of value is queued to a daemon end (the library never writes to its client end):
+ * earlier probes there (that went to @c's true peer in a request with mismatched
+ * ends) are dropped first; anything else means @d is no daemon end, and nothing is
+ * taken from it. Not paired: the probe stays in @c's true peer. */
+static bool channel_ends_paired(int c, int d) {
+        int cf = fcntl(c, F_GETFL), df = fcntl(d, F_GETFL);
+        uint64_t nonce = 0, got = 0;
+
+        if (cf < 0 || df < 0 || (cf & O_NONBLOCK) || !(df & O_NONBLOCK))
+                return false;
+        for (unsigned n = 0; n < 64; n++) {
+                if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT) != (ssize_t) sizeof(got))
+                        break;
+                (void) recv(d, &got, sizeof(got), MSG_DONTWAIT); /* a probe's size: dropped */
+        }
+        if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_DONTWAIT) >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                return false; /* something else queued, or its peer gone (0: EOF) */
+        if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t) sizeof(nonce))
+                nonce = ((uint64_t) getpid() << 32) ^ (uint64_t) time(NULL); /* (tells it from junk) */
+        if (send(c, &nonce, sizeof(nonce), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(nonce))
+                return false;
+        if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_DONTWAIT) != (ssize_t) sizeof(got) || got != nonce)
+                return false;
+        (void) recv(d, &got, sizeof(got), MSG_DONTWAIT);
+        return true;
 }
 
 static int listen_reply_revived(Client *c, const struct smc_ctl_listen *req, const Listener *l) {
@@ -498,6 +533,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
         struct stat cs;
         Listener *l;
         bool revive = req->flags & SMC_CTL_LISTEN_F_REVIVE;
+        struct stat ds;
 
         l = calloc(1, sizeof(*l));
         if (!l)
@@ -537,13 +573,28 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                 Listener *o;
 
                 if (chan_c < 0 || chan_d < 0 || !is_seqpacket_unix(chan_c) || !is_seqpacket_unix(chan_d) ||
-                    fstat(chan_c, &cs) < 0) {
+                    fstat(chan_c, &cs) < 0 || fstat(chan_d, &ds) < 0 || cs.st_ino == ds.st_ino) {
                         free(l);
                         c->manager->stats.handshake_errors++;
                         return client_send_error(c, req->hdr.seq, EINVAL, 0,
                                                  "the fds are not the two ends of an accept channel");
                 }
-                o = listener_by_channel(m, l->addr.port, cs.st_ino);
+                o = listener_by_channel(m, cs.st_ino, false);
+                if (o && (o->sock_dev != l->sock_dev || o->sock_ino != l->sock_ino)) {
+                        free(l);
+                        c->manager->stats.handshake_errors++;
+                        return client_send_error(c, req->hdr.seq, EINVAL, 0,
+                                                 "the channel is listener %" PRIu64 "'s, of another socket", o->id);
+                }
+                /* (the ends swapped, or one of another channel: we would end up holding
+                 * both ends of one, which then never hangs up) */
+                if (!o && (listener_by_channel(m, ds.st_ino, false) || listener_by_channel(m, cs.st_ino, true) ||
+                           listener_by_channel(m, ds.st_ino, true) || !channel_ends_paired(chan_c, chan_d))) {
+                        free(l);
+                        c->manager->stats.handshake_errors++;
+                        return client_send_error(c, req->hdr.seq, EINVAL, 0,
+                                                 "the fds are not the client and daemon ends of one accept channel");
+                }
                 if (o) {
                         /* another holder of the same channel revived it first */
                         free(l);
@@ -559,6 +610,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                         return client_send_error(c, req->hdr.seq, r, 0, "cannot keep the accept channel");
                 }
                 l->chan_ino = cs.st_ino;
+                l->chan_d_ino = ds.st_ino;
         } else {
                 if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                         r = -errno;
@@ -566,6 +618,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                         return client_send_error(c, req->hdr.seq, r, 0, "cannot create the accept channel");
                 }
                 l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
+                l->chan_d_ino = fstat(pair[0], &ds) == 0 ? ds.st_ino : 0;
         }
         /* (the file's flag: also on a revived channel, whose client never uses D) */
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);

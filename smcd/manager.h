@@ -222,6 +222,7 @@ struct Listener {
         uint32_t sc_n, sc_short;
         uint64_t sc_start;        /* manager_now, usec */
         ino_t chan_ino;           /* the inode of the client end of the channel */
+        ino_t chan_d_ino;         /* the inode of our end (channel) */
         /* LISTEN_DEPOSIT (v5): client ends of the channel kept for a LISTEN with
          * SMC_CTL_LISTEN_F_JOIN of its socket by another process, oldest first, each
          * until its deposit_until (manager_now); deposit_timer fires at the first */

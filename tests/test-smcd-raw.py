@@ -2531,6 +2531,29 @@ def _run_revive_checks(start):
     lid, chan, _ = srv.listen(tcp)
     dchan = srv.dchan
     check(lid and chan and dchan is not None, f"v6 LISTEN -> LISTEN_REPLY with C and D ({lid})")
+    # the ends swapped, or of two channels: refused, and no listener or fd is left
+    # behind (smcd would hold both ends of one channel, which then never hangs up;
+    # helper 95 made 300 such, 600 fds, from an unprivileged uid)
+    tcp2 = tcp_listener()
+    lid2, chan2, _ = srv.listen(tcp2)
+    dchan2 = srv.dchan
+    before = len(os.listdir(f"/proc/{A.p.pid}/fd"))
+    for what, t, fdl, want in (
+            ("the ends swapped", tcp, [dchan.fileno(), chan.fileno()], ("error", -errno.EINVAL)),
+            ("C2 and D of the other channel", tcp2, [chan2.fileno(), dchan.fileno()], ("revived", lid2)),
+            ("another listener's channel", tcp2, [chan.fileno(), dchan.fileno()], ("error", -errno.EINVAL)),
+            ("another listener's channel, swapped", tcp2, [dchan.fileno(), chan.fileno()], ("error", -errno.EINVAL)),
+            # (C names its registration: that one is the answer, and nothing changes)
+            ("C of one channel, D of another", tcp, [chan.fileno(), dchan2.fileno()], ("revived", lid))):
+        for _ in range(20):
+            r = srv.revive(t, *fdl)
+        check(r[:len(want)] == want, f"F_REVIVE with {what} -> {want} {r}")
+    st = A.stats()["smcd"]
+    after = len(os.listdir(f"/proc/{A.p.pid}/fd"))
+    check(st["listeners"] == 2 and after <= before,
+          f"after 100 such revives: 2 listeners ({st['listeners']}), smcd's fds {before} -> {after}")
+    for x in (chan2, dchan2, tcp2):
+        x.close()
     r = srv.revive(tcp, chan.fileno(), dchan.fileno())
     check(r[0] == "revived" and r[1] == lid and r[2] & LISTEN_REVIVED and r[3] == 0,
           f"F_REVIVE of a listener this smcd registered -> REVIVED, the same listener, no fds {r}")
@@ -2556,8 +2579,12 @@ def _run_revive_checks(start):
     pr, pw = os.pipe()
     sp1, sp2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     other_tcp = tcp_listener()
+    sp3, sp4 = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     for what, fdl, want in (
             ("a pipe as C", [tcp.fileno(), pr, dchan.fileno()], ("error", -errno.EINVAL)),
+            ("the ends swapped", [tcp.fileno(), dchan.fileno(), chan.fileno()], ("error", -errno.EINVAL)),
+            ("C and another pair's end as D", [tcp.fileno(), chan.fileno(), sp4.fileno()], ("error", -errno.EINVAL)),
+            ("C twice", [tcp.fileno(), chan.fileno(), chan.fileno()], ("error", -errno.EINVAL)),
             ("a stream socket pair as C and D", [tcp.fileno(), sp1.fileno(), sp2.fileno()], ("error", -errno.EINVAL)),
             ("C and D but another socket's address", [other_tcp.fileno(), chan.fileno(), dchan.fileno()], None),
             ("a pipe as the TCP socket", [pr, chan.fileno(), dchan.fileno()], None),
@@ -2570,9 +2597,12 @@ def _run_revive_checks(start):
     check(st["listeners"] == 0, f"after the refused requests: no listener ({st['listeners']})")
     for f in (pr, pw):
         os.close(f)
-    for x in (sp1, sp2, other_tcp):
+    for x in (sp1, sp2, sp3, sp4, other_tcp):
         x.close()
 
+    # (C blocking, as the library leaves it, while recv_msg's timeout made it
+    # nonblocking: smcd tells the two ends apart by that flag, D being its own)
+    os.set_blocking(chan.fileno(), True)
     r1 = b1.revive(tcp, chan.fileno(), dchan.fileno())
     r2 = b2.revive(tcp, chan.fileno(), dchan.fileno())
     check(r1[0] == "revived" and r1[2] & LISTEN_REVIVED and r1[3] == 0 and r2[0] == "revived" and r2[1] == r1[1],
