@@ -96,11 +96,20 @@
  *                      SMC_CTL_LISTEN_F_REVIVE, 3 fds: the TCP socket, C and D of a
  *                      listener an earlier smcd registered. smcd checks the socket
  *                      as above and that C and D are AF_UNIX SOCK_SEQPACKET sockets;
- *                      if a listener of this uid already sends on a channel whose
- *                      client end is C (another holder revived it), the reply names
- *                      it; else D becomes the channel of a new registration. Reply
- *                      LISTEN_REPLY with SMC_CTL_LISTEN_REVIVED and no fds (smcd
- *                      closes its copy of C), or ERROR.
+ *                      if a listener already sends on a channel whose client end is
+ *                      C (another holder revived it; of any uid: holding both ends
+ *                      is the proof), the reply names it (-EINVAL if that one is of
+ *                      another socket); else D becomes the channel of a new
+ *                      registration, once smcd has checked that C and D are the
+ *                      client and daemon ends of one channel: D nonblocking (as
+ *                      every smcd makes its end; the library never changes either
+ *                      end's flags) and C not, neither an end of a live listener,
+ *                      nothing queued at D but earlier 8-byte probes (dropped),
+ *                      and an 8-byte probe sent from C arrives at D (-EINVAL
+ *                      otherwise: smcd never holds both ends of one channel).
+ *                      Reply LISTEN_REPLY with SMC_CTL_LISTEN_REVIVED and no fds
+ *                      (smcd closes its copies of C and D but the one it keeps),
+ *                      or ERROR.
  *   LISTEN_DEPOSIT C->D (v5) listener id, flags (SMC_CTL_DEPOSIT_NONBLOCK: the
  *                      sender's program has O_NONBLOCK on it; the receiver gets it
  *                      back in LISTEN_REPLY: SMC_CTL_LISTEN_NB_KNOWN and
