@@ -104,9 +104,10 @@
  *                      client and daemon ends of one channel: D nonblocking (as
  *                      every smcd makes its end; the library never changes either
  *                      end's flags) and C not, neither an end of a live listener,
- *                      nothing queued at D but earlier 8-byte probes (dropped),
- *                      and an 8-byte probe sent from C arrives at D (-EINVAL
- *                      otherwise: smcd never holds both ends of one channel).
+ *                      and the kernel names C as D's peer (sock_diag; nothing is
+ *                      sent to either) (-EINVAL otherwise: smcd never holds both
+ *                      ends of one channel). Whatever is sent on a client end
+ *                      (no library does) is dropped at smcd's end, descriptors too.
  *                      Reply LISTEN_REPLY with SMC_CTL_LISTEN_REVIVED and no fds
  *                      (smcd closes its copies of C and D but the one it keeps),
  *                      or ERROR.

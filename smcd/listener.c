@@ -10,11 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
 
 #include "log.h"
 #include "manager.h"
@@ -70,7 +75,7 @@ Listener *listener_free(Listener *l) {
  * channel may live on in other processes: a server that listens and then daemonizes
  * (fork, the parent exits: nginx, `daemon on`), or a forked worker. As TCP, the
  * listening socket lives as long as any copy of it: the listener keeps serving until
- * the last copy of the channel is closed (HUP on our end: listener_on_channel_hup()).
+ * the last copy of the channel is closed (HUP on our end: listener_on_channel_event()).
  * It has no owner meanwhile: its SMC-D server endpoints have none (they end with their
  * X, as those of a dead owner: client_free()), and the next client of its uid that
  * sends SMCR for it adopts it. */
@@ -178,10 +183,28 @@ void listener_adopt(Listener *l, Client *c) {
         log_debug("Listener %" PRIu64 " adopted by client %" PRIu64 " (pid %d).", l->id, c->id, (int) c->pid);
 }
 
-/* Called by the manager's inner epoll on HUP of the accept channel. */
-void listener_on_channel_hup(Listener *l) {
-        log_debug("Accept channel of listener %" PRIu64 " hung up.", l->id);
-        listener_free(l);
+/* Called by the manager's inner epoll for our end of the accept channel: HUP, the
+ * client closed its end; IN, something was sent on the client end, which no library
+ * ever does. It is dropped, descriptors too: a client end sent into its own channel
+ * (SCM_RIGHTS) would otherwise keep itself open inside our end's queue, and the
+ * channel would never hang up (helper 96: one fd and a listener per request, from
+ * any uid, until smcd's descriptor table was full). */
+void listener_on_channel_event(Listener *l, uint32_t events) {
+        char junk[64];
+        unsigned n = 0;
+
+        if (events & (EPOLLHUP | EPOLLERR)) {
+                log_debug("Accept channel of listener %" PRIu64 " hung up.", l->id);
+                listener_free(l);
+                return;
+        }
+        /* (no control buffer: the kernel closes any descriptors in them; 64 at most
+         * per wakeup, the watch is level triggered) */
+        while (n < 64 && recv(l->channel, junk, sizeof(junk), MSG_DONTWAIT) >= 0)
+                n++;
+        if (n > 0)
+                log_debug("Accept channel of listener %" PRIu64 ": %u message(s) sent on its client end dropped.", l->id,
+                          n);
 }
 
 /* Check that @fd is a listening TCP socket bound to exactly @want. Fills the
@@ -481,34 +504,65 @@ static Listener *listener_by_channel(Manager *m, ino_t ino, bool ours) {
         return NULL;
 }
 
+/* The inode of the peer of the unix socket of inode @ino (sock_diag, UNIX_DIAG_PEER:
+ * a look-up that sends nothing to the socket), 0 if unknown. */
+struct unix_peer_req {
+        ino_t ino;
+        uint32_t peer;
+        bool found;
+};
+
+static int unix_peer_msg(struct nl_msg *msg, void *arg) {
+        struct unix_peer_req *q = arg;
+        struct nlmsghdr *h = nlmsg_hdr(msg);
+        struct nlattr *tb[UNIX_DIAG_MAX + 1];
+        const struct unix_diag_msg *um;
+
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || !nlmsg_valid_hdr(h, sizeof(*um)))
+                return NL_SKIP;
+        um = nlmsg_data(h);
+        if (um->udiag_ino != (uint32_t) q->ino)
+                return NL_SKIP;
+        if (nlmsg_parse(h, sizeof(*um), tb, UNIX_DIAG_MAX, NULL) < 0)
+                return NL_SKIP;
+        if (tb[UNIX_DIAG_PEER] && nla_len(tb[UNIX_DIAG_PEER]) >= (int) sizeof(uint32_t))
+                q->peer = nla_get_u32(tb[UNIX_DIAG_PEER]);
+        q->found = true;
+        return NL_OK;
+}
+
+static ino_t unix_peer_ino(ino_t ino) {
+        struct unix_diag_req req = {
+                .sdiag_family = AF_UNIX,
+                .udiag_states = ~0u,
+                .udiag_ino = (uint32_t) ino,
+                .udiag_show = UDIAG_SHOW_PEER,
+                .udiag_cookie = { ~0u, ~0u }, /* INET_DIAG_NOCOOKIE: by inode alone */
+        };
+        struct unix_peer_req q = { .ino = ino };
+        struct nl_sock *sk = nl_socket_alloc();
+
+        if (!sk)
+                return 0;
+        nl_socket_disable_seq_check(sk);
+        if (nl_connect(sk, NETLINK_SOCK_DIAG) >= 0 &&
+            nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, unix_peer_msg, &q) >= 0 &&
+            nl_send_simple(sk, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, &req, sizeof(req)) >= 0)
+                (void) nl_recvmsgs_default(sk);
+        nl_socket_free(sk);
+        return q.found ? (ino_t) q.peer : 0;
+}
+
 /* Are @c and @d the client and daemon ends of one channel? The daemon end is the one
  * an smcd made nonblocking (handle_listen; the library never changes either end's
- * flags), and a probe datagram sent from @c must be the one @d then holds. Nothing
- * of value is queued to a daemon end (the library never writes to its client end):
- * earlier probes there (that went to @c's true peer in a request with mismatched
- * ends) are dropped first; anything else means @d is no daemon end, and nothing is
- * taken from it. Not paired: the probe stays in @c's true peer. */
-static bool channel_ends_paired(int c, int d) {
+ * flags), and the kernel must name each the other's peer (sock_diag: nothing is sent
+ * to either, which could be connected to some other local service). */
+static bool channel_ends_paired(int c, int d, ino_t c_ino, ino_t d_ino) {
         int cf = fcntl(c, F_GETFL), df = fcntl(d, F_GETFL);
-        uint64_t nonce = 0, got = 0;
 
         if (cf < 0 || df < 0 || (cf & O_NONBLOCK) || !(df & O_NONBLOCK))
                 return false;
-        for (unsigned n = 0; n < 64; n++) {
-                if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT) != (ssize_t) sizeof(got))
-                        break;
-                (void) recv(d, &got, sizeof(got), MSG_DONTWAIT); /* a probe's size: dropped */
-        }
-        if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_DONTWAIT) >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                return false; /* something else queued, or its peer gone (0: EOF) */
-        if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t) sizeof(nonce))
-                nonce = ((uint64_t) getpid() << 32) ^ (uint64_t) time(NULL); /* (tells it from junk) */
-        if (send(c, &nonce, sizeof(nonce), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(nonce))
-                return false;
-        if (recv(d, &got, sizeof(got), MSG_PEEK | MSG_DONTWAIT) != (ssize_t) sizeof(got) || got != nonce)
-                return false;
-        (void) recv(d, &got, sizeof(got), MSG_DONTWAIT);
-        return true;
+        return unix_peer_ino(d_ino) == c_ino;
 }
 
 static int listen_reply_revived(Client *c, const struct smc_ctl_listen *req, const Listener *l) {
@@ -589,7 +643,8 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                 /* (the ends swapped, or one of another channel: we would end up holding
                  * both ends of one, which then never hangs up) */
                 if (!o && (listener_by_channel(m, ds.st_ino, false) || listener_by_channel(m, cs.st_ino, true) ||
-                           listener_by_channel(m, ds.st_ino, true) || !channel_ends_paired(chan_c, chan_d))) {
+                           listener_by_channel(m, ds.st_ino, true) ||
+                           !channel_ends_paired(chan_c, chan_d, cs.st_ino, ds.st_ino))) {
                         free(l);
                         c->manager->stats.handshake_errors++;
                         return client_send_error(c, req->hdr.seq, EINVAL, 0,
@@ -637,7 +692,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
         l->rcvbuf = req->rcvbuf;
         l->channel = pair[0];
         l->id = ++m->next_listener_id;
-        r = manager_watch(m, l->channel, EPOLLHUP, l->id | WATCH_LISTENER, l);
+        r = manager_watch(m, l->channel, EPOLLIN | EPOLLHUP, l->id | WATCH_LISTENER, l);
         if (r < 0) {
                 close(pair[0]);
                 if (pair[1] >= 0)

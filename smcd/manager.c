@@ -425,7 +425,8 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 return log_error_errno(errno, "epoll_wait on the client sockets failed: %m");
         }
         clients_on_io(m, ev, n);
-        /* then the listeners' channels (HUP: the client closed its end); endpoints
+        /* then the listeners' channels (HUP: the client closed its end; IN: junk sent
+         * on its client end, dropped); endpoints
          * last: a library sends CLOSE before it closes X, so a client's CLOSE ready
          * in this batch goes first (and names the abort itself) */
         for (unsigned kind = 0; kind < 3; kind++)
@@ -437,7 +438,7 @@ static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata
                         if (!(key & bit[kind]) || !(obj = u64map_get(m->watches, key)))
                                 continue; /* another kind, or freed meanwhile */
                         if (kind == 0)
-                                listener_on_channel_hup(obj);
+                                listener_on_channel_event(obj, ev[i].events);
                         else if (kind == 1)
                                 endpoint_on_hold_hup(obj);
                         else

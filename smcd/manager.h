@@ -466,7 +466,7 @@ int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
  * Takes both fds (closed or kept). Returns 0, or -errno when the client must go. */
 int client_handle_listen_deposit(Client *c, const struct smc_ctl_listen_deposit *req, int chan, int tcp);
 Listener *listener_free(Listener *l);
-void listener_on_channel_hup(Listener *l);
+void listener_on_channel_event(Listener *l, uint32_t events); /* (epoll events of our end) */
 /* Nothing accepted from @l for LISTENER_STALL_USEC with @queued (listener_queued())
  * connections queued to it (its holders do not accept from it any more): new
  * connections go over TCP. */

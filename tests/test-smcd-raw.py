@@ -2624,6 +2624,34 @@ def _run_revive_checks(start):
     check(st["listeners"] == 0, f"the last C closed (D still held): the listener is gone ({st['listeners']})")
     dchan.close()
     tcp.close()
+
+    # a client end sent into its own channel (SCM_RIGHTS) is dropped with the
+    # message, so the channel still hangs up when its holders close it (it kept
+    # itself open inside smcd's end: one fd and a listener per request, from any
+    # uid, until smcd's table was full: helper 96); by a LISTEN, and by a revive of
+    # a socket pair of the client's own (a channel as good as any to smcd)
+    before = len(os.listdir(f"/proc/{B.p.pid}/fd"))
+    revived = 0
+    for k in range(40):
+        t = tcp_listener()
+        if k % 2:
+            a_, b_ = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            b_.setblocking(False)
+            r = b1.revive(t, a_.fileno(), b_.fileno())
+            revived += r[0] == "revived"
+            cx, dx = a_, b_
+        else:
+            _, cx, _ = b1.listen(t)
+            dx = b1.dchan
+        cx.sendmsg([b"Z" * 24], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [cx.fileno()]))])
+        for x in (cx, dx, t):
+            x.close()
+    st = B.stats(lambda s: s["smcd"]["listeners"] == 0)["smcd"]
+    after = len(os.listdir(f"/proc/{B.p.pid}/fd"))
+    check(revived == 20 and st["listeners"] == 0 and after <= before,
+          f"40 listeners whose client end was sent into their own channel (20 of them revived from the "
+          f"client's own socket pair: {revived}) are gone with their holders: {st['listeners']} left, "
+          f"smcd's fds {before} -> {after}")
     for c in (b1, b2, bc):
         c.s.close()
 
