@@ -677,6 +677,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
         }
         /* (the file's flag: also on a revived channel, whose client never uses D) */
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
+        (void) manager_refuse_rights(pair[0]); /* (manager.h; the drain below too) */
         backlog = req->backlog > (uint32_t) m->somaxconn ? (uint32_t) m->somaxconn : req->backlog;
         /* as Linux: the accept queue is full when more than backlog are queued */
         l->queue_max = backlog + 1;

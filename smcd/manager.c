@@ -779,6 +779,16 @@ static int on_reclaim_idle(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83 /* (asm-generic/socket.h, Linux 6.16) */
+#endif
+
+int manager_refuse_rights(int fd) {
+        int zero = 0;
+
+        return setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &zero, sizeof(zero)) < 0 ? -errno : 0;
+}
+
 static int pair_make(int ret[2], uint64_t *ret_ino) {
         int one = 1;
         struct stat st;
@@ -786,6 +796,7 @@ static int pair_make(int ret[2], uint64_t *ret_ino) {
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ret) < 0)
                 return -errno;
         (void) setsockopt(ret[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+        (void) manager_refuse_rights(ret[1]); /* Y: the doorbells of X, never a descriptor */
         if (fcntl(ret[1], F_SETFL, O_NONBLOCK) < 0) {
                 int r = -errno;
 

@@ -460,6 +460,14 @@ int client_send_error(Client *c, uint32_t seq, int error, uint32_t detail, const
 /* LISTEN: @fd the client's TCP socket; @chan_c, @chan_d (F_REVIVE, v6; else -1) the
  * ends of an earlier smcd's accept channel. Takes the fds. */
 int client_handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, int chan_c, int chan_d);
+
+/* Make the unix socket @fd refuse descriptors sent to it (SCM_RIGHTS: the sender's
+ * sendmsg(2) fails with EPERM). For the ends smcd holds and never reads (a doorbell
+ * pair's Y, an accept channel's own end): a client end sent into its own pair would
+ * otherwise stay open inside the queue of the end we hold, and never hang up
+ * (helper 97: a listener, a connection and ~270 KB of DMB per request, any uid).
+ * SO_PASSRIGHTS is Linux 6.16's; older kernels ignore it (returns -ENOPROTOOPT). */
+int manager_refuse_rights(int fd);
 int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req);
 /* LISTEN_DEPOSIT (ctl-proto.h, v5): keep @chan, the client end of a listener's
  * accept channel, for the LISTEN of the process its listening socket @tcp goes to.

@@ -2913,6 +2913,10 @@ static void hs_done(SmcrHs *hs) {
         (void) setsockopt(a[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
         (void) setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
         (void) fcntl(a[1], F_SETFL, O_NONBLOCK);
+        for (int k = 0; k < 2; k++) { /* (no descriptor ever goes over a doorbell pair: manager.h) */
+                (void) manager_refuse_rights(a[k]);
+                (void) manager_refuse_rights(s[k]);
+        }
         (void) fcntl(s[0], F_SETFL, O_NONBLOCK);
         c->ya = a[1];
         c->xs = s[0];

@@ -2643,7 +2643,11 @@ def _run_revive_checks(start):
         else:
             _, cx, _ = b1.listen(t)
             dx = b1.dchan
-        cx.sendmsg([b"Z" * 24], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [cx.fileno()]))])
+        try:  # (refused where the kernel has SO_PASSRIGHTS: see below)
+            cx.sendmsg([b"Z" * 24], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [cx.fileno()]))])
+        except PermissionError:
+            pass
+        cx.send(b"junk" * 8)  # (dropped at smcd's end)
         for x in (cx, dx, t):
             x.close()
     st = B.stats(lambda s: s["smcd"]["listeners"] == 0)["smcd"]
@@ -2654,6 +2658,39 @@ def _run_revive_checks(start):
           f"40 listeners whose client end was sent into their own channel (20 of them revived from the "
           f"client's own socket pair: {revived}) are gone with their holders: {st['listeners']} left, "
           f"smcd's fds {before} -> {after}")
+
+    # the same with a connection: each X sent through itself into the queue of the Y
+    # smcd holds (with C and D along) kept a listener, a connection and its DMBs for
+    # good (helper 97); smcd's held ends refuse descriptors (SO_PASSRIGHTS, Linux
+    # 6.16; older kernels let them through: smcd(8) BUGS)
+    def sendfds(s_, fdl):
+        try:
+            s_.sendmsg([b"Z"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fdl))])
+            return 0
+        except OSError as e:
+            return e.errno
+    refused = 0
+    for _ in range(10):
+        t = tcp_listener()
+        _, cx, _ = b1.listen(t)
+        dx = b1.dchan
+        info, cf = bc.connect(t.getsockname())
+        _, _, _, sf = recv_msg(cx, version=6)
+        xa, xb = socket.socket(fileno=cf[0]), socket.socket(fileno=sf[0])
+        got = (sendfds(xa, [xa.fileno(), cx.fileno(), dx.fileno()]), sendfds(xb, [xb.fileno()]),
+               sendfds(cx, [cx.fileno()]))
+        refused += got == (errno.EPERM,) * 3
+        for f in cf[1:] + sf[1:]:
+            os.close(f)
+        for x in (xa, xb, cx, dx, t):
+            x.close()
+    st = B.stats(lambda s: s["smcd"]["listeners"] == 0 and s["smcd"]["conns_current"] == 0)["smcd"]
+    if refused == 0 and st["listeners"] > 0:
+        print(f"skip connections sent through themselves: this kernel has no SO_PASSRIGHTS ({os.uname().release})")
+    else:
+        check(refused == 10 and st["listeners"] == 0 and st["conns_current"] == 0,
+              f"10 connections whose X (with C and D) was sent through itself: refused (EPERM) {refused} of 10, "
+              f"gone with their holders: {st['listeners']} listeners, {st['conns_current']} connections left")
     for c in (b1, b2, bc):
         c.s.close()
 
