@@ -251,14 +251,14 @@ struct smc_sock {
         int dchan; /* a copy of smcd's end D of C (ctl version 6), never read or
                     * written: C then outlives smcd, and a restarted one is given both
                     * (listen_revive()); -1: none (an older smcd, or inherited over exec) */
-        uint64_t revive_ms[2]; /* now_ms() of the last look at smcd's instance after an
+        uint64_t revive_ms[2]; /* coarse_ms() of the last look at smcd's instance after an
                                 * accept from the channel [0] or of TCP [1] (listen_revive) */
         bool revived;       /* registered again over its channel: it may still hold an
                              * earlier smcd's NEW_CONNs */
         uint32_t revive_refused; /* the smcd instance that refused that (older than
                                   * version 6, a policy rule): not asked again */
         uint32_t revive_fail_inst;  /* the instance that did not answer it in time ... */
-        uint64_t revive_retry_ms;   /* ... asked again from then on (now_ms()) */
+        uint64_t revive_retry_ms;   /* ... asked again from then on (coarse_ms()) */
         unsigned revive_backoff_ms; /* the wait after the next such failure */
         uint64_t listener_id;
         struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
@@ -1150,19 +1150,34 @@ static void rereg_maybe(void) {
         (void) rereg_round(smc_ctl_client_instance(), SMC_CTL_CLIENT_TIMEOUT_MS);
 }
 
+/* CLOCK_MONOTONIC_COARSE in ms (a tick's resolution, a few ms): enough for the
+ * once-a-second looks on the data and accept paths, and cheaper than CLOCK_MONOTONIC. */
+static uint64_t coarse_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+/* The pause after a failed look at a restarted smcd that did not answer in time,
+ * given the pause after the one before (0: none failed): 2 s, doubling up to
+ * SMC_REREG_IDLE_BACKOFF_MAX_MS. In ms. */
+static uint32_t rereg_backoff_next(uint32_t prev_ms) {
+        if (prev_ms == 0)
+                return 2000;
+        return prev_ms >= SMC_REREG_IDLE_BACKOFF_MAX_MS / 2 ? SMC_REREG_IDLE_BACKOFF_MAX_MS : prev_ms * 2;
+}
+
 /* The ring's idle hook (ring.h): see above. CLOCK_MONOTONIC_COARSE: no cost on the
  * data path between checks. */
 static _Atomic uint64_t rereg_check_ms;   /* the next check, CLOCK_MONOTONIC_COARSE ms */
 static _Atomic uint32_t rereg_backoff_ms; /* the wait after the next failed check */
 
 static void rereg_idle_check(void) {
-        struct timespec ts;
-        uint64_t now, next = atomic_load_explicit(&rereg_check_ms, memory_order_relaxed);
+        uint64_t now = coarse_ms(), next = atomic_load_explicit(&rereg_check_ms, memory_order_relaxed);
         uint32_t inst, backoff;
         int r;
 
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-        now = (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
         if (now < next || !atomic_compare_exchange_strong(&rereg_check_ms, &next, now + 1000))
                 return; /* not yet, or another thread checks */
         inst = smc_ctl_client_instance_file();
@@ -1172,15 +1187,13 @@ static void rereg_idle_check(void) {
         r = smc_ctl_client_ensure_instance(SMC_REREG_IDLE_TIMEOUT_MS) == inst
                     ? rereg_round(inst, SMC_REREG_IDLE_TIMEOUT_MS)
                     : -ENOTCONN;
-        backoff = atomic_load_explicit(&rereg_backoff_ms, memory_order_relaxed);
         if (r >= 0) {
                 atomic_store_explicit(&rereg_backoff_ms, 0, memory_order_relaxed);
                 return;
         }
         /* smcd did not answer in time (or is not there after all): stall no process
          * that moves data again soon */
-        backoff = backoff ? (backoff * 2 > SMC_REREG_IDLE_BACKOFF_MAX_MS ? SMC_REREG_IDLE_BACKOFF_MAX_MS : backoff * 2)
-                          : 2000;
+        backoff = rereg_backoff_next(atomic_load_explicit(&rereg_backoff_ms, memory_order_relaxed));
         atomic_store_explicit(&rereg_backoff_ms, backoff, memory_order_relaxed);
         atomic_store_explicit(&rereg_check_ms, now + backoff, memory_order_relaxed);
         smc_debug("rereg: smcd %08x did not answer (%s): next check in %u ms", inst, strerror(-r), backoff);
@@ -2015,34 +2028,44 @@ SMC_PUBLIC int smc_bind(int fd, const struct sockaddr *addr, socklen_t len) {
         return r;
 }
 
-/* Register the TCP listener s->fd with smcd and turn s->fd into the epoll fd.
- * Caller holds s->lock; the state is LISTEN_TCP. On failure the listener stays
- * plain TCP. */
-/* LISTEN for @s, whose listening TCP socket is @tcp: its address, @backlog and the
- * app's buffer sizes. Returns the accept channel (*reply: the LISTEN_REPLY), or
- * -ENOTCONN (smcd away), smcd's ERROR, -EPROTO, or the errno of getsockname(). */
-static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, union smc_ctl_msg *reply,
-                          int *dchan) {
+/* Fill *@m with the LISTEN for @s, whose listening TCP socket is @tcp: its address,
+ * @backlog, the app's buffer sizes and @flags (SMC_CTL_LISTEN_F_*). Returns 0, or the
+ * errno of getsockname(), -EAFNOSUPPORT (not IPv4 nor IPv6), -EINVAL. */
+static int listen_msg(const struct smc_sock *s, int tcp, int backlog, uint32_t flags, union smc_ctl_msg *m) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
+        int r;
+
+        if (sys_getsockname(tcp, (struct sockaddr *) &ss, &sl) < 0)
+                return -errno;
+        smc_ctl_init(m, SMC_CTL_LISTEN, 0);
+        r = smc_ctl_addr_from_sockaddr(&m->listen.addr, (struct sockaddr *) &ss, sl);
+        if (r < 0)
+                return r;
+        m->listen.backlog = backlog < 0 ? 0 : (uint32_t) backlog;
+        /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
+        m->listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
+        m->listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
+        /* (cleared for an smcd older than version 5) */
+        m->listen.flags = flags;
+        return 0;
+}
+
+/* LISTEN for @s, whose listening TCP socket is @tcp (listen_msg(); @join:
+ * SMC_CTL_LISTEN_F_JOIN). Returns the accept channel C (*reply: the LISTEN_REPLY;
+ * *@dchan: a copy of smcd's end D from a version-6 smcd, else -1), or -ENOTCONN (smcd
+ * away), smcd's ERROR, -EPROTO, or listen_msg()'s error. */
+static int listen_request(struct smc_sock *s, int tcp, int backlog, bool join, union smc_ctl_msg *reply,
+                          int *dchan) {
         union smc_ctl_msg m;
         int fds[SMC_CTL_MAX_FDS];
         int n, r;
 
-        if (sys_getsockname(tcp, (struct sockaddr *) &ss, &sl) < 0)
-                return -errno;
-        smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
-        r = smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl);
+        r = listen_msg(s, tcp, backlog, join ? SMC_CTL_LISTEN_F_JOIN : 0, &m);
         if (r < 0)
                 return r;
         s->listen_addr = m.listen.addr;
         addr_unmap(&s->listen_addr);
-        m.listen.backlog = backlog < 0 ? 0 : (uint32_t) backlog;
-        /* what the app set, as CONNECT does (a version-1 smcd reads the socket) */
-        m.listen.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
-        m.listen.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
-        /* (cleared for an smcd older than version 5) */
-        m.listen.flags = join ? SMC_CTL_LISTEN_F_JOIN : 0;
         *dchan = -1;
         n = smc_ctl_client_call(&m, &tcp, 1, reply, fds);
         if (n < 0)
@@ -2323,11 +2346,9 @@ static void listen_reregister(struct smc_sock *l) {
  * is not held back by a channel one just before it): smcd's instance file against
  * the instance the listener is registered with. */
 static bool listen_revive(struct smc_sock *l, unsigned q) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS], n;
-        uint64_t now = now_ms();
+        uint64_t now = coarse_ms();
         uint32_t file_inst, inst = 0;
 
         if (l->dchan < 0 || l->chan < 0 || l->listen_shut || sock_state(l) != SOCK_LISTEN_SMC || l->hidden < 0 ||
@@ -2338,15 +2359,8 @@ static bool listen_revive(struct smc_sock *l, unsigned q) {
         if (file_inst == 0 || file_inst == l->listen_instance || file_inst == l->revive_refused ||
             (file_inst == l->revive_fail_inst && now < l->revive_retry_ms))
                 return false;
-        if (sys_getsockname(l->hidden, (struct sockaddr *) &ss, &sl) < 0)
+        if (listen_msg(l, l->hidden, l->listen_backlog, SMC_CTL_LISTEN_F_REVIVE, &m) < 0)
                 return false;
-        smc_ctl_init(&m, SMC_CTL_LISTEN, 0);
-        if (smc_ctl_addr_from_sockaddr(&m.listen.addr, (struct sockaddr *) &ss, sl) < 0)
-                return false;
-        m.listen.backlog = l->listen_backlog < 0 ? 0 : (uint32_t) l->listen_backlog;
-        m.listen.sndbuf = l->sndbuf > 0 ? (uint32_t) l->sndbuf : 0;
-        m.listen.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
-        m.listen.flags = SMC_CTL_LISTEN_F_REVIVE;
         {
                 int send_fds[3] = { l->hidden, l->chan, l->dchan };
 
@@ -2356,11 +2370,7 @@ static bool listen_revive(struct smc_sock *l, unsigned q) {
                 n = smc_ctl_client_call_instance(&m, send_fds, 3, &reply, fds, SMC_REREG_IDLE_TIMEOUT_MS, &inst);
         }
         if (n < 0) {
-                if (l->revive_fail_inst != file_inst)
-                        l->revive_backoff_ms = 0;
-                l->revive_backoff_ms = l->revive_backoff_ms ? l->revive_backoff_ms * 2 : 2000;
-                if (l->revive_backoff_ms > SMC_REREG_IDLE_BACKOFF_MAX_MS)
-                        l->revive_backoff_ms = SMC_REREG_IDLE_BACKOFF_MAX_MS;
+                l->revive_backoff_ms = rereg_backoff_next(l->revive_fail_inst == file_inst ? l->revive_backoff_ms : 0);
                 l->revive_fail_inst = file_inst;
                 l->revive_retry_ms = now + l->revive_backoff_ms;
                 smc_debug("accept fd %d: registering the listener again failed: %s (next try in %u ms)", l->fd,
@@ -2791,7 +2801,7 @@ SMC_PUBLIC int smc_accept4(int fd, struct sockaddr *addr, socklen_t *len, int fl
                                  * fell back, maybe because smcd restarted), or one an
                                  * earlier smcd queued: once a second, a look */
                                 if (r >= 0 && s->dchan >= 0 &&
-                                    now_ms() - __atomic_load_n(&s->revive_ms[q], __ATOMIC_RELAXED) >= RELISTEN_MS) {
+                                    coarse_ms() - __atomic_load_n(&s->revive_ms[q], __ATOMIC_RELAXED) >= RELISTEN_MS) {
                                         bool revived;
 
                                         pthread_mutex_lock(&s->lock);

@@ -14,17 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
-#include <netlink/attr.h>
-#include <netlink/msg.h>
-#include <netlink/netlink.h>
-#include <netlink/socket.h>
-
 #include "log.h"
 #include "manager.h"
 #include "smcr.h"
 #include "smc-clc.h"
+#include "sockdiag.h"
 
 static void listener_reinstate(Manager *m, dev_t dev, ino_t ino);
 static void deposits_drop(Listener *l, unsigned n);
@@ -504,65 +498,19 @@ static Listener *listener_by_channel(Manager *m, ino_t ino, bool ours) {
         return NULL;
 }
 
-/* The inode of the peer of the unix socket of inode @ino (sock_diag, UNIX_DIAG_PEER:
- * a look-up that sends nothing to the socket), 0 if unknown. */
-struct unix_peer_req {
-        ino_t ino;
-        uint32_t peer;
-        bool found;
-};
-
-static int unix_peer_msg(struct nl_msg *msg, void *arg) {
-        struct unix_peer_req *q = arg;
-        struct nlmsghdr *h = nlmsg_hdr(msg);
-        struct nlattr *tb[UNIX_DIAG_MAX + 1];
-        const struct unix_diag_msg *um;
-
-        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || !nlmsg_valid_hdr(h, sizeof(*um)))
-                return NL_SKIP;
-        um = nlmsg_data(h);
-        if (um->udiag_ino != (uint32_t) q->ino)
-                return NL_SKIP;
-        if (nlmsg_parse(h, sizeof(*um), tb, UNIX_DIAG_MAX, NULL) < 0)
-                return NL_SKIP;
-        if (tb[UNIX_DIAG_PEER] && nla_len(tb[UNIX_DIAG_PEER]) >= (int) sizeof(uint32_t))
-                q->peer = nla_get_u32(tb[UNIX_DIAG_PEER]);
-        q->found = true;
-        return NL_OK;
-}
-
-static ino_t unix_peer_ino(ino_t ino) {
-        struct unix_diag_req req = {
-                .sdiag_family = AF_UNIX,
-                .udiag_states = ~0u,
-                .udiag_ino = (uint32_t) ino,
-                .udiag_show = UDIAG_SHOW_PEER,
-                .udiag_cookie = { ~0u, ~0u }, /* INET_DIAG_NOCOOKIE: by inode alone */
-        };
-        struct unix_peer_req q = { .ino = ino };
-        struct nl_sock *sk = nl_socket_alloc();
-
-        if (!sk)
-                return 0;
-        nl_socket_disable_seq_check(sk);
-        if (nl_connect(sk, NETLINK_SOCK_DIAG) >= 0 &&
-            nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, unix_peer_msg, &q) >= 0 &&
-            nl_send_simple(sk, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, &req, sizeof(req)) >= 0)
-                (void) nl_recvmsgs_default(sk);
-        nl_socket_free(sk);
-        return q.found ? (ino_t) q.peer : 0;
-}
-
 /* Are @c and @d the client and daemon ends of one channel? The daemon end is the one
  * an smcd made nonblocking (handle_listen; the library never changes either end's
  * flags), and the kernel must name each the other's peer (sock_diag: nothing is sent
  * to either, which could be connected to some other local service). */
-static bool channel_ends_paired(int c, int d, ino_t c_ino, ino_t d_ino) {
+static bool channel_ends_paired(Manager *m, int c, int d, ino_t c_ino, ino_t d_ino) {
         int cf = fcntl(c, F_GETFL), df = fcntl(d, F_GETFL);
+        uint64_t peer = 0;
 
         if (cf < 0 || df < 0 || (cf & O_NONBLOCK) || !(df & O_NONBLOCK))
                 return false;
-        return unix_peer_ino(d_ino) == c_ino;
+        /* (without unix_diag in the kernel, no revive is taken) */
+        return m->unixdiag && sockdiag_unix_peer(m->unixdiag, (uint64_t) d_ino, &peer) == 0 &&
+               peer == (uint64_t) c_ino;
 }
 
 static int listen_reply_revived(Client *c, const struct smc_ctl_listen *req, const Listener *l) {
@@ -644,7 +592,7 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                  * both ends of one, which then never hangs up) */
                 if (!o && (listener_by_channel(m, ds.st_ino, false) || listener_by_channel(m, cs.st_ino, true) ||
                            listener_by_channel(m, ds.st_ino, true) ||
-                           !channel_ends_paired(chan_c, chan_d, cs.st_ino, ds.st_ino))) {
+                           !channel_ends_paired(m, chan_c, chan_d, cs.st_ino, ds.st_ino))) {
                         free(l);
                         c->manager->stats.handshake_errors++;
                         return client_send_error(c, req->hdr.seq, EINVAL, 0,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* TCP sockets through sock_diag: see sockdiag.h. */
+/* TCP and unix sockets through sock_diag: see sockdiag.h. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -362,6 +362,46 @@ int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
         if (r >= 0)
                 r = exact_reply(d, &h);
         return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
+int sockdiag_unix_peer(SockDiag *d, uint64_t ino, uint64_t *ret_peer) {
+        struct unix_diag_req req = {
+                .sdiag_family = AF_UNIX,
+                .udiag_states = ~0u,
+                .udiag_ino = (uint32_t) ino,
+                .udiag_show = UDIAG_SHOW_PEER,
+                .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
+        };
+        const struct unix_diag_msg *um;
+        const struct nlmsghdr *h;
+        const struct nlattr *a;
+        size_t hl = NLMSG_ALIGN(sizeof(*um));
+        int len, r;
+
+        if (ino == 0 || ino > UINT32_MAX)
+                return -EINVAL;
+        r = send_req_raw(d, &req, sizeof(req), 0);
+        if (r >= 0)
+                r = exact_reply(d, &h);
+        if (r < 0)
+                return r;
+        um = NLMSG_DATA(h);
+        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*um)) || um->udiag_family != AF_UNIX || um->udiag_ino != (uint32_t) ino)
+                return -EBADMSG;
+        *ret_peer = 0;
+        len = (int) h->nlmsg_len - (int) NLMSG_LENGTH(hl);
+        a = (const struct nlattr *) ((const uint8_t *) NLMSG_DATA(h) + hl);
+        while (len >= (int) sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len) {
+                if ((a->nla_type & NLA_TYPE_MASK) == UNIX_DIAG_PEER && a->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+                        uint32_t peer;
+
+                        memcpy(&peer, (const uint8_t *) a + NLA_HDRLEN, sizeof(peer));
+                        *ret_peer = peer;
+                }
+                len -= (int) NLA_ALIGN(a->nla_len);
+                a = (const struct nlattr *) ((const uint8_t *) a + NLA_ALIGN(a->nla_len));
+        }
+        return 0;
 }
 
 int sockdiag_unix_open(SockDiag **ret) {

@@ -96,6 +96,13 @@ int sockdiag_unix_open(SockDiag **ret);
  * or wider than the kernel's 32-bit request field), -ETIMEDOUT or another -errno. */
 int sockdiag_unix_exists(SockDiag *d, uint64_t ino);
 
+/* The inode number of the peer of the unix socket with inode number @ino
+ * (UDIAG_SHOW_PEER, UNIX_DIAG_PEER: a look-up that sends nothing to either socket).
+ * Returns 0 with *@ret_peer the peer's inode, or 0 if the socket has no peer (not
+ * connected, or its peer is closed); -ENOENT (no such socket), -EINVAL (@ino 0 or
+ * wider than 32 bits), -EBADMSG, -ETIMEDOUT or another -errno. */
+int sockdiag_unix_peer(SockDiag *d, uint64_t ino, uint64_t *ret_peer);
+
 /* "ESTABLISHED", "SYN_SENT", ... (the kernel's and netstat's names of a TCP state), or
  * "UNKNOWN". */
 const char *sockdiag_state_name(uint8_t state);
