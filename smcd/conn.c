@@ -195,7 +195,7 @@ static bool uid_handshake_allowed(Manager *m, uid_t uid) {
 void uid_usage_gc(Manager *m, UidUsage *u) {
         /* a bucket that is not full again is kept, or short-lived processes would
          * get a fresh one each (the record then goes with the uid's next client) */
-        if (u && u->endpoints == 0 && u->dmb_bytes == 0 && u->clients == 0 &&
+        if (u && u->endpoints == 0 && u->dmb_bytes == 0 && u->clients == 0 && u->listeners == 0 &&
             (u->hs_last == 0 || manager_now(m) - u->hs_last >= HS_UNIT)) {
                 u64map_remove(m->uids, u->uid);
                 free(u);

@@ -46,6 +46,14 @@ Listener *listener_free(Listener *l) {
                 }
         } else if (l->retired)
                 LIST_REMOVE(by_port, m->retired, l);
+        if (l->uid_counted) {
+                UidUsage *u = uid_usage(m, l->uid, false);
+
+                if (u) {
+                        u->listeners--;
+                        uid_usage_gc(m, u);
+                }
+        }
         /* the registration that took over from older ones of its socket is gone: the
          * newest of those still held takes the connections again (the process that
          * registered it again has exited, a rolled-back upgrade) */
@@ -623,6 +631,20 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                 l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
                 l->chan_d_ino = fstat(pair[0], &ds) == 0 ? ds.st_ino : 0;
         }
+        /* each listener holds a channel end here: a uid may not fill our table */
+        {
+                UidUsage *u = uid_usage(m, c->uid, false);
+
+                if (m->config.max_listeners_per_uid && u && u->listeners >= m->config.max_listeners_per_uid) {
+                        close(pair[0]);
+                        if (pair[1] >= 0)
+                                close(pair[1]);
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, EMFILE, 0,
+                                                 "uid %u has %" PRIu64 " SMC listeners (max_listeners_per_uid)",
+                                                 (unsigned) c->uid, u->listeners);
+                }
+        }
         /* (the file's flag: also on a revived channel, whose client never uses D) */
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
         (void) manager_refuse_rights(pair[0]); /* (manager.h; the drain below too) */
@@ -659,6 +681,14 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                 return client_send_error(c, req->hdr.seq, ENOMEM, 0, "out of memory");
         }
         LIST_PREPEND(by_client, c->listeners, l);
+        {
+                UidUsage *u = uid_usage(m, l->uid, true);
+
+                if (u) {
+                        u->listeners++;
+                        l->uid_counted = true;
+                }
+        }
         m->stats.listeners++;
         m->stats.listeners_total++;
         manager_status_changed(m);

@@ -131,6 +131,7 @@ typedef struct ManagerConfig {
         uint64_t max_conns_per_uid; /* endpoints owned by one uid, 0 = unlimited */
         uint64_t max_buf_per_uid;   /* DMB ring bytes of endpoints owned, 0 = unlimited */
         uint64_t max_clients_per_uid; /* control connections of one uid, 0 = unlimited */
+        uint64_t max_listeners_per_uid; /* listeners registered by one uid, 0 = unlimited */
         enum smc_pool_clear buf_clear;
         unsigned prepopulate;       /* fresh buffers of the default class */
         bool no_bus;                /* do not connect to the system bus (manager-bus.h) */
@@ -193,6 +194,7 @@ struct Listener {
                                    * while its accept channel lives on in other
                                    * processes (an orphan: listener_orphan()) */
         uid_t uid;                /* the LISTEN's client's (the endpoints' uid) */
+        bool uid_counted;         /* in its UidUsage.listeners (max_listeners_per_uid) */
         uint16_t version;         /* its control protocol version (NEW_CONN's) */
         uint64_t id;
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
@@ -249,6 +251,7 @@ struct UidUsage {
         uint64_t endpoints;
         uint64_t dmb_bytes;
         uint64_t clients; /* control connections */
+        uint64_t listeners; /* registered listeners (Listener.uid_counted) */
         /* max_handshakes_per_uid: a token bucket of CONNECTs, in millionths of a
          * handshake; hs_last = when it was last refilled (0: never used, full) */
         uint64_t hs_tokens;

@@ -35,6 +35,9 @@
  *                        per SMC-R link group (a second one on another device); new
  *                        link groups
  *   max_conns_per_uid    N (0 = unlimited)  endpoints per uid; new connections
+ *   max_listeners_per_uid  N (0 = unlimited, default 1024)  SMC listeners registered
+ *                        per uid (each holds a channel end in smcd); over it a LISTEN
+ *                        gets EMFILE and the socket stays a TCP listener; new LISTENs
  *   max_handshakes_per_uid  N per second (0 = unlimited): a token bucket per uid
  *                        (UidUsage, burst N) of CONNECTs; over it a CONNECT falls
  *                        back with SMCD_DECL_HSRATE. Live.

@@ -224,7 +224,7 @@ fi
 
 # ---- tunables ----
 keys="autocork_size buf_clear busy_poll cq_poll inline max_buf_per_uid max_clients_per_uid max_conns_per_lgr max_conns_per_uid"
-keys="$keys max_handshakes_per_uid max_links_per_lgr rmem short_conn_rate sndbuf test_link_time ueid"  # the new ones: test-tunables.sh
+keys="$keys max_handshakes_per_uid max_links_per_lgr max_listeners_per_uid rmem short_conn_rate sndbuf test_link_time ueid"  # the new ones: test-tunables.sh
 "$smcctl" tunables >"$tmp/out" 2>&1
 [ "$(awk '{ print $1 }' "$tmp/out" | paste -sd' ')" = "$keys" ] && ok "tunables show lists every key" \
         || nok "tunables show: $(cat "$tmp/out")"
@@ -233,7 +233,7 @@ import json, sys
 t = json.load(sys.stdin)
 assert t == {"buf_clear": "release", "cq_poll": "event", "inline": "auto", "max_buf_per_uid": "0", "max_clients_per_uid": "256",
              "max_conns_per_uid": "0", "rmem": "131072", "autocork_size": "65536", "busy_poll": "50",
-             "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "max_links_per_lgr": "2", "sndbuf": "16384", "test_link_time": "30",
+             "max_conns_per_lgr": "255", "max_handshakes_per_uid": "0", "max_links_per_lgr": "2", "max_listeners_per_uid": "1024", "sndbuf": "16384", "test_link_time": "30",
              "short_conn_rate": "1000", "ueid": "SMCD-USERSPACE"}, t' 2>"$tmp/err"
 then ok "smcctl -j tunables: the defaults"; else nok "smcctl -j tunables: $(cat "$tmp/err")"; fi
 [ "$("$smcctl" tunables get buf_clear)" = release ] && ok "tunables get buf_clear" || nok "tunables get buf_clear"
@@ -257,12 +257,12 @@ n0=$(grep -c "Tunable rmem set to" "$tmp/smcd.log")
 [ $rc -eq 2 ] && grep -q "expected KEY=VALUE" "$tmp/err" && ok "smcctl set without KEY=VALUE: usage error" || nok "bare set: exit $rc $(cat "$tmp/err")"
 "$smcctl" s >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "ambiguous object" "$tmp/err" && ok "smcctl s is ambiguous: $(cat "$tmp/err")" || nok "smcctl s: exit $rc $(cat "$tmp/err")"
-python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 16, t' "$state" \
+python3 -c 'import json,sys; t = json.load(open(sys.argv[1])); assert t["buf_clear"] == "create" and len(t) == 17, t' "$state" \
         2>"$tmp/err" && ok "state file written: $(tr -d ' \n' <"$state")" || nok "state file: $(cat "$tmp/err")"
 ls "$tmp/state" | grep -q tmp- && nok "temporary file left: $(ls "$tmp/state")" || ok "no temporary file left"
 "$smcctl" tunables set max_conns_per_uid=100 max_buf_per_uid=64M max_clients_per_uid=0 rmem=200K inline=on 2>"$tmp/err"
 out=$("$smcctl" -j tunables)
-[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","cq_poll":"event","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","max_links_per_lgr":"2","rmem":"262144","short_conn_rate":"1000","sndbuf":"16384","test_link_time":"30","ueid":"SMCD-USERSPACE"}' ] \
+[ "$out" = '{"autocork_size":"65536","buf_clear":"create","busy_poll":"50","cq_poll":"event","inline":"on","max_buf_per_uid":"67108864","max_clients_per_uid":"0","max_conns_per_lgr":"255","max_conns_per_uid":"100","max_handshakes_per_uid":"0","max_links_per_lgr":"2","max_listeners_per_uid":"1024","rmem":"262144","short_conn_rate":"1000","sndbuf":"16384","test_link_time":"30","ueid":"SMCD-USERSPACE"}' ] \
         && ok "set several (sizes normalized, rmem rounded to 256K): $out" || nok "set several: $(cat "$tmp/err") $out"
 before=$("$smcctl" -j tunables); cp "$state" "$tmp/state.before"
 bad() {

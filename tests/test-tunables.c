@@ -66,7 +66,8 @@ static void bad(const char *key, const char *value, const char *msg) {
 static void test_keys(void) {
         static const char *const want[] = {
                 "autocork_size", "buf_clear", "busy_poll", "cq_poll", "inline", "max_buf_per_uid", "max_clients_per_uid",
-                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr", "rmem",
+                "max_conns_per_lgr", "max_conns_per_uid", "max_handshakes_per_uid", "max_links_per_lgr",
+                "max_listeners_per_uid", "rmem",
                 "short_conn_rate", "sndbuf", "test_link_time", "ueid",
         };
         size_t n = sizeof(want) / sizeof(want[0]);
@@ -89,7 +90,7 @@ static void test_defaults(void) {
                 { "autocork_size", "65536" }, { "buf_clear", "release" }, { "busy_poll", "50" },
                 { "cq_poll", "event" }, { "inline", "auto" }, { "max_buf_per_uid", "0" }, { "max_clients_per_uid", "256" },
                 { "max_conns_per_lgr", "255" }, { "max_conns_per_uid", "0" }, { "max_handshakes_per_uid", "0" },
-                { "max_links_per_lgr", "2" }, { "rmem", "131072" }, { "short_conn_rate", "1000" }, { "sndbuf", "16384" },
+                { "max_links_per_lgr", "2" }, { "max_listeners_per_uid", "1024" }, { "rmem", "131072" }, { "short_conn_rate", "1000" }, { "sndbuf", "16384" },
                 { "test_link_time", "30" },
                 { "ueid", "SMCD-USERSPACE" },
         };
@@ -174,6 +175,12 @@ static void test_values(void) {
         bad("max_conns_per_uid", "-1", "max_conns_per_uid: expected a number (0 = unlimited), not \"-1\"");
         bad("max_conns_per_uid", "+1", "max_conns_per_uid: expected a number");
 
+        /* max_listeners_per_uid: a number, 0 = unlimited */
+        good("max_listeners_per_uid", "0", "0");
+        good("max_listeners_per_uid", "1", "1");
+        good("max_listeners_per_uid", "100000", "100000");
+        bad("max_listeners_per_uid", "-1", "max_listeners_per_uid: expected a number (0 = unlimited)");
+        bad("max_listeners_per_uid", "many", "max_listeners_per_uid: expected a number (0 = unlimited)");
         /* max_handshakes_per_uid: 0..1000000 per second */
         good("max_handshakes_per_uid", "0", "0");
         good("max_handshakes_per_uid", "5", "5");

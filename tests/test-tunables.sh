@@ -7,6 +7,8 @@
 #                         connections, the environment overriding them
 #   max_handshakes_per_uid  a burst of connects: some fall back with SMCD_DECL_HSRATE,
 #                         another uid is not affected, a second later it works again
+#   max_listeners_per_uid  over it a listener stays TCP (bytes checked both ways),
+#                         another uid has its own count, a closed one frees a place
 #   max_conns_per_lgr, test_link_time, ueid  stored, shown, persisted (SMC-R)
 # then bad values refused with nothing changed, persistence across a restart, and the
 # same settings as smcd options and config file keys.
@@ -241,6 +243,50 @@ grep -q "falls back to TCP: SMCD_DECL_HSRATE" "$tmp/smcd.log" && ok "smcd logged
         || nok "no HSRATE fallback in the log"
 "$smcctl" tunables set max_handshakes_per_uid=0 2>"$tmp/err" || nok "set max_handshakes_per_uid=0"
 
+# ---- max_listeners_per_uid: SMC listeners per uid; over it a socket stays TCP ----
+cat >"$tmp/listeners.py" <<'PY'
+import socket, struct
+def listener():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); return s
+def mode(s):
+    # a connect to it, with bytes both ways over it: "smcd" or the fallback reason
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"ping" * 1000); got = b""
+    while len(got) < 4000: got += a.recv(4000 - len(got))
+    a.sendall(got[::-1]); back = b""
+    while len(back) < 4000: back += c.recv(4000 - len(back))
+    assert got == b"ping" * 1000 and back == got[::-1]
+    m = "smcd" if c.getsockopt(286, 0x5301) == 1 else "0x%08x" % struct.unpack("I", c.getsockopt(286, 0x5302, 4))[0]
+    c.close(); a.close(); return m
+ls = [listener() for _ in range(3)]
+out = [mode(s) for s in ls]
+ls[0].close()
+out.append(mode(listener()))  # one fewer: a new listener is SMC again
+print(" ".join(out))
+PY
+chmod 644 "$tmp/listeners.py"
+"$smcctl" tunables set max_listeners_per_uid=2 2>"$tmp/err" || nok "set max_listeners_per_uid: $(cat "$tmp/err")"
+out=$(smcpy python3 "$tmp/listeners.py" 2>&1)
+case $out in
+"smcd smcd 0x"*" smcd") ok "max_listeners_per_uid=2: the third listener stays TCP, every byte right: $out" ;;
+*) nok "max_listeners_per_uid=2: '$out'" ;;
+esac
+grep -q "SMC listeners (max_listeners_per_uid)" "$tmp/smcd.log" && ok "smcd logged the refused LISTEN" \
+        || nok "no max_listeners_per_uid refusal in the log"
+if command -v setpriv >/dev/null; then
+        other=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
+                env ${san:+LD_PRELOAD="$san"} ${san:+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"} \
+                sh "$smcrun" /usr/bin/python3 "$tmp/listeners.py" 2>&1)
+        case $other in
+        "smcd smcd 0x"*" smcd") ok "uid 65534 has a limit of its own: $other" ;;
+        *) nok "uid 65534: '$other'" ;;
+        esac
+fi
+"$smcctl" tunables set max_listeners_per_uid=0 2>"$tmp/err" || nok "set max_listeners_per_uid=0"
+out=$(smcpy python3 "$tmp/listeners.py" 2>&1)
+[ "$out" = "smcd smcd smcd smcd" ] && ok "max_listeners_per_uid=0: unlimited: $out" || nok "max_listeners_per_uid=0: '$out'"
+"$smcctl" tunables set max_listeners_per_uid=1024 2>"$tmp/err" || nok "set max_listeners_per_uid=1024"
+
 # ---- SMC-R ones: stored, shown, persisted ----
 "$smcctl" tunables set max_conns_per_lgr=16 test_link_time=0 2>"$tmp/err" && [ "$(get max_conns_per_lgr)" = 16 ] &&
         [ "$(get test_link_time)" = 0 ] && ok "max_conns_per_lgr=16 test_link_time=0" \
@@ -290,7 +336,7 @@ fi
 python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t) == 16 and t["ueid"] == "SMCD-USERSPACE,TENANT.A-1" and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
+assert len(t) == 17 and t["ueid"] == "SMCD-USERSPACE,TENANT.A-1" and t["sndbuf"] == "131072" and t["busy_poll"] == "9" and t["autocork_size"] == "4096" \
    and t["max_handshakes_per_uid"] == "1000" and t["max_conns_per_lgr"] == "16" and t["test_link_time"] == "0", t' \
         "$state" 2>"$tmp/err" && ok "state file holds the new tunables: $(tr -d ' \n' <"$state")" \
         || nok "state file: $(cat "$tmp/err")"
