@@ -49,10 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r == 0) {
                 FUZZ_CHECK(l.fd >= 0 && l.chan >= -1 && l.chan != l.fd && (l.flags & ~SMC_INHERIT_LF_MASK) == 0);
                 FUZZ_CHECK(l.chan < 0 ? l.listener_id == 0 : l.listener_id != 0);
+                FUZZ_CHECK(l.dchan < 0 ? l.dchan == -1 : (l.chan >= 0 && l.dchan != l.chan && l.dchan != l.fd));
                 n = smc_inherit_format_listener(&l, text, sizeof(text));
                 FUZZ_CHECK(n > 0 && (size_t) n == strlen(text));
                 FUZZ_CHECK(smc_inherit_parse_listener(text, (size_t) n, &m) == 0);
-                FUZZ_CHECK(m.fd == l.fd && m.chan == l.chan && m.listener_id == l.listener_id && m.flags == l.flags);
+                FUZZ_CHECK(m.fd == l.fd && m.chan == l.chan && m.dchan == l.dchan && m.listener_id == l.listener_id &&
+                           m.flags == l.flags);
         }
         free(buf);
         return 0;

@@ -136,17 +136,20 @@ void smc_set_tcp_only(uint32_t reason);
 struct smc_inherit_listener {
         int fd;               /* the listening TCP socket */
         int chan;             /* its accept channel, or -1 */
+        int dchan;            /* a copy of smcd's end of it (with chan; ctl version 6),
+                               * or -1 */
         uint64_t listener_id; /* smcd's id (with chan), else 0 */
         uint32_t flags;       /* SMC_INHERIT_LF_* */
 };
 
-/* Parse one listener entry, "L:..." (@len bytes at @s) strictly. Returns 0, or
- * -EINVAL (not a listener entry, wrong field count, a field out of range, CHAN ==
- * FD, ID 0); @l is then undefined. */
+/* Parse one listener entry, "L:FD:FLAGS", "L:FD:FLAGS:CHAN:ID" or
+ * "L:FD:FLAGS:CHAN:ID:DCHAN" (@len bytes at @s) strictly. Returns 0, or -EINVAL (not a
+ * listener entry, wrong field count, a field out of range, two equal descriptor
+ * numbers, ID 0); @l is then undefined. */
 int smc_inherit_parse_listener(const char *s, size_t len, struct smc_inherit_listener *l);
 
-/* Format @l as an entry into @buf (@size bytes): with CHAN and ID when l->chan >= 0.
- * Returns the length, or -ENOBUFS. */
+/* Format @l as an entry into @buf (@size bytes): with CHAN and ID when l->chan >= 0,
+ * and DCHAN when l->dchan >= 0 too. Returns the length, or -ENOBUFS. */
 int smc_inherit_format_listener(const struct smc_inherit_listener *l, char *buf, size_t size);
 
 struct smc_inherit_entry {

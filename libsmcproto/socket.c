@@ -4970,35 +4970,40 @@ int smc_inherit_format_entry(const struct smc_inherit_entry *e, char *buf, size_
 }
 
 int smc_inherit_parse_listener(const char *s, size_t len, struct smc_inherit_listener *l) {
-        const char *f[4];
-        size_t fl[4];
-        uint64_t v[4] = { 0, 0, 0, 0 };
+        const char *f[5];
+        size_t fl[5];
+        uint64_t v[5] = { 0, 0, 0, 0, 0 };
         int nf;
 
         if (!s || !l || len < 5 || s[0] != 'L' || s[1] != ':')
                 return -EINVAL;
-        nf = inherit_split(s + 2, len - 2, f, fl, 4);
-        if (nf != 2 && nf != 4)
+        nf = inherit_split(s + 2, len - 2, f, fl, 5);
+        if (nf != 2 && nf != 4 && nf != 5)
                 return -EINVAL;
         if (!inherit_num(f[0], fl[0], false, FD_MAX - 1, &v[0]) ||
             !inherit_num(f[1], fl[1], true, SMC_INHERIT_LF_MASK, &v[1]))
                 return -EINVAL;
-        if (nf == 4 && (!inherit_num(f[2], fl[2], false, FD_MAX - 1, &v[2]) ||
+        if (nf >= 4 && (!inherit_num(f[2], fl[2], false, FD_MAX - 1, &v[2]) ||
                         !inherit_num(f[3], fl[3], true, UINT64_MAX, &v[3]) || v[2] == v[0] || v[3] == 0))
+                return -EINVAL;
+        if (nf == 5 && (!inherit_num(f[4], fl[4], false, FD_MAX - 1, &v[4]) || v[4] == v[0] || v[4] == v[2]))
                 return -EINVAL;
         *l = (struct smc_inherit_listener) {
                 .fd = (int) v[0],
                 .flags = (uint32_t) v[1],
-                .chan = nf == 4 ? (int) v[2] : -1,
+                .chan = nf >= 4 ? (int) v[2] : -1,
+                .dchan = nf == 5 ? (int) v[4] : -1,
                 .listener_id = v[3],
         };
         return 0;
 }
 
 int smc_inherit_format_listener(const struct smc_inherit_listener *l, char *buf, size_t size) {
-        int n = l->chan >= 0 ? snprintf(buf, size, "L:%d:%x:%d:%llx", l->fd, l->flags, l->chan,
-                                        (unsigned long long) l->listener_id)
-                             : snprintf(buf, size, "L:%d:%x", l->fd, l->flags);
+        int n = l->chan < 0    ? snprintf(buf, size, "L:%d:%x", l->fd, l->flags)
+                : l->dchan < 0 ? snprintf(buf, size, "L:%d:%x:%d:%llx", l->fd, l->flags, l->chan,
+                                          (unsigned long long) l->listener_id)
+                               : snprintf(buf, size, "L:%d:%x:%d:%llx:%d", l->fd, l->flags, l->chan,
+                                          (unsigned long long) l->listener_id, l->dchan);
 
         if (n < 0 || (size_t) n >= size)
                 return -ENOBUFS;
@@ -5277,11 +5282,16 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
 
 /* The SMCRUN_INHERIT entry of an SMC listener at the new image's number @fd (s->lock
  * held): with its accept channel for an image that loads the library (@preloaded)
- * and a listener smcd knows by id. */
+ * and a listener smcd knows by id, and with the copy of smcd's end of the channel
+ * when it has one (the new image can then give the channel to a restarted smcd,
+ * listen_revive()). */
 static struct smc_inherit_listener listener_entry(const struct smc_sock *s, int fd, bool preloaded) {
+        bool chan = preloaded && s->listener_id != 0 && s->chan >= 0;
+
         return (struct smc_inherit_listener) {
                 .fd = fd,
-                .chan = preloaded && s->listener_id != 0 ? s->chan : -1,
+                .chan = chan ? s->chan : -1,
+                .dchan = chan ? s->dchan : -1,
                 .listener_id = s->listener_id,
                 .flags = (s->family == AF_INET6 ? SMC_INHERIT_LF_INET6 : 0) |
                          (s->listen_smcr ? SMC_INHERIT_LF_SMCR : 0) |
@@ -5315,13 +5325,17 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
         if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0)
                 return true;
         if (le.chan >= 0 && set_cloexec(le.chan, false) < 0)
-                le.chan = -1;
+                le.chan = le.dchan = -1;
+        if (le.dchan >= 0 && set_cloexec(le.dchan, false) < 0)
+                le.dchan = -1;
         f = undo_add(u);
         if (!f || (preloaded && !listener_entry_append(&le, var, len, cap))) {
                 if (f)
                         (*u)->n--;
                 if (le.chan >= 0)
                         (void) set_cloexec(le.chan, true);
+                if (le.dchan >= 0)
+                        (void) set_cloexec(le.dchan, true);
                 return false;
         }
         saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
@@ -5331,10 +5345,12 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
                 (*u)->n--; /* (an entry already written names a TCP listener: harmless) */
                 if (le.chan >= 0)
                         (void) set_cloexec(le.chan, true);
+                if (le.dchan >= 0)
+                        (void) set_cloexec(le.dchan, true);
                 return true;
         }
         (void) set_nonblock(s->fd, atomic_load(&s->nonblock)); /* T's file is shared with the fd now */
-        *f = (struct exec_fd) { .s = s, .listener = true, .x = s->fd, .y = -1, .t = le.chan, .saved = saved,
+        *f = (struct exec_fd) { .s = s, .listener = true, .x = s->fd, .y = le.dchan, .t = le.chan, .saved = saved,
                                 .x_fdflags = fdfl };
         if (pid_moved && le.chan >= 0)
                 /* a vfork() child writes its parent's memory: the parent's close must
@@ -5372,10 +5388,12 @@ static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool p
         struct smc_inherit_listener le = listener_entry(s, x, preloaded);
         struct exec_fd *f;
 
-        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen + 2 > child->max_listen ||
+        if (fdfl < 0 || (fdfl & FD_CLOEXEC) || s->hidden < 0 || child->n_listen + 3 > child->max_listen ||
             smc_spawn_touched(child, s->hidden) || (le.chan >= 0 && smc_spawn_touched(child, le.chan)))
                 return true; /* (a file action replaced or closed the number of T or of the
                               * channel: the child's copy would not be ours) */
+        if (le.dchan >= 0 && smc_spawn_touched(child, le.dchan))
+                le.dchan = -1; /* (the channel alone, as from a version-5 smcd) */
         f = undo_add(u);
         if (!f)
                 return false;
@@ -5395,6 +5413,10 @@ static bool spawn_prepare_listener(struct smc_sock *s, int x, int x_fdfl, bool p
                  * would hand it to whatever another thread spawns meanwhile */
                 child->listen_fds[child->n_listen] = le.chan;
                 child->listen_srcs[child->n_listen++] = le.chan;
+        }
+        if (le.dchan >= 0) {
+                child->listen_fds[child->n_listen] = le.dchan;
+                child->listen_srcs[child->n_listen++] = le.dchan;
         }
         smc_debug("spawn: listener fd %d: its TCP socket goes to the new process as fd %d%s", s->fd, x,
                   !preloaded ? "" : le.chan >= 0 ? " with its accept channel" : " (registered with smcd again there)");
@@ -5550,6 +5572,8 @@ void smc_exec_finish(struct smc_exec_undo *u, bool failed) {
                                 (void) set_nonblock(f->s->hidden, true);
                         if (f->t >= 0)
                                 (void) set_cloexec(f->t, true);
+                        if (f->y >= 0)
+                                (void) set_cloexec(f->y, true);
                         continue;
                 }
                 if (failed) {
@@ -6156,20 +6180,44 @@ static bool inherit_chan_ok(int chan) {
         return daemon > 0 && cr.pid == daemon;
 }
 
+/* Are @chan and @dchan the two ends of one socketpair an smcd made (an earlier one
+ * than the running smcd: inherit_chan_ok() failed)? Both unmanaged AF_UNIX
+ * SOCK_SEQPACKET sockets with the same creator (SO_PEERCRED of a socketpair's ends
+ * is its creator's), @dchan nonblocking and @chan not (as every smcd leaves them).
+ * The restarted smcd checks the pairing itself before it takes them (F_REVIVE). */
+static bool inherit_dchan_ok(int chan, int dchan) {
+        struct ucred a, b;
+        socklen_t al = sizeof(a), bl = sizeof(b);
+        int v, t, cf, df;
+        socklen_t vl = sizeof(v), tl = sizeof(t);
+
+        if (sys_getsockopt(dchan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
+            sys_getsockopt(dchan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET || sock_lookup(dchan) ||
+            sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &a, &al) < 0 ||
+            sys_getsockopt(dchan, SOL_SOCKET, SO_PEERCRED, &b, &bl) < 0 || a.pid <= 0 || a.pid != b.pid ||
+            a.uid != b.uid)
+                return false;
+        cf = sys_fcntl(chan, F_GETFL, 0);
+        df = sys_fcntl(dchan, F_GETFL, 0);
+        return cf >= 0 && df >= 0 && !(cf & O_NONBLOCK) && (df & O_NONBLOCK);
+}
+
 /* A listener entry (smc_inherit_parse_listener()): FD is the listening TCP socket of
  * an SMC listener of the old image. With its accept channel: accept from it, as a
  * forked holder of the listener does (smcd is not asked; this image's close only lets
- * go of its copies). Without, or if the channel is not one of smcd's: make FD an SMC
- * listener again as listen() does (registered with smcd, else a plain TCP listener;
- * the backlog given to smcd is SOMAXCONN, the kernel keeps its own). Options recorded
- * for accepted connections are not carried over. */
+ * go of its copies). With the copy of smcd's end too (DCHAN), a channel of an earlier
+ * smcd is kept as well: the first accept gives it to the running smcd
+ * (listen_revive()), as the old image would have. Without, or if the channel is not
+ * one of smcd's: make FD an SMC listener again as listen() does (registered with
+ * smcd, else a plain TCP listener; the backlog given to smcd is SOMAXCONN, the kernel
+ * keeps its own). Options recorded for accepted connections are not carried over. */
 static void exec_inherit_listener(const char *p, size_t len) {
         struct smc_inherit_listener le;
         struct smc_sock *s;
         int v, fl, r;
         socklen_t l = sizeof(v);
         bool reg = !env_disable && !adopt_give_up && !atomic_load_explicit(&tcp_only_reason, memory_order_relaxed);
-        bool ours;
+        bool ours, current;
         int domain;
 
         if (smc_inherit_parse_listener(p, len, &le) < 0) {
@@ -6187,11 +6235,16 @@ static void exec_inherit_listener(const char *p, size_t len) {
                 /* the old image's program's flag: T's file flag is shared with the
                  * other holders, whose libraries set it (siblings starting at once) */
                 fl = (le.flags & SMC_INHERIT_LF_NONBLOCK) ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
-        ours = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
+        current = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
+        if (le.dchan >= 0 && (le.chan < 0 || adopt_give_up || !inherit_dchan_ok(le.chan, le.dchan)))
+                le.dchan = -1; /* (not closed: a number we cannot tell is ours, as CHAN's) */
+        ours = current || le.dchan >= 0;
         if (ours && !reg) {
                 /* this image takes no SMC (SMCPROTO_DISABLE, io_uring): a channel it never
                  * reads would hold connections until smcd gives up on it */
                 sys_close(le.chan);
+                if (le.dchan >= 0)
+                        sys_close(le.dchan);
                 ours = false;
         }
         if (ours) {
@@ -6200,21 +6253,32 @@ static void exec_inherit_listener(const char *p, size_t len) {
                         if (s)
                                 sock_release(s);
                         sys_close(le.chan);
+                        if (le.dchan >= 0)
+                                sys_close(le.dchan);
                         return;
                 }
                 pthread_mutex_lock(&s->lock);
                 (void) set_cloexec(le.chan, true);
+                if (le.dchan >= 0)
+                        (void) set_cloexec(le.dchan, true);
                 r = listen_install(s, le.chan);
                 if (r == 0) {
                         s->listener_id = le.listener_id;
-                        s->listen_instance = smc_ctl_client_instance();
+                        s->dchan = le.dchan;
+                        lint_mark(le.dchan);
+                        /* (0: an earlier smcd's channel, given to the running one at
+                         * the first accept) */
+                        s->listen_instance = current ? smc_ctl_client_instance() : 0;
                         s->listen_smcr = (le.flags & SMC_INHERIT_LF_SMCR) != 0;
                         s->listen_pid = getpid();
                         s->listen_backlog = SOMAXCONN;
                         /* one holder among others: a close only lets go of the copies */
                         s->listen_fork_gen = ~0u;
-                } else
+                } else {
                         sys_close(le.chan); /* a plain TCP listener */
+                        if (le.dchan >= 0)
+                                sys_close(le.dchan);
+                }
                 pthread_mutex_unlock(&s->lock);
                 smc_debug("exec: listener fd %d: %s%s", le.fd,
                           r == 0 ? "accepts from its inherited channel" : "plain TCP listener: ",

@@ -91,11 +91,13 @@ static int parse_l(const char *s, struct smc_inherit_listener *l) {
         return smc_inherit_parse_listener(s, strlen(s), l);
 }
 
-/* listener entries: "L:FD:FLAGS" (register again) and "L:FD:FLAGS:CHAN:ID" (join) */
+/* listener entries: "L:FD:FLAGS" (register again), "L:FD:FLAGS:CHAN:ID" (join) and
+ * "L:FD:FLAGS:CHAN:ID:DCHAN" (join, with the copy of smcd's end) */
 static void test_listener(void) {
         static const char *const bad[] = {
                 "L", "L:", "L:3", "L:3:", "L::0", "L:3:8", "L:3:0:", "L:3:0:5", "L:3:0:5:", "L:3:0::1",
-                "L:3:0:5:0", "L:3:0:3:1", "L:3:0:5:1:", "L:3:0:5:1:2", "L:-1:0", "L:3:-1", "L:3:0:-1:1",
+                "L:3:0:5:0", "L:3:0:3:1", "L:3:0:5:1:", "L:3:0:5:1:3", "L:3:0:5:1:5", "L:3:0:5:1:2:7",
+                "L:3:0:5:1:-1", "L:3:0:5:1:1048576", "L:3:0:5:1:x", "L:3:0:5:1: 2", "L:-1:0", "L:3:-1", "L:3:0:-1:1",
                 "L:1048576:0", "L:3:0:1048576:1", "L:3:0:5:10000000000000000", "L:3:0:5:g", "L:3:x",
                 "L:+3:0", "L: 3:0", "L:3:0:5:1,", "l:3:0", "X:3:0", "7:-1:1:2:65536:3:65536:0:0:0",
         };
@@ -103,8 +105,13 @@ static void test_listener(void) {
         char buf[96];
         int n;
 
-        CHECK(parse_l("L:3:0", &l) == 0 && l.fd == 3 && l.flags == 0 && l.chan == -1 && l.listener_id == 0,
+        CHECK(parse_l("L:3:0", &l) == 0 && l.fd == 3 && l.flags == 0 && l.chan == -1 && l.dchan == -1 &&
+                      l.listener_id == 0,
               "old form");
+        CHECK(parse_l("L:3:0:5:1", &l) == 0 && l.chan == 5 && l.dchan == -1, "a channel without smcd's end");
+        CHECK(parse_l("L:3:4:5:1a:2", &l) == 0 && l.fd == 3 && l.chan == 5 && l.dchan == 2 && l.listener_id == 0x1a &&
+                      l.flags == SMC_INHERIT_LF_NONBLOCK,
+              "with smcd's end of the channel");
         CHECK(parse_l("L:12:3:7:ffffffffffffffff", &l) == 0 && l.fd == 12 &&
                       l.flags == (SMC_INHERIT_LF_INET6 | SMC_INHERIT_LF_SMCR) && l.chan == 7 &&
                       l.listener_id == UINT64_MAX,
@@ -116,11 +123,17 @@ static void test_listener(void) {
         CHECK(smc_inherit_parse_listener("L:3:0:5:1", 5, &l) == 0 && l.chan == -1, "length bound");
         CHECK(smc_inherit_parse_listener("L:3:0\0:5:1", 9, &l) == -EINVAL, "embedded NUL");
         CHECK(smc_inherit_parse_listener(NULL, 0, &l) == -EINVAL, "NULL");
-        l = (struct smc_inherit_listener) { .fd = 1023, .chan = 0, .listener_id = 0x1234, .flags = SMC_INHERIT_LF_SMCR };
+        l = (struct smc_inherit_listener) { .fd = 1023, .chan = 0, .dchan = -1, .listener_id = 0x1234,
+                                            .flags = SMC_INHERIT_LF_SMCR };
         n = smc_inherit_format_listener(&l, buf, sizeof(buf));
         CHECK(n > 0 && (size_t) n == strlen(buf) && parse_l(buf, &m) == 0 && m.fd == l.fd && m.chan == l.chan &&
-                      m.listener_id == l.listener_id && m.flags == l.flags,
+                      m.dchan == -1 && m.listener_id == l.listener_id && m.flags == l.flags,
               "round trip of %s", buf);
+        l.dchan = 1048575;
+        n = smc_inherit_format_listener(&l, buf, sizeof(buf));
+        CHECK(n > 0 && !strcmp(buf, "L:1023:2:0:1234:1048575") && parse_l(buf, &m) == 0 && m.dchan == l.dchan &&
+                      m.chan == 0,
+              "round trip with smcd's end: %s", buf);
         l.chan = -1;
         n = smc_inherit_format_listener(&l, buf, sizeof(buf));
         CHECK(n > 0 && !strcmp(buf, "L:1023:2"), "without a channel: %s", buf);

@@ -403,7 +403,9 @@ kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 # the listener keeps both ends of its accept channel, so the channel outlives smcd;
 # the first connection after the restart is TCP (no smcd knows the listener), and
 # its accept gives the channel to the new smcd (LISTEN F_REVIVE), so the next ones
-# are SMC-D again, whether the children close their copy or keep a dup of it (shared).
+# are SMC-D again, whether the children close their copy or keep a dup of it (shared),
+# and when the server exec'd itself with the listener, before the restart or after it
+# (the copy of smcd's end of the channel goes with it in SMCRUN_INHERIT's "L:" entry).
 fork_echo() { # PORT: one connection, 100000 random bytes echoed and compared
         run python3 -c '
 import os, socket, sys
@@ -419,7 +421,7 @@ while True:
     g += x
 sys.exit(0 if g == d else 1)' "$1"
 }
-for mode in close dup; do
+for mode in close dup exec usr1; do
         rm -f "$tmp/fl.port"
         run python3 "$here/apps/fork-listener.py" "$mode" "$tmp/fl.port" >"$tmp/fl-$mode.log" 2>&1 &
         srv=$!
@@ -430,14 +432,25 @@ for mode in close dup; do
         (fork_echo "$flport") || bad=$((bad + 1))
         kill -TERM "$spid"; wait "$spid"; spid=
         start_smcd || exit 1
+        if [ $mode = usr1 ]; then
+                rm -f "$tmp/fl.port"
+                kill -USR1 "$srv"
+                for _ in $(seq 200); do [ -s "$tmp/fl.port" ] && break; sleep 0.05; done
+        fi
         for _ in 1 2 3 4 5; do
                 (fork_echo "$flport") || bad=$((bad + 1))
                 sleep 1.2
         done
         n=$(stat conns_server)
+        case $mode in exec | usr1) grep -q "exec'd image" "$tmp/fl-$mode.log" || bad=$((bad + 100)) ;; esac
+        case $mode in
+        exec) what="server exec'd with its listener, children 'close' it" ;;
+        usr1) what="server exec'd with its listener after the restart, children 'close' it" ;;
+        *) what="children '$mode' the listener" ;;
+        esac
         [ $bad = 0 ] && [ "$n" -ge 3 ] 2>/dev/null &&
-                ok "fork-per-connection server, children '$mode' the listener: 7 echoes right ($bad bad), after an smcd restart $n of 5 over SMC-D (want >= 3)" ||
-                nok "fork-per-connection server, children '$mode' the listener: $bad bad echoes, after an smcd restart $n of 5 over SMC-D: $(tail -3 "$tmp/fl-$mode.log" | tr '\n' ' ')"
+                ok "fork-per-connection server, $what: 7 echoes right ($bad bad), after an smcd restart $n of 5 over SMC-D (want >= 3)" ||
+                nok "fork-per-connection server, $what: $bad bad echoes, after an smcd restart $n of 5 over SMC-D: $(tail -3 "$tmp/fl-$mode.log" | tr '\n' ' ')"
         kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 done
 
