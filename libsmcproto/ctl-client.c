@@ -30,6 +30,7 @@ static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 static uint32_t ctl_instance; /* HELLO_REPLY.instance; 0 while not connected */
 static pid_t ctl_daemon_pid;  /* SO_PEERCRED of the control socket; 0 while not connected */
+static uid_t ctl_daemon_uid;  /* ... and its uid */
 static bool ctl_forked;       /* we are a child of a process that had a control
                                * connection (closed at the fork): notices connect */
 
@@ -327,6 +328,7 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
                 socklen_t cl = sizeof(cr);
 
                 ctl_daemon_pid = sys_getsockopt(ctl_fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? cr.pid : 0;
+                ctl_daemon_uid = ctl_daemon_pid ? cr.uid : 0;
         }
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
@@ -522,11 +524,17 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
 }
 
 pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms) {
+        return smc_ctl_client_daemon_cred(timeout_ms, NULL);
+}
+
+pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid) {
         pid_t p = 0;
 
         pthread_mutex_lock(&ctl_lock);
         if (ensure_locked(timeout_ms, true, false) == 0)
                 p = ctl_daemon_pid;
+        if (ret_uid)
+                *ret_uid = p ? ctl_daemon_uid : 0;
         pthread_mutex_unlock(&ctl_lock);
         return p;
 }

@@ -78,6 +78,10 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms);
  * such descriptors. */
 pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
 
+/* The same, and smcd's uid into *@ret_uid (if not NULL; 0 when smcd cannot be
+ * reached). */
+pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid);
+
 /* The path of file @name in smcd's runtime directory (beside its socket) into @path
  * (@size bytes). Returns 0, or -ENAMETOOLONG when it does not fit. */
 int smc_ctl_client_file_path(const char *name, char *path, size_t size);

@@ -6180,11 +6180,29 @@ static bool inherit_chan_ok(int chan) {
         return daemon > 0 && cr.pid == daemon;
 }
 
+/* Could the unix socket pair whose creator's credentials are @cr (SO_PEERCRED of
+ * either end: a socketpair's ends carry their creator's) be an smcd's: the running
+ * one, or an earlier one (a process that is gone, of the running smcd's uid)? Never
+ * one this process made (exec keeps the pid), nor, while smcd answers, one of another
+ * live process: an entry that names the program's own sockets (a hand-set
+ * SMCRUN_INHERIT) leaves them alone. With no smcd to ask, any other creator. */
+static bool made_by_smcd(const struct ucred *cr) {
+        uid_t duid = 0;
+        pid_t daemon;
+
+        if (cr->pid <= 0 || cr->pid == getpid())
+                return false;
+        daemon = smc_ctl_client_daemon_cred(SMC_ADOPT_TIMEOUT_MS, &duid);
+        if (daemon <= 0 || cr->pid == daemon)
+                return true;
+        return cr->uid == duid && kill(cr->pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Are @chan and @dchan the two ends of one socketpair an smcd made (an earlier one
  * than the running smcd: inherit_chan_ok() failed)? Both unmanaged AF_UNIX
- * SOCK_SEQPACKET sockets with the same creator (SO_PEERCRED of a socketpair's ends
- * is its creator's), @dchan nonblocking and @chan not (as every smcd leaves them).
- * The restarted smcd checks the pairing itself before it takes them (F_REVIVE). */
+ * SOCK_SEQPACKET sockets with the same creator, an smcd (made_by_smcd()), @dchan
+ * nonblocking and @chan not (as every smcd leaves them). The restarted smcd checks
+ * the pairing itself before it takes them (F_REVIVE). */
 static bool inherit_dchan_ok(int chan, int dchan) {
         struct ucred a, b;
         socklen_t al = sizeof(a), bl = sizeof(b);
@@ -6193,13 +6211,13 @@ static bool inherit_dchan_ok(int chan, int dchan) {
 
         if (sys_getsockopt(dchan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
             sys_getsockopt(dchan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET || sock_lookup(dchan) ||
+            sys_getsockopt(chan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET || sock_lookup(chan) ||
             sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &a, &al) < 0 ||
-            sys_getsockopt(dchan, SOL_SOCKET, SO_PEERCRED, &b, &bl) < 0 || a.pid <= 0 || a.pid != b.pid ||
-            a.uid != b.uid)
+            sys_getsockopt(dchan, SOL_SOCKET, SO_PEERCRED, &b, &bl) < 0 || a.pid != b.pid || a.uid != b.uid)
                 return false;
         cf = sys_fcntl(chan, F_GETFL, 0);
         df = sys_fcntl(dchan, F_GETFL, 0);
-        return cf >= 0 && df >= 0 && !(cf & O_NONBLOCK) && (df & O_NONBLOCK);
+        return cf >= 0 && df >= 0 && !(cf & O_NONBLOCK) && (df & O_NONBLOCK) && made_by_smcd(&a);
 }
 
 /* A listener entry (smc_inherit_parse_listener()): FD is the listening TCP socket of
@@ -6230,7 +6248,10 @@ static void exec_inherit_listener(const char *p, size_t len) {
                 smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged TCP listener: ignored", le.fd);
                 return;
         }
-        domain = (le.flags & SMC_INHERIT_LF_INET6) ? AF_INET6 : AF_INET;
+        /* (the socket's own family, not the entry's flag) */
+        l = sizeof(domain);
+        if (sys_getsockopt(le.fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0 || (domain != AF_INET && domain != AF_INET6))
+                return;
         if (le.listener_id != 0)
                 /* the old image's program's flag: T's file flag is shared with the
                  * other holders, whose libraries set it (siblings starting at once) */
@@ -6305,11 +6326,19 @@ static void exec_inherit_one(const char *p, size_t len) {
                 smc_debug("exec: " SMC_INHERIT_ENV " entry \"%.*s\" is malformed: ignored", (int) (len < 200 ? len : 200), p);
                 return;
         }
-        /* X must be the socketpair end the entry says; anything else is left alone */
-        if (!fd_is_stream(e.x, AF_UNIX) || sock_lookup(e.x)) {
-                smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged AF_UNIX stream socket: ignored",
-                          e.x);
-                return;
+        /* X must be the socketpair end the entry says (made by an smcd); anything
+         * else is left alone */
+        {
+                struct ucred cr;
+                socklen_t cl = sizeof(cr);
+
+                if (!fd_is_stream(e.x, AF_UNIX) || sock_lookup(e.x) ||
+                    sys_getsockopt(e.x, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !made_by_smcd(&cr)) {
+                        smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged AF_UNIX stream socket "
+                                  "of smcd's: ignored",
+                                  e.x);
+                        return;
+                }
         }
         r = exec_adopt(&e);
         if (r == 0) {

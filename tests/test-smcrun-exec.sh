@@ -3,7 +3,8 @@
 # wrapper of libsmcrun.so driven from a C program (tests/exec-variants.c); checks that
 # smcd ended every connection orderly. (test-smcrun-apps.sh runs the same app without
 # the C variants.)
-# Also tests/spawn-listener.c's cases (posix_spawn while an SMC listener is open), each
+# Also tests/apps/inherit-forged.py (SMCRUN_INHERIT entries set by hand that name the
+# program's own descriptors leave them as they were), and tests/spawn-listener.c's cases (posix_spawn while an SMC listener is open), each
 # over plain TCP first (the reference) and then under smcrun.
 # Args: SMCD LIBSMCRUN SMCRUN EXEC_VARIANTS SPAWN_LISTENER
 set -u
@@ -20,6 +21,13 @@ if out=$(timeout 100 sh "$smcrun" python3 "$here/apps/exec-inherit.py" 2>&1); th
         echo "ok - exec-inherit: $out"
 else
         echo "not ok - exec-inherit: $out"
+        failed=1
+fi
+# forged SMCRUN_INHERIT entries naming the program's own descriptors: left alone
+if out=$(timeout 100 python3 "$here/apps/inherit-forged.py" 2>&1); then
+        echo "ok - inherit-forged: $(echo "$out" | tail -1)"
+else
+        echo "not ok - inherit-forged: $out"
         failed=1
 fi
 for c in closefrom threads; do
