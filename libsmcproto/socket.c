@@ -2369,6 +2369,15 @@ static bool listen_revive(struct smc_sock *l, unsigned q) {
                  * which go on over TCP meanwhile) */
                 n = smc_ctl_client_call_instance(&m, send_fds, 3, &reply, fds, SMC_REREG_IDLE_TIMEOUT_MS, &inst);
         }
+        /* a limit of smcd's (max_listeners_per_uid, its descriptors or memory) may
+         * lift: asked again later, as when smcd did not answer */
+        if (n >= 0 && reply.hdr.type == SMC_CTL_ERROR &&
+            (reply.error.error == -EMFILE || reply.error.error == -ENFILE || reply.error.error == -ENOMEM ||
+             reply.error.error == -ENOBUFS || reply.error.error == -EAGAIN)) {
+                for (int i = 0; i < n; i++)
+                        sys_close(fds[i]);
+                n = reply.error.error;
+        }
         if (n < 0) {
                 l->revive_backoff_ms = rereg_backoff_next(l->revive_fail_inst == file_inst ? l->revive_backoff_ms : 0);
                 l->revive_fail_inst = file_inst;

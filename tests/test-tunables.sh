@@ -8,7 +8,8 @@
 #   max_handshakes_per_uid  a burst of connects: some fall back with SMCD_DECL_HSRATE,
 #                         another uid is not affected, a second later it works again
 #   max_listeners_per_uid  over it a listener stays TCP (bytes checked both ways),
-#                         another uid has its own count, a closed one frees a place
+#                         another uid has its own count, a closed one frees a place;
+#                         one over it when it comes back after a restart comes back later
 #   max_conns_per_lgr, test_link_time, ueid  stored, shown, persisted (SMC-R)
 # then bad values refused with nothing changed, persistence across a restart, and the
 # same settings as smcd options and config file keys.
@@ -285,6 +286,66 @@ fi
 "$smcctl" tunables set max_listeners_per_uid=0 2>"$tmp/err" || nok "set max_listeners_per_uid=0"
 out=$(smcpy python3 "$tmp/listeners.py" 2>&1)
 [ "$out" = "smcd smcd smcd smcd" ] && ok "max_listeners_per_uid=0: unlimited: $out" || nok "max_listeners_per_uid=0: '$out'"
+# a listener that finds the limit reached when it comes back after an smcd restart
+# (another process listened first) comes back once there is room again
+cat >"$tmp/lsrv.py" <<'PY'
+import os, socket, sys, threading
+d = sys.argv[1]
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(16)
+def serve(c):
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        c.sendall(b)
+    c.close()
+open(d + "/lsrv.tmp", "w").write("%d\n" % ls.getsockname()[1]); os.rename(d + "/lsrv.tmp", d + "/lsrv.port")
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+cat >"$tmp/lcli.py" <<'PY'
+import os, socket, struct, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+d = os.urandom(100000); c.sendall(d); c.shutdown(socket.SHUT_WR); g = b""
+while True:
+    b = c.recv(65536)
+    if not b: break
+    g += b
+assert g == d
+print("smcd" if c.getsockopt(286, 0x5301) == 1 else "0x%08x" % struct.unpack("I", c.getsockopt(286, 0x5302, 4))[0])
+PY
+cat >"$tmp/lhog.py" <<'PY'
+import os, socket, sys, time
+d = sys.argv[1]
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+open(d + "/lhog.up", "w").close()
+while not os.path.exists(d + "/lhog.release"): time.sleep(0.05)
+PY
+rm -f "$tmp/lsrv.port" "$tmp/lhog.up" "$tmp/lhog.release"
+smcpy python3 "$tmp/lsrv.py" "$tmp" >"$tmp/lsrv.log" 2>&1 &
+lsrv=$!
+for _ in $(seq 200); do [ -s "$tmp/lsrv.port" ] && break; sleep 0.05; done
+lport=$(cat "$tmp/lsrv.port" 2>/dev/null)
+before=$(smcpy python3 "$tmp/lcli.py" "$lport" 2>&1)
+"$smcctl" tunables set max_listeners_per_uid=1 2>"$tmp/err" || nok "set max_listeners_per_uid=1"
+stop_smcd
+start_smcd
+smcpy python3 "$tmp/lhog.py" "$tmp" >/dev/null 2>&1 &
+lhog=$!
+for _ in $(seq 200); do [ -e "$tmp/lhog.up" ] && break; sleep 0.05; done
+seq_modes=$(smcpy python3 "$tmp/lcli.py" "$lport" 2>&1)  # TCP; its accept asks: over the limit
+sleep 1.1
+seq_modes="$seq_modes $(smcpy python3 "$tmp/lcli.py" "$lport" 2>&1)"  # still TCP (asked again after 2 s)
+touch "$tmp/lhog.release"; wait "$lhog"
+for _ in 1 2 3 4; do
+        sleep 1
+        seq_modes="$seq_modes $(smcpy python3 "$tmp/lcli.py" "$lport" 2>&1)"
+done
+kill "$lsrv"; wait "$lsrv" 2>/dev/null
+case "$before | $seq_modes" in
+"smcd | 0x"*" 0x"*" smcd") ok "a listener over the limit after an smcd restart comes back once there is room: $before | $seq_modes" ;;
+*) nok "listener over the limit after a restart: '$before | $seq_modes'" ;;
+esac
 "$smcctl" tunables set max_listeners_per_uid=1024 2>"$tmp/err" || nok "set max_listeners_per_uid=1024"
 
 # ---- SMC-R ones: stored, shown, persisted ----
