@@ -6192,17 +6192,21 @@ static bool inherit_chan_ok(int chan) {
 /* Could the unix socket pair whose creator's credentials are @cr (SO_PEERCRED of
  * either end: a socketpair's ends carry their creator's) be an smcd's: the running
  * one, or an earlier one (a process that is gone, of the running smcd's uid)? Never
- * one this process made (exec keeps the pid), nor, while smcd answers, one of another
- * live process: an entry that names the program's own sockets (a hand-set
- * SMCRUN_INHERIT) leaves them alone. With no smcd to ask, any other creator. */
-static bool made_by_smcd(const struct ucred *cr) {
+ * one this process made (exec keeps the pid), nor one of another live process: an
+ * entry that names the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them
+ * alone. With no smcd to ask: false if @need_smcd, else any other creator (a
+ * connection's X is then reset rather than handed over bare; the caller checks the
+ * doorbell's send buffer first). */
+static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
         uid_t duid = 0;
         pid_t daemon;
 
         if (cr->pid <= 0 || cr->pid == getpid())
                 return false;
         daemon = smc_ctl_client_daemon_cred(SMC_ADOPT_TIMEOUT_MS, &duid);
-        if (daemon <= 0 || cr->pid == daemon)
+        if (daemon <= 0)
+                return !need_smcd;
+        if (cr->pid == daemon)
                 return true;
         return cr->uid == duid && kill(cr->pid, 0) < 0 && errno == ESRCH;
 }
@@ -6226,7 +6230,7 @@ static bool inherit_dchan_ok(int chan, int dchan) {
                 return false;
         cf = sys_fcntl(chan, F_GETFL, 0);
         df = sys_fcntl(dchan, F_GETFL, 0);
-        return cf >= 0 && df >= 0 && !(cf & O_NONBLOCK) && (df & O_NONBLOCK) && made_by_smcd(&a);
+        return cf >= 0 && df >= 0 && !(cf & O_NONBLOCK) && (df & O_NONBLOCK) && made_by_smcd(&a, true);
 }
 
 /* A listener entry (smc_inherit_parse_listener()): FD is the listening TCP socket of
@@ -6261,14 +6265,15 @@ static void exec_inherit_listener(const char *p, size_t len) {
         l = sizeof(domain);
         if (sys_getsockopt(le.fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0 || (domain != AF_INET && domain != AF_INET6))
                 return;
-        if (le.listener_id != 0)
-                /* the old image's program's flag: T's file flag is shared with the
-                 * other holders, whose libraries set it (siblings starting at once) */
-                fl = (le.flags & SMC_INHERIT_LF_NONBLOCK) ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
         current = le.chan >= 0 && !adopt_give_up && inherit_chan_ok(le.chan);
         if (le.dchan >= 0 && (le.chan < 0 || adopt_give_up || !inherit_dchan_ok(le.chan, le.dchan)))
                 le.dchan = -1; /* (not closed: a number we cannot tell is ours, as CHAN's) */
         ours = current || le.dchan >= 0;
+        if (le.listener_id != 0 && ours)
+                /* the old image's program's flag: T's file flag is shared with the
+                 * other holders, whose libraries set it (siblings starting at once);
+                 * not from an entry whose channel is none of smcd's */
+                fl = (le.flags & SMC_INHERIT_LF_NONBLOCK) ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
         if (ours && !reg) {
                 /* this image takes no SMC (SMCPROTO_DISABLE, io_uring): a channel it never
                  * reads would hold connections until smcd gives up on it */
@@ -6335,14 +6340,18 @@ static void exec_inherit_one(const char *p, size_t len) {
                 smc_debug("exec: " SMC_INHERIT_ENV " entry \"%.*s\" is malformed: ignored", (int) (len < 200 ? len : 200), p);
                 return;
         }
-        /* X must be the socketpair end the entry says (made by an smcd); anything
-         * else is left alone */
+        /* X must be the socketpair end the entry says (made by an smcd, with a
+         * doorbell's send buffer: smcd asks for the kernel's smallest); anything else
+         * is left alone */
         {
                 struct ucred cr;
                 socklen_t cl = sizeof(cr);
+                int sb = 0;
+                socklen_t sl = sizeof(sb);
 
                 if (!fd_is_stream(e.x, AF_UNIX) || sock_lookup(e.x) ||
-                    sys_getsockopt(e.x, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !made_by_smcd(&cr)) {
+                    sys_getsockopt(e.x, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb > DOORBELL_SNDBUF_MAX ||
+                    sys_getsockopt(e.x, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !made_by_smcd(&cr, false)) {
                         smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged AF_UNIX stream socket "
                                   "of smcd's: ignored",
                                   e.x);

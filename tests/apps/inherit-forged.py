@@ -7,8 +7,9 @@
 # SOCK_STREAM pair (6, 7) and an AF_INET listener (8), then execs itself under the
 # library (LD_PRELOAD=$SMCRUN_LIB) with each forged value; the new image checks that
 # 4..7 are open with their flags unchanged and still carry data between them, and that
-# listener 8 accepts with a right IPv4 peer address. Prints one line; exit 0 if all
-# held.
+# listener 8 accepts with a right IPv4 peer address, and listener 3 stays blocking.
+# Prints one line; exit 0 if all held. (Not covered, and not refused: a pair made by a
+# process of smcd's uid that is gone since; smcrun(1) ENVIRONMENT.)
 import fcntl
 import os
 import socket
@@ -22,6 +23,8 @@ FORGED = [
     ("L:3:0:6:1:7", {}),                          # a stream pair as the channel
     ("L:8:1", {}),                                # an INET6 flag on an AF_INET listener
     ("6:-1:1:2:16384:3:16384:0:0:0", {}),         # a connection entry naming 6
+    ("L:3:4:4:1:5,6:-1:1:2:16384:3:16384:0:0:0", {"SMCD_RUNTIME_DIR": "/nonexistent"}),  # no smcd
+    ("L:3:4:4:1", {}),                            # the nonblocking flag, no copy
 ]
 
 
@@ -35,6 +38,8 @@ def child(case):
             continue
         if fl & fcntl.FD_CLOEXEC:
             bad.append("fd %d got close-on-exec" % fd)
+    if fcntl.fcntl(3, fcntl.F_GETFL) & os.O_NONBLOCK:
+        bad.append("listener 3 turned nonblocking")
     if not bad:
         nb = fcntl.fcntl(5, fcntl.F_GETFL) & os.O_NONBLOCK
         if not nb or fcntl.fcntl(4, fcntl.F_GETFL) & os.O_NONBLOCK:
