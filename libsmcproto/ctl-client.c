@@ -513,6 +513,25 @@ uint32_t smc_ctl_client_instance_file(void) {
         return v;
 }
 
+bool smc_ctl_client_was_daemon(pid_t pid) {
+        char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
+        int32_t pids[SMC_CTL_INSTANCE_PIDS];
+        bool found = false;
+        int fd;
+
+        if (pid <= 0 || smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
+                return false;
+        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
+                               O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return false;
+        if (sys_pread(fd, pids, sizeof(pids), SMC_CTL_INSTANCE_PIDS_OFF) == (ssize_t) sizeof(pids))
+                for (unsigned i = 0; i < SMC_CTL_INSTANCE_PIDS && !found; i++)
+                        found = pids[i] == (int32_t) pid;
+        sys_close(fd);
+        return found;
+}
+
 uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
         uint32_t i = 0;
 

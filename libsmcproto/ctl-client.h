@@ -27,6 +27,7 @@
  * its own connection (closing its inherited copy of the parent's).
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -81,6 +82,11 @@ pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
 /* The same, and smcd's uid into *@ret_uid (if not NULL; 0 when smcd cannot be
  * reached). */
 pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid);
+
+/* Was @pid one of the last smcd processes that served the runtime directory (the
+ * pids in its instance file, ctl-proto.h SMC_CTL_INSTANCE_PIDS_OFF)? false if not, or
+ * if the file cannot be read. One open and pread(2), no smcd round trip. */
+bool smc_ctl_client_was_daemon(pid_t pid);
 
 /* The path of file @name in smcd's runtime directory (beside its socket) into @path
  * (@size bytes). Returns 0, or -ENAMETOOLONG when it does not fit. */

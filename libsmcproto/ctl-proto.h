@@ -313,6 +313,14 @@
 #define SMC_CTL_INSTANCE_NAME "instance" /* beside the socket: smcd's HELLO_REPLY.instance
                                           * (4 bytes, host order, offset 0), rewritten in
                                           * place at every start (REREG) */
+/* In the same file, from byte SMC_CTL_INSTANCE_PIDS_OFF: the process ids of the last
+ * SMC_CTL_INSTANCE_PIDS smcd processes that served this runtime directory (int32, host
+ * order, oldest first, 0 = none), the running one last, written in place at every
+ * start. A library that inherits an earlier smcd's socketpair (an accept channel
+ * across exec, SMCRUN_INHERIT) tells it from one any other process made by its
+ * creator (SO_PEERCRED) being one of them. */
+#define SMC_CTL_INSTANCE_PIDS_OFF 8
+#define SMC_CTL_INSTANCE_PIDS 16
 #define SMC_CTL_RUNDIR_ENV "SMCD_RUNTIME_DIR"
 #define SMC_CTL_MAX_MSG 256 /* bytes: no message is larger */
 #define SMC_CTL_MAX_FDS 4

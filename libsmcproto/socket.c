@@ -6191,12 +6191,13 @@ static bool inherit_chan_ok(int chan) {
 
 /* Could the unix socket pair whose creator's credentials are @cr (SO_PEERCRED of
  * either end: a socketpair's ends carry their creator's) be an smcd's: the running
- * one, or an earlier one (a process that is gone, of the running smcd's uid)? Never
- * one this process made (exec keeps the pid), nor one of another live process: an
- * entry that names the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them
- * alone. With no smcd to ask: false if @need_smcd, else any other creator (a
- * connection's X is then reset rather than handed over bare; the caller checks the
- * doorbell's send buffer first). */
+ * one, or an earlier one (a process of the running smcd's uid that is gone, and that
+ * the instance file lists as an smcd of this runtime directory)? Never one this
+ * process made (exec keeps the pid), nor one of another process: an entry that names
+ * the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them alone. With no
+ * smcd to ask: false if @need_smcd, else any other creator (a connection's X is then
+ * reset rather than handed over bare; the caller checks the doorbell's send buffer
+ * first). */
 static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
         uid_t duid = 0;
         pid_t daemon;
@@ -6208,7 +6209,7 @@ static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
                 return !need_smcd;
         if (cr->pid == daemon)
                 return true;
-        return cr->uid == duid && kill(cr->pid, 0) < 0 && errno == ESRCH;
+        return cr->uid == duid && smc_ctl_client_was_daemon(cr->pid) && kill(cr->pid, 0) < 0 && errno == ESRCH;
 }
 
 /* Are @chan and @dchan the two ends of one socketpair an smcd made (an earlier one

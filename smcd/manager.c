@@ -1035,8 +1035,22 @@ static void write_instance_file(Manager *m) {
         if (fd < 0)
                 r = -errno;
         else {
+                /* the pids of the smcds before us, then ours (ctl-proto.h) */
+                int32_t pids[SMC_CTL_INSTANCE_PIDS] = { 0 }, next[SMC_CTL_INSTANCE_PIDS] = { 0 };
+                ssize_t n = pread(fd, pids, sizeof(pids), SMC_CTL_INSTANCE_PIDS_OFF);
+                unsigned k = 0;
+
+                for (unsigned i = 0; n == (ssize_t) sizeof(pids) && i < SMC_CTL_INSTANCE_PIDS; i++)
+                        if (pids[i] > 0 && pids[i] != (int32_t) getpid())
+                                next[k++] = pids[i];
+                if (k == SMC_CTL_INSTANCE_PIDS) {
+                        memmove(next, next + 1, sizeof(next) - sizeof(next[0]));
+                        k--;
+                }
+                next[k] = (int32_t) getpid();
                 if (fchmod(fd, 0644) < 0 ||
-                    pwrite(fd, &m->instance, sizeof(m->instance), 0) != (ssize_t) sizeof(m->instance))
+                    pwrite(fd, &m->instance, sizeof(m->instance), 0) != (ssize_t) sizeof(m->instance) ||
+                    pwrite(fd, next, sizeof(next), SMC_CTL_INSTANCE_PIDS_OFF) != (ssize_t) sizeof(next))
                         r = errno ? -errno : -EIO;
                 close(fd);
         }

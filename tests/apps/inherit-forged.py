@@ -8,8 +8,8 @@
 # library (LD_PRELOAD=$SMCRUN_LIB) with each forged value; the new image checks that
 # 4..7 are open with their flags unchanged and still carry data between them, and that
 # listener 8 accepts with a right IPv4 peer address, and listener 3 stays blocking.
-# Prints one line; exit 0 if all held. (Not covered, and not refused: a pair made by a
-# process of smcd's uid that is gone since; smcrun(1) ENVIRONMENT.)
+# Pairs made here, and pairs made by a process of this uid that is gone since. Prints
+# one line; exit 0 if all held.
 import fcntl
 import os
 import socket
@@ -25,6 +25,10 @@ FORGED = [
     ("6:-1:1:2:16384:3:16384:0:0:0", {}),         # a connection entry naming 6
     ("L:3:4:4:1:5,6:-1:1:2:16384:3:16384:0:0:0", {"SMCD_RUNTIME_DIR": "/nonexistent"}),  # no smcd
     ("L:3:4:4:1", {}),                            # the nonblocking flag, no copy
+    # the pairs made by a process of this uid (smcd's, when both run as root) that is
+    # gone: only an smcd listed in the instance file counts
+    ("L:3:0:4:1:5", {"GONE": "1"}),
+    ("L:3:4:4:ffffffffffffffff:5,6:-1:1:2:16384:3:16384:0:0:0", {"GONE": "1"}),
 ]
 
 
@@ -80,8 +84,22 @@ for i, (val, extra) in enumerate(FORGED):
     t = socket.socket()
     t.bind(("127.0.0.1", 0))
     t.listen(8)
-    p4, p5 = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    p6, p7 = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if extra.get("GONE"):
+        # made by a child that passes them here and exits
+        r, w = socket.socketpair()
+        if os.fork() == 0:
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            socket.send_fds(w, [b"x"], [a.fileno(), b.fileno(), c.fileno(), d.fileno()])
+            os._exit(0)
+        _, fds, _, _ = socket.recv_fds(r, 1, 4)
+        os.wait()
+        r.close()
+        w.close()
+        p4, p5, p6, p7 = (socket.socket(fileno=f) for f in fds)
+    else:
+        p4, p5 = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        p6, p7 = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     l8 = socket.socket()
     l8.bind(("127.0.0.1", 0))
     l8.listen(8)
