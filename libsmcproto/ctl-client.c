@@ -495,41 +495,40 @@ int smc_ctl_client_file_path(const char *name, char *path, size_t size) {
         return 0;
 }
 
-uint32_t smc_ctl_client_instance_file(void) {
+/* Read @len bytes at @off of the runtime directory's instance file into @buf. Returns
+ * true if they were all there. One open and pread(2). */
+static bool instance_file_read(void *buf, size_t len, off_t off) {
         char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
-        uint32_t v = 0;
+        bool ok;
         int fd;
 
         if (smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
-                return 0;
+                return false;
         /* (O_NOCTTY: a terminal put in its place must not become ours) */
         fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
                                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
-                return 0;
-        if (sys_pread(fd, &v, sizeof(v), 0) != (ssize_t) sizeof(v))
-                v = 0;
+                return false;
+        ok = sys_pread(fd, buf, len, off) == (ssize_t) len;
         sys_close(fd);
-        return v;
+        return ok;
+}
+
+uint32_t smc_ctl_client_instance_file(void) {
+        uint32_t v = 0;
+
+        return instance_file_read(&v, sizeof(v), 0) ? v : 0;
 }
 
 bool smc_ctl_client_was_daemon(pid_t pid) {
-        char path[sizeof(((struct sockaddr_un *) 0)->sun_path) + 16];
         int32_t pids[SMC_CTL_INSTANCE_PIDS];
-        bool found = false;
-        int fd;
 
-        if (pid <= 0 || smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
+        if (pid <= 0 || !instance_file_read(pids, sizeof(pids), SMC_CTL_INSTANCE_PIDS_OFF))
                 return false;
-        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
-                               O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0)
-                return false;
-        if (sys_pread(fd, pids, sizeof(pids), SMC_CTL_INSTANCE_PIDS_OFF) == (ssize_t) sizeof(pids))
-                for (unsigned i = 0; i < SMC_CTL_INSTANCE_PIDS && !found; i++)
-                        found = pids[i] == (int32_t) pid;
-        sys_close(fd);
-        return found;
+        for (unsigned i = 0; i < SMC_CTL_INSTANCE_PIDS; i++)
+                if (pids[i] == (int32_t) pid)
+                        return true;
+        return false;
 }
 
 uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {

@@ -182,12 +182,54 @@ static ssize_t recv_batch(SockDiag *d) {
         }
 }
 
+/* Call @cb(type, payload, payload length, @userdata) for each attribute of the
+ * netlink message @h after its family header of @hdr bytes; a truncated attribute
+ * ends the walk. */
+static void for_each_attr(const struct nlmsghdr *h, size_t hdr,
+                          void (*cb)(uint16_t type, const void *p, size_t len, void *userdata), void *userdata) {
+        size_t hl = NLMSG_ALIGN(hdr);
+        int len = (int) h->nlmsg_len - (int) NLMSG_LENGTH(hl);
+        const struct nlattr *a = (const struct nlattr *) ((const uint8_t *) NLMSG_DATA(h) + hl);
+
+        while (len >= (int) sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len) {
+                cb(a->nla_type & NLA_TYPE_MASK, (const uint8_t *) a + NLA_HDRLEN, a->nla_len - NLA_HDRLEN, userdata);
+                len -= (int) NLA_ALIGN(a->nla_len);
+                a = (const struct nlattr *) ((const uint8_t *) a + NLA_ALIGN(a->nla_len));
+        }
+}
+
+/* An inet_diag attribute into the SockDiagInfo @userdata. */
+static void inet_attr(uint16_t type, const void *p, size_t pl, void *userdata) {
+        SockDiagInfo *ret = userdata;
+
+        switch (type) {
+        case INET_DIAG_SKMEMINFO:
+                if (pl >= sizeof(uint32_t) * (SK_MEMINFO_SNDBUF + 1)) {
+                        const uint32_t *v = p;
+
+                        ret->have_mem = true;
+                        ret->rcvbuf = v[SK_MEMINFO_RCVBUF];
+                        ret->sndbuf = v[SK_MEMINFO_SNDBUF];
+                }
+                break;
+        case INET_DIAG_INFO:
+                if (pl >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(uint64_t)) {
+                        struct tcp_info ti = {};
+
+                        memcpy(&ti, p, pl < sizeof(ti) ? pl : sizeof(ti));
+                        ret->have_bytes = true;
+                        ret->bytes_acked = ti.tcpi_bytes_acked;
+                        ret->bytes_received = ti.tcpi_bytes_received;
+                }
+                break;
+        default:
+                break;
+        }
+}
+
 /* Parse one SOCK_DIAG_BY_FAMILY answer. Returns 0 or -EBADMSG. */
 static int parse_msg(const struct nlmsghdr *h, SockDiagInfo *ret) {
         const struct inet_diag_msg *m = NLMSG_DATA(h);
-        size_t hl = NLMSG_ALIGN(sizeof(*m));
-        const struct nlattr *a;
-        int len;
 
         if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || (m->idiag_family != AF_INET && m->idiag_family != AF_INET6))
                 return -EBADMSG;
@@ -199,39 +241,7 @@ static int parse_msg(const struct nlmsghdr *h, SockDiagInfo *ret) {
         ret->cookie = (uint64_t) m->id.idiag_cookie[0] | (uint64_t) m->id.idiag_cookie[1] << 32;
         addr_from_id(m->idiag_family, m->id.idiag_src, m->id.idiag_sport, m->id.idiag_if, &ret->local);
         addr_from_id(m->idiag_family, m->id.idiag_dst, m->id.idiag_dport, m->id.idiag_if, &ret->peer);
-
-        len = (int) h->nlmsg_len - (int) NLMSG_LENGTH(hl);
-        a = (const struct nlattr *) ((const uint8_t *) NLMSG_DATA(h) + hl);
-        while (len >= (int) sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len) {
-                const void *p = (const uint8_t *) a + NLA_HDRLEN;
-                size_t pl = a->nla_len - NLA_HDRLEN;
-
-                switch (a->nla_type & NLA_TYPE_MASK) {
-                case INET_DIAG_SKMEMINFO:
-                        if (pl >= sizeof(uint32_t) * (SK_MEMINFO_SNDBUF + 1)) {
-                                const uint32_t *v = p;
-
-                                ret->have_mem = true;
-                                ret->rcvbuf = v[SK_MEMINFO_RCVBUF];
-                                ret->sndbuf = v[SK_MEMINFO_SNDBUF];
-                        }
-                        break;
-                case INET_DIAG_INFO:
-                        if (pl >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(uint64_t)) {
-                                struct tcp_info ti = {};
-
-                                memcpy(&ti, p, pl < sizeof(ti) ? pl : sizeof(ti));
-                                ret->have_bytes = true;
-                                ret->bytes_acked = ti.tcpi_bytes_acked;
-                                ret->bytes_received = ti.tcpi_bytes_received;
-                        }
-                        break;
-                default:
-                        break;
-                }
-                len -= (int) NLA_ALIGN(a->nla_len);
-                a = (const struct nlattr *) ((const uint8_t *) a + NLA_ALIGN(a->nla_len));
-        }
+        for_each_attr(h, sizeof(*m), inet_attr, ret);
         return 0;
 }
 
@@ -346,61 +356,59 @@ int sockdiag_dump(SockDiag *d, int family, uint32_t states, bool ext, int (*cb)(
         }
 }
 
-int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
+/* The unix_diag answer for the socket of inode @ino (@show: UDIAG_SHOW_* attributes
+ * asked for): 0 with *@ret its message (in d->buf), -ENOENT (no such socket), -EINVAL
+ * (@ino 0 or wider than 32 bits), -EBADMSG, -ETIMEDOUT, -errno. */
+static int unix_lookup(SockDiag *d, uint64_t ino, uint32_t show, const struct nlmsghdr **ret) {
         struct unix_diag_req req = {
                 .sdiag_family = AF_UNIX,
                 .udiag_states = ~0u,
                 .udiag_ino = (uint32_t) ino,
+                .udiag_show = show,
                 .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
         };
-        const struct nlmsghdr *h;
+        const struct unix_diag_msg *um;
         int r;
 
         if (ino == 0 || ino > UINT32_MAX)
                 return -EINVAL;
         r = send_req_raw(d, &req, sizeof(req), 0);
         if (r >= 0)
-                r = exact_reply(d, &h);
+                r = exact_reply(d, ret);
+        if (r < 0)
+                return r;
+        um = NLMSG_DATA(*ret);
+        if ((*ret)->nlmsg_len < NLMSG_LENGTH(sizeof(*um)) || um->udiag_family != AF_UNIX ||
+            um->udiag_ino != (uint32_t) ino)
+                return -EBADMSG;
+        return 0;
+}
+
+int sockdiag_unix_exists(SockDiag *d, uint64_t ino) {
+        const struct nlmsghdr *h;
+        int r = unix_lookup(d, ino, 0, &h);
+
         return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 
-int sockdiag_unix_peer(SockDiag *d, uint64_t ino, uint64_t *ret_peer) {
-        struct unix_diag_req req = {
-                .sdiag_family = AF_UNIX,
-                .udiag_states = ~0u,
-                .udiag_ino = (uint32_t) ino,
-                .udiag_show = UDIAG_SHOW_PEER,
-                .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
-        };
-        const struct unix_diag_msg *um;
-        const struct nlmsghdr *h;
-        const struct nlattr *a;
-        size_t hl = NLMSG_ALIGN(sizeof(*um));
-        int len, r;
+/* UNIX_DIAG_PEER into the uint64_t @userdata. */
+static void peer_attr(uint16_t type, const void *p, size_t len, void *userdata) {
+        if (type == UNIX_DIAG_PEER && len >= sizeof(uint32_t)) {
+                uint32_t peer;
 
-        if (ino == 0 || ino > UINT32_MAX)
-                return -EINVAL;
-        r = send_req_raw(d, &req, sizeof(req), 0);
-        if (r >= 0)
-                r = exact_reply(d, &h);
+                memcpy(&peer, p, sizeof(peer));
+                *(uint64_t *) userdata = peer;
+        }
+}
+
+int sockdiag_unix_peer(SockDiag *d, uint64_t ino, uint64_t *ret_peer) {
+        const struct nlmsghdr *h;
+        int r = unix_lookup(d, ino, UDIAG_SHOW_PEER, &h);
+
         if (r < 0)
                 return r;
-        um = NLMSG_DATA(h);
-        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*um)) || um->udiag_family != AF_UNIX || um->udiag_ino != (uint32_t) ino)
-                return -EBADMSG;
         *ret_peer = 0;
-        len = (int) h->nlmsg_len - (int) NLMSG_LENGTH(hl);
-        a = (const struct nlattr *) ((const uint8_t *) NLMSG_DATA(h) + hl);
-        while (len >= (int) sizeof(*a) && a->nla_len >= sizeof(*a) && a->nla_len <= len) {
-                if ((a->nla_type & NLA_TYPE_MASK) == UNIX_DIAG_PEER && a->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
-                        uint32_t peer;
-
-                        memcpy(&peer, (const uint8_t *) a + NLA_HDRLEN, sizeof(peer));
-                        *ret_peer = peer;
-                }
-                len -= (int) NLA_ALIGN(a->nla_len);
-                a = (const struct nlattr *) ((const uint8_t *) a + NLA_ALIGN(a->nla_len));
-        }
+        for_each_attr(h, sizeof(struct unix_diag_msg), peer_attr, ret_peer);
         return 0;
 }
 
