@@ -6072,6 +6072,30 @@ static void tcp_received(int fd) {
                   r < 0 ? "stays one: " : "an SMC listener", r < 0 ? strerror(-r) : "");
 }
 
+/* Is @fd an AF_UNIX socket of @type (SOCK_STREAM, SOCK_SEQPACKET) that this library
+ * does not manage? Its SO_PEERCRED in @cr (a socketpair's ends carry their
+ * creator's; pid > 0). */
+static bool unmanaged_unix(int fd, int type, struct ucred *cr) {
+        int v, t;
+        socklen_t vl = sizeof(v), tl = sizeof(t), cl = sizeof(*cr);
+
+        return fd >= 0 && sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) == 0 && v == AF_UNIX &&
+               sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &tl) == 0 && t == type && !sock_lookup(fd) &&
+               sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0 && cr->pid > 0;
+}
+
+/* Could @fd be the X of a doorbell pair (a received or inherited SMC-D connection)?
+ * An unmanaged unix stream socket made by another process, with the kernel's
+ * smallest send buffer (smcd asks for 1 byte). Its SO_PEERCRED in @cr, for the
+ * caller's check of the creator. */
+static bool doorbell_x_like(int fd, struct ucred *cr) {
+        int sb = 0;
+        socklen_t sl = sizeof(sb);
+
+        return unmanaged_unix(fd, SOCK_STREAM, cr) && cr->pid != getpid() &&
+               sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) == 0 && sb <= DOORBELL_SNDBUF_MAX;
+}
+
 /* @fd arrived from another process: if it is the X of an SMC-D connection (a stream
  * socket pair end that smcd made: its SO_PEERCRED is smcd's), ask smcd for the
  * connection (ADOPT_FD) and make @fd that SMC socket, shared, as after fork(). One
@@ -6080,7 +6104,6 @@ static void fd_received(int fd, size_t off, void *arg) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS], n, r;
         struct ucred cr;
-        socklen_t cl = sizeof(cr);
         struct smc_inherit_entry e;
         pid_t daemon;
 
@@ -6092,15 +6115,9 @@ static void fd_received(int fd, size_t off, void *arg) {
                 tcp_received(fd);
                 return;
         }
-        int sb = 0;
-        socklen_t sl = sizeof(sb);
-
-        /* the X of a doorbell pair has the kernel's smallest send buffer (smcd asks for
-         * 1 byte): any other unix stream socket is the program's own, and costs no
-         * round trip to smcd (a process that never used SMC would connect to it) */
-        if (sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || cr.pid == getpid() ||
-            !fd_is_stream(fd, AF_UNIX) || sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 ||
-            sb > DOORBELL_SNDBUF_MAX)
+        /* any other unix stream socket is the program's own, and costs no round trip
+         * to smcd (a process that never used SMC would connect to it) */
+        if (!doorbell_x_like(fd, &cr))
                 return;
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
         if (daemon <= 0) {
@@ -6173,17 +6190,12 @@ void smc_fds_received(const struct msghdr *msg) {
  * process talks to (a connection to smcd.sock has a named peer: it is no channel). */
 static bool inherit_chan_ok(int chan) {
         struct ucred cr;
-        socklen_t cl = sizeof(cr);
         struct sockaddr_un peer;
         socklen_t pl = sizeof(peer);
-        int v, t;
-        socklen_t vl = sizeof(v), tl = sizeof(t);
         pid_t daemon;
 
-        if (sys_getsockopt(chan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
-            sys_getsockopt(chan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET ||
-            sys_getpeername(chan, (struct sockaddr *) &peer, &pl) < 0 || pl > sizeof(sa_family_t) ||
-            sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0 || sock_lookup(chan))
+        if (!unmanaged_unix(chan, SOCK_SEQPACKET, &cr) ||
+            sys_getpeername(chan, (struct sockaddr *) &peer, &pl) < 0 || pl > sizeof(sa_family_t))
                 return false;
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
         return daemon > 0 && cr.pid == daemon;
@@ -6219,15 +6231,10 @@ static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
  * the pairing itself before it takes them (F_REVIVE). */
 static bool inherit_dchan_ok(int chan, int dchan) {
         struct ucred a, b;
-        socklen_t al = sizeof(a), bl = sizeof(b);
-        int v, t, cf, df;
-        socklen_t vl = sizeof(v), tl = sizeof(t);
+        int cf, df;
 
-        if (sys_getsockopt(dchan, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 || v != AF_UNIX ||
-            sys_getsockopt(dchan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET || sock_lookup(dchan) ||
-            sys_getsockopt(chan, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != SOCK_SEQPACKET || sock_lookup(chan) ||
-            sys_getsockopt(chan, SOL_SOCKET, SO_PEERCRED, &a, &al) < 0 ||
-            sys_getsockopt(dchan, SOL_SOCKET, SO_PEERCRED, &b, &bl) < 0 || a.pid != b.pid || a.uid != b.uid)
+        if (!unmanaged_unix(chan, SOCK_SEQPACKET, &a) || !unmanaged_unix(dchan, SOCK_SEQPACKET, &b) ||
+            a.pid != b.pid || a.uid != b.uid)
                 return false;
         cf = sys_fcntl(chan, F_GETFL, 0);
         df = sys_fcntl(dchan, F_GETFL, 0);
@@ -6346,13 +6353,8 @@ static void exec_inherit_one(const char *p, size_t len) {
          * is left alone */
         {
                 struct ucred cr;
-                socklen_t cl = sizeof(cr);
-                int sb = 0;
-                socklen_t sl = sizeof(sb);
 
-                if (!fd_is_stream(e.x, AF_UNIX) || sock_lookup(e.x) ||
-                    sys_getsockopt(e.x, SOL_SOCKET, SO_SNDBUF, &sb, &sl) < 0 || sb > DOORBELL_SNDBUF_MAX ||
-                    sys_getsockopt(e.x, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !made_by_smcd(&cr, false)) {
+                if (!doorbell_x_like(e.x, &cr) || !made_by_smcd(&cr, false)) {
                         smc_debug("exec: " SMC_INHERIT_ENV " entry for fd %d: not an unmanaged AF_UNIX stream socket "
                                   "of smcd's: ignored",
                                   e.x);

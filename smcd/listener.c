@@ -614,6 +614,21 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                                   o->id);
                         return listen_reply_revived(c, req, o);
                 }
+        }
+        /* each listener holds a channel end here: a uid may not fill our table
+         * (checked before the channel is made; a revive that found its listener
+         * registered again above adds none) */
+        {
+                UidUsage *u = uid_usage(m, c->uid, false);
+
+                if (m->config.max_listeners_per_uid && u && u->listeners >= m->config.max_listeners_per_uid) {
+                        free(l);
+                        return client_send_error(c, req->hdr.seq, EMFILE, 0,
+                                                 "uid %u has %" PRIu64 " SMC listeners (max_listeners_per_uid)",
+                                                 (unsigned) c->uid, u->listeners);
+                }
+        }
+        if (revive) {
                 pair[0] = fcntl(chan_d, F_DUPFD_CLOEXEC, 3);
                 if (pair[0] < 0) {
                         r = -errno;
@@ -630,20 +645,6 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
                 }
                 l->chan_ino = fstat(pair[1], &cs) == 0 ? cs.st_ino : 0;
                 l->chan_d_ino = fstat(pair[0], &ds) == 0 ? ds.st_ino : 0;
-        }
-        /* each listener holds a channel end here: a uid may not fill our table */
-        {
-                UidUsage *u = uid_usage(m, c->uid, false);
-
-                if (m->config.max_listeners_per_uid && u && u->listeners >= m->config.max_listeners_per_uid) {
-                        close(pair[0]);
-                        if (pair[1] >= 0)
-                                close(pair[1]);
-                        free(l);
-                        return client_send_error(c, req->hdr.seq, EMFILE, 0,
-                                                 "uid %u has %" PRIu64 " SMC listeners (max_listeners_per_uid)",
-                                                 (unsigned) c->uid, u->listeners);
-                }
         }
         /* (the file's flag: also on a revived channel, whose client never uses D) */
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
