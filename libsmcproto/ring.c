@@ -137,6 +137,7 @@
 #define PEER_EOF_FLAGS (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT)
 
 void (*smc_ring_idle_hook)(void);
+void (*smc_ring_hold_hook)(struct smc_ring_ep *ep);
 
 static inline void ring_idle(void) {
         void (*h)(void) = __atomic_load_n(&smc_ring_idle_hook, __ATOMIC_RELAXED);
@@ -1261,6 +1262,16 @@ out:
         /* a shutdown(SHUT_WR) another thread asked for while we held the lock */
         if (__atomic_exchange_n(&ep->wr_shut_pending, false, __ATOMIC_RELAXED))
                 (void) tx_shutdown_locked(ep);
+        /* bytes left held back: TCP sends them after at most 200 ms even if the
+         * program never uncorks (tcp(7), TCP_CORK): queue that push */
+        if ((ep->tx_unpub > 0 || ep->held_after_close) && !ep->hold_armed) {
+                void (*h)(struct smc_ring_ep *) = __atomic_load_n(&smc_ring_hold_hook, __ATOMIC_RELAXED);
+
+                if (h) {
+                        ep->hold_armed = true;
+                        h(ep);
+                }
+        }
         if (shared)
                 tx_unlock_shared(ep);
         pthread_mutex_unlock(&ep->tx_lock);
@@ -1341,6 +1352,15 @@ static void tx_push_held(struct smc_ring_ep *ep) {
 
 int smc_ring_flush(struct smc_ring_ep *ep) {
         pthread_mutex_lock(&ep->tx_lock);
+        tx_push_held(ep);
+        pthread_mutex_unlock(&ep->tx_lock);
+        return 0;
+}
+
+int smc_ring_flush_held_try(struct smc_ring_ep *ep) {
+        if (pthread_mutex_trylock(&ep->tx_lock) != 0)
+                return -EBUSY;
+        ep->hold_armed = false;
         tx_push_held(ep);
         pthread_mutex_unlock(&ep->tx_lock);
         return 0;

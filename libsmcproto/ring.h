@@ -32,6 +32,13 @@
  * restarted smcd (rereg_idle_check). Must not take ring locks. */
 extern void (*smc_ring_idle_hook)(void);
 
+/* Called (if set), with the ring's tx_lock held, when a send leaves bytes held back
+ * (TCP_CORK, MSG_MORE) and no push of them is queued yet (ep->hold_armed, which it
+ * sets first): socket.c queues smc_ring_flush_held_try() for TCP's 200 ms ceiling.
+ * Must not take ring locks. */
+struct smc_ring_ep;
+extern void (*smc_ring_hold_hook)(struct smc_ring_ep *ep);
+
 struct smc_ring_ep {
         /* our DMB (rx): the peer writes, we read */
         struct smc_dmb_hdr *rx_hdr;
@@ -57,6 +64,8 @@ struct smc_ring_ep {
         bool tentative;        /* we hold the peer's bell TENTATIVE (tx_lock) */
         bool tentative_idle;   /* ... taken while the reader was IDLE */
         bool corked;          /* TCP_CORK on */
+        bool hold_armed;      /* a push of the held bytes is queued (smc_ring_hold_hook;
+                               * tx_lock) */
         bool wr_shut;         /* we did shutdown(SHUT_WR) */
         bool wr_shut_pending; /* SHUT_WR asked while a sender held tx_lock (atomic) */
         bool rd_shut;         /* we did shutdown(SHUT_RD) */
@@ -175,6 +184,11 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
  * send (held bytes for a peer that closed are the one send TCP takes after the peer's
  * FIN, as at uncork). */
 int smc_ring_flush(struct smc_ring_ep *ep);
+
+/* The push smc_ring_hold_hook queued: as smc_ring_flush(), if no other thread holds
+ * tx_lock (a sender then either publishes the batch or holds it on: try again
+ * later). Clears ep->hold_armed. Returns 0, or -EBUSY (nothing done). */
+int smc_ring_flush_held_try(struct smc_ring_ep *ep);
 
 /* TCP_CORK on/off; turning it off flushes. Returns 0, as TCP's setsockopt: a peer that
  * is gone is reported by the next send (held bytes for a peer that closed count as the

@@ -328,6 +328,12 @@ struct smc_sock {
         struct ew_set *ew_home;
         unsigned ew_home_idx;
 
+        /* the queued push of bytes held back (hold_queue(), under hold_lock) */
+        struct smc_sock *hold_prev, *hold_next;
+        uint64_t hold_deadline_ns; /* CLOCK_MONOTONIC */
+        bool hold_linked;
+        _Atomic bool hold_ever; /* ever queued: its close takes hold_lock */
+
         struct smc_sock *free_next;
 };
 
@@ -400,7 +406,10 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
         return s;
 }
 
+static void hold_forget(struct smc_sock *s);
+
 static void sock_release(struct smc_sock *s) {
+        hold_forget(s);
         pthread_mutex_lock(&table_lock);
         s->free_next = NULL;
         if (free_tail)
@@ -1203,6 +1212,190 @@ __attribute__((constructor)) static void rereg_init(void) {
         __atomic_store_n(&smc_ring_idle_hook, rereg_idle_check, __ATOMIC_RELAXED);
 }
 
+/* ---- The 200 ms ceiling of a cork -------------------------------------------------
+ * TCP sends what TCP_CORK or MSG_MORE held back after at most 200 ms even if the
+ * program never uncorks nor sends again (tcp(7)); a program that ends a request with
+ * MSG_MORE and waits for the reply works over TCP. A ring publishes held bytes only
+ * in a call of the program, so the library queues each connection that a send left
+ * with bytes held (smc_ring_hold_hook, once per held batch: ep->hold_armed) and one
+ * thread of this process, started at the first such send, pushes them at their
+ * deadline (smc_ring_flush_held_try(): not while a sender holds the ring's lock;
+ * then again HOLD_RETRY_NS later). Batches pushed earlier (uncork, a full batch,
+ * TCP_NODELAY) leave their entry to expire with nothing to do. The queue is FIFO with
+ * deadlines that never decrease, so the thread sleeps until the head's deadline;
+ * with an empty queue it ticks every HOLD_CEILING_NS for HOLD_IDLE_TICKS ticks (a
+ * new entry's deadline is never earlier than the tick: no wakeup needed per batch),
+ * then sleeps until a send signals it. Lock order: the ring's tx_lock, then
+ * hold_lock; the thread holds hold_lock while it tries tx_lock (trylock), and a
+ * close takes hold_lock to unlink (hold_forget()): the entry's socket is not closed
+ * under the thread. */
+#define HOLD_CEILING_NS (200u * 1000000u)
+#define HOLD_RETRY_NS (20u * 1000000u)
+#define HOLD_IDLE_TICKS 10u
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond; /* CLOCK_MONOTONIC (hold_init) */
+static struct smc_sock *hold_head, *hold_tail;
+static bool hold_thread_started; /* in this process (cleared in a fork child) */
+static bool hold_idle;           /* the thread waits without a deadline */
+
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* hold_lock held */
+static void hold_append(struct smc_sock *s, uint64_t deadline) {
+        if (hold_tail && deadline < hold_tail->hold_deadline_ns)
+                deadline = hold_tail->hold_deadline_ns;
+        s->hold_deadline_ns = deadline;
+        s->hold_next = NULL;
+        s->hold_prev = hold_tail;
+        if (hold_tail)
+                hold_tail->hold_next = s;
+        else
+                hold_head = s;
+        hold_tail = s;
+        s->hold_linked = true;
+}
+
+/* hold_lock held */
+static void hold_unlink(struct smc_sock *s) {
+        if (!s->hold_linked)
+                return;
+        if (s->hold_prev)
+                s->hold_prev->hold_next = s->hold_next;
+        else
+                hold_head = s->hold_next;
+        if (s->hold_next)
+                s->hold_next->hold_prev = s->hold_prev;
+        else
+                hold_tail = s->hold_prev;
+        s->hold_prev = s->hold_next = NULL;
+        s->hold_linked = false;
+}
+
+static void hold_wait_until(uint64_t deadline) {
+        struct timespec ts = { .tv_sec = (time_t) (deadline / 1000000000u),
+                               .tv_nsec = (long) (deadline % 1000000000u) };
+
+        (void) pthread_cond_timedwait(&hold_cond, &hold_lock, &ts);
+}
+
+static void *hold_main(void *arg) {
+        unsigned ticks = 0;
+
+        (void) arg;
+        pthread_mutex_lock(&hold_lock);
+        for (;;) {
+                struct smc_sock *s = hold_head;
+                uint64_t now = mono_ns();
+
+                if (!s) {
+                        if (ticks >= HOLD_IDLE_TICKS) {
+                                hold_idle = true;
+                                (void) pthread_cond_wait(&hold_cond, &hold_lock);
+                                hold_idle = false;
+                                ticks = 0;
+                        } else {
+                                ticks++;
+                                hold_wait_until(now + HOLD_CEILING_NS);
+                        }
+                        continue;
+                }
+                ticks = 0;
+                if (s->hold_deadline_ns > now) {
+                        hold_wait_until(s->hold_deadline_ns);
+                        continue;
+                }
+                hold_unlink(s);
+                if (smc_ring_flush_held_try(&s->ep) == -EBUSY)
+                        hold_append(s, now + HOLD_RETRY_NS);
+        }
+        return NULL;
+}
+
+/* smc_ring_hold_hook: @ep (a connection's, tx_lock held) has bytes held back. */
+static void hold_queue(struct smc_ring_ep *ep) {
+        struct smc_sock *s = (struct smc_sock *) ((char *) ep - offsetof(struct smc_sock, ep));
+
+        pthread_mutex_lock(&hold_lock);
+        if (!s->hold_linked) {
+                atomic_store_explicit(&s->hold_ever, true, memory_order_relaxed);
+                hold_append(s, mono_ns() + HOLD_CEILING_NS);
+        }
+        if (!hold_thread_started) {
+                pthread_attr_t a;
+                pthread_t t;
+                sigset_t all, old;
+                int r;
+
+                /* signals stay with the program's threads */
+                sigfillset(&all);
+                pthread_sigmask(SIG_SETMASK, &all, &old);
+                pthread_attr_init(&a);
+                pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+                pthread_attr_setstacksize(&a, 64u << 10);
+                r = pthread_create(&t, &a, hold_main, NULL);
+                pthread_attr_destroy(&a);
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
+                if (r == 0)
+                        hold_thread_started = true;
+                else /* (the next held batch tries again; until then, as before: held
+                      * until the program's next call) */
+                        smc_debug("fd %d: no thread for the 200 ms push of held bytes: %s", s->fd, strerror(r));
+        } else if (hold_idle)
+                pthread_cond_signal(&hold_cond);
+        pthread_mutex_unlock(&hold_lock);
+}
+
+/* @s is closed or released: its queued push goes (hold_main() is not pushing it
+ * once this returns). */
+static void hold_forget(struct smc_sock *s) {
+        if (!atomic_load_explicit(&s->hold_ever, memory_order_relaxed))
+                return;
+        pthread_mutex_lock(&hold_lock);
+        hold_unlink(s);
+        pthread_mutex_unlock(&hold_lock);
+}
+
+/* fork(): the child has no such thread, and the parent's queue is not its own (its
+ * entries' bytes are the parent's to push, as before: a held batch at fork is
+ * published by whichever process sends or uncorks next) */
+static void hold_atfork_child(void) {
+        for (struct smc_sock *s = hold_head, *n; s; s = n) {
+                n = s->hold_next;
+                s->hold_prev = s->hold_next = NULL;
+                s->hold_linked = false;
+                s->ep.hold_armed = false;
+        }
+        hold_head = hold_tail = NULL;
+        hold_thread_started = false;
+        hold_idle = false;
+        pthread_mutex_init(&hold_lock, NULL);
+        {
+                pthread_condattr_t ca;
+
+                pthread_condattr_init(&ca);
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+                pthread_cond_init(&hold_cond, &ca);
+                pthread_condattr_destroy(&ca);
+        }
+}
+
+__attribute__((constructor)) static void hold_init(void) {
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&hold_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_atfork(NULL, NULL, hold_atfork_child);
+        __atomic_store_n(&smc_ring_hold_hook, hold_queue, __ATOMIC_RELAXED);
+}
+
 /* Busy polling and the cork flush size of a new connection: the environment wins,
  * then what smcd handed over with it (@c of protocol version 2: its tunables), then
  * the defaults. */
@@ -1583,6 +1776,8 @@ static void sock_teardown(struct smc_sock *s) {
         case SOCK_SMCD: {
                 uint32_t inst = 0;
                 bool abort, tell, later = false;
+
+                hold_forget(s); /* (the close publishes or drops what is held) */
 
                 if (!s->smcr && s->conn_fork_gen != atomic_load(&fork_gen)) {
                         /* set up before a fork(): the other process may still use it

@@ -11,8 +11,9 @@
  *   name: ENOENT), SO_SNDBUF / SO_RCVBUF (twice the ring, as TCP doubles), TCP_MAXSEG
  *   (listener; connected: TCP's advmss bounded by half the peer's ring; set before
  *   connect; bad values), TCP_INFO (length rules, state through shutdown and reset,
- *   path MTU, advmss, byte counters, unsent bytes under cork, rtt, cwnd), and the
- *   ioctls FIONREAD / SIOCOUTQ / SIOCOUTQNSD;
+ *   path MTU, advmss, byte counters, unsent bytes under cork, rtt, cwnd), the
+ *   ioctls FIONREAD / SIOCOUTQ / SIOCOUTQNSD, and bytes held by TCP_CORK or
+ *   MSG_MORE reaching the peer without another call (TCP's 200 ms ceiling);
  *
  * once with defaults and once with options set on the listener and the client before
  * the connection (which the accepted socket inherits, as from a TCP listener), over
@@ -26,6 +27,7 @@
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -601,6 +603,36 @@ static int recv_wait(const struct conn *k, int ms) {
         }
 }
 
+/* TCP sends what a cork or MSG_MORE held back after at most 200 ms, even if the
+ * program never uncorks nor sends again (tcp(7)): a request ended with MSG_MORE gets
+ * its reply. The peer must see the bytes without another call of the sender (waited
+ * for up to 3 s: a bound, not a timing goal). */
+static void cork_ceiling(const struct conn *t, const struct conn *s) {
+        const struct conn *k[2] = { t, s };
+
+        for (int i = 0; i < 2; i++)
+                for (int more = 0; more < 2; more++) {
+                        struct pollfd p = { .fd = k[i]->a, .events = POLLIN };
+                        int one = 1, zero = 0, r;
+                        char b[8];
+                        ssize_t n;
+
+                        if (!more && k[i]->o->setsockopt(k[i]->c, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)) < 0) {
+                                tap(false, "%s %s TCP_CORK: %m", ctx, k[i]->o->label);
+                                continue;
+                        }
+                        n = k[i]->o->send(k[i]->c, "held", 4, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+                        r = k[i]->o->poll(&p, 1, 3000);
+                        tap(n == 4 && r == 1 && (p.revents & POLLIN), "%s %s %s: the held bytes arrive by themselves (send %zd, poll %d revents %#x)",
+                            ctx, k[i]->o->label, more ? "MSG_MORE" : "TCP_CORK", n, r, p.revents);
+                        n = k[i]->o->recv(k[i]->a, b, sizeof(b), MSG_DONTWAIT);
+                        tap(n == 4 && memcmp(b, "held", 4) == 0, "%s %s %s: read %zd", ctx, k[i]->o->label,
+                            more ? "MSG_MORE" : "TCP_CORK", n);
+                        if (!more)
+                                (void) k[i]->o->setsockopt(k[i]->c, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+                }
+}
+
 static void linger_reset_shared(struct conn *t, struct conn *s) {
         const struct conn *k[2] = { t, s };
         struct linger lg = { .l_onoff = 1, .l_linger = 0 };
@@ -676,6 +708,8 @@ static void run(int family, bool opts) {
         segments(&t, &s, opts);
         buffers(&t, &s, opts);
         info_data(&t, &s, opts);
+        if (!opts) /* (the options case is corked already) */
+                cork_ceiling(&t, &s);
         states(&t, &s);
         conn_close(&t);
         conn_close(&s);
