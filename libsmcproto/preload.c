@@ -1238,7 +1238,9 @@ _public_ int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts, c
  * SMC-D connection in the sets and busy-polling on, smc_select() first looks at
  * everything once and spins on the rings for up to busy_poll_ns (signals blocked);
  * only when nothing became ready does it wait in the kernel, with the caller's signal
- * mask, so a signal that came meanwhile interrupts the call as it would have. */
+ * mask, so a signal that came meanwhile interrupts the call as it would have. With
+ * a zero timeout too, smc_select() looks at the rings: data that came while an epoll
+ * set watched the connection has no byte in X (socket.c "epoll watch"). */
 
 DEFINE_REAL(select)
 DEFINE_REAL(pselect)
@@ -1247,8 +1249,7 @@ _public_ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval
         __typeof__(select) *f;
 
         if (nfds > 0 && !(tv && smc_uptr_bad(tv)) &&
-            (!tv || ((tv->tv_sec > 0 || tv->tv_usec > 0) && tv->tv_sec >= 0 && tv->tv_usec >= 0 &&
-                     tv->tv_usec < 1000000))) {
+            (!tv || (tv->tv_sec >= 0 && tv->tv_usec >= 0 && tv->tv_usec < 1000000))) {
                 struct timespec ts = {};
                 int k;
 

@@ -270,8 +270,8 @@ void smc_fds_received(const struct msghdr *msg);
  * to the time not slept as Linux's select does. Returns what select returns (the sets
  * rewritten as the kernel writes them: only the words below @nfds), or
  * SMC_SELECT_UNHANDLED with nothing changed and nothing done: no SMC-D connection to
- * spin on, a zero or invalid timeout, @nfds above FD_SETSIZE: the caller makes the
- * real call. */
+ * spin on (a zero timeout spins on none) and no ring with data X may not show (epoll
+ * watch), an invalid timeout, @nfds above FD_SETSIZE: the caller makes the real call. */
 #define SMC_SELECT_UNHANDLED (-2)
 int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts, const sigset_t *mask);
 

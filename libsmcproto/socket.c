@@ -4734,8 +4734,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
         if (ts) {
                 if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L)
                         return SMC_SELECT_UNHANDLED; /* EINVAL */
-                if (ts->tv_sec == 0 && ts->tv_nsec == 0)
-                        return SMC_SELECT_UNHANDLED;
+                /* (a zero timeout too: no spin, but the rings may have what X does
+                 * not show) */
                 timeout_ns = ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1
                                                                       : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
         }
@@ -4757,8 +4757,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 } else if (rd && FD_ISSET(fd, rd) && ew_set_poll(fd))
                         dirty = true;
         }
-        if (!any && !dirty)
-                return SMC_SELECT_UNHANDLED;
+        if (!dirty && (!any || timeout_ns == 0))
+                return SMC_SELECT_UNHANDLED; /* (a zero timeout spins on nothing) */
 
         for (int fd = 0; fd < nfds; fd++) {
                 short ev = (short) ((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |

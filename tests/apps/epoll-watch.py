@@ -3,8 +3,9 @@
 # watches an SMC-D connection, its writer publishes without a doorbell byte and the set's
 # epoll_wait looks at the ring itself. Every other way of waiting must still see such
 # data. A transcript of what the calls say, in many orders: level-triggered partial
-# reads, EPOLLIN|EPOLLOUT merged, poll / select / blocking recv after a watch, a MOD to
-# EPOLLET or EPOLLONESHOT with data waiting, DEL and ADD again, edge-triggered sets
+# reads, EPOLLIN|EPOLLOUT merged, poll / select / pselect (also with a zero timeout) /
+# blocking recv after a watch, a MOD to EPOLLET or EPOLLONESHOT with data waiting, DEL
+# and ADD again, edge-triggered sets
 # (nginx's registration: one event per arrival), the set polled and
 # nested into another, fork (the child reads), a second thread in the same set, the
 # peer's close, many connections with idle ones, and a ping-pong of odd sizes checked
@@ -147,6 +148,42 @@ def case_other_waits():
     ep.close()
     a.close()
     b.close()
+
+
+def case_select_zero():
+    out("# select, pselect, poll with a zero and a non-zero timeout, each first after a watch")
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Ts(ctypes.Structure):
+        _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+
+    def pselect(fd, secs):
+        rd = (ctypes.c_ulong * 16)()
+        bits = ctypes.sizeof(ctypes.c_ulong) * 8
+        rd[fd // bits] = 1 << (fd % bits)
+        n = libc.pselect(fd + 1, ctypes.byref(rd), None, None, ctypes.byref(Ts(secs, 0)), None)
+        return n, (rd[fd // bits] >> (fd % bits)) & 1
+
+    for name in ("select 0", "select W", "pselect 0", "pselect W", "poll 0", "poll W", "select 0 after poll 0"):
+        a, b = pair()
+        ep = watched(a, b)  # (50 bytes of "w")
+        if name.startswith("select 0 after"):
+            p = select.poll()
+            p.register(b.fileno(), select.POLLIN)
+            p.poll(0)
+        if name.startswith("select"):
+            r = len(select.select([b], [], [], 0 if name.startswith("select 0") else W)[0])
+        elif name.startswith("pselect"):
+            r = pselect(b.fileno(), 0 if name == "pselect 0" else 1)
+        else:
+            p = select.poll()
+            p.register(b.fileno(), select.POLLIN)
+            r = [e & select.POLLIN for _, e in p.poll(0 if name == "poll 0" else W * 1000)]
+        out(name + ":", r, "again:", len(select.select([b], [], [], 0)[0]), "data:", b.recv(100) == b"w" * 50)
+        ep.close()
+        a.close()
+        b.close()
 
 
 def case_ctypes_waits():
@@ -845,7 +882,7 @@ def case_fair_mixed():
         s.close()
 
 
-for f in (case_lt_partial, case_in_out, case_other_waits, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
+for f in (case_lt_partial, case_in_out, case_other_waits, case_select_zero, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
           case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many,
           case_et, case_et_shared, case_et_many, case_et_unread, case_fair,
           case_fair_mixed, case_fork_rearm):
