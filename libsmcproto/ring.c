@@ -1279,8 +1279,16 @@ out:
                 return (ssize_t) sent; /* an error, if any, is reported by the next call */
         if (r == -ECONNRESET && !take_reset(ep))
                 r = -EPIPE; /* ECONNRESET once, then EPIPE as TCP */
-        else if (r == -EPIPE)
-                (void) take_reset(ep); /* TCP's send reports (and clears) a pending EPIPE */
+        else if (r == -EPIPE) {
+                /* as sk_stream_error(): a pending error (the peer's reset, also after
+                 * our own shutdown(SHUT_WR) or close of its read side) is reported,
+                 * and cleared, before EPIPE; EPIPE alone takes nothing, so a reset
+                 * that comes later is still reported (by recv, poll, SO_ERROR) */
+                int e = smc_ring_error(ep);
+
+                if (e != 0)
+                        r = -e;
+        }
         if (r == 0 && src->file_err < 0)
                 r = src->file_err;
         return r < 0 ? r : 0;
@@ -1863,7 +1871,14 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
                 (void) tx_publish(ep, true);
                 pthread_mutex_unlock(&ep->tx_lock);
         }
-        abort = reset || rx_avail(ep, cons) > 0;
+        /* as tcp_close(): a reset (SO_LINGER {1, 0}, or data left unread) only while
+         * the connection is open; once both FINs went (our shutdown(SHUT_WR) here or
+         * through another copy, and the peer's), TCP's socket is CLOSED or TIME_WAIT
+         * and closes without RST. smcd decides alike for a close it sees (conn.c
+         * died_flags) */
+        abort = (reset || rx_avail(ep, cons) > 0) &&
+                !(wr_shut_any(ep) && (atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) &
+                                      (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
         f = abort ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED;
         atomic_fetch_or(&ep->tx_hdr->conn_flags, f);
         atomic_fetch_or(&ep->rx_hdr->reader_flags, f);

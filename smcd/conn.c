@@ -521,6 +521,14 @@ static uint32_t died_flags(const Conn *conn, unsigned side) {
          * resets a connection queued on a listener that is closed */
         if (side == EP_SERVER && conn->accept_marked && !(mine & SMC_DMB_READER_ACCEPTED))
                 return SMC_DMB_CONN_ABORT;
+        /* both directions were shut before (its FIN, in its flags as writer, and
+         * the peer's, in the peer's flags as writer into its ring): TCP's socket is
+         * CLOSED or TIME_WAIT then, and its close sends no RST, whatever the linger
+         * or the data left unread (tcp_close(); ring.c smc_ring_close_reset()) */
+        if ((mine & SMC_DMB_CONN_DONE_WRITING) &&
+            (atomic_load_explicit(&own_rx->conn_flags, memory_order_acquire) &
+             (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)))
+                return SMC_DMB_CONN_CLOSED;
         /* SO_LINGER {1, 0} (set by any of its processes): the last close resets */
         if (mine & SMC_DMB_READER_LINGER_RESET)
                 return SMC_DMB_CONN_ABORT;

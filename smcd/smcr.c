@@ -1273,8 +1273,13 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         if (died) {
                 uint32_t f = atomic_load(&snd_hdr(c)->conn_flags);
                 if (!(f & (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT))) {
-                        /* as TCP when a process exits: FIN if it read everything, else RST */
-                        aborted = atomic_load(&rmb_hdr(c)->prod) != atomic_load(&rmb_hdr(c)->cons);
+                        /* as TCP when a process exits: FIN if it read everything, else RST;
+                         * never RST once both directions were shut (both FINs went:
+                         * TCP's socket is closed then, conn.c died_flags) */
+                        aborted = atomic_load(&rmb_hdr(c)->prod) != atomic_load(&rmb_hdr(c)->cons) &&
+                                  !((f & SMC_DMB_CONN_DONE_WRITING) &&
+                                    (atomic_load(&rmb_hdr(c)->conn_flags) &
+                                     (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
                         c->local_flags |= aborted ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
                 } else
                         c->local_flags |= (f & SMC_DMB_CONN_ABORT) ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;

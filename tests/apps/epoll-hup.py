@@ -9,17 +9,23 @@
 # copy; the one send TCP takes after the peer's close or SHUT_RDWR (answered with a
 # reset: EPOLLHUP with a new edge, EPIPE in SO_ERROR once); the error of an abort taken
 # through a dup of the socket, or by a forked child: then gone for the original too
-# (one error per socket, as TCP's sk_err). tests/test-smcrun-apps.sh
+# (one error per socket, as TCP's sk_err); a reset after our own shutdown: reported
+# first (ECONNRESET, no SIGPIPE), also after a send that failed with EPIPE; a close with
+# SO_LINGER {1, 0} or data unread after both sides shut down writing: no reset (TCP's
+# connection is closed then), also when the last copy goes with a process's exit
+# (smcd decides); these also checked against TCP's results. tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
-# line.
+# line; with SMC_EXPECT=1 it also checks that every connection is SMC-D.
 #
 # After the peer's abort, or after that send, EPOLLERR too, until a call returns the
 # error (smcrun's epoll_wait adds it to the kernel's EPOLLHUP on X: smcrun(1)).
+import errno
 import hashlib
 import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -28,6 +34,7 @@ ALL = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP
 NAMES = [(select.EPOLLIN, "IN"), (select.EPOLLOUT, "OUT"), (select.EPOLLRDHUP, "RDHUP"),
          (select.EPOLLHUP, "HUP"), (select.EPOLLERR, "ERR")]
 failed = False
+SMC_EXPECT = os.environ.get("SMC_EXPECT") == "1"
 
 
 def out(*a):
@@ -45,6 +52,9 @@ def pair():
     c = socket.create_connection(ls.getsockname())
     s, _ = ls.accept()
     ls.close()
+    if SMC_EXPECT:  # under smcrun (tests/test-smcrun-apps.sh): both ends SMC-D
+        for x in (c, s):
+            assert x.getsockopt(286, 0x5301) == 1, "not SMC-D"
     return c, s
 
 
@@ -382,7 +392,113 @@ def case13():
     c.close()
 
 
+def expect(label, got, want):
+    """TCP's result on Linux (the reference), checked explicitly too"""
+    global failed
+    if got != want:
+        failed = True
+        out("  MISMATCH %s: %r, TCP gives %r" % (label, got, want))
+
+
+def rst_close(sock):
+    """close with SO_LINGER {1, 0}: TCP's close sends RST"""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def send_sigpipe(sock, data):
+    """send, and whether it raised SIGPIPE (blocked meanwhile: it stays pending)"""
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGPIPE])
+    try:
+        r = send_result(sock, data)
+        return r, signal.sigtimedwait([signal.SIGPIPE], 0) is not None
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGPIPE])
+
+
+def case14():
+    out("case 14: a reset after our own shutdown: reported before EPIPE (tcp_sendmsg: sk_err first)")
+    c, s = pair()
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(SETTLE)
+    rst_close(c)
+    time.sleep(SETTLE)
+    r0, p0 = send_sigpipe(s, b"")
+    r1, p1 = send_sigpipe(s, b"x")
+    out("  s SHUT_WR, c closes with SO_LINGER {1, 0}: s %s (SIGPIPE %s), then %s (SIGPIPE %s)" % (r0, p0, r1, p1))
+    expect("send after SHUT_WR and the peer's reset", (r0, p0), ("send %s" % os.strerror(errno.ECONNRESET), False))
+    expect("the send after it", (r1, p1), ("send %s" % os.strerror(errno.EPIPE), True))
+    s.close()
+    c, s = pair()
+    s.shutdown(socket.SHUT_RDWR)
+    time.sleep(SETTLE)
+    r = send_result(c, b"x")  # taken; TCP's answer is a RST
+    time.sleep(SETTLE)
+    r1, p1 = send_sigpipe(s, b"x")
+    out("  s SHUT_RDWR, c %s: s %s (SIGPIPE %s), SO_ERROR %s" % (r, r1, p1, so_error(s)))
+    expect("send after SHUT_RDWR and the peer's RST", (r1, p1), ("send %s" % os.strerror(errno.ECONNRESET), False))
+    c.close()
+    s.close()
+
+
+def case15():
+    out("case 15: a send that failed with EPIPE after our SHUT_WR takes no later reset")
+    c, s = pair()
+    s.shutdown(socket.SHUT_WR)
+    r = send_result(s, b"x")
+    rst_close(c)
+    time.sleep(SETTLE)
+    m = masks(s)
+    out("  s SHUT_WR, %s, c closes with SO_LINGER {1, 0}: s %s" % (r, m))
+    expect("readiness after the reset", "ERR" in m, True)
+    r1, r2 = recv_result(s), recv_result(s)
+    out("  s %s, then %s" % (r1, r2))
+    expect("recv after the reset", (r1, r2), ("recv %s" % os.strerror(errno.ECONNRESET), "recv b''"))
+    s.close()
+
+
+def both_shut(unread):
+    c, s = pair()
+    if unread:
+        c.sendall(b"unread")
+    c.shutdown(socket.SHUT_WR)
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(SETTLE)
+    return c, s
+
+
+def case16():
+    out("case 16: both sides SHUT_WR (TCP: closed), then s closes: no reset")
+    for how in ("SO_LINGER {1, 0}", "data unread", "SO_LINGER {1, 0}, in a child that exits",
+                "data unread, in a child that exits"):
+        c, s = both_shut("unread" in how)
+        if "child" in how:
+            # the last copy goes without a close of the library: smcd decides
+            pid = os.fork()
+            if pid == 0:
+                if "LINGER" in how:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                os._exit(0)
+            s.close()
+            os.waitpid(pid, 0)
+        elif "LINGER" in how:
+            rst_close(s)
+        else:
+            s.close()
+        time.sleep(SETTLE)
+        p = select.poll()
+        p.register(c.fileno(), select.POLLIN | select.POLLOUT | select.POLLRDHUP)
+        pl = p.poll(0)
+        ev = pl[0][1] if pl else 0
+        e = so_error(c)
+        out("  %s: c %s, poll %#x, SO_ERROR %s, %s" % (how, masks(c), ev, e, recv_result(c)))
+        expect(how + ": poll", ev, select.POLLIN | select.POLLOUT | select.POLLHUP | select.POLLRDHUP)
+        expect(how + ": SO_ERROR", e, "0")
+        c.close()
+
+
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
-          case13):
+          case13, case14, case15, case16):
     f()
+sys.exit(1 if failed else 0)
