@@ -1238,6 +1238,7 @@ static pthread_cond_t hold_cond; /* CLOCK_MONOTONIC (hold_init) */
 static struct smc_sock *hold_head, *hold_tail;
 static bool hold_thread_started; /* in this process (cleared in a fork child) */
 static bool hold_idle;           /* the thread waits without a deadline */
+static bool hold_any;            /* a socket was ever queued in this process */
 
 static uint64_t mono_ns(void) {
         struct timespec ts;
@@ -1317,6 +1318,8 @@ static void *hold_main(void *arg) {
         return NULL;
 }
 
+static bool in_vfork_child(void);
+
 /* smc_ring_hold_hook: @ep (a connection's, tx_lock held) has bytes held back. */
 static void hold_queue(struct smc_ring_ep *ep) {
         struct smc_sock *s = (struct smc_sock *) ((char *) ep - offsetof(struct smc_sock, ep));
@@ -1324,9 +1327,10 @@ static void hold_queue(struct smc_ring_ep *ep) {
         pthread_mutex_lock(&hold_lock);
         if (!s->hold_linked) {
                 atomic_store_explicit(&s->hold_ever, true, memory_order_relaxed);
+                hold_any = true;
                 hold_append(s, mono_ns() + HOLD_CEILING_NS);
         }
-        if (!hold_thread_started) {
+        if (!hold_thread_started && !in_vfork_child()) { /* (a vfork() child shares our memory) */
                 pthread_attr_t a;
                 pthread_t t;
                 sigset_t all, old;
@@ -1361,37 +1365,43 @@ static void hold_forget(struct smc_sock *s) {
         pthread_mutex_unlock(&hold_lock);
 }
 
-/* fork(): the child has no such thread, and the parent's queue is not its own (its
- * entries' bytes are the parent's to push, as before: a held batch at fork is
- * published by whichever process sends or uncorks next) */
-static void hold_atfork_child(void) {
-        for (struct smc_sock *s = hold_head, *n; s; s = n) {
-                n = s->hold_next;
-                s->hold_prev = s->hold_next = NULL;
-                s->hold_linked = false;
-                s->ep.hold_armed = false;
-        }
-        hold_head = hold_tail = NULL;
-        hold_thread_started = false;
-        hold_idle = false;
-        pthread_mutex_init(&hold_lock, NULL);
-        {
-                pthread_condattr_t ca;
-
-                pthread_condattr_init(&ca);
-                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-                pthread_cond_init(&hold_cond, &ca);
-                pthread_condattr_destroy(&ca);
-        }
-}
-
-__attribute__((constructor)) static void hold_init(void) {
+static void hold_cond_init(void) {
         pthread_condattr_t ca;
 
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&hold_cond, &ca);
         pthread_condattr_destroy(&ca);
+}
+
+/* fork(): the child has no such thread, and the parent's queue is not its own (its
+ * entries' bytes are the parent's to push, as before: a held batch at fork is
+ * published by whichever process sends or uncorks next). The parent's thread may have
+ * been changing the queue at the fork, so the child does not walk it: it clears the
+ * entries of every socket in its table that was ever queued. */
+static void hold_atfork_child(void) {
+        for (unsigned top = 0; top < FD_TOP && hold_any; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (s && atomic_load_explicit(&s->hold_ever, memory_order_relaxed)) {
+                                s->hold_prev = s->hold_next = NULL;
+                                s->hold_linked = false;
+                                s->ep.hold_armed = false;
+                        }
+                }
+        }
+        hold_head = hold_tail = NULL;
+        hold_thread_started = false;
+        hold_idle = false;
+        pthread_mutex_init(&hold_lock, NULL);
+        hold_cond_init();
+}
+
+__attribute__((constructor)) static void hold_init(void) {
+        hold_cond_init();
         pthread_atfork(NULL, NULL, hold_atfork_child);
         __atomic_store_n(&smc_ring_hold_hook, hold_queue, __ATOMIC_RELAXED);
 }

@@ -12,7 +12,8 @@
  *   - close the sending socket while bytes are held and the push is queued (the
  *     close must take the entry away before the thread pushes a closed ring; the
  *     peer then sees the bytes sent, as at a close after an uncork, and EOF),
- * and checks every byte of the stream (pattern_check). Run in the ThreadSanitizer
+ * and checks every byte of the stream (pattern_check); then a fork child does the
+ * same with connections of its own. Run in the ThreadSanitizer
  * build too (suite tsan): the push thread, the senders and the closes race on the
  * queue and the ring's tx_lock. TAP output.
  *
@@ -203,7 +204,22 @@ int main(int argc, char **argv) {
                         fail("pthread_create");
         for (int i = 0; i < THREADS; i++)
                 pthread_join(t[i], NULL);
-        printf("%s 1 - %d threads x %d rounds: %d waited for the push, %d pushed at once, %d closed while held, "
+        /* a fork child (of a process whose push thread runs, with sockets that were
+         * queued): it starts with no thread and an empty queue, and its own held
+         * bytes are pushed by a thread of its own */
+        {
+                pid_t pid = fork();
+                int st = 0;
+
+                if (pid == 0) {
+                        atomic_store(&n_fail, 0);
+                        worker((void *) (uintptr_t) THREADS);
+                        _exit(atomic_load(&n_fail) ? 1 : 0);
+                }
+                if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                        fail("fork child: status %#x", st);
+        }
+        printf("%s 1 - %d threads x %d rounds and a fork child: %d waited for the push, %d pushed at once, %d closed while held, "
                "every byte right\n",
                atomic_load(&n_fail) ? "not ok" : "ok", THREADS, ROUNDS, atomic_load(&n_waited),
                atomic_load(&n_pushed_early), atomic_load(&n_closed_held));
