@@ -327,6 +327,24 @@ static inline void smcd_log_dump(const struct smcd_instance *s, FILE *f, int max
         fclose(in);
 }
 
+/* For a TAP test of the library's API: a private smcd from @smcd_path, waited for up to
+ * 5 s, and SMCD_RUNTIME_DIR pointing at it. On failure prints "not ok 1 - starting
+ * smcd" with the end of its log, cleans up and returns a negative errno. */
+static inline int smcd_start_for_api(struct smcd_instance *s, const char *smcd_path) {
+        int r = smcd_instance_init(s);
+
+        if (r == 0)
+                r = smcd_start(s, smcd_path, NULL, 5000);
+        if (r < 0) {
+                printf("not ok 1 - starting smcd: %s\n", strerror(-r));
+                smcd_log_dump(s, stdout, 20);
+                smcd_instance_cleanup(s);
+                return r;
+        }
+        setenv("SMCD_RUNTIME_DIR", s->dir, 1);
+        return 0;
+}
+
 /* Reads a whole small file into a NUL-terminated malloc'd string. */
 static inline int read_file_str(const char *path, char **ret) {
         char *buf = NULL;

@@ -182,23 +182,14 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
         struct smcd_instance smcd;
         pthread_t t[THREADS];
-        int r;
 
         if (argc < 2) {
                 fprintf(stderr, "usage: %s SMCD_BINARY\n", argv[0]);
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
-        r = smcd_instance_init(&smcd);
-        if (r == 0)
-                r = smcd_start(&smcd, argv[1], NULL, 5000);
-        if (r < 0) {
-                printf("not ok 1 - starting smcd: %s\n", strerror(-r));
-                smcd_log_dump(&smcd, stdout, 20);
-                smcd_instance_cleanup(&smcd);
+        if (smcd_start_for_api(&smcd, argv[1]) < 0)
                 return 1;
-        }
-        setenv("SMCD_RUNTIME_DIR", smcd.dir, 1);
         for (uintptr_t i = 0; i < THREADS; i++)
                 if (pthread_create(&t[i], NULL, worker, (void *) i) != 0)
                         fail("pthread_create");

@@ -746,16 +746,8 @@ int main(int argc, char **argv) {
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
-        r = smcd_instance_init(&smcd);
-        if (r == 0)
-                r = smcd_start(&smcd, argv[1], NULL, 5000);
-        if (r < 0) {
-                printf("not ok 1 - starting smcd: %s\n", strerror(-r));
-                smcd_log_dump(&smcd, stdout, 20);
-                smcd_instance_cleanup(&smcd);
+        if (smcd_start_for_api(&smcd, argv[1]) < 0)
                 return 1;
-        }
-        setenv("SMCD_RUNTIME_DIR", smcd.dir, 1);
 
         run(AF_INET, false);
         run(AF_INET, true);
