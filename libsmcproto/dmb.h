@@ -226,10 +226,21 @@ struct smc_dmb_hdr {
          * pair of uids (pool.h, trust domains). Written by the writer only. */
         _Atomic uint32_t data_dirty;
         uint32_t features;              /* SMC_DMB_FEAT_*: written by smcd only */
-        uint8_t pad2[64 - 40];
+        /* While bytes that TCP_CORK or MSG_MORE hold back are copied but not
+         * published: SMC_DMB_PROD_HELD_VALID | the producer cursor up to which they
+         * were copied, stored (release) after the copy by every send that leaves
+         * bytes held; 0 once the batch is published or dropped (and from an older
+         * library). When the writer's last copy goes without a close of the library
+         * (the process exits or is killed) and smcd closes it orderly (FIN), smcd
+         * publishes prod up to it first, as the kernel sends a dead process's corked
+         * TCP data; an abort drops them, as TCP's RST (smc_curs_ahead(); conn.c).
+         * Written by the writer only. */
+        _Atomic uint64_t prod_held;
+        uint8_t pad2[64 - 48];
 };
 
 #define SMC_DMB_DIRTY_UNKNOWN UINT32_MAX
+#define SMC_DMB_PROD_HELD_VALID (1ull << 63) /* prod_held: a held batch is pending */
 
 _Static_assert(sizeof(struct smc_dmb_hdr) == 192, "DMB header layout");
 /* the fields of the first layout keep their offsets; counters were appended */
@@ -243,6 +254,7 @@ _Static_assert(offsetof(struct smc_dmb_hdr, prod_msgs) / 64 == offsetof(struct s
 _Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear length");
 _Static_assert(offsetof(struct smc_dmb_hdr, token) == 152, "DMB header: token in the cold line");
 _Static_assert(offsetof(struct smc_dmb_hdr, data_dirty) / 64 == 2, "DMB header: data_dirty in the cold line");
+_Static_assert(offsetof(struct smc_dmb_hdr, prod_held) / 64 == 2, "DMB header: prod_held in the cold line");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
  * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */
@@ -295,6 +307,21 @@ static inline uint32_t smc_curs_diff(uint32_t size, uint64_t old, uint64_t new) 
                 return d > 0 ? (uint32_t) d : 0;
         }
         return smc_curs_count(new) > smc_curs_count(old) ? smc_curs_count(new) - smc_curs_count(old) : 0;
+}
+
+/* If cursor @new is strictly ahead of @old by at most @size bytes in a ring of @size
+ * bytes, that distance, else 0 (behind, equal, stale by a wrap or more, or invalid:
+ * unlike smc_curs_diff(), for a cursor that may be old). */
+static inline uint32_t smc_curs_ahead(uint32_t size, uint64_t old, uint64_t new) {
+        uint32_t oc = smc_curs_count(old), nc = smc_curs_count(new);
+
+        if (oc >= size || nc >= size)
+                return 0;
+        if (smc_curs_wrap(new) == smc_curs_wrap(old))
+                return nc > oc ? nc - oc : 0;
+        if (smc_curs_wrap(new) == (uint16_t) (smc_curs_wrap(old) + 1))
+                return nc <= oc ? size - oc + nc : 0;
+        return 0;
 }
 
 /* Pointer to the ring data of a DMB mapped at @base. */

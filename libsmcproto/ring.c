@@ -790,6 +790,7 @@ static int tx_publish(struct smc_ring_ep *ep, bool last) {
                         ep->tx_held = false;
                         atomic_store_explicit(&ep->tx_hdr->prod_cork_flushes, ++ep->tx_cork_flushes,
                                               memory_order_relaxed);
+                        atomic_store_explicit(&ep->tx_hdr->prod_held, 0, memory_order_relaxed);
                 }
                 /* W1: release the copied bytes (seq_cst: ordered before W2) */
                 atomic_store(&ep->tx_hdr->prod, ep->tx_prod);
@@ -1263,7 +1264,11 @@ out:
         if (__atomic_exchange_n(&ep->wr_shut_pending, false, __ATOMIC_RELAXED))
                 (void) tx_shutdown_locked(ep);
         /* bytes left held back: TCP sends them after at most 200 ms even if the
-         * program never uncorks (tcp(7), TCP_CORK): queue that push */
+         * program never uncorks (tcp(7), TCP_CORK): queue that push; and say how far
+         * they go, for smcd if this process dies first (dmb.h prod_held) */
+        if (ep->tx_unpub > 0)
+                atomic_store_explicit(&ep->tx_hdr->prod_held, SMC_DMB_PROD_HELD_VALID | ep->tx_prod,
+                                      memory_order_release);
         if ((ep->tx_unpub > 0 || ep->held_after_close) && !ep->hold_armed) {
                 void (*h)(struct smc_ring_ep *) = __atomic_load_n(&smc_ring_hold_hook, __ATOMIC_RELAXED);
 
@@ -1354,6 +1359,7 @@ static void tx_push_held(struct smc_ring_ep *ep) {
                 __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
                 ep->tx_unpub = 0;
                 ep->tx_held = false;
+                atomic_store_explicit(&ep->tx_hdr->prod_held, 0, memory_order_relaxed);
         } else if (r == 0)
                 (void) tx_publish(ep, true); /* (a failure: the next send reports it) */
 }
@@ -1866,11 +1872,6 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         bool abort;
         uint32_t f;
 
-        /* a sender blocked in another thread holds tx_lock; it published already */
-        if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
-                (void) tx_publish(ep, true);
-                pthread_mutex_unlock(&ep->tx_lock);
-        }
         /* as tcp_close(): a reset (SO_LINGER {1, 0}, or data left unread) only while
          * the connection is open; once both FINs went (our shutdown(SHUT_WR) here or
          * through another copy, and the peer's), TCP's socket is CLOSED or TIME_WAIT
@@ -1879,6 +1880,18 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         abort = (reset || rx_avail(ep, cons) > 0) &&
                 !(wr_shut_any(ep) && (atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) &
                                       (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
+        /* a sender blocked in another thread holds tx_lock; it published already */
+        if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
+                if (abort && ep->tx_unpub > 0) {
+                        /* TCP's RST goes out instead of what a cork held back */
+                        __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
+                        ep->tx_unpub = 0;
+                        ep->tx_held = false;
+                        atomic_store_explicit(&ep->tx_hdr->prod_held, 0, memory_order_relaxed);
+                }
+                (void) tx_publish(ep, true);
+                pthread_mutex_unlock(&ep->tx_lock);
+        }
         f = abort ? SMC_DMB_CONN_ABORT : SMC_DMB_CONN_CLOSED;
         atomic_fetch_or(&ep->tx_hdr->conn_flags, f);
         atomic_fetch_or(&ep->rx_hdr->reader_flags, f);

@@ -1374,10 +1374,24 @@ static void hold_cond_init(void) {
         pthread_condattr_destroy(&ca);
 }
 
+/* fork(): what is held is pushed first (the connection is then shared, and either
+ * process may sit on it while the other exits: TCP's kernel would send it after
+ * 200 ms); a ring whose lock a sender holds is left to that sender. */
+static void hold_atfork_prepare(void) {
+        if (!hold_any)
+                return;
+        pthread_mutex_lock(&hold_lock);
+        for (struct smc_sock *s = hold_head, *n; s; s = n) {
+                n = s->hold_next;
+                if (smc_ring_flush_held_try(&s->ep) == 0)
+                        hold_unlink(s);
+        }
+        pthread_mutex_unlock(&hold_lock);
+}
+
 /* fork(): the child has no such thread, and the parent's queue is not its own (its
- * entries' bytes are the parent's to push, as before: a held batch at fork is
- * published by whichever process sends or uncorks next). The parent's thread may have
- * been changing the queue at the fork, so the child does not walk it: it clears the
+ * entries' bytes are the parent's to push). The parent's thread may have been
+ * changing the queue at the fork, so the child does not walk it: it clears the
  * entries of every socket in its table that was ever queued. */
 static void hold_atfork_child(void) {
         for (unsigned top = 0; top < FD_TOP && hold_any; top++) {
@@ -1402,7 +1416,7 @@ static void hold_atfork_child(void) {
 
 __attribute__((constructor)) static void hold_init(void) {
         hold_cond_init();
-        pthread_atfork(NULL, NULL, hold_atfork_child);
+        pthread_atfork(hold_atfork_prepare, NULL, hold_atfork_child);
         __atomic_store_n(&smc_ring_hold_hook, hold_queue, __ATOMIC_RELAXED);
 }
 

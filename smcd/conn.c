@@ -705,6 +705,22 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 struct smc_dmb_hdr *own_rx = conn->buf[side]->base, *peer_rx = conn->buf[!side]->base;
 
                 f = died_flags(conn, side);
+                if (f == SMC_DMB_CONN_CLOSED && !peer->closed) {
+                        /* bytes its cork or MSG_MORE held back (dmb.h prod_held): the
+                         * kernel sends a dead process's corked TCP data before its
+                         * FIN; an abort drops them, as the RST does */
+                        uint64_t prod = atomic_load_explicit(&peer_rx->prod, memory_order_relaxed);
+                        uint64_t held = atomic_load_explicit(&peer_rx->prod_held, memory_order_acquire);
+                        uint32_t n = (held & SMC_DMB_PROD_HELD_VALID)
+                                             ? smc_curs_ahead(conn->buf[!side]->size, prod, held & ~SMC_DMB_PROD_HELD_VALID)
+                                             : 0;
+
+                        if (n > 0) {
+                                atomic_store(&peer_rx->prod, held & ~SMC_DMB_PROD_HELD_VALID);
+                                log_debug("Endpoint %016" PRIx64 ": %" PRIu32 " bytes it held back published at its end.",
+                                          e->id, n);
+                        }
+                }
                 if (f && !peer->closed) {
                         /* only add: DONE_WRITING the dead one set stays; the survivor
                          * reads the flag as the writer's state and, when it writes,

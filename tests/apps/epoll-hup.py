@@ -13,7 +13,9 @@
 # first (ECONNRESET, no SIGPIPE), also after a send that failed with EPIPE; a close with
 # SO_LINGER {1, 0} or data unread after both sides shut down writing: no reset (TCP's
 # connection is closed then), also when the last copy goes with a process's exit
-# (smcd decides); these also checked against TCP's results. tests/test-smcrun-apps.sh
+# (smcd decides); bytes held by TCP_CORK or MSG_MORE when the sender's process exits
+# or is killed (sent, then EOF) or closes with SO_LINGER {1, 0} (dropped: ECONNRESET);
+# these also checked against TCP's results. tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
 # line; with SMC_EXPECT=1 it also checks that every connection is SMC-D.
 #
@@ -497,8 +499,52 @@ def case16():
         c.close()
 
 
+def case17():
+    out("case 17: bytes a cork or MSG_MORE held when the sender's process ends")
+    for how in ("MSG_MORE, _exit", "TCP_CORK, _exit", "MSG_MORE, SIGKILL", "MSG_MORE, SO_LINGER {1, 0} close"):
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        pid = os.fork()
+        if pid == 0:
+            # its own connection (a forked copy would be shared: no holding)
+            c = socket.create_connection(ls.getsockname())
+            if SMC_EXPECT:
+                assert c.getsockopt(286, 0x5301) == 1, "not SMC-D"
+            if "CORK" in how:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                c.send(b"HELLO")
+            else:
+                c.send(b"HELLO", socket.MSG_MORE)
+            if "LINGER" in how:
+                rst_close(c)
+                os._exit(0)
+            if "SIGKILL" in how:
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(0)
+        s, _ = ls.accept()
+        ls.close()
+        os.waitpid(pid, 0)
+        s.settimeout(3)
+        got = b""
+        try:
+            while True:
+                d = s.recv(100)
+                if not d:
+                    end = "EOF"
+                    break
+                got += d
+        except OSError as e:
+            end = errno.errorcode.get(e.errno, str(e)) if e.errno else type(e).__name__
+        out("  %s: %r, then %s" % (how, got, end))
+        # TCP: the kernel sends a dead process's corked data before its FIN; an RST
+        # drops it
+        expect(how, (got, end), (b"", "ECONNRESET") if "LINGER" in how else (b"HELLO", "EOF"))
+        s.close()
+
+
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
-          case13, case14, case15, case16):
+          case13, case14, case15, case16, case17):
     f()
 sys.exit(1 if failed else 0)
