@@ -1103,10 +1103,23 @@ static int rereg_round(uint32_t inst, unsigned timeout_ms) {
                                  * no REREG names (the channel outlives smcd, l->dchan:
                                  * only while it holds a message; a revived one may
                                  * hold the earlier smcd's behind the new one's) */
-                                int chan = s->chan;
+                                int chan, dchan;
+                                uint32_t li;
+                                bool rv;
 
-                                if (chan >= 0 && s->listen_instance && (s->listen_instance != inst || s->revived) &&
-                                    (s->dchan < 0 || sys_poll(&(struct pollfd){ .fd = chan, .events = POLLIN }, 1, 0) != 0))
+                                /* (its fields change under its lock: listen() in another
+                                 * thread; busy: counted as possibly holding some) */
+                                if (pthread_mutex_trylock(&s->lock) != 0) {
+                                        servers_left = true;
+                                        continue;
+                                }
+                                chan = s->chan;
+                                dchan = s->dchan;
+                                li = s->listen_instance;
+                                rv = s->revived;
+                                pthread_mutex_unlock(&s->lock);
+                                if (chan >= 0 && li && (li != inst || rv) &&
+                                    (dchan < 0 || sys_poll(&(struct pollfd){ .fd = chan, .events = POLLIN }, 1, 0) != 0))
                                         servers_left = true;
                                 continue;
                         }
