@@ -1253,7 +1253,8 @@ static bool hold_thread_started; /* in this process (cleared in a fork child) */
 static bool hold_idle;           /* the thread waits without a deadline */
 static bool hold_any;            /* a socket was ever queued in this process */
 
-static uint64_t mono_ns(void) {
+/* CLOCK_MONOTONIC in ns (also the spins of poll and select) */
+static uint64_t now_ns(void) {
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1305,7 +1306,7 @@ static void *hold_main(void *arg) {
         pthread_mutex_lock(&hold_lock);
         for (;;) {
                 struct smc_sock *s = hold_head;
-                uint64_t now = mono_ns();
+                uint64_t now = now_ns();
 
                 if (!s) {
                         if (ticks >= HOLD_IDLE_TICKS) {
@@ -1341,7 +1342,7 @@ static void hold_queue(struct smc_ring_ep *ep) {
         if (!s->hold_linked) {
                 atomic_store_explicit(&s->hold_ever, true, memory_order_relaxed);
                 hold_any = true;
-                hold_append(s, mono_ns() + HOLD_CEILING_NS);
+                hold_append(s, now_ns() + HOLD_CEILING_NS);
         }
         if (!hold_thread_started && !in_vfork_child()) { /* (a vfork() child shares our memory) */
                 pthread_attr_t a;
@@ -4601,13 +4602,6 @@ SMC_PUBLIC int smc_getpeername(int fd, struct sockaddr *addr, socklen_t *len) {
 
 /* ------------------------------------------------------------------------- */
 /* poll, fcntl */
-
-static uint64_t now_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 /* as ring.c's cpu_relax(): a compiler barrier (x86's pause costs ~140 cycles on recent
  * cores, longer than a look at the rings) */
