@@ -233,7 +233,8 @@ struct smc_dmb_hdr {
          * library). When the writer's last copy goes without a close of the library
          * (the process exits or is killed) and smcd closes it orderly (FIN), smcd
          * publishes prod up to it first, as the kernel sends a dead process's corked
-         * TCP data; an abort drops them, as TCP's RST (smc_curs_ahead(); conn.c).
+         * TCP data; an abort drops them, as TCP's RST (smc_curs_ahead(); conn.c; on SMC-R
+         * this is the send buffer, and smcr.c publish_held() sends them).
          * Written by the writer only. */
         _Atomic uint64_t prod_held;
         uint8_t pad2[64 - 48];

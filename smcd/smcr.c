@@ -1250,6 +1250,24 @@ static void conn_maybe_free(SmcrConn *c) {
         manager_status_changed(m);
 }
 
+/* A process that died without closing may have left bytes its cork or MSG_MORE
+ * held back in the send buffer (dmb.h prod_held): the kernel sends a dead
+ * process's corked TCP data before its FIN, so publish them for conn_tx(), which
+ * sends them before the CLOSED flag. Not on an abort (an RST drops them). */
+static void publish_held(SmcrConn *c, Endpoint *e) {
+        struct smc_dmb_hdr *h = snd_hdr(c);
+        uint64_t prod = atomic_load_explicit(&h->prod, memory_order_relaxed);
+        uint64_t held = atomic_load_explicit(&h->prod_held, memory_order_acquire);
+        uint32_t n = (held & SMC_DMB_PROD_HELD_VALID)
+                             ? smc_curs_ahead(c->sndbuf->size, prod, held & ~SMC_DMB_PROD_HELD_VALID)
+                             : 0;
+
+        if (n == 0)
+                return;
+        atomic_store_explicit(&h->prod, held & ~SMC_DMB_PROD_HELD_VALID, memory_order_release);
+        log_debug("Endpoint %016" PRIx64 ": %" PRIu32 " bytes it held back published at its end.", e->id, n);
+}
+
 void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         SmcrConn *c = e->smcr;
 
@@ -1281,6 +1299,8 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                                     (atomic_load(&rmb_hdr(c)->conn_flags) &
                                      (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
                         c->local_flags |= aborted ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
+                        if (!aborted)
+                                publish_held(c, e);
                 } else
                         c->local_flags |= (f & SMC_DMB_CONN_ABORT) ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
         } else if (aborted)

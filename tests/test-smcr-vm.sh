@@ -6,7 +6,9 @@
 # (tests/smcr-xfer.c): checked transfers both directions, 1 B .. 64 MiB, many
 # connections in parallel (more than one link group), inline on and off (the inline CDC
 # counter moves only with on), a plain TCP server reached without SMC (no CLC byte),
-# a client killed with SIGKILL mid-transfer, the netdev set down mid-transfer.
+# a client killed with SIGKILL mid-transfer, bytes a cork or MSG_MORE held when the
+# sender's process ends (sent before its FIN; dropped by an RST), the netdev set down
+# mid-transfer.
 # Two links per group (a second veth pair, rxe2/rxe3 on 10.78.0.x): the server adds
 # the second link (ADD LINK), connections spread over both; the second path's netdev
 # set down mid-transfer moves its connections to the first link with every byte
@@ -16,7 +18,7 @@
 # tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC.
 # SMC_DEBUG=1: the client library's fallback / error decisions (libsmcproto(3)) go to
 # the smcr-xfer outputs (cli.PORT, srv.PORT).
-# SMCR_TESTS=sizes,parallel,plain,kill,sockperf,pnet,inline,cqpoll,linkdown,failover picks cases.
+# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -233,6 +235,68 @@ if want kill; then
                 kill $ks
         fi
         run_xfer "after the kill, a new transfer" 1048576 1 1
+fi
+if want held; then
+        # bytes a cork or MSG_MORE held back when the sending process ends: TCP's kernel
+        # sends them before its FIN (smcd does here: the send buffer's prod_held); an
+        # RST (SO_LINGER {1, 0}) drops them. Client on A, server on B, both under smcrun
+        if [ -z "$smcrun_sh" ]; then
+                echo "ok - held bytes at a process's end # SKIP (no smcrun)"
+        else
+                cat >"$tmp/held.py" <<'PY'
+import os, signal, socket, struct, sys
+role, ip, port, how = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if role == "server":
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((ip, port))
+    ls.listen(1)
+    print("listening", flush=True)
+    s, _ = ls.accept()
+    s.settimeout(10)
+    got, end = b"", "?"
+    try:
+        while True:
+            d = s.recv(100)
+            if not d:
+                end = "EOF"
+                break
+            got += d
+    except OSError as e:
+        end = "ECONNRESET" if isinstance(e, ConnectionResetError) else repr(e)
+    print("mode %d got %r then %s" % (s.getsockopt(286, 0x5301), got, end), flush=True)
+else:
+    c = socket.create_connection((ip, port))
+    print("mode %d" % c.getsockopt(286, 0x5301), flush=True)
+    if how == "cork":
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        c.send(b"HELLO")
+    else:
+        c.send(b"HELLO", socket.MSG_MORE)
+    if how == "linger":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+PY
+                for how in more cork kill linger; do
+                        port=$((port + 1))
+                        B env SMCRUN_LIB="$smcrun_lib" timeout 60 sh "$smcrun_sh" python3 "$tmp/held.py" server \
+                                "$RXE_B_IP" $port $how >"$tmp/hsrv.$how" 2>&1 &
+                        hs=$!
+                        for _ in $(seq 100); do grep -q listening "$tmp/hsrv.$how" && break; sleep 0.1; done
+                        A env SMCRUN_LIB="$smcrun_lib" timeout 60 sh "$smcrun_sh" python3 "$tmp/held.py" client \
+                                "$RXE_B_IP" $port $how >"$tmp/hcli.$how" 2>&1
+                        wait $hs
+                        [ $how = linger ] && w="got b'' then ECONNRESET" || w="got b'HELLO' then EOF"
+                        if grep -q "^mode 3" "$tmp/hcli.$how" && grep -q "^mode 3 $w" "$tmp/hsrv.$how"; then
+                                ok "held bytes at the sender's end ($how): server $w, in SMC-R"
+                        else
+                                nok "held bytes at the sender's end ($how): client '$(cat "$tmp/hcli.$how")', server '$(cat "$tmp/hsrv.$how")', want '$w'"
+                        fi
+                done
+        fi
 fi
 if want sockperf; then
         if [ -z "$smcrun_sh" ] || ! command -v sockperf >/dev/null; then
