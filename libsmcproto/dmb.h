@@ -200,7 +200,13 @@ struct smc_dmb_hdr {
         _Atomic uint32_t drain_gen;     /* drains ended (D3), wrapping: a writer that
                                          * sees neither draining nor a new drain_gen
                                          * around its plug knows no drain ate it (Q3) */
-        uint8_t pad1[64 - 40];
+        /* SO_RCVLOWAT of the owner's socket (bytes; 0 or 1: the default, 1): a
+         * blocking receive waits for that many bytes (ring.c smc_ring_recv), as
+         * TCP's sock_rcvlowat(). Here, not per process, so that every process
+         * holding the socket (fork, exec, SCM_RIGHTS) sees the one value, as the
+         * kernel's sk_rcvlowat. Written by the owner's setsockopt (socket.c). */
+        _Atomic uint32_t rcvlowat;
+        uint8_t pad1[64 - 44];
         /* cache line 2: cold statistics, written by the writer only */
         _Atomic uint64_t prod_sendfile_calls; /* sendfile calls that moved data in */
         _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */
@@ -256,6 +262,7 @@ _Static_assert(sizeof(struct smc_dmb_hdr) <= SMC_DMB_HDR_CLEAR_LEN, "clear lengt
 _Static_assert(offsetof(struct smc_dmb_hdr, token) == 152, "DMB header: token in the cold line");
 _Static_assert(offsetof(struct smc_dmb_hdr, data_dirty) / 64 == 2, "DMB header: data_dirty in the cold line");
 _Static_assert(offsetof(struct smc_dmb_hdr, prod_held) / 64 == 2, "DMB header: prod_held in the cold line");
+_Static_assert(offsetof(struct smc_dmb_hdr, rcvlowat) / 64 == 1, "DMB header: rcvlowat in the reader's line");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
  * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */

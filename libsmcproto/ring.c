@@ -1584,7 +1584,7 @@ static bool rx_peek_backoff(struct smc_ring_ep *ep, unsigned *round, uint64_t *d
         return nanosleep(&ts, NULL) == 0 || errno != EINTR;
 }
 
-/* MSG_WAITALL with bytes copied: wait for more in poll(X), which the kernel never
+/* MSG_WAITALL or SO_RCVLOWAT with bytes copied: wait for more in poll(X), which the kernel never
  * restarts after a signal handler, so that a handler installed with SA_RESTART
  * also ends the call with the partial count, as TCP's tcp_recvmsg returns `copied`
  * once a signal is pending; and so does the timeout. False: return what was copied.
@@ -1689,8 +1689,15 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         if (s == 2)
                                 x_eof = true;
                 }
-                if (got > 0 && !waitall)
-                        break;
+                if (got > 0 && !waitall) {
+                        /* SO_RCVLOWAT: a blocking receive waits for min(mark, len)
+                         * bytes, as TCP's (sock_rcvlowat()); a nonblocking one
+                         * returns what it has (got < total here) */
+                        uint32_t lowat = atomic_load_explicit(&ep->rx_hdr->rcvlowat, memory_order_relaxed);
+
+                        if (nonblock || got >= lowat)
+                                break;
+                }
 
                 t = rx_terminal(ep, x_eof);
                 if (t <= 0) {
@@ -1861,6 +1868,12 @@ void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset) {
                 atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_LINGER_RESET);
         else
                 atomic_fetch_and(&ep->rx_hdr->reader_flags, ~SMC_DMB_READER_LINGER_RESET);
+}
+
+void smc_ring_set_rcvlowat(struct smc_ring_ep *ep, int val) {
+        /* sock_setsockopt(): negative is INT_MAX, 0 is 1 */
+        atomic_store_explicit(&ep->rx_hdr->rcvlowat, val < 0 ? INT_MAX : val == 0 ? 1 : (uint32_t) val,
+                              memory_order_relaxed);
 }
 
 bool smc_ring_linger_reset(const struct smc_ring_ep *ep) {

@@ -172,7 +172,10 @@ ssize_t smc_ring_send_timeo(struct smc_ring_ep *ep, const struct iovec *iov, int
 ssize_t smc_ring_sendfile(struct smc_ring_ep *ep, int in_fd, int64_t *offset, size_t count, int flags,
                           bool nonblock, int timeo_fd);
 
-/* Receive into @iov. flags: MSG_PEEK, MSG_WAITALL. Returns bytes (> 0), 0 at EOF
+/* Receive into @iov. flags: MSG_PEEK, MSG_WAITALL. A blocking call returns once it
+ * has min(SO_RCVLOWAT, the buffer's length) bytes (smc_ring_set_rcvlowat(); all of
+ * them with MSG_WAITALL), or earlier with what it has at EOF, an error, a signal
+ * handler or the timeout, as TCP's. Returns bytes (> 0), 0 at EOF
  * (peer shut down or closed orderly and all data read), -EAGAIN, -ECONNRESET (peer
  * aborted / died; data sent before the abort is still delivered first), -EINTR,
  * -EFAULT (@iov, or a buffer as smc_ring_send() refuses it when there is data to
@@ -222,6 +225,10 @@ void smc_ring_mark_accepted(struct smc_ring_ep *ep);
 /* Record in the shared DMB whether the socket's close resets (SO_LINGER {1, 0}), for
  * whichever process closes it last (SMC_DMB_READER_LINGER_RESET). */
 void smc_ring_set_linger_reset(struct smc_ring_ep *ep, bool reset);
+/* Record the socket's SO_RCVLOWAT in bytes (as the kernel stores it: a negative
+ * value is INT_MAX, 0 is 1) in the shared DMB header, for every process that holds
+ * the socket; smc_ring_recv() honours it. */
+void smc_ring_set_rcvlowat(struct smc_ring_ep *ep, int val);
 /* Whether any process that holds the socket set SO_LINGER {1, 0} (the flag above). */
 bool smc_ring_linger_reset(const struct smc_ring_ep *ep);
 

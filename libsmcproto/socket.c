@@ -3386,6 +3386,15 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */
         if (s->linger_reset)
                 smc_ring_set_linger_reset(&s->ep, true); /* SO_LINGER set before connect() */
+        {
+                /* SO_RCVLOWAT set before connect() (here, before exec or through a
+                 * copy): on the TCP socket, T */
+                int lowat = 1;
+                socklen_t ll = sizeof(lowat);
+
+                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) == 0 && lowat > 1)
+                        smc_ring_set_rcvlowat(&s->ep, lowat);
+        }
         s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
         s->ep.peer_is_daemon = s->smcr;
         s->conn_fork_gen = atomic_load(&fork_gen);
@@ -4145,6 +4154,12 @@ static void opt_inherit(struct smc_sock *s, struct smc_sock *l) {
                         s->rcvtimeo_set = true;
                 else if (s->inh[i].name == SO_SNDTIMEO)
                         sndtimeo = true;
+                else if (s->inh[i].name == SO_RCVLOWAT && s->inh[i].len >= sizeof(int)) {
+                        int v;
+
+                        memcpy(&v, s->inh[i].val, sizeof(v));
+                        smc_ring_set_rcvlowat(&s->ep, v);
+                }
         }
         if (sndtimeo && s->optsock < 0)
                 (void) optsock_make(s);
@@ -4486,6 +4501,8 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                 if (smcd)
                         smc_ring_set_linger_reset(&s->ep, s->linger_reset);
         }
+        if (r == 0 && smcd && level == SOL_SOCKET && name == SO_RCVLOWAT && get_int(val, len, &v) == 0)
+                smc_ring_set_rcvlowat(&s->ep, v); /* for the ring's receive (the kernel took it) */
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
                 /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */
                 s->rcvtimeo_set = true;

@@ -6,6 +6,7 @@
 # connections shared by fork (fork-share.py) and by dup (dup-share.py), a connection
 # dup2()ed between vfork and exec by CPython's subprocess (vfork-dup.py), accept(2)
 # with SO_RCVTIMEO and recv(MSG_PEEK|MSG_WAITALL) on partial data with it (rcvtimeo.py),
+# SO_RCVLOWAT on blocking receives (rcvlowat.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
 # posix_spawn file actions that dup2 a connection onto the child's stdin/stdout (spawn-actions.py),
@@ -195,6 +196,15 @@ if tcp_t=$(timeout 120 python3 "$here/apps/epoll-hup.py" 2>&1) &&
 else
         echo "not ok - epoll-hup: differs from TCP's (< TCP, > smcrun):"
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
+# SO_RCVLOWAT on blocking receives (rcvlowat.py: its checks are TCP's results), over
+# TCP and under smcrun (every connection SMC-D)
+if out=$(timeout 60 python3 "$here/apps/rcvlowat.py" 2>&1) &&
+        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/rcvlowat.py" 2>&1); then
+        echo "ok - rcvlowat: $out, over TCP and SMC-D"
+else
+        echo "not ok - rcvlowat: $out"
         failed=1
 fi
 # a process that changes its root before its first SMC call: still SMC-D (root only)
