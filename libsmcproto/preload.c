@@ -962,13 +962,14 @@ _public_ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
  * as it was (splice_to_smc). (Before, a full ring made the send fail after the read:
  * the bytes taken from the pipe were lost, and a caller that counts what its pipe
  * holds, as haproxy does, then blocked reading an empty pipe.)
- * Offsets: EINVAL for the socket's, ESPIPE for the pipe's, as the kernel. */
+ * Offsets: EINVAL for the socket's, ESPIPE for the pipe's, and EINVAL when the other
+ * end is no pipe, in the kernel's order. */
 DEFINE_REAL(splice)
 
 #define SPLICE_BUF (64u << 10)
 
-/* Is the socket @fd in nonblocking mode (the kernel's flag on its descriptor)? */
-static bool sock_nonblock(int fd) {
+/* Is @fd (a socket, a pipe) in nonblocking mode (the flag of its open file)? */
+static bool fd_nonblock(int fd) {
         int fl = sys_fcntl(fd, F_GETFL, 0);
 
         return fl >= 0 && (fl & O_NONBLOCK);
@@ -1049,9 +1050,10 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
                         n = -1; /* the pipe broke (EPIPE: no reader) */
                         break;
                 }
-                /* the pipe is full: EAGAIN with SPLICE_F_NONBLOCK, else wait (also
-                 * for a nonblocking socket, as the kernel's) */
-                if (flags & SPLICE_F_NONBLOCK) {
+                /* the pipe is full: EAGAIN with SPLICE_F_NONBLOCK or a pipe in
+                 * O_NONBLOCK mode, else wait (also for a nonblocking socket), as
+                 * the kernel's */
+                if ((flags & SPLICE_F_NONBLOCK) || fd_nonblock(pipe_out)) {
                         errno = EAGAIN;
                         n = -1;
                         break;
@@ -1076,7 +1078,7 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
  * EPIPE (with SIGPIPE) before anything is taken from the pipe. */
 static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) {
         char buf[SPLICE_BUF];
-        bool sock_nb = sock_nonblock(fd_out);
+        bool sock_nb = fd_nonblock(fd_out);
         unsigned pipe_flags = (flags & SPLICE_F_NONBLOCK) || sock_nb ? SPLICE_F_NONBLOCK : 0;
         int priv[2];
         size_t room;
@@ -1149,18 +1151,19 @@ _public_ ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, 
                 return f ? f(fd_in, off_in, fd_out, off_out, len, flags)
                          : smc_syscall(SYS_splice, fd_in, off_in, fd_out, off_out, len, flags);
         }
-        /* as the kernel: an offset for the socket is EINVAL (no pread on it), for
-         * the pipe ESPIPE */
-        if ((in && off_in) || (out && off_out)) {
-                errno = EINVAL;
+        /* as the kernel's do_splice(): EINVAL unless the other end is a pipe; then
+         * ESPIPE for an offset of the pipe, EINVAL for one of the socket (no pread
+         * on it) */
+        if ((in && out) || sys_fcntl(in ? fd_out : fd_in, F_GETPIPE_SZ, 0) < 0) {
+                errno = EINVAL; /* neither is a pipe */
                 return -1;
         }
         if ((in && off_out) || (out && off_in)) {
                 errno = ESPIPE;
                 return -1;
         }
-        if (in && out) {
-                errno = EINVAL; /* neither is a pipe */
+        if ((in && off_in) || (out && off_out)) {
+                errno = EINVAL;
                 return -1;
         }
         if (len == 0)

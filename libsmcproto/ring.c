@@ -1637,8 +1637,6 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 smc_ring_kwait(ep, true);
         pthread_mutex_lock(&ep->rx_lock);
         c = atomic_load_explicit(&ep->rx_hdr->cons, memory_order_relaxed);
-        if (total == 0)
-                goto out;
         if (ep->busy_poll_ns > 0) {
                 my_cpu = cur_cpu();
                 if (atomic_load_explicit(&ep->rx_hdr->reader_cpu, memory_order_relaxed) != my_cpu)
@@ -1652,6 +1650,11 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 int s, t;
 
                 if (avail > 0) {
+                        /* a zero-length receive returns 0 once there is data (and
+                         * waits for it, or says EAGAIN, EOF or the error), as
+                         * tcp_recvmsg() */
+                        if (total == 0)
+                                break;
                         /* checked where the kernel's copy would fault: with data to
                          * copy (no data: EAGAIN or EOF, as TCP; MSG_TRUNC discards
                          * without touching a buffer) */
@@ -1804,7 +1807,6 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                 (void) rx_settle(ep);
         if (spinning)
                 atomic_store(&ep->rx_hdr->spinning, SMC_DMB_SPIN_IDLE); /* S3: after cons and settle */
-out:
         pthread_mutex_unlock(&ep->rx_lock);
         if (!nonblock)
                 smc_ring_kwait(ep, false);

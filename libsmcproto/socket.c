@@ -3602,7 +3602,10 @@ static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt
         return ret_errno_ssize(r);
 }
 
-static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt, int flags) {
+/* @vfs: read(2) or readv(2), which return 0 for zero bytes asked without looking at
+ * the socket (sock_read_iter()); a recv(2) of zero bytes goes to the ring, which
+ * answers as tcp_recvmsg() does (EAGAIN, a wait, EOF or an error; 0 with data). */
+static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt, int flags, bool vfs) {
         ssize_t r;
 
         if (flags & MSG_ERRQUEUE)
@@ -3610,7 +3613,7 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
         if (flags & ~RECV_FLAGS)
                 return ret_errno_ssize(-EOPNOTSUPP);
         r = iov_total(iov, iovcnt);
-        if (r <= 0)
+        if (r < 0 || (r == 0 && vfs))
                 return ret_errno_ssize(r);
         /* MSG_TRUNC: as tcp_recvmsg(), the bytes are dropped instead of copied (the
          * buffer is not touched and may be NULL); the count says how many */
@@ -3640,7 +3643,7 @@ SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
 
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, NULL, NULL);
-        return smcd_recv(s, &v, 1, flags);
+        return smcd_recv(s, &v, 1, flags, false);
 }
 
 int smc_sendto_addr_check(const struct sockaddr *to, socklen_t tolen) {
@@ -3676,10 +3679,10 @@ SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct
         if (from && smc_uptr_bad(fromlen)) {
                 /* the kernel receives first, then fails at the address length (the
                  * bytes are gone); here they stay */
-                r = smcd_recv(s, &v, 1, flags | MSG_PEEK);
+                r = smcd_recv(s, &v, 1, flags | MSG_PEEK, false);
                 return r < 0 ? r : ret_errno_ssize(-EFAULT);
         }
-        r = smcd_recv(s, &v, 1, flags);
+        r = smcd_recv(s, &v, 1, flags, false);
         if (r >= 0 && from && fromlen)
                 *fromlen = 0; /* as TCP: no address */
         return r;
@@ -3730,7 +3733,7 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
         }
         if (msg_check(msg, false) < 0)
                 return -1;
-        r = smcd_recv(s, msg->msg_iov, (int) msg->msg_iovlen, flags);
+        r = smcd_recv(s, msg->msg_iov, (int) msg->msg_iovlen, flags, false);
         if (r >= 0) {
                 msg->msg_flags = 0;
                 msg->msg_namelen = 0;
@@ -3745,7 +3748,7 @@ SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
 
         if (!s)
                 return sys_read(fd, buf, len);
-        return smcd_recv(s, &v, 1, 0);
+        return smcd_recv(s, &v, 1, 0, true);
 }
 
 SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
@@ -3762,7 +3765,7 @@ SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
 
         if (!s)
                 return sys_readv(fd, iov, iovcnt);
-        return smcd_recv(s, iov, iovcnt, 0);
+        return smcd_recv(s, iov, iovcnt, 0, true);
 }
 
 SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {

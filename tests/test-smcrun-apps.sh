@@ -6,7 +6,8 @@
 # connections shared by fork (fork-share.py) and by dup (dup-share.py), a connection
 # dup2()ed between vfork and exec by CPython's subprocess (vfork-dup.py), accept(2)
 # with SO_RCVTIMEO and recv(MSG_PEEK|MSG_WAITALL) on partial data with it (rcvtimeo.py),
-# SO_RCVLOWAT on blocking receives (rcvlowat.py),
+# SO_RCVLOWAT on blocking receives (rcvlowat.py), zero-length receives and splice's
+# edges compared with TCP (edge-calls.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
 # posix_spawn file actions that dup2 a connection onto the child's stdin/stdout (spawn-actions.py),
@@ -195,6 +196,17 @@ if tcp_t=$(timeout 120 python3 "$here/apps/epoll-hup.py" 2>&1) &&
         fi
 else
         echo "not ok - epoll-hup: differs from TCP's (< TCP, > smcrun):"
+        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+        failed=1
+fi
+# calls at the edges (edge-calls.py: zero-length receives, splice into a full
+# nonblocking pipe, splice offsets): the transcript under smcrun must be TCP's
+if tcp_t=$(timeout 60 python3 "$here/apps/edge-calls.py" 2>&1) &&
+        smc_t=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/edge-calls.py" 2>&1) &&
+        [ "$tcp_t" = "$smc_t" ]; then
+        echo "ok - edge-calls: $(echo "$smc_t" | grep -c .) lines as over TCP"
+else
+        echo "not ok - edge-calls: differs from TCP's (< TCP, > smcrun):"
         diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
         failed=1
 fi
