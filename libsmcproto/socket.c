@@ -280,8 +280,9 @@ struct smc_sock {
         uint32_t listen_instance;  /* the smcd (HELLO_REPLY.instance) it is registered
                                     * with: its connections' conn_instance */
         uint64_t relisten_ms;      /* the last such try (now_ms), 0 = none yet */
-        bool listen_shut;          /* shutdown(SHUT_RD) stopped it (listener_shutdown):
-                                    * never registered with smcd again */
+        bool listen_shut;          /* shutdown(SHUT_RD) or connect(AF_UNSPEC) stopped it
+                                    * (listener_stop_smc()): not registered with smcd
+                                    * again, unless listen(2) resumes it (smc_listen) */
         struct listen_share *lshare; /* how many processes hold it (listen_sole()); NULL:
                                       * not counted (inherited over exec, joined, a dup) */
         bool lshare_dropped;         /* counted out (its close); mapped until reused */
@@ -2441,6 +2442,8 @@ static int listen_register(struct smc_sock *s, int backlog, bool join) {
         return 0;
 }
 
+static void listen_reregister(struct smc_sock *l);
+
 SMC_PUBLIC int smc_listen(int fd, int backlog) {
         struct smc_sock *s = sock_lookup(fd);
         int r;
@@ -2458,6 +2461,18 @@ SMC_PUBLIC int smc_listen(int fd, int backlog) {
                 break;
         case SOCK_LISTEN_SMC:
                 r = sys_listen(s->hidden, backlog); /* new backlog */
+                if (r == 0 && s->listen_shut && s->chan < 0 && getpid() == s->listen_pid) {
+                        /* listening again after a shutdown(SHUT_RD) or connect(AF_UNSPEC)
+                         * stopped it (a pause, as HAProxy's): SMC again too, when this
+                         * process registered it and holds it alone (else TCP only) */
+                        s->listen_shut = false;
+                        s->listen_backlog = backlog;
+                        s->relisten_ms = 0;
+                        listen_reregister(s);
+                        if (s->chan < 0)
+                                s->listen_shut = true;
+                        rereg_maybe();
+                }
                 break;
         default: /* NEW, BOUND, LISTEN_TCP (retries smcd) */
                 r = sys_listen(fd, backlog);
@@ -3421,6 +3436,8 @@ fail:
         return 0;
 }
 
+static int listener_disconnect(struct smc_sock *l, const struct sockaddr *addr, socklen_t len);
+
 SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         struct smc_sock *s = sock_lookup(fd);
         struct smc_ctl_addr dst;
@@ -3444,6 +3461,8 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 return ret_errno(r);
         case SOCK_LISTEN_SMC:
                 pthread_mutex_unlock(&s->lock);
+                if (!smc_uptr_bad(addr) && len >= (socklen_t) sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC)
+                        return listener_disconnect(s, addr, len);
                 errno = EISCONN; /* what Linux TCP says for a listener */
                 return -1;
         case SOCK_LISTEN_TCP:
@@ -3819,6 +3838,22 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         return ret_errno_ssize(r);
 }
 
+/* @l's TCP socket T stopped listening (locked): the SMC side stops too. */
+static void listener_stop_smc(struct smc_sock *l) {
+        if (sock_state(l) != SOCK_LISTEN_SMC || l->chan < 0)
+                return;
+        l->listen_shut = true;
+        if (getpid() == l->listen_pid && atomic_load(&fork_gen) == l->listen_fork_gen) {
+                xreg_del(l, l->chan);
+                (void) sys_epoll_ctl(l->fd, EPOLL_CTL_DEL, l->chan, NULL);
+                listen_undo(l->listener_id, l->chan);
+                l->chan = -1;
+                if (l->dchan >= 0)
+                        sys_close(l->dchan);
+                l->dchan = -1;
+        }
+}
+
 /* shutdown(2) of an SMC listener. As TCP's (inet_shutdown(): a listener shut for
  * reading stops listening): its TCP socket T answers and stops listening, and when it
  * did, the SMC side stops too: UNLISTEN (only the process that listened may; smcd then
@@ -3830,18 +3865,22 @@ static int listener_shutdown(struct smc_sock *l, int how) {
 
         pthread_mutex_lock(&l->lock);
         r = sys_shutdown(l->hidden, how);
-        if (r == 0 && how != SHUT_WR && sock_state(l) == SOCK_LISTEN_SMC && l->chan >= 0) {
-                l->listen_shut = true;
-                if (getpid() == l->listen_pid && atomic_load(&fork_gen) == l->listen_fork_gen) {
-                        xreg_del(l, l->chan);
-                        (void) sys_epoll_ctl(l->fd, EPOLL_CTL_DEL, l->chan, NULL);
-                        listen_undo(l->listener_id, l->chan);
-                        l->chan = -1;
-                        if (l->dchan >= 0)
-                                sys_close(l->dchan);
-                        l->dchan = -1;
-                }
-        }
+        if (r == 0 && how != SHUT_WR)
+                listener_stop_smc(l);
+        pthread_mutex_unlock(&l->lock);
+        return r;
+}
+
+/* connect(2) with AF_UNSPEC on an SMC listener: as TCP's (__inet_stream_connect(): the
+ * disconnect a shutdown for reading makes, which stops listening; HAProxy pauses its
+ * listeners so, and resumes them with listen(2)). */
+static int listener_disconnect(struct smc_sock *l, const struct sockaddr *addr, socklen_t len) {
+        int r;
+
+        pthread_mutex_lock(&l->lock);
+        r = sys_connect(l->hidden, addr, len);
+        if (r == 0)
+                listener_stop_smc(l);
         pthread_mutex_unlock(&l->lock);
         return r;
 }

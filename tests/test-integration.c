@@ -2211,7 +2211,8 @@ static int addrinuse_body(void *arg) {
 
 /* shutdown(SHUT_RDWR) of a listener stops it, as TCP's (inet_shutdown()): a thread
  * blocked in accept wakes with EINVAL, a later connect is refused, and a connection
- * queued before is reset. Over TCP and over smc_*, the same assertions. */
+ * queued before is reset; paused by connect(AF_UNSPEC) or shutdown(SHUT_RD), it
+ * listens again after listen(). Over TCP and over smc_*, the same assertions. */
 struct lshut_arg {
         const struct sock_ops *o;
         int l, r, err;
@@ -2266,6 +2267,42 @@ static int lshut_body(void *arg) {
               o->name);
         o->close(q);
         o->close(l2);
+
+        /* paused and resumed on its port: connect(AF_UNSPEC) (HAProxy's pause of a
+         * listener) or shutdown(SHUT_RD), then listen() again: connects are refused
+         * while paused, then accepted (SMC-D again for smc_*) */
+        for (int how = 0; how < 2; how++) {
+                struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+                const char *what = how == 0 ? "connect(AF_UNSPEC)" : "shutdown(SHUT_RD)";
+                int l3, fd;
+
+                l3 = listen_on(o, "127.0.0.1", 0, 16, &port); /* a free port */
+                CHECK(l3 >= 0, "%s listener", o->name);
+                o->close(l3);
+                l3 = listen_on(o, "127.0.0.1", port, 16, &port);
+                CHECK(l3 >= 0, "%s listener on port %u", o->name, port);
+                len = make_addr("127.0.0.1", port, &ss);
+                CHECK((how == 0 ? o->connect(l3, &unspec, sizeof(unspec)) : o->shutdown(l3, SHUT_RD)) == 0,
+                      "%s %s of the listener: %m", o->name, what);
+                c = o->socket(AF_INET, SOCK_STREAM, 0);
+                CHECK(c >= 0 && o->connect(c, (struct sockaddr *) &ss, len) < 0 && errno == ECONNREFUSED,
+                      "%s connect to a listener paused by %s: %m, want ECONNREFUSED", o->name, what);
+                o->close(c);
+                CHECK(o->listen(l3, 16) == 0, "%s listen again after %s: %m", o->name, what);
+                c = o->socket(AF_INET, SOCK_STREAM, 0);
+                CHECK(c >= 0 && o->connect(c, (struct sockaddr *) &ss, len) == 0,
+                      "%s connect after listen again (%s): %m", o->name, what);
+                fd = o->accept(l3, NULL, NULL);
+                CHECK(fd >= 0, "%s accept after listen again (%s): %m", o->name, what);
+                CHECK(o->send(c, "r", 1, 0) == 1 && o->recv(fd, &b, 1, 0) == 1 && b == 'r', "%s data after %s: %m",
+                      o->name, what);
+                if (o->smc)
+                        CHECK(expect_mode(fd, "resumed listener", SMC_PROTO_MODE_SMCD, REASON_ANY) == 0,
+                              "resumed after %s: not SMC-D", what);
+                o->close(fd);
+                o->close(c);
+                o->close(l3);
+        }
         return 0;
 }
 
