@@ -793,15 +793,21 @@ bool listener_queue_full(Listener *l) {
  * would still queue the connection; here it would wait in a queue nobody reads while
  * the socket's other accepters (without the library) serve TCP: new connections go
  * over TCP instead (SMC_CLC_DECL_PEERDECL, as a full queue) until one is accepted.
- * Judged at each CONNECT, no timer: a listener nobody connects to costs nothing. */
+ * Judged at each CONNECT, no timer: a listener nobody connects to costs nothing. The
+ * connections queued before the stall was seen wait until one is accepted, the
+ * holder closes the listener (reset) or exits. */
 bool listener_stalled(Listener *l, uint64_t queued) {
         Manager *m = l->manager;
         uint64_t accepted, now = manager_now(m);
 
         accepted = queued < l->n_sent ? l->n_sent - queued : 0;
         if (queued == 0 || accepted != l->stall_accepted || l->stall_since == 0) {
+                /* the queue moved, or is empty: measured from now, also when it is
+                 * empty (the connection this CONNECT queues is the oldest waiting
+                 * one then: a listener that stopped accepting before it came is
+                 * judged at the next CONNECT, not one more 3 s later) */
                 l->stall_accepted = accepted;
-                l->stall_since = queued ? now : 0;
+                l->stall_since = now;
                 if (l->stalled)
                         log_debug("Listener %" PRIu64 " accepts again.", l->id);
                 l->stalled = false;

@@ -2306,6 +2306,46 @@ static int lshut_body(void *arg) {
         return 0;
 }
 
+/* A listener nobody accepts from (an old nginx master after a binary upgrade whose
+ * new binary runs without the library): once its oldest queued connection waited 3 s,
+ * a new connection goes over TCP (SMC_CLC_DECL_PEERDECL; TCP's own queue serves it),
+ * also when the queue was empty when the listener stopped accepting; once one is
+ * accepted, SMC-D again. */
+static int stall_body(void *arg) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        uint16_t port;
+        int l, c1, c2, c3, a1, a2, a3;
+        char b;
+
+        (void) arg;
+        l = listen_on(&sock_ops_smc, "127.0.0.1", 0, 16, &port);
+        CHECK(l >= 0, "listener");
+        len = make_addr("127.0.0.1", port, &ss);
+        sleep_ms(3300); /* the listener idle (no accept) for longer than the 3 s */
+        c1 = smc_socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(c1 >= 0 && smc_connect(c1, (struct sockaddr *) &ss, len) == 0, "connect 1: %m");
+        CHECK(expect_mode(c1, "connect 1 (empty queue)", SMC_PROTO_MODE_SMCD, REASON_ANY) == 0, "mode 1");
+        sleep_ms(3300);
+        c2 = smc_socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(c2 >= 0 && smc_connect(c2, (struct sockaddr *) &ss, len) == 0, "connect 2: %m");
+        CHECK(expect_mode(c2, "connect 2 (connect 1 queued 3.3 s)", SMC_PROTO_MODE_TCP, SMC_CLC_DECL_PEERDECL) == 0,
+              "mode 2");
+        a1 = smc_accept(l, NULL, NULL);
+        a2 = smc_accept(l, NULL, NULL);
+        CHECK(a1 >= 0 && a2 >= 0, "accept the two: %m");
+        CHECK(smc_send(c1, "1", 1, 0) == 1 && smc_send(c2, "2", 1, 0) == 1, "send: %m");
+        CHECK(smc_recv(a1, &b, 1, 0) == 1 && (b == '1' || b == '2'), "recv a1: %m");
+        CHECK(smc_recv(a2, &b, 1, 0) == 1 && (b == '1' || b == '2'), "recv a2: %m");
+        c3 = smc_socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(c3 >= 0 && smc_connect(c3, (struct sockaddr *) &ss, len) == 0, "connect 3: %m");
+        CHECK(expect_mode(c3, "connect 3 (accepting again)", SMC_PROTO_MODE_SMCD, REASON_ANY) == 0, "mode 3");
+        a3 = smc_accept(l, NULL, NULL);
+        CHECK(a3 >= 0, "accept 3: %m");
+        smc_close(a1), smc_close(a2), smc_close(a3), smc_close(c1), smc_close(c2), smc_close(c3), smc_close(l);
+        return 0;
+}
+
 static int mixed_server(struct pair *p, int lfd) {
         struct sockaddr_storage peer, got;
         socklen_t l = sizeof(peer);
@@ -2383,6 +2423,7 @@ static int case_listen(struct ctx *c) {
         CHECK(run_child(addrinuse_body, NULL, 30) == 0, "EADDRINUSE");
         CHECK(run_child(lshut_body, (void *) &sock_ops_tcp, 30) == 0, "listener shutdown over TCP");
         CHECK(run_child(lshut_body, (void *) &sock_ops_smc, 30) == 0, "listener shutdown over SMC");
+        CHECK(run_child(stall_body, NULL, 30) == 0, "a listener that stopped accepting");
         fprintf(stderr, "# shutdown of a listener: blocked accept EINVAL, connect refused (TCP and SMC)\n");
         CHECK(pair_run(&mixed, mixed_server, mixed_client) == 0, "plain TCP and SMC clients on one SMC listener");
         fprintf(stderr, "# one SMC listener accepted a plain TCP client (mode TCP) and an SMC client (SMCD)\n");
