@@ -153,29 +153,28 @@ print(*[x.getsockname()[1] for x in s])')
 else
         echo "ok - nginx proxy_pass: skipped: no nginx or curl"
 fi
+# same_as_tcp NAME: tests/apps/NAME.py over TCP, then under smcrun (with SMC_EXPECT
+# from the caller's environment: =1 asks the script to check every connection is
+# SMC-D); both must succeed and print the same transcript, line by line
+same_as_tcp() {
+        local tcp_t smc_t
+        if tcp_t=$(SMC_EXPECT= timeout 120 python3 "$here/apps/$1.py" 2>&1) &&
+                smc_t=$(timeout 120 sh "$smcrun" python3 "$here/apps/$1.py" 2>&1) &&
+                [ "$tcp_t" = "$smc_t" ]; then
+                echo "ok - $1: $(echo "$smc_t" | grep -c .) lines as over TCP"
+        else
+                echo "not ok - $1: differs from TCP's (< TCP, > smcrun):"
+                diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
+                failed=1
+        fi
+}
 # epoll_ctl / epoll_wait on listeners with EPOLLEXCLUSIVE: the transcript under smcrun
 # must be TCP's, line by line
-if tcp_t=$(timeout 120 python3 "$here/apps/epoll-transcript.py" 2>&1) &&
-        smc_t=$(timeout 120 sh "$smcrun" python3 "$here/apps/epoll-transcript.py" 2>&1) &&
-        [ "$tcp_t" = "$smc_t" ]; then
-        echo "ok - epoll-transcript: $(echo "$smc_t" | grep -c .) lines as over TCP"
-else
-        echo "not ok - epoll-transcript: differs from TCP's (< TCP, > smcrun):"
-        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
-        failed=1
-fi
+same_as_tcp epoll-transcript
 # the epoll watch (data published without a doorbell byte while a level-triggered set
 # watches the connection): every other way of waiting must still see it; the
 # transcript under smcrun must be TCP's, on SMC-D connections
-if tcp_t=$(timeout 120 python3 "$here/apps/epoll-watch.py" 2>&1) &&
-        smc_t=$(SMC_EXPECT=1 timeout 120 sh "$smcrun" python3 "$here/apps/epoll-watch.py" 2>&1) &&
-        [ "$tcp_t" = "$smc_t" ]; then
-        echo "ok - epoll-watch: $(echo "$smc_t" | grep -c .) lines as over TCP"
-else
-        echo "not ok - epoll-watch: differs from TCP's (< TCP, > smcrun):"
-        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
-        failed=1
-fi
+SMC_EXPECT=1 same_as_tcp epoll-watch
 # readiness once a connection's directions are shut (EPOLLHUP from epoll as on TCP,
 # also for a registration with no events), the abort, data read on after the hang-up,
 # a hung-up connection shared with a child, a reset after our own shutdown (reported
@@ -201,15 +200,7 @@ else
 fi
 # calls at the edges (edge-calls.py: zero-length receives, splice into a full
 # nonblocking pipe, splice offsets): the transcript under smcrun must be TCP's
-if tcp_t=$(timeout 60 python3 "$here/apps/edge-calls.py" 2>&1) &&
-        smc_t=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/edge-calls.py" 2>&1) &&
-        [ "$tcp_t" = "$smc_t" ]; then
-        echo "ok - edge-calls: $(echo "$smc_t" | grep -c .) lines as over TCP"
-else
-        echo "not ok - edge-calls: differs from TCP's (< TCP, > smcrun):"
-        diff <(echo "$tcp_t") <(echo "$smc_t") | sed 's/^/    /'
-        failed=1
-fi
+SMC_EXPECT=1 same_as_tcp edge-calls
 # SO_RCVLOWAT on blocking receives (rcvlowat.py: its checks are TCP's results), over
 # TCP and under smcrun (every connection SMC-D)
 if out=$(timeout 60 python3 "$here/apps/rcvlowat.py" 2>&1) &&
