@@ -1010,15 +1010,11 @@ static void priv_pipe_close(const int priv[2]) {
  * is taken from the ring (peeked first, dropped after with MSG_TRUNC). Before, a
  * write into a pipe that was fuller than its byte count said blocked the caller (an
  * haproxy thread for good: it is the pipe's reader) with bytes taken from the ring. */
-static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned flags) {
+static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned flags) { /* (splice(): a pipe) */
         char buf[SPLICE_BUF];
         int priv[2];
         ssize_t n, moved, k;
 
-        if (sys_fcntl(pipe_out, F_GETPIPE_SZ, 0) < 0) {
-                errno = EINVAL; /* not a pipe */
-                return -1;
-        }
         if (len > sizeof(buf))
                 len = sizeof(buf);
         if (priv_pipe_open(priv, O_NONBLOCK) < 0)
@@ -1076,7 +1072,7 @@ static ssize_t splice_from_smc(int fd_in, int pipe_out, size_t len, unsigned fla
  * whether a full ring waits (SPLICE_F_NONBLOCK is the pipe's: an empty one gives
  * EAGAIN, and a nonblocking socket sets it), and a connection that is gone gives
  * EPIPE (with SIGPIPE) before anything is taken from the pipe. */
-static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) {
+static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags) { /* (splice(): a pipe) */
         char buf[SPLICE_BUF];
         bool sock_nb = fd_nonblock(fd_out);
         unsigned pipe_flags = (flags & SPLICE_F_NONBLOCK) || sock_nb ? SPLICE_F_NONBLOCK : 0;
@@ -1084,10 +1080,6 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
         size_t room;
         ssize_t n, w, k;
 
-        if (sys_fcntl(pipe_in, F_GETPIPE_SZ, 0) < 0) {
-                errno = EINVAL; /* not a pipe: splice needs one */
-                return -1;
-        }
         for (;;) {
                 struct pollfd p = { .fd = fd_out, .events = POLLOUT };
 
