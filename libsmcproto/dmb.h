@@ -239,8 +239,8 @@ struct smc_dmb_hdr {
          * library). When the writer's last copy goes without a close of the library
          * (the process exits or is killed) and smcd closes it orderly (FIN), smcd
          * publishes prod up to it first, as the kernel sends a dead process's corked
-         * TCP data; an abort drops them, as TCP's RST (smc_curs_ahead(); conn.c; on SMC-R
-         * this is the send buffer, and smcr.c publish_held() sends them).
+         * TCP data; an abort drops them, as TCP's RST (smc_dmb_publish_held(): conn.c;
+         * on SMC-R this is the send buffer, and smcr.c sends them).
          * Written by the writer only. */
         _Atomic uint64_t prod_held;
         uint8_t pad2[64 - 48];
@@ -330,6 +330,21 @@ static inline uint32_t smc_curs_ahead(uint32_t size, uint64_t old, uint64_t new)
         if (smc_curs_wrap(new) == (uint16_t) (smc_curs_wrap(old) + 1))
                 return nc <= oc ? size - oc + nc : 0;
         return 0;
+}
+
+/* For smcd, when a writer died without closing and the close is orderly (FIN): move
+ * @h's producer cursor up to the bytes its cork or MSG_MORE held back (prod_held),
+ * as the kernel sends a dead process's corked TCP data before its FIN. @size: the
+ * ring's data size in bytes. Returns the bytes published (0: none held, or a stale
+ * value: smc_curs_ahead()). */
+static inline uint32_t smc_dmb_publish_held(struct smc_dmb_hdr *h, uint32_t size) {
+        uint64_t prod = atomic_load_explicit(&h->prod, memory_order_relaxed);
+        uint64_t held = atomic_load_explicit(&h->prod_held, memory_order_acquire);
+        uint32_t n = (held & SMC_DMB_PROD_HELD_VALID) ? smc_curs_ahead(size, prod, held & ~SMC_DMB_PROD_HELD_VALID) : 0;
+
+        if (n > 0)
+                atomic_store_explicit(&h->prod, held & ~SMC_DMB_PROD_HELD_VALID, memory_order_release);
+        return n;
 }
 
 /* Pointer to the ring data of a DMB mapped at @base. */

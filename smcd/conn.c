@@ -709,17 +709,11 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                         /* bytes its cork or MSG_MORE held back (dmb.h prod_held): the
                          * kernel sends a dead process's corked TCP data before its
                          * FIN; an abort drops them, as the RST does */
-                        uint64_t prod = atomic_load_explicit(&peer_rx->prod, memory_order_relaxed);
-                        uint64_t held = atomic_load_explicit(&peer_rx->prod_held, memory_order_acquire);
-                        uint32_t n = (held & SMC_DMB_PROD_HELD_VALID)
-                                             ? smc_curs_ahead(conn->buf[!side]->size, prod, held & ~SMC_DMB_PROD_HELD_VALID)
-                                             : 0;
+                        uint32_t n = smc_dmb_publish_held(peer_rx, conn->buf[!side]->size);
 
-                        if (n > 0) {
-                                atomic_store(&peer_rx->prod, held & ~SMC_DMB_PROD_HELD_VALID);
+                        if (n > 0)
                                 log_debug("Endpoint %016" PRIx64 ": %" PRIu32 " bytes it held back published at its end.",
                                           e->id, n);
-                        }
                 }
                 if (f && !peer->closed) {
                         /* only add: DONE_WRITING the dead one set stays; the survivor

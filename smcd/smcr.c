@@ -1250,24 +1250,6 @@ static void conn_maybe_free(SmcrConn *c) {
         manager_status_changed(m);
 }
 
-/* A process that died without closing may have left bytes its cork or MSG_MORE
- * held back in the send buffer (dmb.h prod_held): the kernel sends a dead
- * process's corked TCP data before its FIN, so publish them for conn_tx(), which
- * sends them before the CLOSED flag. Not on an abort (an RST drops them). */
-static void publish_held(SmcrConn *c, Endpoint *e) {
-        struct smc_dmb_hdr *h = snd_hdr(c);
-        uint64_t prod = atomic_load_explicit(&h->prod, memory_order_relaxed);
-        uint64_t held = atomic_load_explicit(&h->prod_held, memory_order_acquire);
-        uint32_t n = (held & SMC_DMB_PROD_HELD_VALID)
-                             ? smc_curs_ahead(c->sndbuf->size, prod, held & ~SMC_DMB_PROD_HELD_VALID)
-                             : 0;
-
-        if (n == 0)
-                return;
-        atomic_store_explicit(&h->prod, held & ~SMC_DMB_PROD_HELD_VALID, memory_order_release);
-        log_debug("Endpoint %016" PRIx64 ": %" PRIu32 " bytes it held back published at its end.", e->id, n);
-}
-
 void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         SmcrConn *c = e->smcr;
 
@@ -1289,7 +1271,7 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                 m->stats.smcr.conns_client_current--;
         c->closed = true;
         if (died) {
-                uint32_t f = atomic_load(&snd_hdr(c)->conn_flags);
+                uint32_t f = atomic_load(&snd_hdr(c)->conn_flags), n;
                 if (!(f & (SMC_DMB_CONN_CLOSED | SMC_DMB_CONN_ABORT))) {
                         /* as TCP when a process exits: FIN if it read everything, else RST;
                          * never RST once both directions were shut (both FINs went:
@@ -1299,8 +1281,11 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
                                     (atomic_load(&rmb_hdr(c)->conn_flags) &
                                      (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
                         c->local_flags |= aborted ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
-                        if (!aborted)
-                                publish_held(c, e);
+                        /* bytes its cork or MSG_MORE held back in the send buffer
+                         * go before the CLOSED flag (conn_tx); an abort drops them */
+                        if (!aborted && (n = smc_dmb_publish_held(snd_hdr(c), c->sndbuf->size)) > 0)
+                                log_debug("Endpoint %016" PRIx64 ": %" PRIu32
+                                          " bytes it held back published at its end.", e->id, n);
                 } else
                         c->local_flags |= (f & SMC_DMB_CONN_ABORT) ? SMC_CDC_CONN_ABORT : SMC_CDC_CONN_CLOSED;
         } else if (aborted)
