@@ -235,6 +235,25 @@ test_redis() {
         [ $good = 3 ]
         check $? "redis SET/GET of a 300 KiB value: $good/3 sha256 match"
 
+        # pipelined large values: 16 SETs of 300 000 bytes per batch (4.8 MB) through
+        # a 128 KiB ring, each nonblocking write partial (hiredis moves the rest of its
+        # buffer after each one): every request answered, the value whole
+        T 60 "${SMCRUN[@]}" redis-benchmark -p "$port" -t set -n 96 -d 300000 -P 16 -c 2 --csv \
+                >"$APPS_DIR/redis-bench-big.log" 2>&1
+        rc=$?
+        # redis-benchmark's value: its genBenchmarkRandomData(), an LCG seeded with 1234
+        want=$(python3 -c 'import hashlib,sys
+s, b = 1234, bytearray()
+for _ in range(300000):
+    s = (s * 1103515245 + 12345) & 0xffffffff
+    b.append(48 + ((s >> 16) & 63))
+print(hashlib.sha256(b).hexdigest())')
+        got=$(rcli --raw GET key:__rand_int__ 2>/dev/null | head -c -1 | sha256sum | cut -d ' ' -f 1)
+        [ $rc = 0 ] && [ "$got" = "$want" ] && ! grep -qi 'error' "$APPS_DIR/redis-bench-big.log" &&
+                grep -q '^"SET"' "$APPS_DIR/redis-bench-big.log"
+        check $? "redis-benchmark SET -d 300000 -P 16: exit $rc, the value ${got:0:12}... (want ${want:0:12}...)"
+        want=$(sha256sum <"$APPS_DIR/redis-value" | cut -d ' ' -f 1)
+
         # BGSAVE forks a child that inherits every SMC socket and exits without closing
         # them: the parent's connections must not notice
         rcli BGSAVE >/dev/null 2>&1
