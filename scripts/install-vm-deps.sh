@@ -7,9 +7,9 @@
 #   --kernel-6.12 (or env SMCD_VM_KERNEL_612=1): also install Debian 12's 6.12 kernel
 #   (meta-package linux-image-6.12-amd64 from bookworm-security, which pulls the newest
 #   linux-image-6.12.N+deb12-amd64; ~2 min). Kernel SMC-R v2 over soft-RoCE works there,
-#   not on 6.1; boot it with `tests/vm/run-vm --kernel 6.12`. Opt-in: run-vm's default
-#   stays the 6.1 kernel of linux-image-amd64, and run-tests.sh does not ask for it (the
-#   6.12 guest panics under TCG in some boots: README, SMC-R).
+#   not on 6.1; boot it with `tests/vm/run-vm --kernel 6.12`. run-vm's default stays
+#   the 6.1 kernel of linux-image-amd64; run-tests.sh asks for both (the tests that boot
+#   6.12 boot again when its guest kernel crashes under TCG: tests/vm/retry-crashed).
 #   Extra packages are installed in the same way; a later test can also append them to
 #   PKGS below.
 set -euo pipefail

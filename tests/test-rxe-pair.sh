@@ -26,8 +26,10 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         kargs=()
         [ -n "$kernel" ] && kargs=(--kernel "$kernel")
         "$runvm" "${kargs[@]}" --check || exit 77
-        # run-vm copies this script into the VM: the setup script's path comes by --env
-        exec "$runvm" "${kargs[@]}" --timeout 240 --env SMCD_TEST_IN_VM=1 \
+        # run-vm copies this script into the VM: the setup script's path comes by --env;
+        # booted again (up to 3 boots) only when the guest kernel crashed (6.12 under TCG)
+        exec "$(dirname "$0")/vm/retry-crashed" 3 \
+                "$runvm" "${kargs[@]}" --timeout 240 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" "$0"
 fi
 
