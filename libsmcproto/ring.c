@@ -964,7 +964,10 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
                 if (ms < 0)
                         return -EAGAIN; /* SO_SNDTIMEO passed: EAGAIN, as TCP */
                 /* bounded, to see a shutdown(SHUT_WR) from another thread */
-                if (sys_poll(&p, 1, ms) < 0)
+                __atomic_store_n(&ep->tx_sleeping, ep->tx_unpub == 0 && !ep->tentative, __ATOMIC_RELEASE);
+                r = sys_poll(&p, 1, ms);
+                __atomic_store_n(&ep->tx_sleeping, false, __ATOMIC_RELAXED);
+                if (r < 0)
                         return errno == EINTR ? -EINTR : -errno;
                 if (__atomic_load_n(&ep->wr_shut_pending, __ATOMIC_RELAXED))
                         return -EPIPE;
@@ -1147,6 +1150,40 @@ static uint32_t tx_fill(struct smc_ring_ep *ep, struct tx_src *src, uint32_t pos
 
 /* The send loop of smc_ring_send() and smc_ring_sendfile(), with the same cork,
  * MSG_MORE, autocork, publication, wait and error rules for both. */
+/* Take tx_lock for a call that need not wait behind a sender sleeping for room
+ * (tx_sleeping): returns true with the lock held, or false, without it, when the
+ * holder sleeps for room (then the ring is full and nothing is held back: a
+ * nonblocking send gets EAGAIN, a push has nothing to push). TCP's sender sleeps
+ * without the socket lock (sk_stream_wait_memory()), so another thread's nonblocking
+ * send, TCP_CORK or TCP_NODELAY returns at once there too. */
+static bool tx_lock_or_sleeper(struct smc_ring_ep *ep) {
+        for (;;) {
+                struct timespec ts;
+                int r;
+
+                if (pthread_mutex_trylock(&ep->tx_lock) == 0)
+                        return true;
+                if (__atomic_load_n(&ep->tx_sleeping, __ATOMIC_ACQUIRE))
+                        return false;
+                /* held by a sender that copies (short) or is about to sleep: wait in
+                 * the futex, looking again each millisecond. (CLOCK_REALTIME:
+                 * pthread_mutex_clocklock() is not seen by ThreadSanitizer) */
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000;
+                }
+                r = pthread_mutex_timedlock(&ep->tx_lock, &ts);
+                if (r == 0)
+                        return true;
+                if (r != ETIMEDOUT) {
+                        pthread_mutex_lock(&ep->tx_lock);
+                        return true;
+                }
+        }
+}
+
 static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total, int flags, bool nonblock,
                        struct tx_deadline *dl) {
         bool sendfile = src->file_fd >= 0;
@@ -1157,13 +1194,22 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         if (flags & MSG_DONTWAIT)
                 nonblock = true;
 
-        pthread_mutex_lock(&ep->tx_lock);
+        /* a nonblocking send does not wait behind a sender that sleeps for room
+         * (the ring is full): EAGAIN, unless the peer is gone (the sleeper wakes for
+         * that at once, and the call reports it) or the send is empty */
+        if (!nonblock || total == 0)
+                pthread_mutex_lock(&ep->tx_lock);
+        else if (!tx_lock_or_sleeper(ep)) {
+                if (!(peer_flags(ep) & PEER_GONE_FLAGS))
+                        return -EAGAIN;
+                pthread_mutex_lock(&ep->tx_lock);
+        }
         shared = __atomic_load_n(&ep->shared, __ATOMIC_RELAXED);
         if (shared)
                 tx_lock_shared(ep);
         tx_sync(ep);
         r = tx_check(ep);
-        hold = ep->corked || (flags & MSG_MORE);
+        hold = __atomic_load_n(&ep->corked, __ATOMIC_RELAXED) || (flags & MSG_MORE);
         /* the one send TCP takes after the peer's close (tx_take_send_after_fin): a
          * held one is only accepted, as TCP holds it, and the next push is the taken
          * send; a zero-length one takes nothing */
@@ -1208,6 +1254,8 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                         }
                         if (r < 0)
                                 break;
+                        /* TCP_CORK may have changed while we slept */
+                        hold = __atomic_load_n(&ep->corked, __ATOMIC_RELAXED) || (flags & MSG_MORE);
                         continue;
                 }
                 n = total - sent < space ? (uint32_t) (total - sent) : space;
@@ -1374,7 +1422,8 @@ static void tx_push_held(struct smc_ring_ep *ep) {
 }
 
 int smc_ring_flush(struct smc_ring_ep *ep) {
-        pthread_mutex_lock(&ep->tx_lock);
+        if (!tx_lock_or_sleeper(ep))
+                return 0; /* a sender sleeps for room: nothing is held back */
         tx_push_held(ep);
         pthread_mutex_unlock(&ep->tx_lock);
         return 0;
@@ -1400,8 +1449,13 @@ void smc_ring_count_sendfile(struct smc_ring_ep *ep, uint64_t bytes) {
 }
 
 int smc_ring_set_cork(struct smc_ring_ep *ep, bool on) {
-        pthread_mutex_lock(&ep->tx_lock);
-        ep->corked = on;
+        if (!tx_lock_or_sleeper(ep)) {
+                /* a sender sleeps for room, nothing held back: it takes the new
+                 * state when it wakes */
+                __atomic_store_n(&ep->corked, on, __ATOMIC_RELAXED);
+                return 0;
+        }
+        __atomic_store_n(&ep->corked, on, __ATOMIC_RELAXED);
         if (!on)
                 tx_push_held(ep);
         pthread_mutex_unlock(&ep->tx_lock);

@@ -63,7 +63,13 @@ struct smc_ring_ep {
         uint32_t handoff_miss; /* spin handoffs to an idle reader that failed (tx_lock) */
         bool tentative;        /* we hold the peer's bell TENTATIVE (tx_lock) */
         bool tentative_idle;   /* ... taken while the reader was IDLE */
-        bool corked;          /* TCP_CORK on */
+        bool corked;          /* TCP_CORK on (atomic builtins: smc_ring_set_cork() may
+                               * store it while a sender sleeps with tx_lock held) */
+        bool tx_sleeping;     /* a sender holds tx_lock and sleeps in poll(2) for room,
+                               * with nothing held back and no bell TENTATIVE (atomic):
+                               * a nonblocking send gets EAGAIN, a cork change or a
+                               * push needs nothing of the ring, as with TCP, whose
+                               * sender sleeps without the socket lock */
         bool hold_armed;      /* a push of the held bytes is queued (smc_ring_hold_hook;
                                * tx_lock) */
         bool wr_shut;         /* we did shutdown(SHUT_WR) */

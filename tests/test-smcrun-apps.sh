@@ -6,7 +6,8 @@
 # connections shared by fork (fork-share.py) and by dup (dup-share.py), a connection
 # dup2()ed between vfork and exec by CPython's subprocess (vfork-dup.py), accept(2)
 # with SO_RCVTIMEO and recv(MSG_PEEK|MSG_WAITALL) on partial data with it (rcvtimeo.py),
-# SO_RCVLOWAT on blocking receives (rcvlowat.py), zero-length receives and splice's
+# SO_RCVLOWAT on blocking receives (rcvlowat.py), calls from a thread while another
+# sleeps in a blocking send (send-lock.py), zero-length receives and splice's
 # edges compared with TCP (edge-calls.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
@@ -208,6 +209,16 @@ if out=$(timeout 60 python3 "$here/apps/rcvlowat.py" 2>&1) &&
         echo "ok - rcvlowat: $out, over TCP and SMC-D"
 else
         echo "not ok - rcvlowat: $out"
+        failed=1
+fi
+# calls from a second thread while the first sleeps in a blocking send for room
+# (send-lock.py: a nonblocking send, TCP_CORK, TCP_NODELAY return at once, as TCP's;
+# every byte read), over TCP and under smcrun (SMC-D)
+if out=$(timeout 60 python3 "$here/apps/send-lock.py" 2>&1) &&
+        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/send-lock.py" 2>&1); then
+        echo "ok - $out, over TCP and SMC-D"
+else
+        echo "not ok - $out"
         failed=1
 fi
 # a process that changes its root before its first SMC call: still SMC-D (root only)
