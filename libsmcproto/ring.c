@@ -1231,7 +1231,16 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         }
 
         while (sent < total) {
-                uint32_t space = tx_space(ep), n, pos, k, chunk, need = 1;
+                uint32_t space, n, pos, k, chunk, need = 1;
+
+                /* closed by another thread (a race in the program): no more bytes
+                 * into a ring smcd may hand to another connection once the peer is
+                 * gone too; the bytes sent are returned, else EBADF (smcrun(1)) */
+                if (__atomic_load_n(&ep->closed, __ATOMIC_ACQUIRE)) {
+                        r = -EBADF;
+                        break;
+                }
+                space = tx_space(ep);
 
                 /* shared: a small send goes in one piece, never split around another
                  * process's bytes (as a small TCP send; PIPE_BUF as for pipes): a
@@ -1728,6 +1737,17 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                         n = total - got < avail ? (uint32_t) (total - got) : avail;
                         /* acquire (the prod load in rx_avail) before the copy-out */
                         ring_copy(ep->rx_data, ep->rx_size, smc_curs_count(c), &it, n, false, trunc);
+                        /* closed by another thread meanwhile (a race in the program):
+                         * smcd may have cleared the ring, or given it to another
+                         * connection, so what was copied may not be this connection's
+                         * bytes: drop it, and store no cons. The fence orders the
+                         * copy's loads before the flag's: a copy that saw smcd's
+                         * stores, made after the close began, sees the flag. */
+                        atomic_thread_fence(memory_order_acquire);
+                        if (__atomic_load_n(&ep->closed, __ATOMIC_RELAXED)) {
+                                r = got > 0 ? 0 : -EBADF;
+                                break;
+                        }
                         c = smc_curs_add(c, n, ep->rx_size);
                         got += n;
                         settled = false;
@@ -1946,9 +1966,13 @@ bool smc_ring_linger_reset(const struct smc_ring_ep *ep) {
 }
 
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
-        uint64_t cons = atomic_load(&ep->rx_hdr->cons);
+        uint64_t cons;
         bool abort;
         uint32_t f;
+
+        __atomic_store_n(&ep->closed, true, __ATOMIC_SEQ_CST); /* before anything that
+                                                                 * lets smcd release */
+        cons = atomic_load(&ep->rx_hdr->cons);
 
         /* as tcp_close(): a reset (SO_LINGER {1, 0}, or data left unread) only while
          * the connection is open; once both FINs went (our shutdown(SHUT_WR) here or
@@ -2015,6 +2039,8 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
 void smc_ring_detach(struct smc_ring_ep *ep) {
         int y;
 
+        __atomic_store_n(&ep->closed, true, __ATOMIC_SEQ_CST);
+
         /* what a corked send left unpublished is the app's data: it goes out */
         if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
                 (void) tx_publish(ep, true);
@@ -2054,6 +2080,8 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x) {
         dst->y_peer = y;
         dst->owed = 0; /* doorbell bytes in X are the original's to read */
         dst->corked = false;
+        dst->tx_sleeping = false;
+        dst->closed = false;
         return 0;
 }
 

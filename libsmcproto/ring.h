@@ -65,6 +65,10 @@ struct smc_ring_ep {
         bool tentative_idle;   /* ... taken while the reader was IDLE */
         bool corked;          /* TCP_CORK on (atomic builtins: smc_ring_set_cork() may
                                * store it while a sender sleeps with tx_lock held) */
+        bool closed;          /* smc_ring_close_reset() or smc_ring_detach() began
+                               * (atomic builtins): a call racing it in another thread
+                               * stops before it touches the rings again, which smcd may
+                               * clear and hand to another connection once X is closed */
         bool tx_sleeping;     /* a sender holds tx_lock and sleeps in poll(2) for room,
                                * with nothing held back and no bell TENTATIVE (atomic):
                                * a nonblocking send gets EAGAIN, a cork change or a

@@ -230,6 +230,9 @@ struct smc_sock {
         int family;
         _Atomic int state;   /* enum sock_state; read lock-free by data calls */
         _Atomic bool nonblock;
+        _Atomic bool closing; /* smc_close() began: data calls racing it get EBADF (the
+                               * program's X would otherwise hand them doorbell bytes
+                               * until it is closed) */
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
         bool nodelay;
         bool rcvtimeo_set;       /* the app set SO_RCVTIMEO: X must carry it too */
@@ -536,7 +539,9 @@ static int sock_insert(struct smc_sock *s) {
         }
         old = atomic_exchange_explicit(&c->s[fd & (FD_CHUNK - 1)], s, memory_order_acq_rel);
         pthread_mutex_unlock(&table_lock);
-        if (old && old != s) {
+        /* (one being closed is its closer's to release: smc_close() keeps it in the
+         * table until the number is closed, and the number may be ours now) */
+        if (old && old != s && !atomic_load_explicit(&old->closing, memory_order_acquire)) {
                 pthread_mutex_lock(&old->lock);
                 sock_teardown(old);
                 pthread_mutex_unlock(&old->lock);
@@ -2034,6 +2039,10 @@ void smc_fd_forget(int fd) {
         if (!s)
                 return;
         pthread_mutex_lock(&s->lock);
+        if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
+                pthread_mutex_unlock(&s->lock); /* its close() releases it */
+                return;
+        }
         asked = sock_state(s) == SOCK_SMCD || sock_state(s) == SOCK_LISTEN_SMC;
         sock_remove(s);
         sock_teardown(s);
@@ -3557,6 +3566,11 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
         if (!s)
                 return NULL;
         st = sock_state(s);
+        /* after the state (acquire): a teardown that changed it began with closing */
+        if (atomic_load_explicit(&s->closing, memory_order_acquire)) {
+                *ret_fd = -1; /* EBADF, as the number once close() is done */
+                return NULL;
+        }
         if (st == SOCK_SMCD)
                 return s;
         if (st == SOCK_LISTEN_SMC)
@@ -3917,9 +3931,21 @@ SMC_PUBLIC int smc_close(int fd) {
                 return sys_close(fd);
         }
         pthread_mutex_lock(&s->lock);
-        sock_remove(s);
+        if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
+                /* another thread's close() of the same number got here first */
+                pthread_mutex_unlock(&s->lock);
+                errno = EBADF;
+                return -1;
+        }
+        /* in the table until the number is closed: a data call racing this close
+         * (another thread's) finds it closing and gets EBADF, not the doorbell bytes
+         * the kernel would read from X (the number's file until sys_close()) */
+        atomic_store_explicit(&s->closing, true, memory_order_release);
+        if (atomic_load_explicit(&s->ew_regs, memory_order_relaxed))
+                ew_sock_gone(s);
         sock_teardown(s);
         r = sys_close(fd);
+        sock_remove(s); /* (unless a socket opened meanwhile took the number) */
         pthread_mutex_unlock(&s->lock);
         sock_release(s);
         return r;

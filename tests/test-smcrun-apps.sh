@@ -7,7 +7,8 @@
 # dup2()ed between vfork and exec by CPython's subprocess (vfork-dup.py), accept(2)
 # with SO_RCVTIMEO and recv(MSG_PEEK|MSG_WAITALL) on partial data with it (rcvtimeo.py),
 # SO_RCVLOWAT on blocking receives (rcvlowat.py), calls from a thread while another
-# sleeps in a blocking send (send-lock.py), zero-length receives and splice's
+# sleeps in a blocking send (send-lock.py), close(2) racing other threads' calls
+# (close-race.py), zero-length receives and splice's
 # edges compared with TCP (edge-calls.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
@@ -216,6 +217,15 @@ fi
 # every byte read), over TCP and under smcrun (SMC-D)
 if out=$(timeout 60 python3 "$here/apps/send-lock.py" 2>&1) &&
         out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/send-lock.py" 2>&1); then
+        echo "ok - $out, over TCP and SMC-D"
+else
+        echo "not ok - $out"
+        failed=1
+fi
+# close(2) racing a reading and a writing thread (close-race.py: every byte a read
+# returns is the peer's, the calls end with EBADF), over TCP and under smcrun (SMC-D)
+if out=$(timeout 60 python3 "$here/apps/close-race.py" 2>&1) &&
+        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/close-race.py" 2>&1); then
         echo "ok - $out, over TCP and SMC-D"
 else
         echo "not ok - $out"
