@@ -1074,6 +1074,17 @@ static int tx_shutdown_locked(struct smc_ring_ep *ep) {
                                 x_hup_mark(ep->rx_hdr);
                         (void) sys_shutdown(ep->x, SHUT_WR);
                 }
+                /* TCP reports EPOLLOUT once its writing side is shut (tcp_poll()), but
+                 * a plug we left in X (the peer's ring had no room) keeps X's send
+                 * buffer full, and the plug bytes sit in the peer's Y, out of our
+                 * reach. A larger SO_SNDBUF makes X writable and wakes its waiters
+                 * (sk_write_space); nothing of ours is queued in X from here on, and
+                 * the program's SO_SNDBUF lives on T, not on X. */
+                if (atomic_load(&ep->tx_hdr->writer_waiting) || atomic_load(&ep->tx_hdr->plug_pending)) {
+                        int big = 64 << 10;
+
+                        (void) sys_setsockopt(ep->x, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+                }
         }
         return 0;
 }

@@ -10,6 +10,10 @@
 #     EAGAIN (it waited for room for good), then the bytes once there is room.
 #  3. splice with an offset: ESPIPE for the pipe's, EINVAL for the socket's, EINVAL
 #     when the other end is no pipe (a file) whatever the offsets.
+#  4. EPOLLOUT after our own shutdown(SHUT_WR) on a connection whose peer's ring (or
+#     TCP's buffers) we filled, the peer not reading: level- and edge-triggered epoll
+#     and poll report it at once (a plug in the doorbell socket kept it away), and the
+#     next send fails with EPIPE.
 # SMC_EXPECT=1: every connection must be SMC-D.
 import ctypes
 import errno
@@ -170,6 +174,40 @@ def case3():
     s.close()
 
 
-for fn in (case1, case2, case3):
+def case4():
+    import select
+    out("4. EPOLLOUT after our own SHUT_WR, the peer's buffers full")
+    for how in ("epoll", "epoll-et", "poll"):
+        c, s = pair()
+        s.setblocking(False)
+        n = 0
+        try:
+            while True:
+                n += s.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        ep = select.epoll()
+        ep.register(s.fileno(), select.EPOLLOUT | (select.EPOLLET if how == "epoll-et" else 0))
+        before = ep.poll(0)
+        s.shutdown(socket.SHUT_WR)
+        if how == "poll":
+            p = select.poll()
+            p.register(s.fileno(), select.POLLOUT)
+            after = [e for _, e in p.poll(2000)]
+        else:
+            after = [e for _, e in ep.poll(2)]
+        try:
+            s.send(b"y")
+            sr = "sent"
+        except OSError as e:
+            sr = errno.errorcode.get(e.errno, str(e.errno))
+        out("  %s: filled (%s), before the shutdown %s, after it %s, then send: %s" %
+            (how, n > 0, [e for _, e in before], after, sr))
+        ep.close()
+        c.close()
+        s.close()
+
+
+for fn in (case1, case2, case3, case4):
     fn()
 sys.exit(0)
