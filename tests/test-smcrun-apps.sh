@@ -203,34 +203,27 @@ fi
 # calls at the edges (edge-calls.py: zero-length receives, splice into a full
 # nonblocking pipe, splice offsets): the transcript under smcrun must be TCP's
 SMC_EXPECT=1 same_as_tcp edge-calls
-# SO_RCVLOWAT on blocking receives (rcvlowat.py: its checks are TCP's results), over
-# TCP and under smcrun (every connection SMC-D)
-if out=$(timeout 60 python3 "$here/apps/rcvlowat.py" 2>&1) &&
-        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/rcvlowat.py" 2>&1); then
-        echo "ok - rcvlowat: $out, over TCP and SMC-D"
-else
-        echo "not ok - rcvlowat: $out"
-        failed=1
-fi
+# over_both NAME: tests/apps/NAME.py (its own checks, one line) over TCP, then under
+# smcrun with every connection SMC-D
+over_both() {
+        local out
+        if out=$(timeout 60 python3 "$here/apps/$1.py" 2>&1) &&
+                out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/$1.py" 2>&1); then
+                echo "ok - $1: ${out#"$1: "}, over TCP and SMC-D"
+        else
+                echo "not ok - $1: ${out#"$1: "}"
+                failed=1
+        fi
+}
+# SO_RCVLOWAT on blocking receives (rcvlowat.py: its checks are TCP's results)
+over_both rcvlowat
 # calls from a second thread while the first sleeps in a blocking send for room
 # (send-lock.py: a nonblocking send, TCP_CORK, TCP_NODELAY return at once, as TCP's;
-# every byte read), over TCP and under smcrun (SMC-D)
-if out=$(timeout 60 python3 "$here/apps/send-lock.py" 2>&1) &&
-        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/send-lock.py" 2>&1); then
-        echo "ok - $out, over TCP and SMC-D"
-else
-        echo "not ok - $out"
-        failed=1
-fi
+# every byte read)
+over_both send-lock
 # close(2) racing a reading and a writing thread (close-race.py: every byte a read
-# returns is the peer's, the calls end with EBADF), over TCP and under smcrun (SMC-D)
-if out=$(timeout 60 python3 "$here/apps/close-race.py" 2>&1) &&
-        out=$(SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/close-race.py" 2>&1); then
-        echo "ok - $out, over TCP and SMC-D"
-else
-        echo "not ok - $out"
-        failed=1
-fi
+# returns is the peer's, the calls end with EBADF)
+over_both close-race
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
