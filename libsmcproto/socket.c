@@ -230,9 +230,9 @@ struct smc_sock {
         int family;
         _Atomic int state;   /* enum sock_state; read lock-free by data calls */
         _Atomic bool nonblock;
-        _Atomic bool closing; /* smc_close() began: data calls racing it get EBADF (the
-                               * program's X would otherwise hand them doorbell bytes
-                               * until it is closed) */
+        _Atomic bool closing; /* smc_close() began: data calls racing it wait for it to
+                               * end (data_sock()), else X would hand them doorbell
+                               * bytes until it is closed */
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
         bool nodelay;
         bool rcvtimeo_set;       /* the app set SO_RCVTIMEO: X must carry it too */
@@ -3566,10 +3566,18 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
         if (!s)
                 return NULL;
         st = sock_state(s);
-        /* after the state (acquire): a teardown that changed it began with closing */
-        if (atomic_load_explicit(&s->closing, memory_order_acquire)) {
-                *ret_fd = -1; /* EBADF, as the number once close() is done */
-                return NULL;
+        /* after the state (acquire): a teardown that changed it began with closing.
+         * Another thread's close() holds the lock until the number is closed and out
+         * of the table: wait for it, then look again (the kernel then says EBADF, or
+         * the number is already another file's, which must not get EBADF from us),
+         * never the doorbell bytes of X the number still is meanwhile */
+        while (atomic_load_explicit(&s->closing, memory_order_acquire)) {
+                pthread_mutex_lock(&s->lock);
+                pthread_mutex_unlock(&s->lock);
+                s = sock_lookup(fd);
+                if (!s)
+                        return NULL;
+                st = sock_state(s);
         }
         if (st == SOCK_SMCD)
                 return s;
@@ -3938,8 +3946,8 @@ SMC_PUBLIC int smc_close(int fd) {
                 return -1;
         }
         /* in the table until the number is closed: a data call racing this close
-         * (another thread's) finds it closing and gets EBADF, not the doorbell bytes
-         * the kernel would read from X (the number's file until sys_close()) */
+         * (another thread's) finds it closing and waits for it (data_sock()), so it
+         * never reads the doorbell bytes of X (the number's file until sys_close()) */
         atomic_store_explicit(&s->closing, true, memory_order_release);
         if (atomic_load_explicit(&s->ew_regs, memory_order_relaxed))
                 ew_sock_gone(s);
