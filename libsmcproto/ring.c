@@ -337,6 +337,14 @@ static bool reset_taken(struct smc_ring_ep *ep) {
                (atomic_load_explicit(&ep->rx_hdr->reader_flags, memory_order_acquire) & SMC_DMB_READER_ERR_TAKEN);
 }
 
+/* The errno of a call that finds @ep closed by another thread: EBADF after a close,
+ * what smc_ring_wake_closed() set after a disconnect. */
+static int closed_errno(const struct smc_ring_ep *ep) {
+        int e = __atomic_load_n(&ep->closed_err, __ATOMIC_ACQUIRE);
+
+        return e > 0 ? e : EBADF;
+}
+
 static bool take_reset(struct smc_ring_ep *ep) {
         /* true the first time only, for all copies of the socket: ECONNRESET is
          * reported once, as TCP's sk_err */
@@ -1248,7 +1256,7 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                  * into a ring smcd may hand to another connection once the peer is
                  * gone too; the bytes sent are returned, else EBADF (smcrun(1)) */
                 if (__atomic_load_n(&ep->closed, __ATOMIC_ACQUIRE)) {
-                        r = -EBADF;
+                        r = -closed_errno(ep);
                         break;
                 }
                 space = tx_space(ep);
@@ -1756,7 +1764,7 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                          * stores, made after the close began, sees the flag. */
                         atomic_thread_fence(memory_order_acquire);
                         if (__atomic_load_n(&ep->closed, __ATOMIC_RELAXED)) {
-                                r = got > 0 ? 0 : -EBADF;
+                                r = got > 0 ? 0 : -closed_errno(ep);
                                 break;
                         }
                         c = smc_curs_add(c, n, ep->rx_size);
@@ -1802,7 +1810,9 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                          * deliver that data first */
                         if (rx_avail(ep, c) > 0)
                                 continue;
-                        if (got == 0)
+                        if (got == 0 && __atomic_load_n(&ep->closed_err, __ATOMIC_ACQUIRE))
+                                r = -closed_errno(ep); /* disconnected by another thread */
+                        else if (got == 0)
                                 r = t < 0 ? (take_reset(ep) ? -ECONNRESET : 0) : 0;
                         break; /* with got > 0 the error is reported by the next call */
                 }
@@ -1953,6 +1963,15 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
 
 bool smc_ring_close(struct smc_ring_ep *ep) {
         return smc_ring_close_reset(ep, false);
+}
+
+void smc_ring_wake_closed(struct smc_ring_ep *ep, int err) {
+        __atomic_store_n(&ep->closed_err, err, __ATOMIC_RELEASE);
+        /* what smc_ring_shutdown(SHUT_RD) does, also when the close marked us shut */
+        atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
+        if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
+                x_hup_mark(ep->rx_hdr);
+        (void) sys_shutdown(ep->x, SHUT_RD);
 }
 
 void smc_ring_mark_accepted(struct smc_ring_ep *ep) {

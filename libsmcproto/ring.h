@@ -69,6 +69,8 @@ struct smc_ring_ep {
                                * (atomic builtins): a call racing it in another thread
                                * stops before it touches the rings again, which smcd may
                                * clear and hand to another connection once X is closed */
+        int closed_err;       /* what calls that find @closed fail with (atomic), 0:
+                               * EBADF (a close); smc_ring_wake_closed() */
         bool tx_sleeping;     /* a sender holds tx_lock and sleeps in poll(2) for room,
                                * with nothing held back and no bell TENTATIVE (atomic):
                                * a nonblocking send gets EAGAIN, a cork change or a
@@ -227,6 +229,12 @@ bool smc_ring_close(struct smc_ring_ep *ep);
 /* The same; @reset: ABORT even with nothing unread (SO_LINGER on with a zero
  * timeout: TCP's close then sends RST, RFC 793 "ABORT" call; Linux tcp_close()). */
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset);
+/* After smc_ring_close_reset() or smc_ring_detach() for a disconnect (connect(2) with
+ * AF_UNSPEC): wake this process's receives sleeping on X (X's receive side shut, as
+ * by the owner's shutdown(SHUT_RD)), and have the calls of other threads that find
+ * the endpoint closed fail with @err (a positive errno; TCP's: EPIPE) instead of
+ * EBADF. Call before X is closed. */
+void smc_ring_wake_closed(struct smc_ring_ep *ep, int err);
 /* The server's accept() took this connection: SMC_DMB_READER_ACCEPTED in our rx DMB
  * header (dmb.h), without which smcd resets it when its last copy goes. Once, before
  * the application sees the descriptor. */

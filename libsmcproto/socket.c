@@ -3446,6 +3446,8 @@ fail:
 }
 
 static int listener_disconnect(struct smc_sock *l, const struct sockaddr *addr, socklen_t len);
+static int conn_disconnect(struct smc_sock *s);
+static int opt_fd(struct smc_sock *s);
 
 SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         struct smc_sock *s = sock_lookup(fd);
@@ -3461,6 +3463,14 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         st = sock_state(s);
         switch (st) {
         case SOCK_SMCD:
+                if (len < (socklen_t) sizeof(sa_family_t)) {
+                        pthread_mutex_unlock(&s->lock);
+                        return ret_errno(-EINVAL); /* (__inet_stream_connect()) */
+                }
+                if (!smc_uptr_bad(addr) && addr->sa_family == AF_UNSPEC) {
+                        pthread_mutex_unlock(&s->lock);
+                        return conn_disconnect(s);
+                }
                 if (s->connect_report) {
                         s->connect_report = false;
                         r = 0;
@@ -3905,6 +3915,130 @@ static int listener_disconnect(struct smc_sock *l, const struct sockaddr *addr, 
                 listener_stop_smc(l);
         pthread_mutex_unlock(&l->lock);
         return r;
+}
+
+/* Give unconnected TCP socket @t (of @family, maybe bound) the state TCP's own
+ * disconnect leaves (tcp_disconnect(): SO_ERROR ECONNRESET, POLLOUT|POLLERR|POLLHUP,
+ * then ENOTCONN; connect(2) may be called again): connect it to a listener of ours on
+ * loopback and disconnect it there. Best effort: on failure @t stays as it was
+ * (unconnected, no error pending). Leaves @t blocking. */
+static void disconnected_like_tcp(int t, int family) {
+        struct sockaddr_storage ss = { .ss_family = (sa_family_t) family };
+        socklen_t sl = family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        struct sockaddr un = { .sa_family = AF_UNSPEC };
+        struct pollfd p;
+        int l, a = -1;
+
+        if (family == AF_INET6)
+                ((struct sockaddr_in6 *) &ss)->sin6_addr = in6addr_loopback;
+        else
+                ((struct sockaddr_in *) &ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        l = sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (l < 0)
+                return;
+        if (sys_bind(l, (struct sockaddr *) &ss, sl) < 0 || sys_listen(l, 1) < 0 ||
+            sys_getsockname(l, (struct sockaddr *) &ss, &sl) < 0)
+                goto out;
+        (void) set_nonblock(t, true);
+        /* bounded: a firewall that drops loopback SYNs must not stall the call */
+        if (sys_connect(t, (struct sockaddr *) &ss, sl) < 0 && errno != EINPROGRESS)
+                goto out;
+        p = (struct pollfd) { .fd = t, .events = POLLOUT };
+        if (sys_poll(&p, 1, 200) <= 0 || (p.revents & (POLLERR | POLLHUP)))
+                goto out;
+        a = sys_accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        (void) sys_connect(t, &un, sizeof(un)); /* RST to a; ECONNRESET pending on t */
+out:
+        (void) set_nonblock(t, false);
+        if (a >= 0)
+                sys_close(a);
+        sys_close(l);
+}
+
+/* connect(2) with AF_UNSPEC on an SMC connection: TCP's disconnect
+ * (__inet_stream_connect(), tcp_disconnect()): the connection is reset, as by a close
+ * with SO_LINGER {1, 0} (the peer gets ECONNRESET; a copy another process holds since
+ * a fork only lets go of it, the reset comes with the last copy's close), and the
+ * descriptor becomes an unconnected TCP socket with the socket's options, whose
+ * SO_ERROR is ECONNRESET, and which may connect again (SMC again, if it can). The new
+ * socket is not in the epoll sets the connection was in (it is a new file; TCP's stays
+ * in them). Returns 0, or -1 with errno (ENOMEM, EMFILE: the connection is left as it
+ * was). */
+static int conn_disconnect(struct smc_sock *s) {
+        struct smc_sock *n = NULL;
+        int fd = s->fd, fdfl, o, t = -1, r;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        bool lr, sole;
+
+        pthread_mutex_lock(&s->lock);
+        if (sock_state(s) != SOCK_SMCD || atomic_load(&s->closing)) {
+                /* closed or disconnected meanwhile by another thread */
+                pthread_mutex_unlock(&s->lock);
+                return ret_errno(-EBADF);
+        }
+        fdfl = sys_fcntl(fd, F_GETFD, 0);
+        o = opt_fd(s);
+        if (fdfl < 0 || o < 0 || (t = sys_fcntl(o, F_DUPFD_CLOEXEC, 0)) < 0 ||
+            !(n = sock_alloc(fd, s->family, SOCK_NEW, atomic_load(&s->nonblock)))) {
+                r = fdfl < 0 || t < 0 ? -errno : -ENOMEM;
+                if (t >= 0)
+                        sys_close(t);
+                pthread_mutex_unlock(&s->lock);
+                return ret_errno(r < 0 ? r : -ENOMEM);
+        }
+        /* the options stay the socket's, as TCP's */
+        n->nodelay = s->nodelay;
+        n->cork = s->cork;
+        n->linger_reset = s->linger_reset;
+        n->user_mss = s->user_mss;
+        n->sndbuf = s->sndbuf;
+        n->rcvbuf = s->rcvbuf;
+        n->rcvtimeo_set = s->rcvtimeo_set;
+        n->n_inh = s->n_inh;
+        memcpy(n->inh, s->inh, s->n_inh * sizeof(s->inh[0]));
+        /* (those the library kept to itself while connected) */
+        if (s->nodelay)
+                (void) sys_setsockopt(t, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
+        if (s->sndbuf)
+                (void) sys_setsockopt(t, SOL_SOCKET, SO_SNDBUF, &s->sndbuf, sizeof(int));
+        if (s->rcvbuf)
+                (void) sys_setsockopt(t, SOL_SOCKET, SO_RCVBUF, &s->rcvbuf, sizeof(int));
+        disconnected_like_tcp(t, s->family);
+        if (atomic_load(&s->nonblock))
+                (void) set_nonblock(t, true);
+        if (sys_getsockname(t, (struct sockaddr *) &ss, &sl) == 0 &&
+            ((ss.ss_family == AF_INET && ((struct sockaddr_in *) &ss)->sin_port) ||
+             (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *) &ss)->sin6_port)))
+                sock_set_state(n, SOCK_BOUND); /* bound by the app: the port stays */
+
+        atomic_store_explicit(&s->closing, true, memory_order_release);
+        if (atomic_load_explicit(&s->ew_regs, memory_order_relaxed))
+                ew_sock_gone(s);
+        /* (as sock_teardown() decides: a connection set up before a fork() may be
+         * another process's too, and is only let go of) */
+        sole = s->smcr || s->conn_fork_gen == atomic_load(&fork_gen);
+        lr = s->linger_reset;
+        s->linger_reset = true; /* TCP's disconnect resets the peer */
+        sock_teardown(s);
+        s->linger_reset = lr;
+        /* a receive another thread sleeps in on X ends, as TCP's with EPIPE (not
+         * when X may be another process's too: its reads would end at EOF) */
+        if (sole)
+                smc_ring_wake_closed(&s->ep, EPIPE);
+        r = sys_dup3(t, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0 ? -errno : 0; /* X goes: smcd sees it */
+        sys_close(t);
+        sock_remove(s);
+        if (r < 0 || sock_insert(n) < 0) {
+                /* (dup3 onto an open number does not fail but for EBUSY, EINTR) */
+                sock_release(n);
+                if (r < 0)
+                        (void) sys_close(fd); /* X, the connection torn down: closed */
+        }
+        pthread_mutex_unlock(&s->lock);
+        sock_release(s);
+        smc_debug("connect fd %d: AF_UNSPEC: the connection is reset, the fd is an unconnected TCP socket", fd);
+        return ret_errno(r);
 }
 
 SMC_PUBLIC int smc_shutdown(int fd, int how) {

@@ -224,6 +224,10 @@ over_both send-lock
 # close(2) racing a reading and a writing thread (close-race.py: every byte a read
 # returns is the peer's, the calls end with EBADF)
 over_both close-race
+# connect(AF_UNSPEC) on a connection (disconnect.py: the peer gets ECONNRESET, the
+# socket is unconnected with SO_ERROR ECONNRESET, keeps its options and connects
+# again; a blocked reader ends with EPIPE)
+over_both disconnect
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
