@@ -410,6 +410,22 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
         return s;
 }
 
+/* Give @d the options the library keeps for @s (one socket: a dup(2) of it, or what
+ * a disconnect leaves of it): TCP_NODELAY, TCP_CORK before a connection, SO_LINGER
+ * {1, 0}, TCP_MAXSEG, the buffer sizes, SO_RCVTIMEO set, and those its accepted
+ * connections inherit. Caller holds s->lock; @d is not in the table yet. */
+static void sock_copy_options(struct smc_sock *d, const struct smc_sock *s) {
+        d->nodelay = s->nodelay;
+        d->cork = s->cork;
+        d->linger_reset = s->linger_reset;
+        d->user_mss = s->user_mss;
+        d->sndbuf = s->sndbuf;
+        d->rcvbuf = s->rcvbuf;
+        d->rcvtimeo_set = s->rcvtimeo_set;
+        d->n_inh = s->n_inh;
+        memcpy(d->inh, s->inh, s->n_inh * sizeof(s->inh[0]));
+}
+
 static void hold_forget(struct smc_sock *s);
 
 static void sock_release(struct smc_sock *s) {
@@ -2082,10 +2098,7 @@ void smc_fd_dup(int oldfd, int newfd) {
                 r = -ENOMEM;
                 goto out;
         }
-        d->nodelay = s->nodelay;
-        d->rcvtimeo_set = s->rcvtimeo_set;
-        d->sndbuf = s->sndbuf;
-        d->rcvbuf = s->rcvbuf;
+        sock_copy_options(d, s);
         d->fallback_reason = s->fallback_reason;
         if (s->hidden >= 0 && (d->hidden = sys_fcntl(s->hidden, F_DUPFD_CLOEXEC, 0)) < 0) {
                 r = -errno;
@@ -3987,16 +4000,7 @@ static int conn_disconnect(struct smc_sock *s) {
                 pthread_mutex_unlock(&s->lock);
                 return ret_errno(r < 0 ? r : -ENOMEM);
         }
-        /* the options stay the socket's, as TCP's */
-        n->nodelay = s->nodelay;
-        n->cork = s->cork;
-        n->linger_reset = s->linger_reset;
-        n->user_mss = s->user_mss;
-        n->sndbuf = s->sndbuf;
-        n->rcvbuf = s->rcvbuf;
-        n->rcvtimeo_set = s->rcvtimeo_set;
-        n->n_inh = s->n_inh;
-        memcpy(n->inh, s->inh, s->n_inh * sizeof(s->inh[0]));
+        sock_copy_options(n, s); /* the options stay the socket's, as TCP's */
         /* (those the library kept to itself while connected) */
         if (s->nodelay)
                 (void) sys_setsockopt(t, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));

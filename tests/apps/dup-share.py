@@ -6,8 +6,9 @@
 #  2. dup2(2) onto another number, F_DUPFD_CLOEXEC: the same, in a chain.
 #  3. A reader thread on one copy and a writer thread on another, at once (1 MiB each
 #     way, checked).
-#  4. A duplicate of a listener accepts; closing the original listener leaves the
-#     copy listening.
+#  4. A duplicate of a listener accepts, its connections with the listener's options
+#     (SO_KEEPALIVE, TCP_KEEPIDLE); closing the original listener leaves the copy
+#     listening.
 #  5. dup2 onto the number of another connection: that one is closed (its peer reads
 #     EOF), the number is now the first connection.
 #  6. O_NONBLOCK is the open file's flag, shared by the copies: set through one copy
@@ -99,6 +100,8 @@ def case_threads():
 
 def case_listener():
     ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77)
     ls.bind(("127.0.0.1", 0))
     ls.listen(8)
     addr = ls.getsockname()
@@ -111,6 +114,10 @@ def case_listener():
     c1.sendall(b"a")
     c2.sendall(b"b")
     ok = s1.recv(1) == b"a" and s2.recv(1) == b"b"
+    # the listener's options, inherited through the copy as from the original
+    for x in (s1, s2):
+        ok = ok and x.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0
+        ok = ok and x.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 77
     for x in (c1, c2, s1, s2, ld):
         x.close()
     return ok, "listener-copy"
