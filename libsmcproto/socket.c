@@ -214,6 +214,7 @@ struct opt_rec {
 };
 struct smc_sock;
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
+static void opt_capture(struct smc_sock *s, int t);
 
 #define LISTEN_XREG_MAX 8
 #define PREREG_MAX 4
@@ -2370,6 +2371,8 @@ static int listen_install(struct smc_sock *s, int chan) {
         struct epoll_event ev = { .events = EPOLLIN };
         bool cloexec, nonblock = atomic_load(&s->nonblock);
 
+        opt_capture(s, s->fd); /* for what its connections inherit */
+
         fdfl = sys_fcntl(s->fd, F_GETFD, 0);
         if (fdfl < 0)
                 return -errno;
@@ -4301,22 +4304,23 @@ static int opt_fd(struct smc_sock *s) {
  * listener's socket) and that the option socket of an accepted SMC connection
  * stores. TCP_NODELAY, TCP_CORK and TCP_MAXSEG are kept in struct smc_sock;
  * SO_SNDBUF / SO_RCVBUF size the rings. (SO_PRIORITY is not inherited.) */
+static const struct {
+        int level, name;
+} inherit_opts[] = {
+        { SOL_SOCKET, SO_KEEPALIVE },      { SOL_SOCKET, SO_LINGER },         { SOL_SOCKET, SO_REUSEADDR },
+        { SOL_SOCKET, SO_REUSEPORT },      { SOL_SOCKET, SO_RCVTIMEO },       { SOL_SOCKET, SO_SNDTIMEO },
+        { SOL_SOCKET, SO_OOBINLINE },      { SOL_SOCKET, SO_RCVLOWAT },       { IPPROTO_TCP, TCP_KEEPIDLE },
+        { IPPROTO_TCP, TCP_KEEPINTVL },    { IPPROTO_TCP, TCP_KEEPCNT },      { IPPROTO_TCP, TCP_CONGESTION },
+        { IPPROTO_TCP, TCP_USER_TIMEOUT }, { IPPROTO_TCP, TCP_LINGER2 },      { IPPROTO_TCP, TCP_NOTSENT_LOWAT },
+        { IPPROTO_TCP, TCP_WINDOW_CLAMP }, { IPPROTO_IP, IP_TOS },            { IPPROTO_IP, IP_TTL },
+        { IPPROTO_IPV6, IPV6_TCLASS },     { IPPROTO_IPV6, IPV6_UNICAST_HOPS },
+};
+
 static bool opt_inheritable(int level, int name) {
-        switch (level) {
-        case SOL_SOCKET:
-                return name == SO_KEEPALIVE || name == SO_LINGER || name == SO_REUSEADDR || name == SO_REUSEPORT ||
-                       name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_OOBINLINE || name == SO_RCVLOWAT;
-        case IPPROTO_TCP:
-                return name == TCP_KEEPIDLE || name == TCP_KEEPINTVL || name == TCP_KEEPCNT || name == TCP_CONGESTION ||
-                       name == TCP_USER_TIMEOUT || name == TCP_LINGER2 || name == TCP_NOTSENT_LOWAT ||
-                       name == TCP_WINDOW_CLAMP;
-        case IPPROTO_IP:
-                return name == IP_TOS || name == IP_TTL;
-        case IPPROTO_IPV6:
-                return name == IPV6_TCLASS || name == IPV6_UNICAST_HOPS;
-        default:
-                return false;
-        }
+        for (size_t i = 0; i < sizeof(inherit_opts) / sizeof(inherit_opts[0]); i++)
+                if (inherit_opts[i].level == level && inherit_opts[i].name == name)
+                        return true;
+        return false;
 }
 
 /* Remember an option set (successfully) on @s before it is connected or while it
@@ -4340,6 +4344,52 @@ static void opt_record(struct smc_sock *s, int level, int name, const void *val,
         /* the kernel reads at most this much of each of them (a TCP_CONGESTION name: 15) */
         s->inh[i].len = len < OPT_VAL_MAX ? len : OPT_VAL_MAX;
         memcpy(s->inh[i].val, val, s->inh[i].len);
+}
+
+/* Take the options of @s's listening TCP socket @t that its connections inherit
+ * (opt_inheritable(), TCP_NODELAY, TCP_CORK, SO_LINGER {1, 0}, TCP_MAXSEG) where they
+ * differ from a new socket's, in place of what was recorded: the kernel's socket is
+ * the truth, also for a listener whose options were set where the library did not
+ * see it (before an exec, in the process that passed it over SCM_RIGHTS, by systemd
+ * for socket activation). About 45 system calls, once per listen. Caller holds
+ * s->lock. */
+static void opt_capture(struct smc_sock *s, int t) {
+        int fresh = sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0), v = 0, w = 0;
+        socklen_t vl = sizeof(v), wl = sizeof(w);
+        struct linger lg;
+        socklen_t ll = sizeof(lg);
+
+        if (sys_getsockopt(t, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) < 0 || !v || fresh < 0) {
+                /* (not a listening socket: what was recorded stays) */
+                if (fresh >= 0)
+                        sys_close(fresh);
+                return;
+        }
+        vl = sizeof(v);
+        s->n_inh = 0;
+        for (size_t i = 0; i < sizeof(inherit_opts) / sizeof(inherit_opts[0]); i++) {
+                uint8_t a[OPT_VAL_MAX] = { 0 }, b[OPT_VAL_MAX] = { 0 };
+                socklen_t al = sizeof(a), bl = sizeof(b);
+
+                if (sys_getsockopt(t, inherit_opts[i].level, inherit_opts[i].name, a, &al) < 0 ||
+                    sys_getsockopt(fresh, inherit_opts[i].level, inherit_opts[i].name, b, &bl) < 0)
+                        continue; /* (IPPROTO_IP on an IPv6 socket...) */
+                if (al != bl || memcmp(a, b, al) != 0)
+                        opt_record(s, inherit_opts[i].level, inherit_opts[i].name, a, al);
+        }
+        if (sys_getsockopt(t, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0)
+                s->nodelay = v != 0;
+        vl = sizeof(v);
+        if (sys_getsockopt(t, IPPROTO_TCP, TCP_CORK, &v, &vl) == 0)
+                s->cork = v != 0;
+        if (sys_getsockopt(t, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0)
+                s->linger_reset = lg.l_onoff && lg.l_linger == 0;
+        vl = sizeof(v);
+        /* (a listener answers its user_mss, if set, else the default MSS) */
+        if (sys_getsockopt(t, IPPROTO_TCP, TCP_MAXSEG, &v, &vl) == 0 &&
+            sys_getsockopt(fresh, IPPROTO_TCP, TCP_MAXSEG, &w, &wl) == 0)
+                s->user_mss = v != w ? v : 0;
+        sys_close(fresh);
 }
 
 /* A new SMC connection @s accepted from listener @l takes @l's options as an

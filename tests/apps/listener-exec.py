@@ -4,7 +4,9 @@
 #  1. The listening process execs itself with a connection queued and not accepted:
 #     the new image accepts it (SMC-D) and echoes what the client sent before the exec.
 #     Before, the new image registered the listener with smcd again and the queued
-#     connection was lost (its client got a reset).
+#     connection was lost (its client got a reset). The connection has the options
+#     the old image set on the listener (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_NODELAY), as
+#     over TCP (lost before 2026-12-06).
 #  2. A forked child execs an unrelated program (sleep) that inherits the listener and
 #     never accepts: the parent goes on accepting every new connection at once, over
 #     SMC-D. Before, the new image's registration took the new connections from the
@@ -77,6 +79,14 @@ def after_exec(fd):
     if mode(s) != MODE_SMCD:
         print("new image: accepted mode %d, not SMC-D" % mode(s), file=sys.stderr)
         return 4
+    # the options the old image set on the listener, inherited as from TCP's
+    opts = (s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0,
+            s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0)
+    if opts != (True, 77, True):
+        print("new image: accepted connection's SO_KEEPALIVE, TCP_KEEPIDLE, TCP_NODELAY are %r, "
+              "not the listener's (True, 77, True)" % (opts,), file=sys.stderr)
+        return 5
     echo_one(s)
     ls.close()
     return 0
@@ -84,6 +94,9 @@ def after_exec(fd):
 
 def case_exec():
     ls = new_listener(inheritable=False)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77)
+    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     port = ls.getsockname()[1]
     c = socket.create_connection(("127.0.0.1", port))
     c.sendall(b"queued-before-exec")

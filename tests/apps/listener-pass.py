@@ -19,7 +19,8 @@
 #     within 2 s (the listener vanishes with its last copy).
 #  4. socket.send_fds to a subprocess (SCM_RIGHTS over an AF_UNIX socketpair): a
 #     client is queued before the pass, the parent closes its copy right after sending
-#     and connects again at once; the child accepts both and echoes each.
+#     and connects again at once; the child accepts both and echoes each; the second
+#     has the option set on the listener before the pass (TCP_KEEPIDLE).
 #  5. Cases 1-3 with the listener sent to 3 running spawn workers through a
 #     multiprocessing Pipe (multiprocessing.reduction's resource_sharer: SCM_RIGHTS,
 #     as when a socket is put on a Pipe or Queue): the queued client, 30 clients over
@@ -322,10 +323,11 @@ def child(fd):
             s.settimeout(5)
             line = read_line(s)
             modes.append(mode(s))
+            idle = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
             s.sendall(b"child:" + line)
             s.close()
         ls.close()
-        chan.sendall(b"modes %d %d" % tuple(modes))
+        chan.sendall(b"modes %d %d idle %d" % (modes[0], modes[1], idle))
     except Exception as e:
         chan.sendall(b"error %r" % e)
     chan.close()
@@ -335,6 +337,9 @@ def child(fd):
 def case_send_fds(fails, how="send_fds"):
     what = how + " to a subprocess"
     ls, port, c1 = listener_with_queued(8, b"queued\n")
+    # (for the connections queued from now on, as TCP's, which takes the listener's
+    # options when the handshake completes)
+    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77)
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     p = subprocess.Popen([sys.executable, ME, "--child", str(b.fileno())], pass_fds=[b.fileno()])
     b.close()
@@ -355,8 +360,11 @@ def case_send_fds(fails, how="send_fds"):
         rep = read_to_eof(a)
         if not rep.startswith(b"modes "):
             fails.append("%s: the child reported %r" % (what, rep))
-        elif UNDER_SMCRUN and rep != b"modes %d %d" % (MODE_SMCD, MODE_SMCD):
+        elif UNDER_SMCRUN and not rep.startswith(b"modes %d %d " % (MODE_SMCD, MODE_SMCD)):
             fails.append("%s: the child's accepted connections' modes %s, not SMC-D (1)" % (what, rep[6:].decode()))
+        elif not rep.endswith(b" idle 77"):
+            fails.append("%s: the connection made after the pass has not the listener's TCP_KEEPIDLE 77: %s" %
+                         (what, rep.decode()))
         try:
             rc = p.wait(5)
             if rc != 0:
