@@ -163,11 +163,17 @@ static void ew_atfork_parent(void);
 static void ew_atfork_child(void);
 static void lshare_atfork_prepare(void);
 static void lshare_atfork_release(void);
+static void table_atfork_prepare(void);
+static void table_atfork_parent(void);
+static void table_atfork_child(void);
 
 static void env_init(void) {
         const char *e;
         uint32_t v;
 
+        /* first: its prepare runs last, its child handler first (before those that
+         * take socket locks in the child) */
+        pthread_atfork(table_atfork_prepare, table_atfork_parent, table_atfork_child);
         pthread_atfork(ew_atfork_prepare, ew_atfork_parent, ew_atfork_child);
         pthread_atfork(NULL, atfork_count, atfork_count);
         pthread_atfork(lshare_atfork_prepare, lshare_atfork_release, lshare_atfork_release);
@@ -565,6 +571,49 @@ static int sock_insert(struct smc_sock *s) {
                 sock_release(old);
         }
         return 0;
+}
+
+/* fork(2) and the locks of the table. table_lock is a leaf (nothing is waited for
+ * under it): it is held across the fork, so the child's free list and chunks are
+ * never caught half changed. A socket's lock that another thread of the parent held
+ * at the fork (a connect waiting for smcd, a listen, a close) would stay held for
+ * ever in the child, where that thread does not exist: a close(2) of any number that
+ * once was a listener's (smc_fd_listener_internal()) or a call on that socket then
+ * hung (helper 107: a child that only closed a file). The child makes such locks
+ * anew; the socket is as that thread left it (an exec takes the sockets with
+ * exec_lock() anyway). */
+static void table_atfork_prepare(void) {
+        pthread_mutex_lock(&table_lock);
+}
+
+static void table_atfork_parent(void) {
+        pthread_mutex_unlock(&table_lock);
+}
+
+static void table_atfork_child(void) {
+        /* (the child's only thread holds it, under another thread id: made anew) */
+        pthread_mutex_init(&table_lock, NULL);
+        for (unsigned top = 0; top < FD_TOP; top++) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+
+                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
+                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+
+                        if (!s)
+                                continue;
+                        if (atomic_load_explicit(&s->closing, memory_order_acquire)) {
+                                /* a parent thread was closing it: that close never
+                                 * ends here, the number is left to the kernel (a
+                                 * close or a data call would wait for it for ever) */
+                                atomic_store_explicit(&c->s[i], NULL, memory_order_release);
+                                continue;
+                        }
+                        if (pthread_mutex_trylock(&s->lock) == 0)
+                                pthread_mutex_unlock(&s->lock);
+                        else
+                                pthread_mutex_init(&s->lock, NULL); /* a parent thread's */
+                }
+        }
 }
 
 /* Remove @s from the table, if it is still the entry at its fd. */
@@ -4066,9 +4115,11 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
 }
 
 SMC_PUBLIC int smc_close(int fd) {
-        struct smc_sock *s = sock_lookup(fd);
+        struct smc_sock *s;
         int r;
 
+again:
+        s = sock_lookup(fd);
         if (!s && smc_fd_listener_internal(fd)) {
                 /* (close_range() leaves it open too) */
                 smc_debug("close(%d): the descriptor of an SMC listener of the library: left open", fd);
@@ -4081,10 +4132,13 @@ SMC_PUBLIC int smc_close(int fd) {
         }
         pthread_mutex_lock(&s->lock);
         if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
-                /* another thread's close() of the same number got here first */
+                /* another thread's close() (or disconnect) of this number got here
+                 * first, and has ended: it holds the lock until the number is closed
+                 * and out of the table. Look again: the number is closed (the kernel
+                 * says EBADF), or already another file's, which is what this close
+                 * is for (EBADF from us left that file open: helper 107) */
                 pthread_mutex_unlock(&s->lock);
-                errno = EBADF;
-                return -1;
+                goto again;
         }
         /* in the table until the number is closed: a data call racing this close
          * (another thread's) finds it closing and waits for it (data_sock()), so it

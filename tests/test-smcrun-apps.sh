@@ -228,6 +228,10 @@ over_both close-race
 # socket is unconnected with SO_ERROR ECONNRESET, keeps its options and connects
 # again; a blocked reader ends with EPIPE)
 over_both disconnect
+# fork(2) while other threads make listeners and connections (fork-locks.py: every
+# child, which closes a file and exits, exits at once; a lock another thread held at
+# the fork made it hang)
+over_both fork-locks
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
