@@ -3516,6 +3516,7 @@ static int opt_fd(struct smc_sock *s);
 
 SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         struct smc_sock *s = sock_lookup(fd);
+        struct sockaddr_storage any_fixed; /* a destination of INADDR_ANY, as TCP takes it */
         struct smc_ctl_addr dst;
         uint32_t reason = 0;
         int r, st, prev;
@@ -3564,6 +3565,36 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 return sys_connect(fd, addr, len);
         }
         addr_unmap(&dst);
+        if (addr_is_any(&dst)) {
+                /* TCP connects to INADDR_ANY / in6addr_any as to the socket's bound
+                 * address, or else to loopback (ip_route_connect(), tcp_v6_connect()),
+                 * and reports that address as its peer */
+                struct sockaddr_storage bs;
+                socklen_t bl = sizeof(bs);
+                struct smc_ctl_addr b;
+                uint16_t port = dst.port;
+
+                if (sys_getsockname(fd, (struct sockaddr *) &bs, &bl) == 0 &&
+                    smc_ctl_addr_from_sockaddr(&b, (struct sockaddr *) &bs, bl) == 0 &&
+                    (addr_unmap(&b), b.family == dst.family) && !addr_is_any(&b))
+                        dst = b;
+                else {
+                        memset(dst.addr, 0, sizeof(dst.addr));
+                        dst.scope_id = 0;
+                        if (dst.family == AF_INET) {
+                                dst.addr[0] = 127;
+                                dst.addr[3] = 1;
+                        } else
+                                dst.addr[15] = 1;
+                }
+                dst.port = port;
+                if (addr_for_family(&dst, s->family, &any_fixed, &bl) < 0) {
+                        pthread_mutex_unlock(&s->lock);
+                        return sys_connect(fd, addr, len);
+                }
+                addr = (const struct sockaddr *) &any_fixed;
+                len = bl;
+        }
 
         r = connect_smc(s, &dst, addr, len, &reason);
         rereg_maybe(); /* (our own lock is held: this socket needs none) */

@@ -232,6 +232,8 @@ over_both disconnect
 # child, which closes a file and exits, exits at once; a lock another thread held at
 # the fork made it hang)
 over_both fork-locks
+# connect(2) to 0.0.0.0 and :: (connect-any.py: loopback's addresses at both ends)
+over_both connect-any
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
