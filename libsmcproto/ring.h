@@ -230,10 +230,10 @@ bool smc_ring_close(struct smc_ring_ep *ep);
  * timeout: TCP's close then sends RST, RFC 793 "ABORT" call; Linux tcp_close()). */
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset);
 /* After smc_ring_close_reset() for a disconnect (connect(2) with AF_UNSPEC) of a
- * connection no other process holds: wake this process's receives sleeping on X (X's receive side shut, as
- * by the owner's shutdown(SHUT_RD)), and have the calls of other threads that find
- * the endpoint closed fail with @err (a positive errno; TCP's: EPIPE) instead of
- * EBADF. Call before X is closed. */
+ * connection no other process holds: wake this process's receives sleeping on X
+ * (X's receive side shut, as by the owner's shutdown(SHUT_RD)), and have the calls
+ * of other threads that find the endpoint closed fail with @err (a positive errno;
+ * TCP's: EPIPE) instead of EBADF. Call before X is closed. */
 void smc_ring_wake_closed(struct smc_ring_ep *ep, int err);
 /* The server's accept() took this connection: SMC_DMB_READER_ACCEPTED in our rx DMB
  * header (dmb.h), without which smcd resets it when its last copy goes. Once, before
