@@ -314,7 +314,14 @@ def child(fd):
     chan = socket.socket(fileno=fd)
     try:
         chan.settimeout(10)
-        _, fds, _, _ = socket.recv_fds(chan, 16, 1)
+        # (a stream socket: sendmmsg's first message, which carries no descriptor,
+        # may be read alone, before the second one is sent, with the kernel's
+        # sendmmsg as with smcrun's)
+        fds = []
+        while not fds:
+            data, fds, _, _ = socket.recv_fds(chan, 16, 1)
+            if not data:
+                raise EOFError("the channel ended before the listener came")
         ls = socket.socket(fileno=fds[0])
         ls.settimeout(8)
         modes = []
