@@ -1919,20 +1919,23 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 
 /* ---- connection state ------------------------------------------------------------ */
 
+/* Shut our read side, as TCP's SHUT_RD: wake every reader and poller of this socket
+ * with EOF by shutting X's receive side (the kernel then reports POLLIN|POLLRDHUP),
+ * after telling the writer that EPIPE on its doorbell is not our death. */
+static void rx_shut(struct smc_ring_ep *ep) {
+        atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
+        if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
+                x_hup_mark(ep->rx_hdr); /* our write side is shut: this completes it */
+        (void) sys_shutdown(ep->x, SHUT_RD);
+}
+
 int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
         int r = 0;
 
         if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
                 return -EINVAL;
-        if ((how == SHUT_RD || how == SHUT_RDWR) && !__atomic_exchange_n(&ep->rd_shut, true, __ATOMIC_RELAXED)) {
-                /* As TCP, wake every reader and poller of this socket with EOF: shut
-                 * X's receive side (the kernel then reports POLLIN|POLLRDHUP), after
-                 * telling the writer that EPIPE on its doorbell is not our death. */
-                atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
-                if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
-                        x_hup_mark(ep->rx_hdr); /* our write side is shut: this completes it */
-                (void) sys_shutdown(ep->x, SHUT_RD);
-        }
+        if ((how == SHUT_RD || how == SHUT_RDWR) && !__atomic_exchange_n(&ep->rd_shut, true, __ATOMIC_RELAXED))
+                rx_shut(ep);
         if (how == SHUT_RD)
                 return 0;
 
@@ -1967,11 +1970,7 @@ bool smc_ring_close(struct smc_ring_ep *ep) {
 
 void smc_ring_wake_closed(struct smc_ring_ep *ep, int err) {
         __atomic_store_n(&ep->closed_err, err, __ATOMIC_RELEASE);
-        /* what smc_ring_shutdown(SHUT_RD) does, also when the close marked us shut */
-        atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
-        if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
-                x_hup_mark(ep->rx_hdr);
-        (void) sys_shutdown(ep->x, SHUT_RD);
+        rx_shut(ep); /* also when a SHUT_RD already did: the close may have marked us */
 }
 
 void smc_ring_mark_accepted(struct smc_ring_ep *ep) {

@@ -377,6 +377,29 @@ static struct smc_sock *sock_lookup(int fd) {
         return atomic_load_explicit(&c->s[(unsigned) fd & (FD_CHUNK - 1)], memory_order_acquire);
 }
 
+/* The table's walk: the next socket at a number in [*pos, end), *pos moved past it;
+ * NULL when none is left. Lock-free, as sock_lookup(): the entry may be removed (and
+ * the struct reused: type-stable memory) while the caller looks at it. Usage:
+ *   for (unsigned pos = 0; (s = table_next(&pos, FD_MAX));) { fd = pos - 1; ... } */
+static struct smc_sock *table_next(unsigned *pos, unsigned end) {
+        if (end > FD_MAX)
+                end = FD_MAX;
+        while (*pos < end) {
+                struct fd_chunk *c = atomic_load_explicit(&fd_table[*pos >> FD_CHUNK_BITS], memory_order_acquire);
+                struct smc_sock *s;
+
+                if (!c) { /* a chunk never made: none of its numbers is ours */
+                        *pos = (*pos | (FD_CHUNK - 1)) + 1;
+                        continue;
+                }
+                s = atomic_load_explicit(&c->s[*pos & (FD_CHUNK - 1)], memory_order_acquire);
+                (*pos)++;
+                if (s)
+                        return s;
+        }
+        return NULL;
+}
+
 static int sock_state(struct smc_sock *s) {
         return atomic_load_explicit(&s->state, memory_order_acquire);
 }
@@ -591,28 +614,25 @@ static void table_atfork_parent(void) {
 }
 
 static void table_atfork_child(void) {
+        struct smc_sock *s;
+
         /* (the child's only thread holds it, under another thread id: made anew) */
         pthread_mutex_init(&table_lock, NULL);
-        for (unsigned top = 0; top < FD_TOP; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+        for (unsigned pos = 0; (s = table_next(&pos, FD_MAX));) {
+                if (atomic_load_explicit(&s->closing, memory_order_acquire)) {
+                        /* a parent thread was closing it: that close never ends
+                         * here, the number is left to the kernel (a close or a
+                         * data call would wait for it for ever) */
+                        struct fd_chunk *c = atomic_load_explicit(&fd_table[(pos - 1) >> FD_CHUNK_BITS],
+                                                                  memory_order_relaxed);
 
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-
-                        if (!s)
-                                continue;
-                        if (atomic_load_explicit(&s->closing, memory_order_acquire)) {
-                                /* a parent thread was closing it: that close never
-                                 * ends here, the number is left to the kernel (a
-                                 * close or a data call would wait for it for ever) */
-                                atomic_store_explicit(&c->s[i], NULL, memory_order_release);
-                                continue;
-                        }
-                        if (pthread_mutex_trylock(&s->lock) == 0)
-                                pthread_mutex_unlock(&s->lock);
-                        else
-                                pthread_mutex_init(&s->lock, NULL); /* a parent thread's */
+                        atomic_store_explicit(&c->s[(pos - 1) & (FD_CHUNK - 1)], NULL, memory_order_release);
+                        continue;
                 }
+                if (pthread_mutex_trylock(&s->lock) == 0)
+                        pthread_mutex_unlock(&s->lock);
+                else
+                        pthread_mutex_init(&s->lock, NULL); /* a parent thread's */
         }
 }
 
@@ -1153,62 +1173,54 @@ static int pending_flush(uint32_t inst, unsigned timeout_ms) {
 static int rereg_round(uint32_t inst, unsigned timeout_ms) {
         bool done = inst == atomic_load_explicit(&rereg_done, memory_order_acquire), left_out = false,
              servers_left = false;
+        struct smc_sock *s;
         int ret = 0;
 
         if (inst == 0 || (done && atomic_load(&pending_count) == 0))
                 return 0;
-        for (unsigned top = 0; !done && top < FD_TOP && ret >= 0; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+        /* (type-stable memory: a struct freed meanwhile is still one) */
+        for (unsigned pos = 0; !done && ret >= 0 && (s = table_next(&pos, FD_MAX));) {
+                int r;
 
-                if (!c)
-                        continue;
-                for (unsigned i = 0; i < FD_CHUNK && ret >= 0; i++) {
-                        /* type-stable memory: a struct freed meanwhile is still one */
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-                        int r;
+                if (sock_state(s) == SOCK_LISTEN_SMC) {
+                        /* its accept channel to an earlier smcd may still hold
+                         * NEW_CONNs not accepted yet: server ends of ours that
+                         * no REREG names (the channel outlives smcd, l->dchan:
+                         * only while it holds a message; a revived one may
+                         * hold the earlier smcd's behind the new one's) */
+                        int chan, dchan;
+                        uint32_t li;
+                        bool rv;
 
-                        if (!s)
-                                continue;
-                        if (sock_state(s) == SOCK_LISTEN_SMC) {
-                                /* its accept channel to an earlier smcd may still hold
-                                 * NEW_CONNs not accepted yet: server ends of ours that
-                                 * no REREG names (the channel outlives smcd, l->dchan:
-                                 * only while it holds a message; a revived one may
-                                 * hold the earlier smcd's behind the new one's) */
-                                int chan, dchan;
-                                uint32_t li;
-                                bool rv;
-
-                                /* (its fields change under its lock: listen() in another
-                                 * thread; busy: counted as possibly holding some) */
-                                if (pthread_mutex_trylock(&s->lock) != 0) {
-                                        servers_left = true;
-                                        continue;
-                                }
-                                chan = s->chan;
-                                dchan = s->dchan;
-                                li = s->listen_instance;
-                                rv = s->revived;
-                                pthread_mutex_unlock(&s->lock);
-                                if (chan >= 0 && li && (li != inst || rv) &&
-                                    (dchan < 0 || sys_poll(&(struct pollfd){ .fd = chan, .events = POLLIN }, 1, 0) != 0))
-                                        servers_left = true;
-                                continue;
-                        }
-                        if (sock_state(s) != SOCK_SMCD)
-                                continue;
+                        /* (its fields change under its lock: listen() in another
+                         * thread; busy: counted as possibly holding some) */
                         if (pthread_mutex_trylock(&s->lock) != 0) {
-                                ret = 1;
+                                servers_left = true;
                                 continue;
                         }
-                        if (sock_lookup(s->fd) == s && rereg_wanted(s, inst)) {
-                                if ((r = rereg_one(s, inst, timeout_ms)) < 0)
-                                        ret = r;
-                        } else if (sock_lookup(s->fd) == s && sock_state(s) == SOCK_SMCD && !s->smcr &&
-                                   s->conn_instance && s->conn_instance != inst)
-                                left_out = true; /* of an earlier smcd, not re-registered */
+                        chan = s->chan;
+                        dchan = s->dchan;
+                        li = s->listen_instance;
+                        rv = s->revived;
                         pthread_mutex_unlock(&s->lock);
+                        if (chan >= 0 && li && (li != inst || rv) &&
+                            (dchan < 0 || sys_poll(&(struct pollfd){ .fd = chan, .events = POLLIN }, 1, 0) != 0))
+                                servers_left = true;
+                        continue;
                 }
+                if (sock_state(s) != SOCK_SMCD)
+                        continue;
+                if (pthread_mutex_trylock(&s->lock) != 0) {
+                        ret = 1;
+                        continue;
+                }
+                if (sock_lookup(s->fd) == s && rereg_wanted(s, inst)) {
+                        if ((r = rereg_one(s, inst, timeout_ms)) < 0)
+                                ret = r;
+                } else if (sock_lookup(s->fd) == s && sock_state(s) == SOCK_SMCD && !s->smcr &&
+                           s->conn_instance && s->conn_instance != inst)
+                        left_out = true; /* of an earlier smcd, not re-registered */
+                pthread_mutex_unlock(&s->lock);
         }
         if (ret >= 0 && atomic_load(&pending_count) > 0) {
                 int r = pending_flush(inst, timeout_ms);
@@ -1480,19 +1492,14 @@ static void hold_atfork_prepare(void) {
  * changing the queue at the fork, so the child does not walk it: it clears the
  * entries of every socket in its table that was ever queued. */
 static void hold_atfork_child(void) {
-        for (unsigned top = 0; top < FD_TOP && hold_any; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+        struct smc_sock *s;
 
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-
-                        if (s && atomic_load_explicit(&s->hold_ever, memory_order_relaxed)) {
-                                s->hold_prev = s->hold_next = NULL;
-                                s->hold_linked = false;
-                                s->ep.hold_armed = false;
-                        }
+        for (unsigned pos = 0; hold_any && (s = table_next(&pos, FD_MAX));)
+                if (atomic_load_explicit(&s->hold_ever, memory_order_relaxed)) {
+                        s->hold_prev = s->hold_next = NULL;
+                        s->hold_linked = false;
+                        s->ep.hold_armed = false;
                 }
-        }
         hold_head = hold_tail = NULL;
         hold_thread_started = false;
         hold_idle = false;
@@ -1982,32 +1989,28 @@ static void lint_mark(int fd) {
 static size_t listener_internal_fds(int *out, size_t cap, int only) {
         size_t n = 0;
 
+        struct smc_sock *s;
+
         if (!atomic_load_explicit(&listener_ever, memory_order_relaxed))
                 return 0;
-        for (unsigned top = 0; top < FD_TOP; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
+        for (unsigned pos = 0; (s = table_next(&pos, FD_MAX));) {
+                if (sock_state(s) != SOCK_LISTEN_SMC)
+                        continue;
+                pthread_mutex_lock(&s->lock);
+                if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s) {
+                        int fds[3] = { s->hidden, s->chan, s->dchan };
 
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-
-                        if (!s || sock_state(s) != SOCK_LISTEN_SMC)
-                                continue;
-                        pthread_mutex_lock(&s->lock);
-                        if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s) {
-                                int fds[3] = { s->hidden, s->chan, s->dchan };
-
-                                for (int k = 0; k < 3; k++) {
-                                        if (fds[k] < 0 || (only >= 0 && fds[k] != only))
-                                                continue;
-                                        if (n < cap)
-                                                out[n] = fds[k];
-                                        n++;
-                                }
+                        for (int k = 0; k < 3; k++) {
+                                if (fds[k] < 0 || (only >= 0 && fds[k] != only))
+                                        continue;
+                                if (n < cap)
+                                        out[n] = fds[k];
+                                n++;
                         }
-                        pthread_mutex_unlock(&s->lock);
-                        if (only >= 0 && n > 0)
-                                return n;
                 }
+                pthread_mutex_unlock(&s->lock);
+                if (only >= 0 && n > 0)
+                        return n;
         }
         return n;
 }
@@ -4209,23 +4212,16 @@ static int cmp_int(const void *a, const void *b) {
  * @cap). Returns how many. */
 static size_t lib_fds(int *out, size_t cap, bool app) {
         size_t n = smc_ctl_client_fds(out);
+        struct smc_sock *s;
 
-        for (unsigned top = 0; top < FD_TOP; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
-
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-
-                        if (!s)
-                                continue;
-                        pthread_mutex_lock(&s->lock);
-                        if (sock_lookup(s->fd) == s) {
-                                if (app && n < cap)
-                                        out[n++] = s->fd;
-                                sock_internal_fds(s, out, &n, cap);
-                        }
-                        pthread_mutex_unlock(&s->lock);
+        for (unsigned pos = 0; (s = table_next(&pos, FD_MAX));) {
+                pthread_mutex_lock(&s->lock);
+                if (sock_lookup(s->fd) == s) {
+                        if (app && n < cap)
+                                out[n++] = s->fd;
+                        sock_internal_fds(s, out, &n, cap);
                 }
+                pthread_mutex_unlock(&s->lock);
         }
         return n;
 }
@@ -4277,7 +4273,7 @@ static int close_range_except(unsigned first, unsigned last, unsigned flags, int
 #define VFORK_KEEP_MAX 16384u
 
 int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
-        unsigned top_end = last / FD_CHUNK + 1 < FD_TOP ? last / FD_CHUNK + 1 : FD_TOP;
+        unsigned end = last < FD_MAX ? last + 1 : FD_MAX; /* (last: up to ~0U) */
         size_t n = 0, cap = 2;
         int *keep = NULL, r = 0;
 
@@ -4308,17 +4304,8 @@ int smc_fd_close_range(unsigned first, unsigned last, unsigned flags) {
 
         /* the program's sockets in the range first, each as close() would (with
          * CLOSE_RANGE_CLOEXEC: the flag on its descriptor is all, as on TCP's) */
-        for (unsigned top = first / FD_CHUNK; top < top_end; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
-
-                for (unsigned i = 0; c && i < FD_CHUNK; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
-                        unsigned fd = top * FD_CHUNK + i;
-
-                        if (s && fd >= first && fd <= last && !(flags & CLOSE_RANGE_CLOEXEC_FLAG))
-                                (void) smc_close((int) fd);
-                }
-        }
+        for (unsigned pos = first; !(flags & CLOSE_RANGE_CLOEXEC_FLAG) && table_next(&pos, end);)
+                (void) smc_close((int) pos - 1);
         /* then the rest, around the library's own descriptors of the sockets left
          * (their connections must keep working) and its control connection */
         cap = lib_fds_cap();
@@ -6039,41 +6026,32 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
         size_t len = 0, cap = 0, nenv = 0, k = 0;
         /* another process keeps X: our vfork() parent, or we ourselves (a spawn) */
         bool pid_moved = getpid() != exec_known_pid || spawn, ok = true;
+        struct smc_sock *s;
 
         *ret_undo = NULL;
-        for (unsigned top = 0; top < FD_TOP && ok; top++) {
-                struct fd_chunk *c = atomic_load_explicit(&fd_table[top], memory_order_acquire);
-
-                if (!c)
+        for (unsigned pos = 0; ok && (s = table_next(&pos, FD_MAX));) {
+                if (sock_state(s) != SOCK_SMCD &&
+                    (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add))))
                         continue;
-                for (unsigned i = 0; i < FD_CHUNK && ok; i++) {
-                        struct smc_sock *s = atomic_load_explicit(&c->s[i], memory_order_acquire);
+                /* a vfork() child closed, replaced or copied over that number */
+                if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || smc_spawn_touched(child, s->fd))
+                        continue;
+                bool locked = exec_lock(&s->lock);
 
-                        if (!s || (sock_state(s) != SOCK_SMCD &&
-                                   (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add)))))
-                                continue;
-                        /* a vfork() child closed, replaced or copied over that number */
-                        if ((vfork_fds_n && vfork_fd_find(getpid(), s->fd)) || smc_spawn_touched(child, s->fd))
-                                continue;
-                        bool locked = exec_lock(&s->lock);
-
-                        if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
-                                ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, child, &u, &var,
-                                                      &len, &cap);
-                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s && may_stub)
-                                ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
-                        else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
-                                ok = spawn_prepare_listener(s, s->fd, -1, preloaded, child, &u, &var, &len, &cap);
-                        exec_unlock(&s->lock, locked);
-                }
+                if (sock_state(s) == SOCK_SMCD && sock_lookup(s->fd) == s)
+                        ok = exec_prepare_one(s, s->fd, -1, preloaded, may_stub, pid_moved, child, &u, &var,
+                                              &len, &cap);
+                else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s && may_stub)
+                        ok = exec_prepare_listener(s, preloaded, pid_moved, &u, &var, &len, &cap);
+                else if (sock_state(s) == SOCK_LISTEN_SMC && sock_lookup(s->fd) == s)
+                        ok = spawn_prepare_listener(s, s->fd, -1, preloaded, child, &u, &var, &len, &cap);
+                exec_unlock(&s->lock, locked);
         }
         /* the copies a vfork() child made of its parent's SMC connections */
         if (vfork_fds_n) {
                 pid_t pid = getpid();
 
                 for (unsigned i = 0; i < vfork_fds_n && ok; i++) {
-                        struct smc_sock *s;
-
                         if (vfork_fds[i].pid != pid || vfork_fds[i].oldfd < 0 ||
                             !(s = sock_lookup(vfork_fds[i].oldfd)))
                                 continue;
@@ -6089,8 +6067,6 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
          * subprocess with close_fds=False): not close-on-exec there; a listener's, when
          * the caller can put its TCP socket there */
         for (size_t i = 0; child && i < child->n && ok; i++) {
-                struct smc_sock *s;
-
                 if (child->fds[i].src < 0 || !(s = sock_lookup(child->fds[i].src)))
                         continue;
                 bool locked = exec_lock(&s->lock);
