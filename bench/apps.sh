@@ -13,7 +13,7 @@
 #     SMCRUN_DISABLE=1: the library loaded but every call passed on), a 1 MiB
 #     file, keep-alive again with wrk -t 2; and sendfile on vs off under smcrun
 #   - iperf3 -P1 and -P4, with smcd's default ring (128 KiB RMB) and with --rmem 1M
-#   - qperf tcp_lat and tcp_bw
+#   - qperf tcp_lat and tcp_bw, and tcp_bw with both ends on CPU 0
 #   - python3 echo servers (plain socket and asyncio), 64 B ping-pong
 #   - PostgreSQL (its own cluster, fsync off; a process per connection) with pgbench,
 #     4 clients: select-only (-S) and TPC-B-like without the teller/branch updates (-N)
@@ -239,11 +239,15 @@ bench_iperf3() { # bench_iperf3 MODE KEY STREAMS
 }
 
 # --- qperf ----------------------------------------------------------------------------------
+# bench_qperf MODE [1cpu]: with 1cpu, tcp_bw only, both ends on CPU 0 (as two
+# containers on one CPU, or a busy machine: the peer runs only when we stop)
 bench_qperf() {
-        local mode=$1 port pid log=$APPS_DIR/qperf-$1.log
+        local mode=$1 sfx=${2:+-$2} port pid log=$APPS_DIR/qperf-$1${2:+-$2}.log
+        local -a cs=("${CPU_SERVER[@]}") cc=("${CPU_CLIENT[@]}") tests=(tcp_lat tcp_bw)
+        [ -n "${2:-}" ] && { cs=(taskset -c 0); cc=(taskset -c 0); tests=(tcp_bw); }
         wrap "$mode"
         port=$(apps_free_port)
-        apps_bg "qperf-server-$mode" "${CPU_SERVER[@]}" "${W[@]}" qperf -lp "$port"
+        apps_bg "qperf-server-$mode$sfx" "${cs[@]}" "${W[@]}" qperf -lp "$port"
         pid=$APPS_BG_PID
         if ! apps_wait_port "$port" 10 "$pid"; then
                 warn "qperf server ($mode) did not start"
@@ -252,11 +256,11 @@ bench_qperf() {
                 return
         fi
         # -uu: latency in ns, bandwidth in bytes/s
-        T $((2 * DUR + 30)) "${CPU_CLIENT[@]}" "${W[@]}" qperf -lp "$port" -t "$DUR" -uu 127.0.0.1 \
-                tcp_lat tcp_bw >"$log" 2>&1
+        T $((2 * DUR + 30)) "${cc[@]}" "${W[@]}" qperf -lp "$port" -t "$DUR" -uu 127.0.0.1 \
+                "${tests[@]}" >"$log" 2>&1
         stop_server "$pid"
-        res qperf-lat "$mode" "$(awk '/latency *=/ { print $3 / 1000 }' "$log")"
-        res qperf-bw "$mode" "$(awk '/bw *=/ { print $3 / 1e9 }' "$log")"
+        [ -z "$sfx" ] && res qperf-lat "$mode" "$(awk '/latency *=/ { print $3 / 1000 }' "$log")"
+        res "qperf-bw$sfx" "$mode" "$(awk '/bw *=/ { print $3 / 1e9 }' "$log")"
         grep -q 'failed' "$log" && warn "qperf ($mode): $(grep -m 1 failed "$log")"
 }
 
@@ -377,7 +381,10 @@ for ((r = 1; r <= REPEAT; r++)); do
                         bench_iperf3 $mode P1 1
                         bench_iperf3 $mode P4 4
                 fi
-                [ $has_qperf = 1 ] && bench_qperf $mode
+                if [ $has_qperf = 1 ]; then
+                        bench_qperf $mode
+                        bench_qperf $mode 1cpu
+                fi
                 [ $has_postgres = 1 ] && bench_postgres $mode
                 if [ $has_echo = 1 ]; then
                         bench_echo $mode socket
@@ -486,6 +493,7 @@ fi
 if [ $has_qperf = 1 ]; then
         pair "qperf tcp_lat (us, lower is better)" qperf-lat
         pair "qperf tcp_bw (GB/s)" qperf-bw
+        pair "qperf tcp_bw, both ends on one CPU (GB/s)" qperf-bw-1cpu
 fi
 if [ $has_postgres = 1 ]; then
         pair "pgbench -S, 4 clients (tps)" pgbench-S
