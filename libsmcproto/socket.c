@@ -2418,6 +2418,43 @@ static void listen_take_reply(struct smc_sock *s, const union smc_ctl_msg *reply
  * close-on-exec flag and the program's O_NONBLOCK (s->nonblock: T's file flag is
  * shared with other holders, whose libraries set it too). Returns 0 (the caller then fills in the
  * listener's fields), or a negative errno with nothing changed (@chan not closed). */
+/* Signal-driven I/O on a listener (O_ASYNC, F_SETOWN(_EX), F_SETSIG): the program's
+ * descriptor of an SMC listener is the epoll fd E, which never raises SIGIO (and
+ * since Linux 6.x does not even keep O_ASYNC), so these settings go to T and C, where
+ * connections arrive (TCP raises SIGIO when one is ready to accept). The owner and
+ * signal are kept on E too (F_GETOWN reads them there); O_ASYNC lives on T, whose open
+ * file every copy of the listener shares (dup, fork, exec), and F_GETFL adds it.
+ * Copies @from's owner and signal to @to, and sets @to's O_ASYNC as @async. */
+static void async_copy(int from, int to, bool async) {
+        struct f_owner_ex o;
+        int tf, sig;
+
+        if (from < 0 || to < 0)
+                return;
+        if (from != to && sys_fcntl(from, F_GETOWN_EX, (long) (uintptr_t) &o) == 0)
+                (void) sys_fcntl(to, F_SETOWN_EX, (long) (uintptr_t) &o);
+        sig = sys_fcntl(from, F_GETSIG, 0);
+        if (from != to && sig >= 0)
+                (void) sys_fcntl(to, F_SETSIG, sig);
+        tf = sys_fcntl(to, F_GETFL, 0);
+        if (tf >= 0 && ((tf & O_ASYNC) != 0) != async)
+                (void) sys_fcntl(to, F_SETFL, async ? tf | O_ASYNC : tf & ~O_ASYNC);
+}
+
+/* O_ASYNC of listener @s, as the program set it (on T: async_copy()) */
+static bool listener_async(struct smc_sock *s) {
+        int fl = s->hidden >= 0 ? sys_fcntl(s->hidden, F_GETFL, 0) : -1;
+
+        return fl >= 0 && (fl & O_ASYNC);
+}
+
+/* After the program changed signal-driven I/O on listener @s (its E): T and C follow
+ * (async_copy()). s->lock held. */
+static void listener_async_sync(struct smc_sock *s, bool async) {
+        async_copy(s->fd, s->hidden, async);
+        async_copy(s->fd, s->chan, async);
+}
+
 static int listen_install(struct smc_sock *s, int chan) {
         int r, hidden = -1, ep = -1, fdfl;
         struct epoll_event ev = { .events = EPOLLIN };
@@ -2459,6 +2496,14 @@ static int listen_install(struct smc_sock *s, int chan) {
         }
         sys_close(ep);
         (void) set_nonblock(hidden, true);
+        /* O_ASYNC and its owner set on the socket before listen() (now T's alone) */
+        {
+                int tfl = sys_fcntl(hidden, F_GETFL, 0);
+                bool async = tfl >= 0 && (tfl & O_ASYNC);
+
+                async_copy(hidden, s->fd, false);
+                async_copy(hidden, chan, async);
+        }
         s->hidden = hidden;
         s->chan = chan;
         lint_mark(hidden);
@@ -2648,6 +2693,7 @@ static void listen_reregister(struct smc_sock *l) {
                 return;
         }
         l->chan = chan;
+        async_copy(l->fd, chan, listener_async(l));
         lint_mark(chan);
         if (l->dchan >= 0)
                 sys_close(l->dchan);
@@ -5345,6 +5391,32 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                 return sys_ioctl(fd, req, arg);
         st = atomic_load(&s->state);
         switch (req) {
+        case FIOASYNC:
+        case FIOSETOWN:
+        case SIOCSPGRP:
+        case FIOGETOWN:
+        case SIOCGPGRP: {
+                /* on a listener's E (an epoll fd: ENOTTY there) as the socket ioctls
+                 * do it: F_SETOWN / F_GETOWN, and O_ASYNC (async_copy()) */
+                int v;
+
+                if (st != SOCK_LISTEN_SMC)
+                        return sys_ioctl(fd, req, arg);
+                if (smc_uptr_bad(arg))
+                        return ret_errno(-EFAULT);
+                if (req == FIOGETOWN || req == SIOCGPGRP) {
+                        v = sys_fcntl(fd, F_GETOWN, 0);
+                        memcpy(arg, &v, sizeof(v));
+                        return 0;
+                }
+                memcpy(&v, arg, sizeof(v));
+                pthread_mutex_lock(&s->lock);
+                r = req == FIOASYNC ? 0 : sys_fcntl(fd, F_SETOWN, v);
+                if (r == 0 && sock_state(s) == SOCK_LISTEN_SMC)
+                        listener_async_sync(s, req == FIOASYNC ? v != 0 : listener_async(s));
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
         case FIONBIO: {
                 int on;
 
@@ -5410,12 +5482,27 @@ SMC_PUBLIC int smc_fcntl(int fd, int cmd, ...) {
                         smc_fd_dup(fd, r); /* the copy is an SMC socket too */
                 return r;
         }
+        if (s && (cmd == F_SETOWN || cmd == F_SETOWN_EX || cmd == F_SETSIG) &&
+            sock_state(s) == SOCK_LISTEN_SMC) {
+                pthread_mutex_lock(&s->lock);
+                r = sys_fcntl(fd, cmd, arg);
+                if (r == 0 && sock_state(s) == SOCK_LISTEN_SMC)
+                        listener_async_sync(s, listener_async(s));
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        if (s && cmd == F_GETFL && sock_state(s) == SOCK_LISTEN_SMC) {
+                r = sys_fcntl(fd, F_GETFL, 0);
+                return r >= 0 && listener_async(s) ? r | O_ASYNC : r;
+        }
         if (!s || cmd != F_SETFL)
                 return sys_fcntl(fd, cmd, arg);
         pthread_mutex_lock(&s->lock);
         r = sys_fcntl(fd, F_SETFL, arg);
         if (r == 0)
                 atomic_store(&s->nonblock, (arg & O_NONBLOCK) != 0);
+        if (r == 0 && sock_state(s) == SOCK_LISTEN_SMC)
+                listener_async_sync(s, (arg & O_ASYNC) != 0);
         pthread_mutex_unlock(&s->lock);
         return r;
 }

@@ -234,6 +234,10 @@ over_both disconnect
 over_both fork-locks
 # connect(2) to 0.0.0.0 and :: (connect-any.py: loopback's addresses at both ends)
 over_both connect-any
+# signal-driven I/O (sigio.py: SIGIO per arrival on a connection; on a listener at a
+# connect, with O_ASYNC set after or before listen() or by FIOASYNC, F_SETSIG's signal,
+# F_GETFL / F_GETOWN / SIOCGPGRP read back; the listener raised none)
+over_both sigio
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
