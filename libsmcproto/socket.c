@@ -2234,6 +2234,15 @@ static inline void conn_note_shared(struct smc_sock *s) {
                 smc_ring_set_shared(&s->ep);
 }
 
+/* @s's ring endpoint, for a readiness check (poll, select, epoll): a sender's room is
+ * taken from the header once other processes may write too (conn_note_shared()); a
+ * fork child's sends left the parent's own producer cursor behind, and POLLOUT was
+ * never reported (helper 108). */
+static inline struct smc_ring_ep *sock_ep(struct smc_sock *s) {
+        conn_note_shared(s);
+        return &s->ep;
+}
+
 /* O_NONBLOCK is a flag of the open file, which the copies of a socket made by dup()
  * and fork() share: a copy's cached mode (s->nonblock) can be stale once another copy
  * changed it. The kernel's flag on X is the truth (the library sets it with every mode
@@ -5021,7 +5030,7 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
 
         for (nfds_t i = 0; i < n; i++) {
                 if (socks[i])
-                        fds[i].revents = (short) (smc_ring_poll(&socks[i]->ep) & (fds[i].events | POLL_ALWAYS));
+                        fds[i].revents = (short) (smc_ring_poll(sock_ep(socks[i])) & (fds[i].events | POLL_ALWAYS));
                 else if ((fds[i].events & POLLIN) && !(fds[i].revents & POLLNVAL) && ew_set_poll(fds[i].fd))
                         fds[i].revents |= POLLIN; /* an epoll set with data in a ring */
                 if (fds[i].revents)
@@ -5052,7 +5061,7 @@ static uint64_t poll_spin_budget(const struct pollfd *fds, nfds_t n, struct smc_
                 return 0;
         for (nfds_t i = 0; i < n; i++)
                 if (socks[i]) {
-                        uint32_t b = smc_ring_spin_budget(&socks[i]->ep, fds[i].events);
+                        uint32_t b = smc_ring_spin_budget(sock_ep(socks[i]), fds[i].events);
 
                         if (b > budget)
                                 budget = b;
@@ -5089,7 +5098,7 @@ static bool poll_spin(const struct pollfd *fds, nfds_t n, struct smc_sock **sock
         end = now_ns() + budget;
         for (;;) {
                 for (nfds_t i = 0; i < n && !ready; i++)
-                        ready = socks[i] && smc_ring_ready_quick(&socks[i]->ep, fds[i].events);
+                        ready = socks[i] && smc_ring_ready_quick(sock_ep(socks[i]), fds[i].events);
                 if (ready)
                         break;
                 /* the clock costs ~20 ns: look at it every 16 rounds; at pending
@@ -5114,7 +5123,7 @@ static int poll_spin_result(struct pollfd *fds, nfds_t n, struct smc_sock **sock
         int cnt = 0;
 
         for (nfds_t i = 0; i < n; i++) {
-                fds[i].revents = socks[i] ? (short) (smc_ring_poll(&socks[i]->ep) & (fds[i].events | POLL_ALWAYS)) : 0;
+                fds[i].revents = socks[i] ? (short) (smc_ring_poll(sock_ep(socks[i])) & (fds[i].events | POLL_ALWAYS)) : 0;
                 if (fds[i].revents)
                         cnt++;
         }
@@ -5182,7 +5191,7 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                          * not see it */
                         if (rd && FD_ISSET(fd, rd)) {
                                 smc_ring_no_watch(&s->ep);
-                                dirty = dirty || smc_ring_ready_quick(&s->ep, POLLIN);
+                                dirty = dirty || smc_ring_ready_quick(sock_ep(s), POLLIN);
                         }
                 } else if (rd && FD_ISSET(fd, rd) && ew_set_poll(fd))
                         dirty = true;
@@ -5321,7 +5330,7 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                 fds[i].revents = 0;
                 if (socks[i] && (fds[i].events & POLLIN))
                         smc_ring_kwait(&s->ep, true); /* (before smc_ring_poll looks) */
-                if (socks[i] && (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS)))
+                if (socks[i] && (smc_ring_poll(sock_ep(s)) & (fds[i].events | POLL_ALWAYS)))
                         ready = true;
         }
         if (timeout > 0)
@@ -5331,7 +5340,10 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                 r = sys_poll(fds, n, 0);
                 if (r >= 0)
                         r = poll_fixup(fds, n, socks);
-                goto out;
+                /* 0: what was ready is no longer (a copy of the socket in another
+                 * process filled the ring again): wait as for anything else */
+                if (r != 0 || timeout == 0)
+                        goto out;
         }
         budget = poll_spin_budget(fds, n, socks, timeout < 0 ? -1 : (int64_t) timeout * 1000000);
         if (budget > 0) {
@@ -5363,7 +5375,9 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
                 if (r <= 0)
                         goto out;
                 r = poll_fixup(fds, n, socks);
-                if (r > 0 || timeout == 0 || (left.tv_sec == 0 && left.tv_nsec == 0))
+                /* (an infinite timeout never ends with 0: helper 108 saw it after a
+                 * stale wakeup) */
+                if (r > 0 || timeout == 0 || (timeout > 0 && left.tv_sec == 0 && left.tv_nsec == 0))
                         goto out;
                 /* only stale wakeups (a doorbell that was already consumed): the
                  * ring settled them, wait again for the remaining time. A ring
@@ -7626,7 +7640,7 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                          * edge-triggered or one-shot registration gets one event here */
                         ew_unwatch(s);
                         m->marked = false;
-                        if (after && smc_ring_ready_quick(&s->ep, POLLIN))
+                        if (after && smc_ring_ready_quick(sock_ep(s), POLLIN))
                                 ew_hot(set, m, m->active, true);
                 } else if (!m->marked && atomic_load(&set->waiters) == 0) {
                         /* watched from now on, not only from the next epoll_wait (a
@@ -7695,7 +7709,7 @@ static bool ew_fresh(const struct ew_member *m, uint64_t *prod) {
                 if (m->seen_ok && *prod == m->seen_prod)
                         return false;
         }
-        return smc_ring_ready_quick(&m->s->ep, POLLIN);
+        return smc_ring_ready_quick(sock_ep(m->s), POLLIN);
 }
 
 /* After a reset (the peer's abort, or the RST that answered the send taken after the
@@ -7759,7 +7773,7 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                                 m->seen_ok = true;
                                 smc_ring_take_bell(&m->s->ep); /* (the next arrival rings) */
                         }
-                        if (!(evs[w].events & EPOLLIN) && smc_ring_ready_quick(&m->s->ep, POLLIN))
+                        if (!(evs[w].events & EPOLLIN) && smc_ring_ready_quick(sock_ep(m->s), POLLIN))
                                 evs[w].events |= EPOLLIN;
                 }
                 w++;
@@ -7816,7 +7830,7 @@ static int ew_ring_pass(struct ew_set *set, struct epoll_event *evs, int n, int 
                 }
                 m->idle = 0;
                 e = EPOLLIN;
-                if ((m->events & EPOLLOUT) && smc_ring_ready_quick(&m->s->ep, POLLOUT))
+                if ((m->events & EPOLLOUT) && smc_ring_ready_quick(sock_ep(m->s), POLLOUT))
                         e |= EPOLLOUT;
                 evs[n].events = (e & m->events) | ew_reset_events(m);
                 evs[n].data.u64 = m->data;
@@ -8087,7 +8101,7 @@ static bool ew_set_poll(int fd) {
         pthread_mutex_lock(&set->lock);
         ew_set_nest(set);
         for (unsigned i = 0; i < set->n && !ready; i++)
-                ready = (set->m[i].events & EPOLLIN) && smc_ring_ready_quick(&set->m[i].s->ep, POLLIN);
+                ready = (set->m[i].events & EPOLLIN) && smc_ring_ready_quick(sock_ep(set->m[i].s), POLLIN);
         pthread_mutex_unlock(&set->lock);
         return ready;
 }
@@ -8104,7 +8118,7 @@ int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_on
                                 continue;
                         if (sticky && (fds[i].events & POLLIN))
                                 smc_ring_no_watch(&s->ep); /* (the kernel's wait is not ours) */
-                        if (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS))
+                        if (smc_ring_poll(sock_ep(s)) & (fds[i].events | POLL_ALWAYS))
                                 ready = true;
                 } else if ((fds[i].events & POLLIN) && ew_set_poll(fds[i].fd))
                         ready = true;
@@ -8119,13 +8133,15 @@ int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_on
                 struct smc_sock *s = sock_lookup(fds[i].fd);
 
                 if (s && sock_state(s) == SOCK_SMCD)
-                        fds[i].revents = (short) (smc_ring_poll(&s->ep) & (fds[i].events | POLL_ALWAYS));
+                        fds[i].revents = (short) (smc_ring_poll(sock_ep(s)) & (fds[i].events | POLL_ALWAYS));
                 else if ((fds[i].events & POLLIN) && !(fds[i].revents & POLLNVAL) && ew_set_poll(fds[i].fd))
                         fds[i].revents |= POLLIN;
                 if (fds[i].revents)
                         r++;
         }
-        return r;
+        /* nothing is ready any more (a copy in another process filled the ring again
+         * meanwhile): the caller's wait, never 0 for a wait that has no end */
+        return r > 0 ? r : -2;
 }
 
 bool smc_ewatch_any(void) {

@@ -238,6 +238,10 @@ over_both connect-any
 # connect, with O_ASYNC set after or before listen() or by FIOASYNC, F_SETSIG's signal,
 # F_GETFL / F_GETOWN / SIOCGPGRP read back; the listener raised none)
 over_both sigio
+# poll(2) on a connection shared by fork (fork-poll.py: POLLOUT with an infinite
+# timeout never returns 0 while the child sends; after the child's kill mid-send, poll
+# reports POLLOUT and a send with a timeout goes through)
+over_both fork-poll
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
