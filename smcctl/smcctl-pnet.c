@@ -23,6 +23,8 @@ static int pnet_call(sd_bus *bus, const char *what, const char *method, const ch
         va_list ap;
         int r;
 
+        if (bus_check(bus) != 0)
+                return EXIT_FAILURE;
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, PNET_PATH, PNET_INTERFACE, method);
         if (r >= 0) {
                 va_start(ap, sig);

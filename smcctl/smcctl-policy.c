@@ -64,6 +64,10 @@ static int policy_add(sd_bus *bus, const Args *a, int argc, char **argv) {
                 free(rule);
                 return oom();
         }
+        if (bus_check(bus) != 0) {
+                free(rule);
+                return EXIT_FAILURE;
+        }
         r = sd_bus_call_method(bus, BUS_NAME, POLICY_PATH, POLICY_INTERFACE, "Add", &e, &reply, "s", rule);
         free(rule);
         if (r < 0) {
@@ -101,6 +105,8 @@ static int policy_del(sd_bus *bus, const Args *a, int argc, char **argv) {
                         argv[0]);
                 return EXIT_USAGE;
         }
+        if (bus_check(bus) != 0)
+                return EXIT_FAILURE;
         r = sd_bus_call_method(bus, BUS_NAME, POLICY_PATH, POLICY_INTERFACE, "Del", &e, NULL, "u", (uint32_t) id);
         if (r < 0) {
                 r = bus_error("policy del", &e, r);

@@ -81,6 +81,8 @@ static int tunables_set(sd_bus *bus, const Args *a, int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         }
+        if (bus_check(bus) != 0)
+                return EXIT_FAILURE;
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, BUS_PATH, BUS_MANAGER_INTERFACE, "SetTunables");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{ss}");

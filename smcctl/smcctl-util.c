@@ -142,6 +142,16 @@ int print_json_or_table(const Args *a, json_object *root) {
         return EXIT_SUCCESS;
 }
 
+int bus_open_error;
+
+int bus_check(sd_bus *bus) {
+        if (bus)
+                return 0;
+        fprintf(stderr, "smcctl: cannot connect to the system bus: %s\n",
+                strerror(bus_open_error < 0 ? -bus_open_error : ENOTCONN));
+        return EXIT_FAILURE;
+}
+
 static int call_stringv(sd_bus *bus, const char *path, const char *interface, const char *method, char **ret,
                         const char *sig, va_list ap) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
@@ -149,6 +159,8 @@ static int call_stringv(sd_bus *bus, const char *path, const char *interface, co
         const char *text;
         int r;
 
+        if (bus_check(bus) != 0)
+                return EXIT_FAILURE;
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, interface, method);
         if (r >= 0)
                 r = sd_bus_message_appendv(m, sig, ap);

@@ -153,10 +153,12 @@ int main(int argc, char *argv[]) {
                 optind++;
         }
 
+        /* a failure is reported by the verb at its first call (bus_check()), after it
+         * checked its arguments: a usage error is one with or without a bus */
         r = sd_bus_open_system(&bus);
         if (r < 0) {
-                fprintf(stderr, "smcctl: cannot connect to the system bus: %s\n", strerror(-r));
-                return EXIT_FAILURE;
+                bus_open_error = r;
+                bus = NULL;
         }
         r = verb->run(bus, &a, argc - optind, argv + optind);
         sd_bus_flush_close_unref(bus);

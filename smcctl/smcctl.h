@@ -50,6 +50,11 @@ const void *lookup_prefix(const void *table, size_t size, const char *word, bool
 /* Print "smcctl: WHAT: reason" for a failed call (the D-Bus error's message, else
  * strerror(-r)) and a hint when smcd is not on the bus. Returns EXIT_FAILURE. */
 int bus_error(const char *what, const sd_bus_error *e, int r);
+/* The system bus could not be opened (main() goes on without it, so that a verb
+ * checks its arguments first): @bus NULL prints why and gives EXIT_FAILURE; else 0.
+ * Call before the first use of @bus. */
+int bus_check(sd_bus *bus);
+extern int bus_open_error; /* the negative errno of sd_bus_open_system(), or 0 */
 
 /* Call @path @interface.@method with the arguments of @sig (sd_bus_message_append
  * types). With @ret, read a string reply into *ret (newly allocated, the caller frees

@@ -172,6 +172,16 @@ if [ $rc -ne 0 ] && grep -q 'unknown command "frob"' "$tmp/err"; then ok "unknow
 [ $rc -eq 2 ] && ok "bad option: exit 2" || nok "bad option: exit $rc"
 "$smcctl" >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && ok "no object: exit 2" || nok "no object: exit $rc"
+# without a bus: arguments are checked first (a usage error: 2), then the bus (1)
+out=""
+for a in "set rmem" "connections --port abc" "policy del x"; do
+        # shellcheck disable=SC2086 # (the words of $a are the arguments)
+        DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent "$smcctl" $a >/dev/null 2>"$tmp/err"; rc=$?
+        [ $rc -eq 2 ] || out="$out smcctl $a: exit $rc ($(cat "$tmp/err"));"
+done
+DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent "$smcctl" stats >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot connect to the system bus" "$tmp/err" || out="$out smcctl stats: exit $rc ($(cat "$tmp/err"));"
+[ -z "$out" ] && ok "no bus: bad arguments exit 2 before the bus is looked at, stats exits 1" || nok "no bus:$out"
 
 # an unprivileged caller may read but not reset
 if command -v setpriv >/dev/null; then
