@@ -3713,11 +3713,10 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 
 /* MSG_EOR, MSG_CONFIRM and MSG_DONTROUTE change nothing a TCP program can see over
  * loopback, and MSG_WAITFORONE nothing on a recv: accepted and ignored, as by TCP.
- * MSG_ZEROCOPY is refused: a program that enabled SO_ZEROCOPY would wait for completion
- * notifications that never come. */
+ * The rest: send_flags_other(); on a receive MSG_OOB gives EINVAL (TCP's answer when
+ * no urgent byte came: none ever comes over SMC from a sender with this library),
+ * and any other flag is ignored, as by tcp_recvmsg(). */
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM | MSG_DONTROUTE)
-#define RECV_FLAGS \
-        (MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_TRUNC | MSG_NOSIGNAL | MSG_CMSG_CLOEXEC | MSG_WAITFORONE)
 
 /* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
  * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
@@ -3773,12 +3772,34 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt) {
         return (ssize_t) t;
 }
 
+/* The send flags beyond SEND_FLAGS, as tcp_sendmsg() takes them on a connected
+ * socket: MSG_OOB (TCP's urgent byte) is not carried: -EOPNOTSUPP; MSG_FASTOPEN:
+ * -EISCONN (its connect on a connected socket); MSG_ZEROCOPY: ignored unless
+ * SO_ZEROCOPY is on (its completions would never come: -EOPNOTSUPP); any other flag
+ * is ignored, as by TCP. */
+static int send_flags_other(struct smc_sock *s, int flags) {
+        if (flags & MSG_OOB)
+                return -EOPNOTSUPP;
+        if (flags & MSG_FASTOPEN)
+                return -EISCONN;
+        if (flags & MSG_ZEROCOPY) {
+                int fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED), on = 0;
+                socklen_t l = sizeof(on);
+
+                if (fd < 0)
+                        fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+                if (fd >= 0 && sys_getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &l) == 0 && on)
+                        return -EOPNOTSUPP;
+        }
+        return 0;
+}
+
 static ssize_t smcd_send(struct smc_sock *s, const struct iovec *iov, int iovcnt, int flags, bool sigpipe) {
         ssize_t r;
         int timeo_fd;
 
-        if (flags & ~SEND_FLAGS)
-                return ret_errno_ssize(-EOPNOTSUPP);
+        if ((flags & ~SEND_FLAGS) && (r = send_flags_other(s, flags)) < 0)
+                return ret_errno_ssize(r);
         r = iov_total(iov, iovcnt);
         if (r < 0)
                 return ret_errno_ssize(r); /* (a zero-length send reports the state, as TCP's) */
@@ -3815,8 +3836,8 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
 
         if (flags & MSG_ERRQUEUE)
                 return ret_errno_ssize(-EAGAIN); /* as TCP's empty error queue */
-        if (flags & ~RECV_FLAGS)
-                return ret_errno_ssize(-EOPNOTSUPP);
+        if (flags & MSG_OOB)
+                return ret_errno_ssize(-EINVAL);
         r = iov_total(iov, iovcnt);
         if (r < 0 || (r == 0 && vfs))
                 return ret_errno_ssize(r);

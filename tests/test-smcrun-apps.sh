@@ -242,6 +242,9 @@ over_both sigio
 # timeout never returns 0 while the child sends; after the child's kill mid-send, poll
 # reports POLLOUT and a send with a timeout goes through)
 over_both fork-poll
+# send(2) flags on a connection (send-flags.py: MSG_FASTOPEN EISCONN, an unknown flag
+# and MSG_ZEROCOPY without SO_ZEROCOPY ignored, as TCP's)
+over_both send-flags
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
