@@ -986,9 +986,9 @@ static int tx_wait_space(struct smc_ring_ep *ep, bool nonblock, bool *plugged, s
 /* A bounded wait for the peer to get through a few system calls (the writer's plug,
  * Q1..Q4; the reader's drain, D0..D3): spin while it runs on another CPU; then yield
  * the CPU, so that a peer preempted on ours (both ends on one CPU, or a busy machine)
- * runs at once; then sleep, 10 us doubling to 1 ms. A sleep of 1 ms from the start left the CPU idle while the writer
- * was done in microseconds: qperf tcp_bw with both ends on one CPU made 0.5-1.4 GB/s
- * against TCP's 3.1. */
+ * runs at once; then sleep, 10 us doubling to 1 ms. A sleep of 1 ms from the start
+ * left the CPU idle while the writer was done in microseconds: qperf tcp_bw with both
+ * ends on one CPU made 0.5-1.4 GB/s against TCP's 3.1. */
 struct peer_wait {
         bool same_cpu;  /* the peer last ran on our CPU: spinning cannot help */
         unsigned steps;
