@@ -25,9 +25,10 @@
 int smc_seccomp_prefix(const struct sock_fprog *prog, const int *fds, size_t nfds, struct sock_filter *out,
                        size_t cap) {
 #ifdef SMC_AUDIT_ARCH
-        /* on any descriptor: they wait, or read the CPU number (the spin's "same CPU"
-         * test; a vDSO call unless the kernel has none) */
-        static const uint32_t any[] = { SYS_ppoll, SYS_epoll_pwait, SYS_getcpu };
+        /* on any descriptor: they wait, yield the CPU (ring.c's wait for a peer
+         * preempted on ours), or read the CPU number (the spin's "same CPU" test; a
+         * vDSO call unless the kernel has none) */
+        static const uint32_t any[] = { SYS_ppoll, SYS_epoll_pwait, SYS_sched_yield, SYS_getcpu };
         /* on the library's descriptors only: the doorbell pair and control socket I/O,
          * their options and flags, shutting and closing them */
         static const uint32_t own[] = { SYS_sendto,     SYS_recvfrom, SYS_sendmsg,  SYS_recvmsg, SYS_getsockopt,

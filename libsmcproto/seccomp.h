@@ -9,8 +9,9 @@
  * poll(2); getsockopt, fcntl), and the kernel would kill the process at the first.
  * smcrun therefore puts a prefix in front of such a filter when the program installs
  * it: those calls are allowed on exactly the library's descriptors of that moment
- * (the first argument compared with each), plus ppoll, epoll_pwait and getcpu on any
- * (they only wait or read the CPU number, as the poll family the filter allows);
+ * (the first argument compared with each), plus ppoll, epoll_pwait, sched_yield and
+ * getcpu on any (they only wait, yield or read the CPU number, as the poll family the
+ * filter allows);
  * everything else reaches the program's filter unchanged, which decides as before.
  * smcrun(1) "SECCOMP".
  */
