@@ -25,25 +25,14 @@ import tempfile
 import threading
 import time
 
+import smcapp
+
 libc = ctypes.CDLL(None, use_errno=True)
-expect_smc = os.environ.get("SMC_EXPECT") == "1"
 buf = ctypes.create_string_buffer(16)
 
 
 def out(*a):
     print(*a, flush=True)
-
-
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(1)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    if expect_smc:
-        assert c.getsockopt(286, 0x5301) == 1 and s.getsockopt(286, 0x5301) == 1, "not SMC-D"
-    return c, s
 
 
 def res(r):
@@ -75,7 +64,7 @@ def zero_calls(fd, flags):
 
 def case1():
     out("case 1: zero-length receives")
-    c, s = pair()
+    c, s = smcapp.pair()
     fd = s.fileno()
     for name, r in zero_calls(fd, socket.MSG_DONTWAIT):
         out("  nothing to read, %s MSG_DONTWAIT: %s" % (name, r))
@@ -97,7 +86,7 @@ def case1():
         out("  at EOF, blocking %s: %s" % (name, r))
     c.close()
     s.close()
-    c, s = pair()
+    c, s = smcapp.pair()
     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()
     time.sleep(0.1)
@@ -117,7 +106,7 @@ def fill_pipe(pw):
 def case2():
     out("case 2: splice into a full O_NONBLOCK pipe")
     for sock_nb in (False, True):
-        c, s = pair()
+        c, s = smcapp.pair()
         pr, pw = os.pipe()
         os.set_blocking(pw, False)
         fill_pipe(pw)
@@ -144,7 +133,7 @@ def case2():
 
 def case3():
     out("case 3: splice offsets")
-    c, s = pair()
+    c, s = smcapp.pair()
     pr, pw = os.pipe()
     f = tempfile.TemporaryFile()
     f.write(b"z" * 100)
@@ -178,7 +167,7 @@ def case4():
     import select
     out("4. EPOLLOUT after our own SHUT_WR, the peer's buffers full")
     for how in ("epoll", "epoll-et", "poll"):
-        c, s = pair()
+        c, s = smcapp.pair()
         s.setblocking(False)
         n = 0
         try:

@@ -31,12 +31,13 @@ import struct
 import sys
 import time
 
+import smcapp
+
 SETTLE = 0.2  # s for a FIN or a close to reach the other side
 ALL = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP
 NAMES = [(select.EPOLLIN, "IN"), (select.EPOLLOUT, "OUT"), (select.EPOLLRDHUP, "RDHUP"),
          (select.EPOLLHUP, "HUP"), (select.EPOLLERR, "ERR")]
 failed = False
-SMC_EXPECT = os.environ.get("SMC_EXPECT") == "1"
 
 
 def out(*a):
@@ -45,19 +46,6 @@ def out(*a):
 
 def names(m):
     return "|".join(n for b, n in NAMES if m & b) or "-"
-
-
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(4)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    if SMC_EXPECT:  # under smcrun (tests/test-smcrun-apps.sh): both ends SMC-D
-        for x in (c, s):
-            assert x.getsockopt(286, 0x5301) == 1, "not SMC-D"
-    return c, s
 
 
 def masks(sock):
@@ -116,7 +104,7 @@ def recv_result(sock):
 
 def case1():
     out("case 1: c SHUT_WR, then s SHUT_WR")
-    c, s = pair()
+    c, s = smcapp.pair()
     show("  fresh", c, s)
     c.shutdown(socket.SHUT_WR)
     show("  c SHUT_WR", c, s)
@@ -129,7 +117,7 @@ def case1():
 
 def case2():
     out("case 2: c SHUT_RDWR")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.shutdown(socket.SHUT_RDWR)
     show("  c SHUT_RDWR", c, s)
     c.close()
@@ -138,7 +126,7 @@ def case2():
 
 def case3():
     out("case 3: c SHUT_RD, then c SHUT_WR")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.shutdown(socket.SHUT_RD)
     show("  c SHUT_RD", c, s)
     c.shutdown(socket.SHUT_WR)
@@ -149,7 +137,7 @@ def case3():
 
 def case4():
     out("case 4: s SHUT_WR, then c closes (nothing unread)")
-    c, s = pair()
+    c, s = smcapp.pair()
     s.shutdown(socket.SHUT_WR)
     show("  s SHUT_WR", c, s)
     c.recv(10)
@@ -162,7 +150,7 @@ def case4():
 
 def case5():
     out("case 5: s closes with data unread (abort)")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.sendall(b"unread")
     time.sleep(SETTLE)
     s.close()
@@ -176,7 +164,7 @@ def case5():
 
 def case6():
     out("case 6: the process that holds s is killed with data unread")
-    c, s = pair()
+    c, s = smcapp.pair()
     pid = os.fork()
     if pid == 0:
         time.sleep(60)
@@ -195,7 +183,7 @@ def case6():
 
 def case7():
     out("case 7: c SHUT_WR, the process that holds s is killed (nothing unread)")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.shutdown(socket.SHUT_WR)
     pid = os.fork()
     if pid == 0:
@@ -213,7 +201,7 @@ def case7():
 
 def et_pair():
     """a connection, with c in an edge-triggered epoll set"""
-    c, s = pair()
+    c, s = smcapp.pair()
     ep = select.epoll()
     ep.register(c.fileno(), ALL | select.EPOLLET)
     return c, s, ep
@@ -246,7 +234,7 @@ def case8():
 
 def case9():
     out("case 9: hung up with 3 MiB+5 still to read")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.shutdown(socket.SHUT_WR)
     data = os.urandom(3 * 1024 * 1024 + 5)
     pid = os.fork()
@@ -276,7 +264,7 @@ def case9():
 
 def case10():
     out("case 10: hung up with data unread, shared with a child that reads on after the parent closed")
-    c, s = pair()
+    c, s = smcapp.pair()
     data = os.urandom(100 * 1000 + 3)  # fits in the ring and in TCP's buffers
     r, w = os.pipe()
     pid = os.fork()
@@ -366,7 +354,7 @@ def case12():
 
 def case13():
     out("case 13: s closes with data unread (abort); the error taken through a dup of c, then through a child")
-    c, s = pair()
+    c, s = smcapp.pair()
     c.sendall(b"unread")
     time.sleep(SETTLE)
     s.close()
@@ -375,7 +363,7 @@ def case13():
     out("  dup SO_ERROR %s; then c %s, SO_ERROR %s, %s" % (so_error(d), masks(c), so_error(c), recv_result(c)))
     d.close()
     c.close()
-    c, s = pair()
+    c, s = smcapp.pair()
     c.sendall(b"unread")
     time.sleep(SETTLE)
     s.close()
@@ -420,7 +408,7 @@ def send_sigpipe(sock, data):
 
 def case14():
     out("case 14: a reset after our own shutdown: reported before EPIPE (tcp_sendmsg: sk_err first)")
-    c, s = pair()
+    c, s = smcapp.pair()
     s.shutdown(socket.SHUT_WR)
     time.sleep(SETTLE)
     rst_close(c)
@@ -431,7 +419,7 @@ def case14():
     expect("send after SHUT_WR and the peer's reset", (r0, p0), ("send %s" % os.strerror(errno.ECONNRESET), False))
     expect("the send after it", (r1, p1), ("send %s" % os.strerror(errno.EPIPE), True))
     s.close()
-    c, s = pair()
+    c, s = smcapp.pair()
     s.shutdown(socket.SHUT_RDWR)
     time.sleep(SETTLE)
     r = send_result(c, b"x")  # taken; TCP's answer is a RST
@@ -445,7 +433,7 @@ def case14():
 
 def case15():
     out("case 15: a send that failed with EPIPE after our SHUT_WR takes no later reset")
-    c, s = pair()
+    c, s = smcapp.pair()
     s.shutdown(socket.SHUT_WR)
     r = send_result(s, b"x")
     rst_close(c)
@@ -460,7 +448,7 @@ def case15():
 
 
 def both_shut(unread):
-    c, s = pair()
+    c, s = smcapp.pair()
     if unread:
         c.sendall(b"unread")
     c.shutdown(socket.SHUT_WR)
@@ -509,8 +497,7 @@ def case17():
         if pid == 0:
             # its own connection (a forked copy would be shared: no holding)
             c = socket.create_connection(ls.getsockname())
-            if SMC_EXPECT:
-                assert c.getsockopt(286, 0x5301) == 1, "not SMC-D"
+            assert not smcapp.not_smcd(c), "not SMC-D"
             if "CORK" in how:
                 c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
                 c.send(b"HELLO")

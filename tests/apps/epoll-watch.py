@@ -19,27 +19,15 @@ import struct
 import threading
 import time
 
+import smcapp
+
 E = select
 W = 1.0  # s: how long a wait that must report something may take at most
 SHORT = 0.2  # s: a wait that must report nothing
-SMC_EXPECT = os.environ.get("SMC_EXPECT") == "1"
 
 
 def out(*a):
     print(*a, flush=True)
-
-
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    if SMC_EXPECT:
-        for x in (c, s):
-            assert x.getsockopt(286, 0x5301) == 1, "not SMC-D"
-    return c, s
 
 
 def names(evs, fds):
@@ -60,7 +48,7 @@ def wait(ep, fds, t=W):
 
 def case_lt_partial():
     out("# level-triggered, partial reads")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN)
@@ -80,7 +68,7 @@ def case_lt_partial():
 
 def case_in_out():
     out("# EPOLLIN|EPOLLOUT")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN | E.EPOLLOUT)
@@ -108,7 +96,7 @@ def watched(a, b, reg=E.EPOLLIN):
 
 def case_other_waits():
     out("# other waits after a watch")
-    a, b = pair()
+    a, b = smcapp.pair()
     ep = watched(a, b)
     p = select.poll()
     p.register(b.fileno(), select.POLLIN)
@@ -166,7 +154,7 @@ def case_select_zero():
         return n, (rd[fd // bits] >> (fd % bits)) & 1
 
     for name in ("select 0", "select W", "pselect 0", "pselect W", "poll 0", "poll W", "select 0 after poll 0"):
-        a, b = pair()
+        a, b = smcapp.pair()
         ep = watched(a, b)  # (50 bytes of "w")
         if name.startswith("select 0 after"):
             p = select.poll()
@@ -201,7 +189,7 @@ def case_ctypes_waits():
         _pack_ = 1 if os.uname().machine == "x86_64" else 0
         _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
 
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = watched(a, b)
     pf = PollFd(b.fileno(), select.POLLIN, 0)
@@ -235,7 +223,7 @@ def case_ctypes_waits():
 
 def case_mod_et():
     out("# MOD to EPOLLET with data waiting")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = watched(a, b)
     fds = {b.fileno(): "b"}
@@ -257,7 +245,7 @@ def case_mod_et():
 
 def case_mod_oneshot():
     out("# MOD to EPOLLONESHOT with data waiting")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = watched(a, b)
     fds = {b.fileno(): "b"}
@@ -276,7 +264,7 @@ def case_mod_oneshot():
 
 def case_del_add():
     out("# DEL and ADD again")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = watched(a, b)
     fds = {b.fileno(): "b"}
@@ -297,7 +285,7 @@ def case_del_add():
 
 def case_set_polled():
     out("# the set itself polled, selected, nested")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = watched(a, b)
     p = select.poll()
@@ -320,7 +308,7 @@ def case_set_polled():
 
 def case_fork():
     out("# fork: the child reads")
-    a, b = pair()
+    a, b = smcapp.pair()
     ep = watched(a, b)
     out("parent sees:", wait(ep, {b.fileno(): "b"}))
     out("parent read", len(b.recv(1000)))
@@ -359,7 +347,7 @@ def case_fork_shared_set():
         os.write(w, ("%d %s\n" % (len(evs), "late" if time.monotonic() - t0 > 1.5 else "")).encode())
         os._exit(0)
     os.close(w)
-    a, b = pair()
+    a, b = smcapp.pair()
     ep.register(b.fileno(), E.EPOLLIN)
     for _ in range(3):
         ep.poll(0)
@@ -378,7 +366,7 @@ def case_fork_shared_set():
 
 def case_threads():
     out("# two threads in one set")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN)
@@ -404,7 +392,7 @@ def case_threads():
 
 def case_thread_recv():
     out("# one thread loops in epoll_wait, another blocks in recv on the same connection")
-    a, b = pair()
+    a, b = smcapp.pair()
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN)
     stop = []
@@ -452,7 +440,7 @@ def case_cross_thread():
     t = threading.Thread(target=lambda: got.append(ep.poll(5)))
     t.start()
     time.sleep(0.1)
-    a, b = pair()
+    a, b = smcapp.pair()
     ep.register(b.fileno(), E.EPOLLIN)
     time.sleep(0.05)
     t0 = time.monotonic()
@@ -464,7 +452,7 @@ def case_cross_thread():
     ep1 = E.epoll()
     ep1.register(b.fileno(), E.EPOLLIN)
     ep1.poll(0.05)
-    c, d = pair()
+    c, d = smcapp.pair()
     ep2 = E.epoll()
     ep2.register(d.fileno(), E.EPOLLIN)
     got = []
@@ -526,7 +514,7 @@ def case_cross_thread():
         except BlockingIOError:
             break
     # fairness with maxevents 1: two busy connections both served
-    conns = [pair() for _ in range(2)]
+    conns = [smcapp.pair() for _ in range(2)]
     ep5 = E.epoll()
     for i, (x, y) in enumerate(conns):
         y.setblocking(False)
@@ -551,7 +539,7 @@ def case_cross_thread():
 
 def case_close():
     out("# the peer's close while watched")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN | E.EPOLLRDHUP)
@@ -620,7 +608,7 @@ def busy_rounds(ep, conns, srv, rounds, pick, size, shift, read, back, tag):
 
 def case_many():
     out("# 40 connections, 10 busy, the rest idle, odd sizes checked")
-    conns = [pair() for _ in range(40)]
+    conns = [smcapp.pair() for _ in range(40)]
     ep = E.epoll()
     srv = {}
     for i, (c, s) in enumerate(conns):
@@ -656,7 +644,7 @@ def drain(s):
 def case_et(shared=False):
     out("# edge-triggered: one event per arrival, none for data already reported,",
         "a dup held (never watched)" if shared else "watched")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     copy = b.dup() if shared else None
     ep = E.epoll()
@@ -713,7 +701,7 @@ def case_et_shared():
 
 def case_et_many():
     out("# 30 edge-triggered connections, read until EAGAIN, odd sizes checked")
-    conns = [pair() for _ in range(30)]
+    conns = [smcapp.pair() for _ in range(30)]
     ep = E.epoll()
     srv = {}
     for i, (c, s) in enumerate(conns):
@@ -736,7 +724,7 @@ def case_et_unread():
     out("# edge-triggered, data reported and left unread (or only peeked), then more: an edge (helper 87)")
     for pre, idle, dup, peek in ((300, 300, False, False), (0, 0, False, False), (300, 0, True, False),
                                  (300, 300, False, True), (0, 300, False, False)):
-        a, b = pair()
+        a, b = smcapp.pair()
         b.setblocking(False)
         copy = b.dup() if dup else None
         ep = E.epoll()
@@ -763,7 +751,7 @@ def case_et_unread():
 def case_fair():
     out("# maxevents smaller than the ready connections: every one gets its turn (helper 87)")
     for nc, mx, it, lt in ((6, 1, 30, False), (6, 1, 30, True), (20, 4, 50, False), (20, 19, 20, True)):
-        conns = [pair() for _ in range(nc)]
+        conns = [smcapp.pair() for _ in range(nc)]
         ep = E.epoll()
         idx = {}
         for i, (a, b) in enumerate(conns):
@@ -793,7 +781,7 @@ def case_fair():
 def case_fork_rearm():
     out("# a child that exited (reaped, or a zombie): the parent's set watches again; one that",
         "forked a grandchild first: never (the grandchild waits in the set)")
-    a, b = pair()
+    a, b = smcapp.pair()
     b.setblocking(False)
     ep = E.epoll()
     ep.register(b.fileno(), E.EPOLLIN)
@@ -839,7 +827,7 @@ def case_fair_mixed():
     out("# connections with data sent before the ADD, and always-ready pipes, small maxevents:",
         "no descriptor twice in one result, none starves (helper 88)")
     for lt in (True, False):
-        conns = [pair() for _ in range(2)]
+        conns = [smcapp.pair() for _ in range(2)]
         for c, s in conns:
             c.sendall(b"x" * 10)
         ep = E.epoll()
@@ -854,7 +842,7 @@ def case_fair_mixed():
         for c, s in conns:
             c.close()
             s.close()
-    conns = [pair() for _ in range(2)]
+    conns = [smcapp.pair() for _ in range(2)]
     rp, wp = os.pipe()
     os.write(wp, b"p")
     ep = E.epoll()

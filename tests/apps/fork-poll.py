@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-expect_smc = os.environ.get("SMC_EXPECT") == "1"
+import smcapp
+
 libc = ctypes.CDLL(None, use_errno=True)
 fails = []
 
@@ -35,13 +36,8 @@ def raw_poll(fd, events, timeout_ms):
 
 
 def round_(kill_delay):
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(1)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    if expect_smc and c.getsockopt(286, 0x5301) != 1:
+    c, s = smcapp.pair(check=False)
+    if smcapp.not_smcd(c):
         fails.append("the connection is not SMC-D")
     pid = os.fork()
     if pid == 0:

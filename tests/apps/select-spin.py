@@ -18,9 +18,10 @@ import errno
 import hashlib
 import os
 import select
-import socket
 import sys
 import time
+
+import smcapp
 
 libc = ctypes.CDLL(None, use_errno=True)
 fails = []
@@ -31,18 +32,8 @@ def check(ok, what):
         fails.append(what)
 
 
-def pair():
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    c = socket.create_connection(ls.getsockname())
-    s, _ = ls.accept()
-    ls.close()
-    return c, s
-
-
 def case_readiness():
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     r, w, _ = select.select([s], [c], [], 1.0)
     check(r == [] and w == [c], "fresh connection: readable %s writable %s" % (r, w))
     t0 = time.monotonic()
@@ -128,7 +119,7 @@ def isset(a, fd):
 
 def case_timeval_left():
     """select (C, through ctypes) leaves the time not slept in the timeval"""
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     c.send(b"y")
     time.sleep(0.01)
     rd = fdset(s.fileno())
@@ -143,7 +134,7 @@ def case_timeval_left():
 
 def case_small_set():
     """select writes only the words below nfds (a set sized for nfds, not 128 bytes)"""
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     c.send(b"z")
     time.sleep(0.01)
     fd = s.fileno()
@@ -170,7 +161,7 @@ def case_signals():
     once, as it ends the kernel's wait (before the fix the handler ran and the call
     slept on to its timeout)"""
     import signal
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     fd = s.fileno()
     signal.signal(signal.SIGALRM, lambda *a: None)
     bad = []
@@ -201,7 +192,7 @@ def case_signals():
 def case_timeouts():
     """poll, select and pselect never return before their timeout (the spin's time is
     taken off exactly, not in whole milliseconds)"""
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     fd = s.fileno()
     early = 0
     for ms in (1, 2, 5):
@@ -223,7 +214,7 @@ def case_timeouts():
 
 def stream(use_pselect, total=32 << 20):
     """iperf3's pattern: nonblocking sockets, a select before every read and write"""
-    c, s = pair()
+    c, s = smcapp.pair(check=False)
     pid = os.fork()
     if pid == 0:
         s.close()

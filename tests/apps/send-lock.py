@@ -18,17 +18,13 @@ import sys
 import threading
 import time
 
+import smcapp
+
 A_LEN = 8 << 20
 fails = []
-expect_smc = os.environ.get("SMC_EXPECT") == "1"
 
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0))
-ls.listen(1)
-c = socket.create_connection(ls.getsockname())
-s, _ = ls.accept()
-ls.close()
-if expect_smc and s.getsockopt(286, 0x5301) != 1:
+c, s = smcapp.pair(check=False)
+if smcapp.not_smcd(s):
     fails.append("not SMC-D")
 
 got = bytearray()

@@ -20,9 +20,10 @@ import sys
 import termios
 import time
 
+import smcapp
+
 FIOASYNC, SIOCSPGRP, SIOCGPGRP = 0x5452, 0x8902, 0x8904
 F_SETSIG, F_GETSIG = 10, 11
-expect_smc = os.environ.get("SMC_EXPECT") == "1"
 fails = []
 got = {signal.SIGIO: 0, signal.SIGUSR1: 0}
 
@@ -54,7 +55,7 @@ def connect_and_check(ls, what, sig, want):
     if came != want:
         fails.append("%s: %s at a connect: %s, want %s" % (what, signal.Signals(sig).name, came, want))
     s, _ = ls.accept()
-    if expect_smc and s.getsockopt(286, 0x5301) != 1:
+    if smcapp.not_smcd(s):
         fails.append("%s: the accepted connection is not SMC-D" % what)
     return c, s
 

@@ -1,0 +1,40 @@
+# What the tests/apps scripts share: a loopback TCP connection, and the check that it
+# runs over SMC-D when they are run under smcrun with SMC_EXPECT=1
+# (tests/test-smcrun-apps.sh). A script imports it as `import smcapp` (Python puts
+# the script's own directory first on sys.path).
+import os
+import socket
+
+# libsmcproto/smcproto.h: SOL_SMC, and its read-only SMC_PROTO_MODE (int): 1 on an
+# SMC-D connection; a socket without the library gives ENOPROTOOPT
+SOL_SMC = 286
+SMC_PROTO_MODE = 0x5301
+
+EXPECT_SMC = os.environ.get("SMC_EXPECT") == "1"
+
+
+def is_smcd(sock):
+    """True when @sock is an SMC-D connection of the library."""
+    try:
+        return sock.getsockopt(SOL_SMC, SMC_PROTO_MODE) == 1
+    except OSError:
+        return False
+
+
+def not_smcd(*socks):
+    """True when SMC-D is expected (SMC_EXPECT=1) and one of @socks is not."""
+    return EXPECT_SMC and not all(is_smcd(x) for x in socks)
+
+
+def pair(backlog=1, check=True):
+    """A connected (client, server) socket pair over 127.0.0.1, its listener closed.
+    With @check and SMC_EXPECT=1 both ends must be SMC-D (AssertionError)."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(backlog)
+    c = socket.create_connection(ls.getsockname())
+    s, _ = ls.accept()
+    ls.close()
+    if check:
+        assert not not_smcd(c, s), "not SMC-D"
+    return c, s
