@@ -2421,29 +2421,24 @@ static void listen_take_reply(struct smc_sock *s, const union smc_ctl_msg *reply
         s->listen_smcr = reply->hdr.version >= 3 && (reply->listen_reply.flags & SMC_CTL_LISTEN_SMCR);
 }
 
-/* Make @s (s->lock held, s->fd its listening TCP socket) an SMC listener that
- * accepts from @chan: the program's fd number becomes an epoll fd watching T (a
- * hidden close-on-exec copy of the TCP socket, nonblocking) and @chan, with the fd's
- * close-on-exec flag and the program's O_NONBLOCK (s->nonblock: T's file flag is
- * shared with other holders, whose libraries set it too). Returns 0 (the caller then fills in the
- * listener's fields), or a negative errno with nothing changed (@chan not closed). */
 /* Signal-driven I/O on a listener (O_ASYNC, F_SETOWN(_EX), F_SETSIG): the program's
  * descriptor of an SMC listener is the epoll fd E, which never raises SIGIO (and
  * since Linux 6.x does not even keep O_ASYNC), so these settings go to T and C, where
  * connections arrive (TCP raises SIGIO when one is ready to accept). The owner and
  * signal are kept on E too (F_GETOWN reads them there); O_ASYNC lives on T, whose open
  * file every copy of the listener shares (dup, fork, exec), and F_GETFL adds it.
- * Copies @from's owner and signal to @to, and sets @to's O_ASYNC as @async. */
+ * Copies @from's owner and signal to @to (two different descriptors), and sets @to's
+ * O_ASYNC as @async. */
 static void async_copy(int from, int to, bool async) {
         struct f_owner_ex o;
         int tf, sig;
 
         if (from < 0 || to < 0)
                 return;
-        if (from != to && sys_fcntl(from, F_GETOWN_EX, (long) (uintptr_t) &o) == 0)
+        if (sys_fcntl(from, F_GETOWN_EX, (long) (uintptr_t) &o) == 0)
                 (void) sys_fcntl(to, F_SETOWN_EX, (long) (uintptr_t) &o);
         sig = sys_fcntl(from, F_GETSIG, 0);
-        if (from != to && sig >= 0)
+        if (sig >= 0)
                 (void) sys_fcntl(to, F_SETSIG, sig);
         tf = sys_fcntl(to, F_GETFL, 0);
         if (tf >= 0 && ((tf & O_ASYNC) != 0) != async)
@@ -2464,6 +2459,12 @@ static void listener_async_sync(struct smc_sock *s, bool async) {
         async_copy(s->fd, s->chan, async);
 }
 
+/* Make @s (s->lock held, s->fd its listening TCP socket) an SMC listener that
+ * accepts from @chan: the program's fd number becomes an epoll fd watching T (a
+ * hidden close-on-exec copy of the TCP socket, nonblocking) and @chan, with the fd's
+ * close-on-exec flag and the program's O_NONBLOCK (s->nonblock: T's file flag is
+ * shared with other holders, whose libraries set it too). Returns 0 (the caller then fills in the
+ * listener's fields), or a negative errno with nothing changed (@chan not closed). */
 static int listen_install(struct smc_sock *s, int chan) {
         int r, hidden = -1, ep = -1, fdfl;
         struct epoll_event ev = { .events = EPOLLIN };
