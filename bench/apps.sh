@@ -6,7 +6,8 @@
 # The application table of issue 5 item 7: real programs under smcrun (SMC-D over a
 # private smcd) and over plain TCP loopback, back to back in the same run, as ratios
 # smcrun/TCP, with the issue's targets beside them:
-#   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients
+#   - redis-benchmark SET and GET, pipelining off (-P 1) and on (-P 16), 50 clients;
+#     and of 100 kB values (-P 1), most of smcd's default ring
 #   - nginx (2 workers, master process), 4 KiB file, wrk keep-alive (sendfile on and
 #     off), wrk "Connection: close" (as smcrun runs it, where smcd's hints send such
 #     short connections to TCP, with SMCPROTO_HINTS=0: every one SMC-D, and with
@@ -166,6 +167,17 @@ bench_redis() {
                 res "redis-set-P$p" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
                 res "redis-get-P$p" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
         done
+        # values of 100 kB, most of the default 128 KiB ring (about 0.5 s over TCP)
+        if ! T 120 "${CPU_CLIENT[@]}" "${W[@]}" redis-benchmark -p "$port" -t set,get -n 20000 -d 100000 \
+                --csv >"$APPS_DIR/redis-$mode-big.csv" 2>&1 ||
+                grep -qi error "$APPS_DIR/redis-$mode-big.csv"; then
+                warn "redis-benchmark -d 100000 ($mode) failed:"
+                tail -n 5 "$APPS_DIR/redis-$mode-big.csv" >&2
+                failed=1
+        else
+                res "redis-set-big" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$APPS_DIR/redis-$mode-big.csv")"
+                res "redis-get-big" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$APPS_DIR/redis-$mode-big.csv")"
+        fi
         stop_server "$pid"
 }
 
@@ -459,6 +471,8 @@ if [ $has_redis = 1 ]; then
         pair "redis-benchmark GET -P 1 (req/s)" redis-get-P1 1.5
         pair "redis-benchmark SET -P 16 (req/s)" redis-set-P16 1.5
         pair "redis-benchmark GET -P 16 (req/s)" redis-get-P16 1.5
+        pair "redis-benchmark SET 100 kB values -P 1 (req/s)" redis-set-big
+        pair "redis-benchmark GET 100 kB values -P 1 (req/s)" redis-get-big
 fi
 if [ $has_nginx = 1 ]; then
         pair "nginx 4 KiB keep-alive, sendfile on (req/s)" nginx-4k-ka-on 1.5
@@ -529,7 +543,7 @@ echo
 echo "targets met: $met_n, missed: $miss_n"
 echo "notes: medians of $REPEAT runs per transport, TCP and smcrun alternating; $DUR s per wrk,"
 echo "  iperf3, qperf and echo run. redis-benchmark: 50 clients, -n 100000 (-P 1) or 1000000"
-echo "  (-P 16). nginx: 2 workers, a fresh nginx per run, wrk -t $WRK_THREADS -c 32, tcp_nopush on;"
+echo "  (-P 16), -n 20000 for 100 kB values (-d 100000). nginx: 2 workers, a fresh nginx per run, wrk -t $WRK_THREADS -c 32, tcp_nopush on;"
 echo "  'sendfile on/off' compares 4 KiB keep-alive req/s of the two configurations (TCP column:"
 echo "  TCP's own ratio). iperf3: 128 KiB writes; smcd's default RMB is 128 KiB, '--rmem 1M'"
 echo "  restarts smcd with 1 MiB RMBs. qperf: -t $DUR, -uu. python: tests/apps/echo.py, one"

@@ -471,6 +471,8 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
                 .x = x,
                 .y_peer = y_peer,
                 .busy_poll_ns = SMC_RING_DEFAULT_BUSY_POLL_NS,
+                /* (an adopted connection: X may be unplugged with the ring full) */
+                .plug_owed = true,
                 .autocork_size = tx_size / 2 < SMC_RING_DEFAULT_AUTOCORK ? tx_size / 2 : SMC_RING_DEFAULT_AUTOCORK,
         };
         ep->tx_prod = atomic_load(&ep->tx_hdr->prod);
@@ -577,6 +579,15 @@ static void tx_lock_shared(struct smc_ring_ep *ep) {
                         nanosleep(&ts, NULL);
                 }
         }
+}
+
+/* wr_lock if it is free now (a readiness check must not wait for another process's
+ * send, which may be stopped there) */
+static bool tx_trylock_shared(struct smc_ring_ep *ep) {
+        uint32_t cur = 0;
+
+        return atomic_compare_exchange_strong_explicit(&ep->tx_hdr->wr_lock, &cur, (uint32_t) getpid(),
+                                                       memory_order_acquire, memory_order_relaxed);
 }
 
 static void tx_unlock_shared(struct smc_ring_ep *ep) {
@@ -1030,7 +1041,7 @@ static bool peer_wait_step(struct peer_wait *w, uint64_t max_ns) {
  * reader frees that much, as TCP's POLLOUT. The reader drains on its cons stores once
  * there is room (rx_unplug_writer); plug_pending closes the race with a reader that
  * empties the ring meanwhile. tx_lock held. */
-static void tx_plug_after(struct smc_ring_ep *ep) {
+static void tx_plug_after(struct smc_ring_ep *ep, bool spin) {
         uint32_t d0, g0;
 
         if (tx_space(ep) >= WRITABLE_MIN(ep->tx_size))
@@ -1038,7 +1049,7 @@ static void tx_plug_after(struct smc_ring_ep *ep) {
         /* a reader busy on another CPU usually frees the room in microseconds: spin for
          * it as a blocked sender does (tx_wait_space) rather than plug, sleep and be
          * woken (socat's select-then-write loop: 5x the time without this) */
-        if (ep->busy_poll_ns > 0 &&
+        if (spin && ep->busy_poll_ns > 0 &&
             atomic_load_explicit(&ep->tx_hdr->reader_cpu, memory_order_relaxed) != cur_cpu()) {
                 uint64_t end = now_ns() + ep->busy_poll_ns;
 
@@ -1092,6 +1103,29 @@ static void tx_plug_after(struct smc_ring_ep *ep) {
         }
 done:
         atomic_store(&ep->tx_hdr->plug_pending, 0);                        /* Q4 */
+}
+
+bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin, bool x_writable) {
+        bool shared;
+
+        if (!x_writable && !atomic_load_explicit(&ep->plug_owed, memory_order_relaxed))
+                return true;
+        if (pthread_mutex_trylock(&ep->tx_lock) != 0)
+                return false;
+        shared = __atomic_load_n(&ep->shared, __ATOMIC_RELAXED);
+        if (shared && !tx_trylock_shared(ep)) { /* (shared since the send that owed it: a fork) */
+                pthread_mutex_unlock(&ep->tx_lock);
+                return false;
+        }
+        if (atomic_exchange_explicit(&ep->plug_owed, false, memory_order_relaxed) || x_writable) {
+                if (shared)
+                        tx_sync(ep);
+                tx_plug_after(ep, spin);
+        }
+        if (shared)
+                tx_unlock_shared(ep);
+        pthread_mutex_unlock(&ep->tx_lock);
+        return true;
 }
 
 /* The SHUT_WR work, with tx_lock held. */
@@ -1366,8 +1400,19 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
          * filling it, and X must not stay writable with less than half free (a socat
          * relay then wrote 8 KiB into a full ring and blocked, deadlocked with its
          * filter, under CPU contention) */
-        if (sent > 0 && r >= 0 && ep->tx_unpub == 0)
-                tx_plug_after(ep);
+        if (sent > 0 && r >= 0 && ep->tx_unpub == 0) {
+                /* a whole send need not plug (nor spin for the reader first): the
+                 * next wait for POLLOUT does (smc_ring_plug_owed); one that ran out of
+                 * room, or plugged while waiting, does it now, as does a shared or
+                 * SMC-R endpoint */
+                if (sent == total && !plugged && !shared && !ep->peer_is_daemon) {
+                        if (tx_space(ep) < WRITABLE_MIN(ep->tx_size))
+                                atomic_store_explicit(&ep->plug_owed, true, memory_order_relaxed);
+                } else {
+                        atomic_store_explicit(&ep->plug_owed, false, memory_order_relaxed);
+                        tx_plug_after(ep, true);
+                }
+        }
         /* informational (smcss): we are no longer blocked. A plug left behind is
          * drained by the reader on its next cons store, which the publish above makes
          * sure comes. */
@@ -2139,6 +2184,7 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x) {
         dst->x = x;
         dst->y_peer = y;
         dst->owed = 0; /* doorbell bytes in X are the original's to read */
+        atomic_store_explicit(&dst->plug_owed, true, memory_order_relaxed); /* (a new X) */
         dst->corked = false;
         dst->tx_sleeping = false;
         dst->closed = false;

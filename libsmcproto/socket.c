@@ -5061,6 +5061,24 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
         return cnt;
 }
 
+/* Before a sleep in the kernel's poll: the SMC-D entries that wait for POLLOUT get
+ * the plug a whole send owed (smc_ring_plug_owed), so that X polls as the ring. */
+static void poll_plug_owed(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, bool spin) {
+        for (nfds_t i = 0; i < n; i++)
+                if (socks[i] && (fds[i].events & POLLOUT))
+                        (void) smc_ring_plug_owed(sock_ep(socks[i]), spin, false);
+}
+
+/* ... for the connections in @wr (below @nfds), as select() passes them */
+static void select_plug_owed(int nfds, const fd_set *wr, bool spin) {
+        for (int fd = 0; wr && fd < nfds; fd++) {
+                struct smc_sock *s;
+
+                if (FD_ISSET(fd, wr) && (s = sock_lookup(fd)) && sock_state(s) == SOCK_SMCD)
+                        (void) smc_ring_plug_owed(sock_ep(s), spin, false);
+        }
+}
+
 /* Busy-poll before a poll or select that would sleep (issue 5: a program that waits in
  * poll/select between its reads and writes otherwise sleeps in the kernel, and its peer
  * rings a doorbell, for every chunk).
@@ -5185,7 +5203,7 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
         int64_t timeout_ns = -1;
         uint64_t budget, t0;
         sigset_t old;
-        bool any = false, nval = false, dirty = false;
+        bool any = false, nval = false, dirty = false, owed = false;
         int r = 0;
 
         if (nfds <= 0 || nfds > FD_SETSIZE)
@@ -5208,6 +5226,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 s = sock_lookup(fd);
                 if (s && sock_state(s) == SOCK_SMCD) {
                         any = any || s->ep.busy_poll_ns > 0;
+                        owed = owed || (wr && FD_ISSET(fd, wr) &&
+                                        atomic_load_explicit(&s->ep.plug_owed, memory_order_relaxed));
                         /* data that came while watched by an epoll set has no byte
                          * in X (socket.c "epoll watch"): the kernel's select would
                          * not see it */
@@ -5218,8 +5238,13 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 } else if (rd && FD_ISSET(fd, rd) && ew_set_poll(fd))
                         dirty = true;
         }
-        if (!dirty && (!any || timeout_ns == 0))
+        if (!dirty && (!any || timeout_ns == 0)) {
+                /* the kernel's select answers: X must poll as the ring (no spin
+                 * when that would not wait) */
+                if (owed)
+                        select_plug_owed(nfds, wr, timeout_ns != 0);
                 return SMC_SELECT_UNHANDLED; /* (a zero timeout spins on nothing) */
+        }
 
         for (int fd = 0; fd < nfds; fd++) {
                 short ev = (short) ((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
@@ -5253,6 +5278,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
 
         budget = any ? poll_spin_budget(fds, n, socks, timeout_ns) : 0;
         if (budget == 0 && !dirty) {
+                if (owed)
+                        select_plug_owed(nfds, wr, false);
                 r = SMC_SELECT_UNHANDLED; /* nothing to spin on (the peers run on our CPU) */
                 goto out;
         }
@@ -5279,6 +5306,8 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
 
                 if (ts)
                         ts_from_ns(&left, timeout_ns - (int64_t) (now_ns() - t0));
+                if (owed && timeout_ns != 0)
+                        select_plug_owed(nfds, wr, false); /* (after the spin) */
                 r = (int) smc_syscall(SYS_pselect6, nfds, rd, wr, ex, ts ? &left : NULL, &m);
                 spin_restore_signals(&old);
                 if (ts)
@@ -5392,6 +5421,8 @@ SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
 
                         ts_from_ns(&left, now >= deadline ? 0 : (int64_t) (deadline - now));
                 }
+                if (timeout != 0)
+                        poll_plug_owed(fds, n, socks, false); /* (after the spin) */
                 /* after a spin, with the caller's signal mask again (atomically) */
                 r = sys_ppoll(fds, n, timeout < 0 ? NULL : &left, blocked ? &old : NULL);
                 if (r <= 0)
@@ -7787,6 +7818,14 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                 m = &set->m[j];
                 m->seen_gen = set->gen;
                 evs[w].events |= ew_reset_events(m);
+                /* X writable while less than half of the ring is free: a whole send
+                 * owed the plug (smc_ring_plug_owed), made now, so not writable yet
+                 * (the drain of that plug makes the edge when there is room). Left
+                 * as it is when another thread's send holds the lock: a stray
+                 * EPOLLOUT costs an EAGAIN, a lost edge would cost the wakeup. */
+                if ((evs[w].events & EPOLLOUT) && !smc_ring_ready_quick(sock_ep(m->s), POLLOUT) &&
+                    smc_ring_plug_owed(sock_ep(m->s), false, true))
+                        evs[w].events &= ~(uint32_t) (EPOLLOUT | EPOLLWRNORM);
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {
                         m->idle = 0;
@@ -7797,6 +7836,16 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                         }
                         if (!(evs[w].events & EPOLLIN) && smc_ring_ready_quick(sock_ep(m->s), POLLIN))
                                 evs[w].events |= EPOLLIN;
+                }
+                if (evs[w].events == 0) {
+                        /* only that EPOLLOUT: no event; a one-shot registration the
+                         * kernel disarmed for it is armed again (X is plugged now) */
+                        if (m->events & EPOLLONESHOT) {
+                                struct epoll_event on = { .events = m->events, .data.u64 = m->data };
+
+                                (void) smc_syscall(SYS_epoll_ctl, set->epfd, EPOLL_CTL_MOD, m->fd, &on);
+                        }
+                        continue;
                 }
                 w++;
         }
@@ -7886,13 +7935,40 @@ static int ew_merge(struct ew_set *set, struct epoll_event *evs, int n, int max)
         return ew_ring_pass(set, evs, n, max, true);
 }
 
+/* The time left of an epoll wait that the kernel ended for events the merge took away
+ * (ew_kernel_pass: EPOLLOUT of a connection whose ring has no room; its X is plugged
+ * now): the kernel would not have ended the call, so it waits again, until @deadline
+ * (monotonic ns, set at the first call; 0 before). False when the time is up (the
+ * call then returns 0, as the kernel's at its timeout); an infinite wait never is. */
+static bool ew_wait_again(uint64_t *deadline, int *timeout_ms, const struct timespec **ts, struct timespec *left) {
+        uint64_t now = now_ns();
+
+        if (*ts) {
+                if (*deadline == 0)
+                        *deadline = now + (uint64_t) (*ts)->tv_sec * 1000000000u + (uint64_t) (*ts)->tv_nsec;
+                if (now >= *deadline)
+                        return false;
+                ts_from_ns(left, (int64_t) (*deadline - now));
+                *ts = left;
+        } else if (*timeout_ms >= 0) {
+                if (*deadline == 0)
+                        *deadline = now + (uint64_t) *timeout_ms * 1000000u;
+                if (now >= *deadline)
+                        return false;
+                *timeout_ms = (int) ((*deadline - now + 999999u) / 1000000u);
+        }
+        return true;
+}
+
 int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const struct timespec *ts,
                     const sigset_t *mask, int (*kwait)(int, struct epoll_event *, int, int, const struct timespec *,
                                                       const sigset_t *)) {
         static const struct timespec zero = { 0, 0 };
+        struct timespec left;
         struct ew_set *set;
         bool may_sleep = ts ? (ts->tv_sec != 0 || ts->tv_nsec != 0) : timeout_ms != 0;
-        int n;
+        uint64_t deadline = 0;
+        int n, got;
 
         if (max <= 0 || smc_uptr_bad(evs))
                 return kwait(epfd, evs, max, timeout_ms, ts, mask);
@@ -7920,12 +7996,14 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                  * ones): the kernel's call alone; the members it reports become
                  * active */
                 pthread_mutex_unlock(&set->lock);
-                n = kwait(epfd, evs, max, timeout_ms, ts, mask);
-                if (n > 0) {
-                        pthread_mutex_lock(&set->lock);
-                        n = ew_merge(set, evs, n, max);
-                        pthread_mutex_unlock(&set->lock);
-                }
+                do {
+                        got = n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+                        if (n > 0) {
+                                pthread_mutex_lock(&set->lock);
+                                n = ew_merge(set, evs, n, max);
+                                pthread_mutex_unlock(&set->lock);
+                        }
+                } while (n == 0 && got > 0 && may_sleep && ew_wait_again(&deadline, &timeout_ms, &ts, &left));
                 goto out;
         }
         ew_mark(set, true);
@@ -7976,19 +8054,23 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
                 pthread_mutex_unlock(&set->lock);
                 goto out;
         }
-        /* about to sleep in the kernel: writers must ring from now on; anything
-         * published before that is in the rings */
-        ew_mark(set, false);
-        n = ew_merge(set, evs, 0, max);
-        pthread_mutex_unlock(&set->lock);
-        if (n > 0)
-                goto out;
-        n = kwait(epfd, evs, max, timeout_ms, ts, mask);
-        if (n < 0)
-                goto out;
-        pthread_mutex_lock(&set->lock);
-        ew_mark(set, true);
-        n = ew_merge(set, evs, n, max);
+        for (;;) {
+                /* about to sleep in the kernel: writers must ring from now on; anything
+                 * published before that is in the rings */
+                ew_mark(set, false);
+                n = ew_merge(set, evs, 0, max);
+                pthread_mutex_unlock(&set->lock);
+                if (n > 0)
+                        goto out;
+                got = n = kwait(epfd, evs, max, timeout_ms, ts, mask);
+                if (n < 0)
+                        goto out;
+                pthread_mutex_lock(&set->lock);
+                ew_mark(set, true);
+                n = ew_merge(set, evs, n, max);
+                if (n > 0 || got == 0 || !ew_wait_again(&deadline, &timeout_ms, &ts, &left))
+                        break;
+        }
         pthread_mutex_unlock(&set->lock);
 out:
         atomic_fetch_sub(&set->waiters, 1);
@@ -8128,6 +8210,18 @@ static bool ew_set_poll(int fd) {
         return ready;
 }
 
+/* smc_poll_rings_first() hands the wait to the kernel: the plugs owed first */
+static void rings_first_plug_owed(const struct pollfd *fds, nfds_t n, bool sets_only) {
+        if (sets_only)
+                return; /* (smc_poll() waits for the connections) */
+        for (nfds_t i = 0; i < n; i++) {
+                struct smc_sock *s;
+
+                if ((fds[i].events & POLLOUT) && (s = sock_lookup(fds[i].fd)) && sock_state(s) == SOCK_SMCD)
+                        (void) smc_ring_plug_owed(sock_ep(s), false, false);
+        }
+}
+
 int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_only) {
         bool ready = false;
         int r;
@@ -8145,8 +8239,10 @@ int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_on
                 } else if ((fds[i].events & POLLIN) && ew_set_poll(fds[i].fd))
                         ready = true;
         }
-        if (!ready)
+        if (!ready) {
+                rings_first_plug_owed(fds, n, sets_only);
                 return -2;
+        }
         r = sys_poll(fds, n, 0);
         if (r < 0)
                 return r;
@@ -8163,6 +8259,8 @@ int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_on
         }
         /* nothing is ready any more (a copy in another process filled the ring again
          * meanwhile): the caller's wait, never 0 for a wait that has no end */
+        if (r == 0)
+                rings_first_plug_owed(fds, n, sets_only);
         return r > 0 ? r : -2;
 }
 

@@ -316,6 +316,8 @@ struct stream_arg {
         uint64_t sum; /* Fletcher-like checksum of what went through */
         bool nonblock;
         uint64_t start; /* receiver: first stream position expected (total is the end) */
+        bool owed_waits; /* nonblocking sender: after some whole sends, wait for POLLOUT as
+                          * poll() does: the owed plug (smc_ring_plug_owed), then X */
 };
 
 static uint64_t sum_update(uint64_t s, const uint8_t *b, size_t n) {
@@ -362,6 +364,11 @@ static void *sender(void *p) {
                                 continue;
                         }
                         CHECK(k > 0 && (size_t) k <= n, "nonblocking send %zu: %zd %s", n, k, ERRSTR(k));
+                        if (a->owed_waits && xorshift(&a->rnd) % 4 == 0 && !smc_ring_ready_quick(a->ep, POLLOUT)) {
+                                while (!smc_ring_plug_owed(a->ep, false, false))
+                                        sched_yield(); /* (the poller thread holds tx_lock) */
+                                wait_fd(a->ep->x, POLLOUT, "sender (owed plug)");
+                        }
                         n = (size_t) k;
                 } else {
                         k = xsend(a->ep, b, n, (xorshift(&a->rnd) % 8 == 0) ? MSG_MORE : 0, false);
@@ -458,10 +465,10 @@ static void test_stress_watched(uint64_t total, uint32_t ring) {
         pthread_t t[4];
 
         conn_open(&c, ring, ring);
-        as = (struct stream_arg) { &c.a, total, 1, 21, 3 * ring, 0, false, 0 };
-        br = (struct stream_arg) { &c.b, total, 1, 22, 3 * ring, 0, true, 0 };
-        bs = (struct stream_arg) { &c.b, total, 2, 23, 3 * ring, 0, true, 0 };
-        ar = (struct stream_arg) { &c.a, total, 2, 24, 3 * ring, 0, true, 0 };
+        as = (struct stream_arg) { &c.a, total, 1, 21, 3 * ring, 0, false, 0, false };
+        br = (struct stream_arg) { &c.b, total, 1, 22, 3 * ring, 0, true, 0, false };
+        bs = (struct stream_arg) { &c.b, total, 2, 23, 3 * ring, 0, true, 0, false };
+        ar = (struct stream_arg) { &c.a, total, 2, 24, 3 * ring, 0, true, 0, false };
         CHECK(pthread_create(&t[0], NULL, sender, &as) == 0, "pthread_create");
         CHECK(pthread_create(&t[1], NULL, receiver_watched, &br) == 0, "pthread_create");
         CHECK(pthread_create(&t[2], NULL, sender, &bs) == 0, "pthread_create");
@@ -476,6 +483,55 @@ static void test_stress_watched(uint64_t total, uint32_t ring) {
         printf("ok stress, epoll-watched receivers: %" PRIu64 " MiB each way, ring %u KiB\n", total >> 20, ring >> 10);
 }
 
+/* Another thread's readiness checks while the connection streams: smc_ring_poll()
+ * and smc_ring_plug_owed() (as the kernel had reported X writable, or not) race the
+ * sender's sends and owed plugs (TSan), and no plug may be left that no drain ends
+ * (wait_fd's 10 s timeout). */
+struct poller_arg {
+        struct smc_ring_ep *ep;
+        _Atomic bool stop;
+        uint64_t rnd, calls;
+};
+
+static void *poller(void *p) {
+        struct poller_arg *a = p;
+
+        while (!atomic_load(&a->stop)) {
+                (void) smc_ring_plug_owed(a->ep, false, xorshift(&a->rnd) % 2 == 0);
+                (void) smc_ring_poll(a->ep);
+                a->calls++;
+                if (xorshift(&a->rnd) % 4 == 0)
+                        usleep((useconds_t) (xorshift(&a->rnd) % 50));
+        }
+        return NULL;
+}
+
+static void test_stress_owed(uint64_t total, uint32_t ring) {
+        struct conn c;
+        struct stream_arg as, br;
+        struct poller_arg pa;
+        pthread_t t[3];
+
+        conn_open(&c, ring, ring);
+        as = (struct stream_arg) { &c.a, total, 1, 31, 3 * ring / 4, 0, true, 0, true };
+        br = (struct stream_arg) { &c.b, total, 1, 32, 3 * ring, 0, false, 0, false };
+        pa = (struct poller_arg) { .ep = &c.a, .rnd = 33 };
+        CHECK(pthread_create(&t[0], NULL, sender, &as) == 0, "pthread_create");
+        CHECK(pthread_create(&t[1], NULL, receiver, &br) == 0, "pthread_create");
+        CHECK(pthread_create(&t[2], NULL, poller, &pa) == 0, "pthread_create");
+        pthread_join(t[0], NULL);
+        pthread_join(t[1], NULL);
+        atomic_store(&pa.stop, true);
+        pthread_join(t[2], NULL);
+        CHECK(as.sum == br.sum, "A->B checksum %" PRIx64 " != %" PRIx64, as.sum, br.sum);
+        CHECK(smc_ring_readable(&c.b) == 0, "leftover data");
+        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed at the end");
+        CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a still plugged after the stream (empty ring)");
+        conn_close(&c);
+        printf("ok stress, owed plugs and another thread's readiness checks: %" PRIu64 " MiB, ring %u KiB, "
+               "%" PRIu64 " checks\n", total >> 20, ring >> 10, pa.calls);
+}
+
 static void test_stress(uint64_t total, uint32_t busy_ns, uint32_t ring, bool nonblock) {
         struct conn c;
         struct stream_arg as, ar, bs, br;
@@ -485,10 +541,10 @@ static void test_stress(uint64_t total, uint32_t busy_ns, uint32_t ring, bool no
 
         conn_open(&c, ring, ring);
         c.a.busy_poll_ns = c.b.busy_poll_ns = busy_ns;
-        as = (struct stream_arg) { &c.a, total, 1, 11, 3 * ring, 0, nonblock, 0 };
-        br = (struct stream_arg) { &c.b, total, 1, 12, 3 * ring, 0, nonblock, 0 };
-        bs = (struct stream_arg) { &c.b, total, 2, 13, 3 * ring, 0, nonblock, 0 };
-        ar = (struct stream_arg) { &c.a, total, 2, 14, 3 * ring, 0, nonblock, 0 };
+        as = (struct stream_arg) { &c.a, total, 1, 11, 3 * ring, 0, nonblock, 0, false };
+        br = (struct stream_arg) { &c.b, total, 1, 12, 3 * ring, 0, nonblock, 0, false };
+        bs = (struct stream_arg) { &c.b, total, 2, 13, 3 * ring, 0, nonblock, 0, false };
+        ar = (struct stream_arg) { &c.a, total, 2, 14, 3 * ring, 0, nonblock, 0, false };
         clock_gettime(CLOCK_MONOTONIC, &t0);
         CHECK(pthread_create(&t[0], NULL, sender, &as) == 0, "pthread_create");
         CHECK(pthread_create(&t[1], NULL, receiver, &br) == 0, "pthread_create");
@@ -611,8 +667,9 @@ static void test_waitall(void) {
 }
 
 /* POLLOUT as TCP reports it: only with half the ring free, so that poll-then-write
- * programs (socat: 8 KiB blocking writes) never block writing to each other. A send
- * that leaves less than that plugs X; the reader's read that frees half drains it. */
+ * programs (socat: 8 KiB blocking writes) never block writing to each other. A whole
+ * send that leaves less than that owes the plug of X, made by the first wait for
+ * POLLOUT (smc_ring_plug_owed); the reader's read that frees half drains it. */
 static void test_pollout_threshold(void) {
         const uint32_t size = SMC_DMB_MIN_SIZE;
         struct conn c;
@@ -627,8 +684,12 @@ static void test_pollout_threshold(void) {
         CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a not writable with more than half free");
         n = xsend(&c.a, buf + size / 2 - 1, size / 4, 0, true);
         CHECK(n == (ssize_t) size / 4, "send: %zd", n);
-        CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable with a quarter of the ring free");
         CHECK(!(smc_ring_poll(&c.a) & POLLOUT), "smc_ring_poll(a) POLLOUT with a quarter free");
+        CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a already plugged after a whole send (the wait for POLLOUT plugs)");
+        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed(a): lock busy");
+        CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable with a quarter of the ring free");
+        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed(a) again");
+        CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable after a second smc_ring_plug_owed");
         n = xrecv(&c.b, buf, 100, 0, false);
         CHECK(n == 100, "recv: %zd", n);
         CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable after a 100-byte read");
@@ -686,7 +747,7 @@ static void test_nonblock_and_poll(void) {
 
         /* blocking send waits for space, the peer frees it from another thread */
         {
-                struct stream_arg r = { &c.b, 4 * (uint64_t) size + 100, 3, 5, 777, 0, false, 100 };
+                struct stream_arg r = { &c.b, 4 * (uint64_t) size + 100, 3, 5, 777, 0, false, 100, false };
                 pthread_t t;
                 uint8_t *more = malloc(3 * size);
 
@@ -1689,7 +1750,7 @@ static void test_sendfile_stress(uint64_t total, uint32_t ring, bool nonblock) {
 
         conn_open(&c, ring, ring);
         s = (struct sendfile_stress) { &c.a, fd, total, 5, 3 * ring, nonblock };
-        r = (struct stream_arg) { &c.b, total, 21, 6, 3 * ring, 0, nonblock, 0 };
+        r = (struct stream_arg) { &c.b, total, 21, 6, 3 * ring, 0, nonblock, 0, false };
         CHECK(pthread_create(&t[0], NULL, sendfile_stress_sender, &s) == 0, "pthread_create");
         CHECK(pthread_create(&t[1], NULL, receiver, &r) == 0, "pthread_create");
         pthread_join(t[0], NULL);
@@ -1895,6 +1956,7 @@ int main(int argc, char **argv) {
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 20000, SMC_DMB_MIN_SIZE, false);
         test_stress((mb / 4 ? mb / 4 : 1) << 20, 0, SMC_DMB_MIN_SIZE, true);
         test_stress_watched((mb / 4 ? mb / 4 : 1) << 20, SMC_DMB_MIN_SIZE);
+        test_stress_owed((mb / 4 ? mb / 4 : 1) << 20, SMC_DMB_MIN_SIZE);
         printf("test-ring: all passed\n");
         return 0;
 }

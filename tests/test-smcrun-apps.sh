@@ -245,6 +245,11 @@ over_both fork-poll
 # send(2) flags on a connection (send-flags.py: MSG_FASTOPEN EISCONN, an unknown flag
 # and MSG_ZEROCOPY without SO_ZEROCOPY ignored, as TCP's)
 over_both send-flags
+# writability after a whole send that left less than half of the ring free, whose plug
+# the first wait for POLLOUT makes (pollout-owed.py: poll, select and epoll level,
+# edge and one-shot do not report it writable, and wait without spinning; all report
+# it once the peer read everything)
+over_both pollout-owed
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
