@@ -2017,10 +2017,15 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
 
         /* A sender blocked in another thread holds tx_lock while it waits for space:
          * leave the shutdown to it (it polls with a timeout and sees the request),
-         * as TCP's shutdown returns at once and the blocked send returns its count. */
-        if (pthread_mutex_trylock(&ep->tx_lock) != 0) {
+         * as TCP's shutdown returns at once and the blocked send returns its count.
+         * Any other holder (a sender that copies, the held-bytes push, another
+         * thread's poll making an owed plug) lets go soon and does no shutdown for
+         * us: wait for it (a shutdown left pending there was lost until the next
+         * send: the peer saw no EOF) */
+        if (!tx_lock_or_sleeper(ep)) {
                 __atomic_store_n(&ep->wr_shut_pending, true, __ATOMIC_RELAXED);
-                if (pthread_mutex_trylock(&ep->tx_lock) != 0)
+                /* (a sleeper that holds the lock after our store sees it) */
+                if (!tx_lock_or_sleeper(ep))
                         return __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED) < 0 ? -ENOTCONN : 0;
         }
         {
@@ -2087,8 +2092,10 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         abort = (reset || rx_avail(ep, cons) > 0) &&
                 !(wr_shut_any(ep) && (atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire) &
                                       (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)));
-        /* a sender blocked in another thread holds tx_lock; it published already */
-        if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
+        /* a sender blocked in another thread holds tx_lock; it published already
+         * (another holder lets go soon: waited for, or what a cork held back would
+         * not go out) */
+        if (tx_lock_or_sleeper(ep)) {
                 if (abort && ep->tx_unpub > 0) {
                         /* TCP's RST goes out instead of what a cork held back */
                         __atomic_store_n(&ep->tx_prod, atomic_load(&ep->tx_hdr->prod), __ATOMIC_RELAXED);
@@ -2146,8 +2153,9 @@ void smc_ring_detach(struct smc_ring_ep *ep) {
 
         __atomic_store_n(&ep->closed, true, __ATOMIC_SEQ_CST);
 
-        /* what a corked send left unpublished is the app's data: it goes out */
-        if (pthread_mutex_trylock(&ep->tx_lock) == 0) {
+        /* what a corked send left unpublished is the app's data: it goes out (a
+         * sender asleep for room holds nothing back) */
+        if (tx_lock_or_sleeper(ep)) {
                 (void) tx_publish(ep, true);
                 pthread_mutex_unlock(&ep->tx_lock);
         }

@@ -1270,6 +1270,61 @@ static void test_shutdown_other_thread(void) {
         printf("ok shutdown from another thread: SHUT_WR with a blocked sender, SHUT_RD wakes a reader\n");
 }
 
+/* shutdown(SHUT_WR) while another thread holds the send lock for a moment (a push of
+ * held bytes, a poll making an owed plug): the EOF still goes out. It used to be left
+ * to that holder, which never did it: the peer saw no EOF until the next send. */
+struct lock_taker {
+        struct smc_ring_ep *ep;
+        _Atomic bool stop;
+        _Atomic unsigned laps;
+};
+
+static void *lock_taker_run(void *p) {
+        struct lock_taker *k = p;
+
+        while (!atomic_load(&k->stop)) {
+                (void) smc_ring_flush(k->ep);
+                (void) smc_ring_plug_owed(k->ep, false, true);
+                atomic_fetch_add(&k->laps, 1);
+        }
+        return NULL;
+}
+
+static void test_shutdown_busy_lock(void) {
+        unsigned lost = 0, rounds = 300;
+
+        for (unsigned i = 0; i < rounds; i++) {
+                struct lock_taker k = { .stop = false };
+                struct conn c;
+                uint8_t buf[16];
+                pthread_t t;
+                ssize_t n;
+
+                conn_open(&c, SMC_DMB_MIN_SIZE, SMC_DMB_MIN_SIZE);
+                k.ep = &c.a;
+                CHECK(pthread_create(&t, NULL, lock_taker_run, &k) == 0, "pthread_create");
+                CHECK(xsend(&c.a, "x", 1, 0, false) == 1, "send");
+                while (atomic_load(&k.laps) < 100)
+                        ; /* (the other thread runs) */
+                CHECK(smc_ring_shutdown(&c.a, SHUT_WR) == 0, "shutdown(SHUT_WR)");
+                atomic_store(&k.stop, true);
+                pthread_join(t, NULL);
+                CHECK(xrecv(&c.b, buf, sizeof(buf), 0, false) == 1, "recv the byte");
+                {
+                        struct pollfd p = { .fd = c.xb, .events = POLLIN };
+
+                        (void) poll(&p, 1, 1000);
+                }
+                n = xrecv(&c.b, buf, sizeof(buf), 0, true);
+                if (n != 0)
+                        lost++;
+                conn_close(&c);
+        }
+        CHECK(lost == 0, "SHUT_WR beside another thread's short hold of the send lock: no EOF in %u of %u", lost,
+              rounds);
+        printf("ok SHUT_WR while another thread holds the send lock a moment: EOF in %u of %u\n", rounds, rounds);
+}
+
 /* B dies: its ends close without any flag */
 static void kill_b(struct conn *c) {
         close(c->b.y_peer);
@@ -1948,6 +2003,7 @@ int main(int argc, char **argv) {
         test_efault();
         test_peer_death();
         test_shutdown_other_thread();
+        test_shutdown_busy_lock();
         test_eintr();
         test_sendfile();
         test_sendfile_stress((mb / 4 ? mb / 4 : 1) << 20, SMC_DMB_MIN_SIZE, false);
