@@ -3948,6 +3948,47 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         return smcd_send(s, msg->msg_iov, (int) msg->msg_iovlen, flags, true);
 }
 
+#ifndef TCP_INQ
+#define TCP_INQ 36 /* linux/tcp.h */
+#endif
+#ifndef TCP_CM_INQ
+#define TCP_CM_INQ TCP_INQ
+#endif
+/* A receive's control data (tcp(7)): with TCP_INQ on, TCP adds a TCP_CM_INQ message
+ * holding the bytes left to read after the call (an int; 1 at end of file with none
+ * left: tcp_inq_hint()). Put as the kernel's put_cmsg() puts it: cut to the room
+ * there is, with MSG_CTRUNC, and nothing at all under a header's size. Looked up only
+ * for a call that brought control room (one getsockopt on the socket that holds the
+ * options); no other control message comes over SMC (receive timestamps: smcrun(1)). */
+static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
+        int fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED), on = 0, inq;
+        socklen_t l = sizeof(on);
+        size_t room = msg->msg_controllen, len;
+        struct cmsghdr h = { .cmsg_level = SOL_TCP, .cmsg_type = TCP_CM_INQ };
+
+        msg->msg_controllen = 0;
+        if (fd < 0)
+                fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        if (!room || fd < 0 || sys_getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &l) != 0 || !on)
+                return;
+        if (room < sizeof(h) || smc_uptr_bad(msg->msg_control)) {
+                msg->msg_flags |= MSG_CTRUNC;
+                return;
+        }
+        inq = (int) smc_ring_readable(sock_ep(s));
+        if (inq == 0 && smc_ring_ready_quick(sock_ep(s), POLLIN))
+                inq = 1; /* (end of file, or a reset) */
+        len = CMSG_LEN(sizeof(inq));
+        if (room < len) {
+                msg->msg_flags |= MSG_CTRUNC;
+                len = room;
+        }
+        h.cmsg_len = len;
+        memcpy(msg->msg_control, &h, sizeof(h));
+        memcpy((char *) msg->msg_control + sizeof(h), &inq, len - sizeof(h));
+        msg->msg_controllen = CMSG_SPACE(sizeof(inq)) < room ? CMSG_SPACE(sizeof(inq)) : room;
+}
+
 SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
         ssize_t r;
@@ -3964,7 +4005,7 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
         if (r >= 0) {
                 msg->msg_flags = 0;
                 msg->msg_namelen = 0;
-                msg->msg_controllen = 0;
+                recv_put_inq(s, msg);
         }
         return r;
 }
@@ -4041,6 +4082,8 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
                 if (r != -EAGAIN || !mode_turned_blocking(s, nb, 0))
                         break; /* (else another copy made the socket blocking) */
         }
+        if (r == -EISDIR)
+                r = -EINVAL; /* (the kernel's: a directory cannot be spliced from) */
         if (r == -EPIPE)
                 raise_sigpipe();
         return ret_errno_ssize(r);
@@ -4462,7 +4505,7 @@ static const struct {
         { IPPROTO_TCP, TCP_KEEPINTVL },    { IPPROTO_TCP, TCP_KEEPCNT },      { IPPROTO_TCP, TCP_CONGESTION },
         { IPPROTO_TCP, TCP_USER_TIMEOUT }, { IPPROTO_TCP, TCP_LINGER2 },      { IPPROTO_TCP, TCP_NOTSENT_LOWAT },
         { IPPROTO_TCP, TCP_WINDOW_CLAMP }, { IPPROTO_IP, IP_TOS },            { IPPROTO_IP, IP_TTL },
-        { IPPROTO_IPV6, IPV6_TCLASS },     { IPPROTO_IPV6, IPV6_UNICAST_HOPS },
+        { IPPROTO_IPV6, IPV6_TCLASS },     { IPPROTO_IPV6, IPV6_UNICAST_HOPS }, { IPPROTO_TCP, TCP_INQ },
 };
 
 static bool opt_inheritable(int level, int name) {

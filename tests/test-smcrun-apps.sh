@@ -250,6 +250,9 @@ over_both send-flags
 # edge and one-shot do not report it writable, and wait without spinning; all report
 # it once the peer read everything)
 over_both pollout-owed
+# TCP_INQ's control message on recvmsg(2) (recv-inq.py: the bytes left, 1 at EOF, cut
+# with MSG_CTRUNC to a small buffer, inherited from the listener: TCP's results)
+over_both recv-inq
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
