@@ -141,8 +141,25 @@ stop_server() {
 }
 
 # --- redis ----------------------------------------------------------------------------------
+# redis_run MODE PORT NAME ARGS...: one redis-benchmark SET,GET run; the results as
+# redis-set-NAME and redis-get-NAME
+redis_run() {
+        local mode=$1 port=$2 name=$3 csv
+        shift 3
+        csv=$APPS_DIR/redis-$mode-$name.csv
+        if ! T 120 "${CPU_CLIENT[@]}" "${W[@]}" redis-benchmark -p "$port" -t set,get "$@" --csv >"$csv" 2>&1 ||
+                grep -qi error "$csv"; then
+                warn "redis-benchmark $* ($mode) failed:"
+                tail -n 5 "$csv" >&2
+                failed=1
+                return
+        fi
+        res "redis-set-$name" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$csv")"
+        res "redis-get-$name" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$csv")"
+}
+
 bench_redis() {
-        local mode=$1 port pid p n
+        local mode=$1 port pid
         wrap "$mode"
         port=$(apps_free_port)
         if ! apps_redis_start "redis-$mode" "$port" "$APPS_DIR" "${CPU_SERVER[@]}" "${W[@]}"; then
@@ -152,32 +169,11 @@ bench_redis() {
                 return
         fi
         pid=$APPS_BG_PID
-        for p in 1 16; do
-                # about 2 s per test over TCP
-                n=100000
-                [ $p = 16 ] && n=1000000
-                if ! T 120 "${CPU_CLIENT[@]}" "${W[@]}" redis-benchmark -p "$port" -t set,get -n $n -P $p \
-                        --csv >"$APPS_DIR/redis-$mode-P$p.csv" 2>&1 ||
-                        grep -qi error "$APPS_DIR/redis-$mode-P$p.csv"; then
-                        warn "redis-benchmark -P $p ($mode) failed:"
-                        tail -n 5 "$APPS_DIR/redis-$mode-P$p.csv" >&2
-                        failed=1
-                        continue
-                fi
-                res "redis-set-P$p" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
-                res "redis-get-P$p" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$APPS_DIR/redis-$mode-P$p.csv")"
-        done
-        # values of 100 kB, most of the default 128 KiB ring (about 0.5 s over TCP)
-        if ! T 120 "${CPU_CLIENT[@]}" "${W[@]}" redis-benchmark -p "$port" -t set,get -n 20000 -d 100000 \
-                --csv >"$APPS_DIR/redis-$mode-big.csv" 2>&1 ||
-                grep -qi error "$APPS_DIR/redis-$mode-big.csv"; then
-                warn "redis-benchmark -d 100000 ($mode) failed:"
-                tail -n 5 "$APPS_DIR/redis-$mode-big.csv" >&2
-                failed=1
-        else
-                res "redis-set-big" "$mode" "$(awk -F '"' '$2 == "SET" { print $4 }' "$APPS_DIR/redis-$mode-big.csv")"
-                res "redis-get-big" "$mode" "$(awk -F '"' '$2 == "GET" { print $4 }' "$APPS_DIR/redis-$mode-big.csv")"
-        fi
+        # about 2 s per test over TCP: -n 100000 (-P 1), 1000000 (-P 16); values of 100 kB,
+        # most of the default 128 KiB ring (about 0.5 s)
+        redis_run "$mode" "$port" P1 -n 100000 -P 1
+        redis_run "$mode" "$port" P16 -n 1000000 -P 16
+        redis_run "$mode" "$port" big -n 20000 -d 100000
         stop_server "$pid"
 }
 

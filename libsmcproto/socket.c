@@ -7866,8 +7866,9 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                  * (the drain of that plug makes the edge when there is room). Left
                  * as it is when another thread's send holds the lock: a stray
                  * EPOLLOUT costs an EAGAIN, a lost edge would cost the wakeup. */
-                if ((evs[w].events & EPOLLOUT) && !smc_ring_ready_quick(sock_ep(m->s), POLLOUT) &&
-                    smc_ring_plug_owed(sock_ep(m->s), false, true))
+                if ((evs[w].events & EPOLLOUT) &&
+                    atomic_load_explicit(&m->s->ep.plug_owed, memory_order_relaxed) &&
+                    !smc_ring_ready_quick(sock_ep(m->s), POLLOUT) && smc_ring_plug_owed(sock_ep(m->s), false, true))
                         evs[w].events &= ~(uint32_t) (EPOLLOUT | EPOLLWRNORM);
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {

@@ -17,7 +17,6 @@ import os
 import resource
 import select
 import socket
-import sys
 import threading
 import time
 
@@ -125,14 +124,9 @@ for name, ep in (("level-triggered", lt), ("edge-triggered", et), ("one-shot", o
         fails.append("epoll %s: no EPOLLOUT after the peer read all (%s)" % (name, evs))
 if not select.select([], [c], [], 2)[1]:
     fails.append("select: not writable after the peer read all")
-for x in (lt, et, one, c, s):
-    x.close()
-
-if fails:
-    print("pollout-owed: FAIL: " + "; ".join(fails))
-    sys.exit(1)
-print("pollout-owed: %s; after the peer read all, poll (asleep), epoll (level, edge, "
-      "one-shot) and select report it writable, every byte read"
-      % ("a whole send of 3/4 of the ring: poll, select, epoll (level, edge, one-shot) "
-         "not writable, each the first wait after it, 200 ms waits without spinning"
-         if smc else "TCP"))
+smcapp.finish("pollout-owed", fails,
+              "%s; after the peer read all, poll (asleep), epoll (level, edge, one-shot) and "
+              "select report it writable, every byte read"
+              % ("a whole send of 3/4 of the ring: poll, select, epoll (level, edge, one-shot) "
+                 "not writable, each the first wait after it, 200 ms waits without spinning"
+                 if smc else "TCP"), lt, et, one, c, s)

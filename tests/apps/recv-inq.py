@@ -9,7 +9,6 @@
 # connections must be SMC-D.
 import socket
 import struct
-import sys
 import time
 
 import smcapp
@@ -87,11 +86,7 @@ c.sendall(b"hello")
 wait_readable(s, 5)
 d, anc, fl, _ = s.recvmsg(3, 64)
 check((d, anc) == (b"hel", [(6, TCP_INQ, struct.pack("i", 2))]), "accepted socket: %r" % ((d, anc),))
-for x in (c, s, ls):
-    x.close()
-
-if fails:
-    print("recv-inq: FAIL: " + "; ".join(fails))
-    sys.exit(1)
-print("recv-inq: TCP_INQ: TCP_CM_INQ with the bytes left (after a peek too, 1 at EOF), cut to a "
-      "small control buffer with MSG_CTRUNC, none without the option, inherited from the listener")
+smcapp.finish("recv-inq", fails,
+              "TCP_INQ: TCP_CM_INQ with the bytes left (after a peek too, 1 at EOF), cut to a small "
+              "control buffer with MSG_CTRUNC, none without the option, inherited from the listener",
+              c, s, ls)

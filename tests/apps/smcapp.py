@@ -4,6 +4,7 @@
 # the script's own directory first on sys.path).
 import os
 import socket
+import sys
 
 # libsmcproto/smcproto.h: SOL_SMC, and its read-only SMC_PROTO_MODE (int): 1 on an
 # SMC-D connection; a socket without the library gives ENOPROTOOPT
@@ -38,3 +39,15 @@ def pair(backlog=1, check=True):
     if check:
         assert not not_smcd(c, s), "not SMC-D"
     return c, s
+
+
+def finish(name, fails, done, *socks):
+    """Close @socks, then print the script's one line: "NAME: FAIL: ..." with the
+    failures (exit status 1), else "NAME: DONE" (exit status 0)."""
+    for x in socks:
+        x.close()
+    if fails:
+        print("%s: FAIL: %s" % (name, "; ".join(fails)))
+        sys.exit(1)
+    print("%s: %s" % (name, done))
+    sys.exit(0)
