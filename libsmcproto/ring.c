@@ -471,7 +471,8 @@ int smc_ring_init(struct smc_ring_ep *ep, void *rx_base, uint32_t rx_size, void 
                 .x = x,
                 .y_peer = y_peer,
                 .busy_poll_ns = SMC_RING_DEFAULT_BUSY_POLL_NS,
-                /* (an adopted connection: X may be unplugged with the ring full) */
+                /* an adopted connection (exec, SCM_RIGHTS): X may be unplugged with
+                 * the ring full, so the first wait for POLLOUT settles it */
                 .plug_owed = true,
                 .autocork_size = tx_size / 2 < SMC_RING_DEFAULT_AUTOCORK ? tx_size / 2 : SMC_RING_DEFAULT_AUTOCORK,
         };
@@ -1105,10 +1106,10 @@ done:
         atomic_store(&ep->tx_hdr->plug_pending, 0);                        /* Q4 */
 }
 
-bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin, bool x_writable) {
+bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin) {
         bool shared;
 
-        if (!x_writable && !atomic_load_explicit(&ep->plug_owed, memory_order_relaxed))
+        if (!atomic_load_explicit(&ep->plug_owed, memory_order_relaxed))
                 return true;
         if (pthread_mutex_trylock(&ep->tx_lock) != 0)
                 return false;
@@ -1117,7 +1118,7 @@ bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin, bool x_writable) {
                 pthread_mutex_unlock(&ep->tx_lock);
                 return false;
         }
-        if (atomic_exchange_explicit(&ep->plug_owed, false, memory_order_relaxed) || x_writable) {
+        if (atomic_exchange_explicit(&ep->plug_owed, false, memory_order_relaxed)) {
                 if (shared)
                         tx_sync(ep);
                 tx_plug_after(ep, spin);

@@ -287,12 +287,11 @@ uint32_t smc_ring_spin_budget(struct smc_ring_ep *ep, short events);
  * 100 kB values, 50 clients: 0.54x -> 1.58x TCP). Plugs X now, unless another thread
  * of this process holds the send lock (it plugs or owes again when it ends) or, on a
  * shared connection, another process the DMB's wr_lock (never waited for): then
- * returns false and X may still poll writable; @spin:
- * first wait up to busy_poll_ns for a reader on another CPU to free the room;
- * @x_writable: the kernel just reported X writable, so plug whether owed or not (a
- * connection adopted after exec starts owing: smc_ring_init()). Returns true when X's
- * readiness is to be trusted (nothing owed, or plugged now). */
-bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin, bool x_writable);
+ * returns false and X may still poll writable; @spin: first wait up to busy_poll_ns
+ * for a reader on another CPU to free the room. An adopted connection starts owing
+ * (smc_ring_init()). Returns true when X's readiness is to be trusted (nothing owed,
+ * or settled now: plugged, or room enough that no plug was needed). */
+bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin);
 
 /* A cheap readiness check for such a spin: no system call, no lock, no settling. True
  * when smc_ring_poll() would report one of @events (or an error/hang-up) now. */

@@ -243,6 +243,10 @@ struct smc_sock {
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
         bool nodelay;
         bool rcvtimeo_set;       /* the app set SO_RCVTIMEO: X must carry it too */
+        _Atomic signed char inq; /* TCP_INQ on (1) or off (0) on an SMC connection, as
+                                  * the socket holding its options has it; -1: not
+                                  * known yet, asked there at the first receive with
+                                  * control room (recv_put_inq()) */
         int sndbuf, rcvbuf;      /* set by the app (bytes), 0 = not set */
         uint32_t fallback_reason;
         int hidden;  /* T, moved away (LISTEN_SMC, SMCD connect side), else -1 */
@@ -435,6 +439,7 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
         atomic_init(&s->nonblock, nonblock);
         s->hidden = -1;
         s->optsock = -1;
+        atomic_init(&s->inq, -1);
         s->chan = -1;
         s->dchan = -1;
         return s;
@@ -442,7 +447,7 @@ static struct smc_sock *sock_alloc(int fd, int family, int state, bool nonblock)
 
 /* Give @d the options the library keeps for @s (one socket: a dup(2) of it, or what
  * a disconnect leaves of it): TCP_NODELAY, TCP_CORK before a connection, SO_LINGER
- * {1, 0}, TCP_MAXSEG, the buffer sizes, SO_RCVTIMEO set, and those its accepted
+ * {1, 0}, TCP_MAXSEG, the buffer sizes, SO_RCVTIMEO set, TCP_INQ, and those its accepted
  * connections inherit. Caller holds s->lock; @d is not in the table yet. */
 static void sock_copy_options(struct smc_sock *d, const struct smc_sock *s) {
         d->nodelay = s->nodelay;
@@ -452,6 +457,7 @@ static void sock_copy_options(struct smc_sock *d, const struct smc_sock *s) {
         d->sndbuf = s->sndbuf;
         d->rcvbuf = s->rcvbuf;
         d->rcvtimeo_set = s->rcvtimeo_set;
+        atomic_store_explicit(&d->inq, atomic_load_explicit(&s->inq, memory_order_relaxed), memory_order_relaxed);
         d->n_inh = s->n_inh;
         memcpy(d->inh, s->inh, s->n_inh * sizeof(s->inh[0]));
 }
@@ -3954,22 +3960,40 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
 #ifndef TCP_CM_INQ
 #define TCP_CM_INQ TCP_INQ
 #endif
+/* Is TCP_INQ on for SMC connection @s? Kept in s->inq (set by setsockopt and at
+ * accept); when not known (a connection adopted after exec or through SCM_RIGHTS, a
+ * dup of an adopted one) asked once of the socket that holds the options (none:
+ * off). A dup(2) of the descriptor that sets it later is not seen by this one, as
+ * TCP_NODELAY (libsmcproto(3)). */
+static bool sock_inq(struct smc_sock *s) {
+        int on = atomic_load_explicit(&s->inq, memory_order_relaxed), fd;
+        socklen_t l = sizeof(on);
+
+        if (on >= 0)
+                return on;
+        fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
+        if (fd < 0)
+                fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        if (fd < 0 || sys_getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &l) != 0)
+                on = 0;
+        on = on != 0;
+        atomic_store_explicit(&s->inq, (signed char) on, memory_order_relaxed);
+        return on;
+}
+
 /* A receive's control data (tcp(7)): with TCP_INQ on, TCP adds a TCP_CM_INQ message
  * holding the bytes left to read after the call (an int; 1 at end of file with none
  * left: tcp_inq_hint()). Put as the kernel's put_cmsg() puts it: cut to the room
- * there is, with MSG_CTRUNC, and nothing at all under a header's size. Looked up only
- * for a call that brought control room (one getsockopt on the socket that holds the
- * options); no other control message comes over SMC (receive timestamps: smcrun(1)). */
+ * there is, with MSG_CTRUNC, and nothing at all under a header's size. No system
+ * call (sock_inq()); no other control message comes over SMC (receive timestamps:
+ * smcrun(1)). */
 static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
-        int fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED), on = 0, inq;
-        socklen_t l = sizeof(on);
+        int inq;
         size_t room = msg->msg_controllen, len;
         struct cmsghdr h = { .cmsg_level = SOL_TCP, .cmsg_type = TCP_CM_INQ };
 
         msg->msg_controllen = 0;
-        if (fd < 0)
-                fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
-        if (!room || fd < 0 || sys_getsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, &l) != 0 || !on)
+        if (!room || !sock_inq(s))
                 return;
         if (room < sizeof(h) || smc_uptr_bad(msg->msg_control)) {
                 msg->msg_flags |= MSG_CTRUNC;
@@ -4586,7 +4610,7 @@ static void opt_capture(struct smc_sock *s, int t) {
 
 /* A new SMC connection @s accepted from listener @l takes @l's options as an
  * accepted TCP socket does: TCP_NODELAY, TCP_CORK (the ring starts corked),
- * TCP_MAXSEG, SO_RCVTIMEO (on X, where a blocking receive sleeps) and the recorded
+ * TCP_MAXSEG, SO_RCVTIMEO (on X, where a blocking receive sleeps), TCP_INQ and the recorded
  * rest, which go to its option socket when that is made (at once if SO_SNDTIMEO is
  * among them: sendfile reads it there). @s is not in the table yet. */
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l) {
@@ -4602,7 +4626,14 @@ static void opt_inherit(struct smc_sock *s, struct smc_sock *l) {
         pthread_mutex_unlock(&l->lock);
         if (s->cork)
                 (void) smc_ring_set_cork(&s->ep, true);
+        atomic_store_explicit(&s->inq, 0, memory_order_relaxed);
         for (unsigned i = 0; i < s->n_inh; i++) {
+                if (s->inh[i].level == IPPROTO_TCP && s->inh[i].name == TCP_INQ && s->inh[i].len >= sizeof(int)) {
+                        int v;
+
+                        memcpy(&v, s->inh[i].val, sizeof(v));
+                        atomic_store_explicit(&s->inq, (signed char) (v != 0), memory_order_relaxed);
+                }
                 if (s->inh[i].level != SOL_SOCKET)
                         continue;
                 if (s->inh[i].name == SO_RCVTIMEO &&
@@ -4957,6 +4988,8 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                 if (smcd)
                         smc_ring_set_linger_reset(&s->ep, s->linger_reset);
         }
+        if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ && get_int(val, len, &v) == 0)
+                atomic_store_explicit(&s->inq, (signed char) (v != 0), memory_order_relaxed); /* (0 or 1) */
         if (r == 0 && smcd && level == SOL_SOCKET && name == SO_RCVLOWAT && get_int(val, len, &v) == 0)
                 smc_ring_set_rcvlowat(&s->ep, v); /* for the ring's receive (the kernel took it) */
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
@@ -5109,7 +5142,7 @@ static int poll_fixup(struct pollfd *fds, nfds_t n, struct smc_sock **socks) {
 static void poll_plug_owed(const struct pollfd *fds, nfds_t n, struct smc_sock **socks, bool spin) {
         for (nfds_t i = 0; i < n; i++)
                 if (socks[i] && (fds[i].events & POLLOUT))
-                        (void) smc_ring_plug_owed(sock_ep(socks[i]), spin, false);
+                        (void) smc_ring_plug_owed(sock_ep(socks[i]), spin);
 }
 
 /* ... for the connections in @wr (below @nfds), as select() passes them */
@@ -5118,7 +5151,7 @@ static void select_plug_owed(int nfds, const fd_set *wr, bool spin) {
                 struct smc_sock *s;
 
                 if (FD_ISSET(fd, wr) && (s = sock_lookup(fd)) && sock_state(s) == SOCK_SMCD)
-                        (void) smc_ring_plug_owed(sock_ep(s), spin, false);
+                        (void) smc_ring_plug_owed(sock_ep(s), spin);
         }
 }
 
@@ -7864,11 +7897,13 @@ static int ew_kernel_pass(struct ew_set *set, struct epoll_event *evs, int from,
                 /* X writable while less than half of the ring is free: a whole send
                  * owed the plug (smc_ring_plug_owed), made now, so not writable yet
                  * (the drain of that plug makes the edge when there is room). Left
-                 * as it is when another thread's send holds the lock: a stray
+                 * as it is when another thread's send holds the lock, or when the
+                 * room came meanwhile (no plug then, so no edge to come): a stray
                  * EPOLLOUT costs an EAGAIN, a lost edge would cost the wakeup. */
                 if ((evs[w].events & EPOLLOUT) &&
                     atomic_load_explicit(&m->s->ep.plug_owed, memory_order_relaxed) &&
-                    !smc_ring_ready_quick(sock_ep(m->s), POLLOUT) && smc_ring_plug_owed(sock_ep(m->s), false, true))
+                    !smc_ring_ready_quick(sock_ep(m->s), POLLOUT) && smc_ring_plug_owed(sock_ep(m->s), false) &&
+                    !smc_ring_ready_quick(sock_ep(m->s), POLLOUT))
                         evs[w].events &= ~(uint32_t) (EPOLLOUT | EPOLLWRNORM);
                 ew_hot(set, m, m->elig, false);
                 if (m->elig) {
@@ -8262,7 +8297,7 @@ static void rings_first_plug_owed(const struct pollfd *fds, nfds_t n, bool sets_
                 struct smc_sock *s;
 
                 if ((fds[i].events & POLLOUT) && (s = sock_lookup(fds[i].fd)) && sock_state(s) == SOCK_SMCD)
-                        (void) smc_ring_plug_owed(sock_ep(s), false, false);
+                        (void) smc_ring_plug_owed(sock_ep(s), false);
         }
 }
 

@@ -365,7 +365,7 @@ static void *sender(void *p) {
                         }
                         CHECK(k > 0 && (size_t) k <= n, "nonblocking send %zu: %zd %s", n, k, ERRSTR(k));
                         if (a->owed_waits && xorshift(&a->rnd) % 4 == 0 && !smc_ring_ready_quick(a->ep, POLLOUT)) {
-                                while (!smc_ring_plug_owed(a->ep, false, false))
+                                while (!smc_ring_plug_owed(a->ep, false))
                                         sched_yield(); /* (the poller thread holds tx_lock) */
                                 wait_fd(a->ep->x, POLLOUT, "sender (owed plug)");
                         }
@@ -484,7 +484,7 @@ static void test_stress_watched(uint64_t total, uint32_t ring) {
 }
 
 /* Another thread's readiness checks while the connection streams: smc_ring_poll()
- * and smc_ring_plug_owed() (as the kernel had reported X writable, or not) race the
+ * and smc_ring_plug_owed() (spinning for the reader, or not) race the
  * sender's sends and owed plugs (TSan), and no plug may be left that no drain ends
  * (wait_fd's 10 s timeout). */
 struct poller_arg {
@@ -497,7 +497,7 @@ static void *poller(void *p) {
         struct poller_arg *a = p;
 
         while (!atomic_load(&a->stop)) {
-                (void) smc_ring_plug_owed(a->ep, false, xorshift(&a->rnd) % 2 == 0);
+                (void) smc_ring_plug_owed(a->ep, xorshift(&a->rnd) % 2 == 0);
                 (void) smc_ring_poll(a->ep);
                 a->calls++;
                 if (xorshift(&a->rnd) % 4 == 0)
@@ -525,7 +525,7 @@ static void test_stress_owed(uint64_t total, uint32_t ring) {
         pthread_join(t[2], NULL);
         CHECK(as.sum == br.sum, "A->B checksum %" PRIx64 " != %" PRIx64, as.sum, br.sum);
         CHECK(smc_ring_readable(&c.b) == 0, "leftover data");
-        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed at the end");
+        CHECK(smc_ring_plug_owed(&c.a, false), "smc_ring_plug_owed at the end");
         CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a still plugged after the stream (empty ring)");
         conn_close(&c);
         printf("ok stress, owed plugs and another thread's readiness checks: %" PRIu64 " MiB, ring %u KiB, "
@@ -686,9 +686,9 @@ static void test_pollout_threshold(void) {
         CHECK(n == (ssize_t) size / 4, "send: %zd", n);
         CHECK(!(smc_ring_poll(&c.a) & POLLOUT), "smc_ring_poll(a) POLLOUT with a quarter free");
         CHECK(kpoll(c.xa, POLLOUT) & POLLOUT, "X_a already plugged after a whole send (the wait for POLLOUT plugs)");
-        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed(a): lock busy");
+        CHECK(smc_ring_plug_owed(&c.a, false), "smc_ring_plug_owed(a): lock busy");
         CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable with a quarter of the ring free");
-        CHECK(smc_ring_plug_owed(&c.a, false, false), "smc_ring_plug_owed(a) again");
+        CHECK(smc_ring_plug_owed(&c.a, false), "smc_ring_plug_owed(a) again");
         CHECK(!(kpoll(c.xa, POLLOUT) & POLLOUT), "X_a writable after a second smc_ring_plug_owed");
         n = xrecv(&c.b, buf, 100, 0, false);
         CHECK(n == 100, "recv: %zd", n);
@@ -1284,7 +1284,7 @@ static void *lock_taker_run(void *p) {
 
         while (!atomic_load(&k->stop)) {
                 (void) smc_ring_flush(k->ep);
-                (void) smc_ring_plug_owed(k->ep, false, true);
+                (void) smc_ring_plug_owed(k->ep, false);
                 atomic_fetch_add(&k->laps, 1);
         }
         return NULL;

@@ -7,6 +7,7 @@
 # smcrun the option read back 1 but no message ever came).
 # Prints one line; exit status 0 only if every case held. SMC_EXPECT=1: the
 # connections must be SMC-D.
+import os
 import socket
 import struct
 import time
@@ -86,6 +87,23 @@ c.sendall(b"hello")
 wait_readable(s, 5)
 d, anc, fl, _ = s.recvmsg(3, 64)
 check((d, anc) == (b"hel", [(6, TCP_INQ, struct.pack("i", 2))]), "accepted socket: %r" % ((d, anc),))
+# the same, without asking for the option first (it came with the accept), then
+# turned off, and on a dup(2)
+c.close()
+s.close()
+c = socket.create_connection(ls.getsockname())
+s, _ = ls.accept()
+c.sendall(b"world!")
+wait_readable(s, 6)
+d, anc, fl, _ = s.recvmsg(2, 64)
+check((d, anc) == (b"wo", [(6, TCP_INQ, struct.pack("i", 4))]), "accepted, no getsockopt: %r" % ((d, anc),))
+s2 = socket.socket(fileno=os.dup(s.fileno()))
+d, anc, fl, _ = s2.recvmsg(1, 64)
+check((d, anc) == (b"r", [(6, TCP_INQ, struct.pack("i", 3))]), "dup(2): %r" % ((d, anc),))
+s2.close()
+s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 0)
+d, anc, fl, _ = s.recvmsg(1, 64)
+check((d, anc) == (b"l", []), "after TCP_INQ 0: %r" % ((d, anc),))
 smcapp.finish("recv-inq", fails,
               "TCP_INQ: TCP_CM_INQ with the bytes left (after a peek too, 1 at EOF), cut to a small "
               "control buffer with MSG_CTRUNC, none without the option, inherited from the listener",
