@@ -220,6 +220,7 @@ struct opt_rec {
 };
 struct smc_sock;
 static void opt_inherit(struct smc_sock *s, struct smc_sock *l);
+static int optsock_make(struct smc_sock *s);
 static void opt_capture(struct smc_sock *s, int t);
 
 #define LISTEN_XREG_MAX 8
@@ -2198,6 +2199,16 @@ void smc_fd_dup(int oldfd, int newfd) {
                 d->peer_len = s->peer_len;
                 d->smcr = s->smcr;
                 d->conn_euid = s->conn_euid;
+                if (s->hidden < 0) {
+                        /* accept side: both copies keep their options on one option
+                         * socket, so that what is set through one reads back through
+                         * the other, as on the one TCP socket (best effort: without
+                         * it the copy makes its own when asked) */
+                        int t = s->optsock >= 0 ? s->optsock : optsock_make(s);
+
+                        if (t >= 0 && (d->optsock = sys_fcntl(t, F_DUPFD_CLOEXEC, 0)) < 0)
+                                d->optsock = -1;
+                }
                 r = smc_ring_copy(&d->ep, &s->ep, newfd);
                 if (r < 0)
                         goto fail;
@@ -2218,6 +2229,8 @@ void smc_fd_dup(int oldfd, int newfd) {
 fail:
         if (d->hidden >= 0)
                 sys_close(d->hidden);
+        if (d->optsock >= 0)
+                sys_close(d->optsock);
         if (d->chan >= 0)
                 sys_close(d->chan);
         if (d->dchan >= 0)
@@ -3961,15 +3974,15 @@ SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
 #define TCP_CM_INQ TCP_INQ
 #endif
 /* Is TCP_INQ on for SMC connection @s? Kept in s->inq (set by setsockopt and at
- * accept); when not known (a connection adopted after exec or through SCM_RIGHTS, a
- * dup of an adopted one) asked once of the socket that holds the options (none:
- * off). A dup(2) of the descriptor that sets it later is not seen by this one, as
- * TCP_NODELAY (libsmcproto(3)). */
+ * accept); when not known (a connection adopted after exec or through SCM_RIGHTS) or
+ * when the connection has copies (dup(2), exec: conn_fork_gen ~0u), whose setsockopt
+ * this one would not see, asked of the socket that holds the options, which the
+ * copies share (smc_fd_dup(); none: off). */
 static bool sock_inq(struct smc_sock *s) {
         int on = atomic_load_explicit(&s->inq, memory_order_relaxed), fd;
         socklen_t l = sizeof(on);
 
-        if (on >= 0)
+        if (on >= 0 && s->conn_fork_gen != ~0u)
                 return on;
         fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
         if (fd < 0)

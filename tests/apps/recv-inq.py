@@ -87,8 +87,8 @@ c.sendall(b"hello")
 wait_readable(s, 5)
 d, anc, fl, _ = s.recvmsg(3, 64)
 check((d, anc) == (b"hel", [(6, TCP_INQ, struct.pack("i", 2))]), "accepted socket: %r" % ((d, anc),))
-# the same, without asking for the option first (it came with the accept), then
-# turned off, and on a dup(2)
+# the same, without asking for the option first (it came with the accept), on a
+# dup(2), turned off, and on again through a dup(2)
 c.close()
 s.close()
 c = socket.create_connection(ls.getsockname())
@@ -104,6 +104,12 @@ s2.close()
 s.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 0)
 d, anc, fl, _ = s.recvmsg(1, 64)
 check((d, anc) == (b"l", []), "after TCP_INQ 0: %r" % ((d, anc),))
+s2 = socket.socket(fileno=os.dup(s.fileno()))
+s2.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)  # one socket: seen through the original
+check(s.getsockopt(socket.IPPROTO_TCP, TCP_INQ) == 1, "TCP_INQ set through a dup(2) does not read back")
+d, anc, fl, _ = s.recvmsg(1, 64)
+check((d, anc) == (b"d", [(6, TCP_INQ, struct.pack("i", 1))]), "set through a dup(2): %r" % ((d, anc),))
+s2.close()
 smcapp.finish("recv-inq", fails,
               "TCP_INQ: TCP_CM_INQ with the bytes left (after a peek too, 1 at EOF), cut to a small "
               "control buffer with MSG_CTRUNC, none without the option, inherited from the listener",
