@@ -3136,16 +3136,23 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
  * is shared with every copy: a new image that got T in the listener's place (exec
  * after fork: exec_prepare_listener()) has it follow the program's blocking mode then,
  * as a plain TCP listener there must, and keeps it. So for a listener that may be
- * shared, T is polled first (one call, as the failed accept4 it replaces when empty):
- * true if it has no connection (accept4 could block while SMC connections wait on the
- * channel). Another holder may still take a connection between the poll and the
- * accept, which then waits for the next TCP one (as two blocking TCP acceptors
- * racing). */
+ * held by such an image (or a process without the library: passed, duplicated and
+ * exec'd listeners are tainted for good, lshare_taint()), T is polled first (one call,
+ * as the failed accept4 it replaces when empty): true if it has no connection (accept4
+ * could block while SMC connections wait on the channel). Another holder may still
+ * take a connection between the poll and the accept, which then waits for the next
+ * TCP one (as two blocking TCP acceptors racing). A listener shared by fork() alone
+ * (nginx's workers) is held by processes of this library only, where T stays
+ * nonblocking: no poll (a system call per TCP accept: nginx `Connection: close`,
+ * whose connections are hinted to TCP). */
 static bool accept_tcp_may_block(struct smc_sock *s) {
         struct pollfd p = { .fd = s->hidden, .events = POLLIN };
 
         if (listen_sole(s))
                 return false;
+        if (s->listen_fork_gen != ~0u && s->lshare && !s->lshare_dropped &&
+            atomic_load_explicit(&s->lshare->holders, memory_order_relaxed) < LSHARE_TAINTED)
+                return false; /* (forked copies only) */
         return sys_poll(&p, 1, 0) == 0;
 }
 
