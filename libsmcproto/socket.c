@@ -774,6 +774,19 @@ static bool addr_is_any(const struct smc_ctl_addr *a) {
         return memcmp(a->addr, zero, a->family == AF_INET ? 4 : 16) == 0;
 }
 
+/* A destination on this host's loopback (127.0.0.0/8, ::1, v4-mapped 127.x, and the
+ * unspecified address, which reaches it): never SMC-R. */
+static bool addr_is_loopback(const struct smc_ctl_addr *a) {
+        struct smc_ctl_addr t = *a;
+
+        addr_unmap(&t);
+        if (addr_is_any(&t))
+                return true;
+        if (t.family == AF_INET)
+                return t.addr[0] == 127;
+        return t.family == AF_INET6 && memcmp(t.addr, &in6addr_loopback, 16) == 0;
+}
+
 /* @a as a sockaddr of the socket's @family (v4-mapped for an AF_INET6 socket). */
 static int addr_for_family(const struct smc_ctl_addr *a, int family, struct sockaddr_storage *ss,
                            socklen_t *len) {
@@ -3446,12 +3459,22 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
          * the close it holds our Y, no CLOSE needed), also for a process's first
          * request, which opens the control connection */
         n = smc_ctl_client_call_instance(&m, &s->fd, 1, &reply, fds, SMC_CONNECT_TIMEOUT_MS, &inst);
+        if (n == -ETIMEDOUT && addr_is_loopback(dst)) {
+                /* smcd stopped or stuck: never SMC-R to this host's loopback, so plain
+                 * TCP, as when smcd is not running (an smcd that reads the CONNECT
+                 * later finds T in use and sets nothing up: handle_connect()) */
+                smc_debug("connect fd %d: CONNECT seq %u: no reply in %u ms: TCP, reason NOSMCDDEV", s->fd, m.hdr.seq,
+                          SMC_CONNECT_TIMEOUT_MS);
+                *ret_reason = SMC_CLC_DECL_NOSMCDDEV;
+                return 0;
+        }
         if (n == -ETIMEDOUT && smc_ctl_client_version() >= 3) {
                 smc_debug("connect fd %d: CONNECT seq %u: no reply in %u ms: going on as SMC-R", s->fd, m.hdr.seq,
                           SMC_CONNECT_TIMEOUT_MS);
                 /* smcd is alive but slow: it may have marked T for SMC-R already, and a
                  * plain TCP connect would then offer SMC and send no CLC. Go on as SMC-R:
-                 * smcd decides from what the handshake really carried. */
+                 * smcd decides from what the handshake really carried. (Another host:
+                 * a loopback destination went to TCP above.) */
                 memset(&reply, 0, sizeof(reply));
                 reply.hdr.type = SMC_CTL_CONNECT_REPLY;
                 reply.conn.mode = SMC_CTL_MODE_SMCR_PENDING;

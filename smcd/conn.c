@@ -7,6 +7,8 @@
 #include <inttypes.h>
 #include <linux/sock_diag.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -851,6 +853,20 @@ static void mark_mapped(Client *c, const struct smc_buf *b) {
                 (void) u64map_put(c->mapped, b->id, (void *) 1); /* ENOMEM: we just send the fd again */
 }
 
+/* Has the client stopped waiting for this CONNECT? After SMC_CONNECT_TIMEOUT_MS
+ * (10 s: smcd stopped, or stuck) its library connects T, the TCP socket it sent, over
+ * plain TCP to a loopback destination (or as SMC-R to another host): T is then no
+ * longer unconnected. A connection set up for it now would be queued to the listener
+ * with nobody at the client's end. A @fd that is no TCP socket: not known to be stale. */
+static bool connect_stale(int fd) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+
+        if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < 1)
+                return false;
+        return ti.tcpi_state != TCP_CLOSE;
+}
+
 static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
         Manager *m = c->manager;
         /* the RMB the connecting side's reader asks for (SO_RCVBUF, else rmem) */
@@ -869,6 +885,18 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         Listener *l;
         Conn *conn;
         uid_t suid;
+
+        if (connect_stale(fd)) {
+                /* (the client counted its fallback, NOSMCDDEV, itself; it discards this
+                 * answer, which no thread waits for) */
+                log_info("Client %" PRIu64 ": CONNECT seq %" PRIu32 " came after the client stopped waiting for it "
+                         "(its socket is connected): nothing set up.",
+                         c->id, req->hdr.seq);
+                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                msg.conn.mode = SMC_CTL_MODE_TCP;
+                msg.conn.fallback_reason = SMC_CLC_DECL_NOSMCDDEV;
+                return client_send(c, &msg, NULL, 0);
+        }
 
         /* (0) the policy (policy.h): a matching rule with action tcp means TCP */
         {
