@@ -110,7 +110,26 @@ static int parse_argv(int argc, char *argv[], Args *a) {
         return 1;
 }
 
+static int run(int argc, char *argv[]);
+
+/* The output went where it was sent, all of it, or the run failed: a full disk, a
+ * closed standard output (">&-") or /dev/full make smcctl exit 1 with a message, as
+ * coreutils' close_stdout(). */
 int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+
+        errno = 0;
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+                if (errno)
+                        fprintf(stderr, "smcctl: cannot write the output: %s\n", strerror(errno));
+                else
+                        fprintf(stderr, "smcctl: cannot write the output\n");
+                return r == EXIT_SUCCESS ? EXIT_FAILURE : r;
+        }
+        return r;
+}
+
+static int run(int argc, char *argv[]) {
         const Object *obj;
         const Verb *verb;
         sd_bus *bus = NULL;

@@ -587,6 +587,13 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv, &cfg);
         if (r <= 0) {
                 manager_config_done(&cfg);
+                errno = 0;
+                if (r == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+                        /* --help, --version: to /dev/full or a closed output */
+                        fprintf(stderr, "smcd: cannot write the output: %s\n",
+                                errno ? strerror(errno) : "write error");
+                        return EXIT_FAILURE;
+                }
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
         }
 

@@ -123,6 +123,19 @@ c1=$(head -1 "$tmp/out" | awk '{ print index($0, "ROLE") }'); c2=$(sed -n 2p "$t
 [ $rc -eq 2 ] && ok "unknown mode: exit 2" || nok "unknown mode: exit $rc"
 "$smcctl" connections --port 70000 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && ok "bad port: exit 2" || nok "bad port: exit $rc"
+# output that cannot be written (a full disk, a closed standard output): exit 1 with a
+# message, for smcctl's tables and JSON and for smcd's --help (helper 110: exit 0, silent)
+for args in "stats" "-j stats" "tunables" "--version"; do
+        "$smcctl" $args >/dev/full 2>"$tmp/err"; rc=$?
+        [ $rc -eq 1 ] && grep -q 'cannot write the output' "$tmp/err" && ok "smcctl $args >/dev/full: exit 1" \
+                || nok "smcctl $args >/dev/full: exit $rc $(cat "$tmp/err")"
+done
+"$smcctl" stats >&- 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'cannot write the output' "$tmp/err" && ok "smcctl stats, standard output closed: exit 1" \
+        || nok "smcctl stats >&-: exit $rc $(cat "$tmp/err")"
+"$smcd" --help >/dev/full 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'cannot write the output' "$tmp/err" && ok "smcd --help >/dev/full: exit 1" \
+        || nok "smcd --help >/dev/full: exit $rc $(cat "$tmp/err")"
 if command -v setpriv >/dev/null; then
         n=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$smcctl" -j connections |
             python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
