@@ -4134,6 +4134,8 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         if (!offset && sys_lseek(in_fd, 0, SEEK_CUR) < 0)
                 /* read() would take a pipe's bytes for good: refuse as the kernel does */
                 return ret_errno_ssize(errno == ESPIPE ? -EINVAL : -errno);
+        if ((ssize_t) count < 0)
+                return ret_errno_ssize(-EINVAL); /* (rw_verify_area(); helper 110) */
         if (count > SENDFILE_MAX_COUNT)
                 count = SENDFILE_MAX_COUNT;
         /* where smc_setsockopt() keeps SO_SNDTIMEO: T (connect side) or the option

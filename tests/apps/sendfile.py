@@ -109,6 +109,22 @@ with open(tmp.name, "rb") as f:
         print("not ok - past the end: %d then %d, want 10 then 0" % (a, b))
         failed += 1
 
+# 4b. a count above SSIZE_MAX: EINVAL, as the kernel answers (rw_verify_area()); nothing
+# sent (helper 110: the library sent the file). Through the C library's symbol (ctypes,
+# global lookup: the preload's), as Python's os.sendfile takes no such count.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sendfile.restype = ctypes.c_ssize_t
+libc.sendfile.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+with open(tmp.name, "rb") as f:
+    c = connect()
+    off = ctypes.c_int64(0)
+    k = libc.sendfile(c.fileno(), f.fileno(), ctypes.byref(off), (1 << 64) - 1)
+    if k != -1 or ctypes.get_errno() != 22:
+        print("not ok - sendfile with count 2^64-1: %d, errno %d, want -1 EINVAL" % (k, ctypes.get_errno()))
+        failed += 1
+    check("a count above SSIZE_MAX: EINVAL, as over TCP", c, b"")
+
 # 5. a pipe as the source: EINVAL, as the kernel answers for a TCP socket; nothing sent
 r, w = os.pipe()
 os.write(w, b"y" * 1000)
