@@ -766,6 +766,9 @@ void smc_pool_get_stats(struct smc_pool *p, struct smc_pool_stats *ret) {
         if (!p || !ret)
                 return;
         memset(ret, 0, sizeof(*ret));
+        ret->buf_clear = atomic_load_explicit(&p->clear_mode, memory_order_relaxed) == SMC_POOL_CLEAR_CREATE
+                                 ? SMC_POOL_CLEAR_CREATE
+                                 : SMC_POOL_CLEAR_RELEASE;
         ret->alloc = atomic_load_explicit(&p->alloc, memory_order_relaxed);
         ret->reuse = atomic_load_explicit(&p->reuse, memory_order_relaxed);
         ret->free = atomic_load_explicit(&p->free, memory_order_relaxed);

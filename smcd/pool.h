@@ -61,6 +61,7 @@ struct smc_pool_config {
 #define SMC_POOL_WAKE_BATCH 32 /* released buffers that wake the worker (inline mode) */
 
 struct smc_pool_stats {
+        enum smc_pool_clear buf_clear; /* the clearing mode now (smc_pool_set_clear()) */
         uint64_t alloc;           /* buffers created (memfd_create) */
         uint64_t reuse;           /* acquires served from a free list */
         uint64_t free;            /* buffers destroyed */

@@ -2,7 +2,8 @@
 /*
  * /org/smcd/smcd1/stats, interface org.smcd.smcd1.Stats:
  *   method Get () -> s      every counter as JSON (stats.h's layout, stable keys; "pool"
- *                           also carries "buf_clear", the live clearing mode). Everybody.
+ *                           also carries "buf_clear", the live clearing mode, as
+ *                           stats.json does). Everybody.
  *   method Reset ()         zero the counters in smcd and in its buffer pool (gauges such
  *                           as current connections or buffers in use stay; open
  *                           connections' counters so far are taken as their new zero);
@@ -42,18 +43,13 @@
 static int method_get(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         struct smc_pool_stats ps;
-        json_object *root, *pool;
+        json_object *root;
 
         if (m->pool)
                 smc_pool_get_stats(m->pool, &ps);
         root = smcd_stats_to_json(&m->stats, m->pool ? &ps : NULL);
         if (!root)
                 return -ENOMEM;
-        if (m->pool && json_object_object_get_ex(root, "pool", &pool) &&
-            json_add_str(pool, "buf_clear", m->config.buf_clear == SMC_POOL_CLEAR_CREATE ? "create" : "release") < 0) {
-                json_object_put(root);
-                return -ENOMEM;
-        }
         return bus_reply_json(msg, root);
 }
 

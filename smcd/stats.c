@@ -285,6 +285,8 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
                 json_object *o = json_object_new_object(), *a;
                 uint64_t sum, bytes = 0;
 
+                json_object_object_add(o, "buf_clear",
+                                       json_object_new_string(p->buf_clear == SMC_POOL_CLEAR_CREATE ? "create" : "release"));
                 add_u64(o, "alloc", p->alloc);
                 add_u64(o, "reuse", p->reuse);
                 add_u64(o, "free", p->free);

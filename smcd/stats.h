@@ -104,7 +104,7 @@
  *     "free_count", "free_count_by_class": [7]  buffers on free lists now
  *     "pending_clear"            released, not yet cleared (gauge)
  *     "bytes_total"              memfd bytes that exist (gauge)
- *     "buf_clear"                "release" or "create" (Stats.Get only)
+ *     "buf_clear"                "release" or "create": the clearing mode now
  *
  *   "histograms": {"connect": H, "buffer_acquire": H}, each
  *     H = {"unit": "ns", "count": n, "sum": ns, "buckets": [{"le": bound, "count": n},

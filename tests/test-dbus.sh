@@ -268,6 +268,22 @@ if "$smcctl" tunables set buf_clear=create 2>"$tmp/err" &&
    [ "$(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS" call org.smcd.smcd1 /org/smcd/smcd1 org.smcd.smcd1.Manager GetTunable s buf_clear)" = 's "create"' ]
 then ok "set buf_clear=create: get, GetTunable and stats pool.buf_clear agree"
 else nok "set buf_clear=create: $(cat "$tmp/err")"; fi
+# stats.json (SIGUSR1) has the same keys as Stats.Get, pool.buf_clear too (helper 110:
+# it had no buf_clear)
+rm -f "$rundir/stats.json"
+kill -USR1 "$spid"
+for _ in $(seq 100); do [ -s "$rundir/stats.json" ] && break; sleep 0.05; done
+"$smcctl" -j stats >"$tmp/get.json"
+if python3 - "$rundir/stats.json" "$tmp/get.json" >"$tmp/err" 2>&1 <<'PY'
+import json, sys
+f, g = (json.load(open(x)) for x in sys.argv[1:3])
+def keys(d, p=""):
+    return {p + k for k in d} | {x for k, v in d.items() if isinstance(v, dict) for x in keys(v, p + k + ".")}
+assert keys(f) == keys(g), keys(f) ^ keys(g)
+assert f["pool"]["buf_clear"] == "create", f["pool"]
+PY
+then ok "stats.json: the keys of Stats.Get, pool.buf_clear create"
+else nok "stats.json against Stats.Get: $(tr '\n' ' ' <"$tmp/err")"; fi
 grep -q "Tunable buf_clear set to \"create\"" "$tmp/smcd.log" && ok "smcd logged the change" || nok "no log line for the set"
 "$smcctl" set inline=off 2>"$tmp/err" && [ "$("$smcctl" get inline)" = off ] && [ "$("$smcctl" tunables get inline)" = off ] \
         && ok "smcctl set inline=off / smcctl get inline (short forms)" || nok "short set/get: $(cat "$tmp/err")"
