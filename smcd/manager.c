@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -693,6 +694,8 @@ static int setup_runtime_dir(Manager *m) {
         return 0;
 }
 
+static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd);
+
 static int setup_socket(Manager *m) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int n, fd, r;
@@ -726,32 +729,82 @@ static int setup_socket(Manager *m) {
                 return log_error_errno(EADDRINUSE, "Another smcd is serving %s already.", m->socket_path);
         }
         close(fd);
+        if (unlink(m->socket_path) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove stale %s: %m", m->socket_path);
+        r = bind_socket(m, &sa, &m->listen_fd);
+        if (r < 0)
+                return r;
+        m->socket_bound = true;
+        log_info("Listening on %s", m->socket_path);
+        return 0;
+}
+
+/* Bind and listen on the control socket's path @sa (free now), world-writable (access
+ * is enforced per client by SO_PEERCRED); its identity is noted (unlinked at exit only
+ * if still ours). The new socket in *@ret_fd. */
+static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd) {
+        struct stat st;
+        int fd, r;
+
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return log_error_errno(errno, "socket(AF_UNIX) failed: %m");
-        if (unlink(m->socket_path) < 0 && errno != ENOENT)
-                log_warning_errno(errno, "Failed to remove stale %s: %m", m->socket_path);
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+        if (bind(fd, (const struct sockaddr *) sa, sizeof(*sa)) < 0) {
                 r = log_error_errno(errno, "Failed to bind %s: %m", m->socket_path);
                 close(fd);
                 return r;
         }
-        m->listen_fd = fd;
-        m->socket_bound = true;
-        {
-                struct stat st;
-
-                if (stat(m->socket_path, &st) == 0) {
-                        m->socket_dev = st.st_dev;
-                        m->socket_ino = st.st_ino;
-                }
+        if (stat(m->socket_path, &st) == 0) {
+                m->socket_dev = st.st_dev;
+                m->socket_ino = st.st_ino;
         }
-        /* access is enforced per client by SO_PEERCRED */
-        if (chmod(m->socket_path, 0666) < 0)
-                return log_error_errno(errno, "Failed to chmod %s: %m", m->socket_path);
-        if (listen(fd, SOMAXCONN) < 0)
-                return log_error_errno(errno, "listen on %s failed: %m", m->socket_path);
-        log_info("Listening on %s", m->socket_path);
+        if (chmod(m->socket_path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
+                r = log_error_errno(errno, "Failed to set up %s: %m", m->socket_path);
+                close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+/* The runtime directory changed. Our control socket removed (a cleaner of /tmp, a
+ * stray rm): bound again at once, so clients reach smcd and no second smcd starts on
+ * the directory (its lock is ours) to sit there useless; connections queued on the
+ * old one are taken first. Its path taken by another file meanwhile: left alone. The
+ * directory itself removed or moved: logged (clients cannot reach smcd; a new one
+ * may start on a new directory of that name). */
+static int on_rundir_event(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
+        Manager *m = userdata;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct stat st;
+        int fd, old;
+
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+                if (!m->rundir_gone)
+                        log_error("The runtime directory %s was removed or moved: clients cannot reach smcd "
+                                  "(restart it).", m->config.runtime_dir);
+                m->rundir_gone = true;
+                return 0;
+        }
+        if (!ev->len || strcmp(ev->name, SMC_CTL_SOCKET_NAME) != 0)
+                return 0;
+        if (stat(m->socket_path, &st) == 0) {
+                if (st.st_dev != m->socket_dev || st.st_ino != m->socket_ino)
+                        log_warning("%s was replaced by another file: clients cannot reach smcd.", m->socket_path);
+                return 0;
+        }
+        strcpy(sa.sun_path, m->socket_path); /* (its length was checked at the start) */
+        if (bind_socket(m, &sa, &fd) < 0)
+                return 0; /* (logged; clients fall back to TCP) */
+        old = m->listen_fd;
+        (void) on_accept(m->listen_io, old, EPOLLIN, m); /* (what was queued before the removal) */
+        if (sd_event_source_set_io_fd(m->listen_io, fd) < 0) {
+                close(fd);
+                return log_error_errno(ENOMEM, "Cannot watch the new %s: %m", m->socket_path);
+        }
+        m->listen_fd = fd;
+        close(old);
+        log_warning("%s was removed: bound it again.", m->socket_path);
         return 0;
 }
 
@@ -1099,6 +1152,14 @@ int manager_start(Manager *m) {
         r = sd_event_add_io(m->event, &m->listen_io, m->listen_fd, EPOLLIN, on_accept, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the control socket: %m");
+        if (m->socket_bound) {
+                r = sd_event_add_inotify(m->event, &m->rundir_watch, m->config.runtime_dir,
+                                         IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR,
+                                         on_rundir_event, m);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot watch %s (a removed control socket is not bound again): %m",
+                                          m->config.runtime_dir);
+        }
         r = manager_write_stats(m);
         if (r < 0)
                 return r;
@@ -1185,6 +1246,7 @@ Manager *manager_free(Manager *m) {
         m->ibdevs = ibdevs_free(m->ibdevs); /* unhooks from the netlink monitor */
         m->netlink = netlink_free(m->netlink);
         sd_event_source_disable_unref(m->listen_io);
+        sd_event_source_disable_unref(m->rundir_watch);
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->reclaim_idle);

@@ -352,6 +352,9 @@ struct Manager {
         char *socket_path;
         char *stats_path;
         sd_event_source *listen_io;
+        sd_event_source *rundir_watch; /* inotify on the runtime directory: the socket
+                                        * we bound, removed, is bound again */
+        bool rundir_gone;              /* the directory itself went (logged once) */
         sd_event_source *accept_retry; /* accept4 ran out of fds/memory: listen_io is
                                         * off until this timer fires */
         uint64_t max_clients;          /* control connections in all, from RLIMIT_NOFILE */

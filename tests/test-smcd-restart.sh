@@ -471,6 +471,32 @@ for mode in close dup exec usr1; do
         kill -KILL "$srv"; wait "$srv" 2>/dev/null; srv=
 done
 
+# the control socket removed (a cleaner of /tmp, a stray rm) while smcd runs: smcd binds
+# it again at once, so new connections are SMC-D and a second smcd on the directory
+# still stops (its lock); moved away: the same (helper 110: smcd ran on unreachable,
+# every connect fell back to TCP, and no new smcd could start there)
+for how in rm mv; do
+        ino=$(command stat -c %i "$tmp/run/smcd.sock")
+        case $how in rm) rm "$tmp/run/smcd.sock" ;; mv) mv "$tmp/run/smcd.sock" "$tmp/run/old.sock" ;; esac
+        for _ in $(seq 100); do [ -S "$tmp/run/smcd.sock" ] && break; sleep 0.05; done
+        ino2=$(command stat -c %i "$tmp/run/smcd.sock" 2>/dev/null)
+        out=$(run python3 -c '
+import socket
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(1)
+c = socket.create_connection(ls.getsockname()); s, _ = ls.accept()
+c.sendall(b"x" * 100000); d = b""
+while len(d) < 100000: d += s.recv(65536)
+print(c.getsockopt(286, 0x5301), s.getsockopt(286, 0x5301), d == b"x" * 100000)' 2>&1)
+        "$smcd" --runtime-dir "$tmp/run" >"$tmp/second.log" 2>&1; rc2=$?
+        if [ -n "$ino2" ] && [ "$ino2" != "$ino" ] && [ "$out" = "1 1 True" ] && [ $rc2 = 1 ] &&
+           grep -q "smcd.sock was removed: bound it again" "$tmp/smcd.log"; then
+                ok "control socket removed ($how): smcd binds it again, the next connection is SMC-D, a second smcd exits 1"
+        else
+                nok "control socket removed ($how): inode $ino -> ${ino2:-none}, connection '$out', second smcd exit $rc2 $(tail -2 "$tmp/second.log" | tr '\n' ' ')"
+        fi
+done
+rm -f "$tmp/run/old.sock"
+
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc = 0 ] || nok "smcd exit $rc at the end: $(tail -5 "$tmp/smcd.log")"
 exit $failed
