@@ -3094,7 +3094,9 @@ static bool accepted_hinted(struct smc_sock *l, int fd) {
 static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_t *len, int flags,
                       bool notice) {
         struct sockaddr_storage own;
-        socklen_t own_len = sizeof(own), want = addr && len ? *len : 0;
+        /* (a bad @len is the kernel's to report, EFAULT, once there is a connection;
+         * with none, EAGAIN as TCP's) */
+        socklen_t own_len = sizeof(own), want = addr && len && !smc_uptr_bad(len) ? *len : 0;
         struct smc_sock *s;
         bool hinted = false;
         int fd;

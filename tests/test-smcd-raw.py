@@ -1458,8 +1458,9 @@ def run_accept_emfile_check(binary):
     """accept4 failing with EMFILE does not make smcd spin."""
     rundir = tempfile.mkdtemp(prefix="smcd-raw-emfile-")
     tmpdirs.append(rundir)
-    limit = 48
+    limit = 50
     # pre-populated buffers hold memfds: few fds are left for control connections
+    # (50: smcd's start needs 48 since its runtime directory watch, an inotify fd)
     d = Smcd(binary, rundir, ["--prepopulate", "30", "--max-clients-per-uid", "0"],
              preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
     try:
