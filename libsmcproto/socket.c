@@ -4038,9 +4038,10 @@ static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
         struct cmsghdr h = { .cmsg_level = SOL_TCP, .cmsg_type = TCP_CM_INQ };
 
         msg->msg_controllen = 0;
-        if (!room || !sock_inq(s))
+        if (!sock_inq(s))
                 return;
-        if (room < sizeof(h) || smc_uptr_bad(msg->msg_control)) {
+        if (room < sizeof(h) || !msg->msg_control || smc_uptr_bad(msg->msg_control)) {
+                /* (none at all too: put_cmsg() sets MSG_CTRUNC then; helper 111) */
                 msg->msg_flags |= MSG_CTRUNC;
                 return;
         }
@@ -4122,6 +4123,7 @@ SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
 #define SENDFILE_MAX_COUNT 0x7ffff000u /* the kernel's MAX_RW_COUNT on 4 KiB pages */
 SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
         struct smc_sock *s = data_sock(out_fd, &out_fd);
+        int64_t pos;
         int timeo_fd;
         ssize_t r;
 
@@ -4133,11 +4135,14 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
                 return ret_errno_ssize(-EINVAL);
         if (count == 0)
                 return 0;
-        if (!offset && sys_lseek(in_fd, 0, SEEK_CUR) < 0)
+        pos = offset ? *offset : sys_lseek(in_fd, 0, SEEK_CUR);
+        if (pos < 0)
                 /* read() would take a pipe's bytes for good: refuse as the kernel does */
                 return ret_errno_ssize(errno == ESPIPE ? -EINVAL : -errno);
-        if ((ssize_t) count < 0)
-                return ret_errno_ssize(-EINVAL); /* (rw_verify_area(); helper 110) */
+        /* rw_verify_area(): a count above SSIZE_MAX, or one that takes the position
+         * past the largest offset (helpers 110, 111: the library sent the file) */
+        if ((ssize_t) count < 0 || count > (uint64_t) (INT64_MAX - pos))
+                return ret_errno_ssize(-EINVAL);
         if (count > SENDFILE_MAX_COUNT)
                 count = SENDFILE_MAX_COUNT;
         /* where smc_setsockopt() keeps SO_SNDTIMEO: T (connect side) or the option

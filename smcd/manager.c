@@ -770,7 +770,8 @@ static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd) {
 /* The runtime directory changed. Our control socket removed (a cleaner of /tmp, a
  * stray rm): bound again at once, so clients reach smcd and no second smcd starts on
  * the directory (its lock is ours) to sit there useless; connections queued on the
- * old one are taken first. Its path taken by another file meanwhile: left alone. The
+ * old one are taken first. Its path taken by another file (also renamed over it):
+ * left alone, logged once per file (removing it lets smcd bind again). The
  * directory itself removed or moved: logged (clients cannot reach smcd; a new one
  * may start on a new directory of that name). */
 static int on_rundir_event(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
@@ -789,10 +790,18 @@ static int on_rundir_event(sd_event_source *s, const struct inotify_event *ev, v
         if (!ev->len || strcmp(ev->name, SMC_CTL_SOCKET_NAME) != 0)
                 return 0;
         if (stat(m->socket_path, &st) == 0) {
-                if (st.st_dev != m->socket_dev || st.st_ino != m->socket_ino)
-                        log_warning("%s was replaced by another file: clients cannot reach smcd.", m->socket_path);
+                /* (each foreign file logged once: it may come with two events) */
+                if ((st.st_dev != m->socket_dev || st.st_ino != m->socket_ino) &&
+                    (st.st_dev != m->foreign_dev || st.st_ino != m->foreign_ino)) {
+                        log_warning("%s was replaced by another file: clients cannot reach smcd (left alone; "
+                                    "remove it and smcd binds its socket again).", m->socket_path);
+                        m->foreign_dev = st.st_dev;
+                        m->foreign_ino = st.st_ino;
+                }
                 return 0;
         }
+        if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                return 0; /* (created and gone again) */
         strcpy(sa.sun_path, m->socket_path); /* (its length was checked at the start) */
         if (bind_socket(m, &sa, &fd) < 0)
                 return 0; /* (logged; clients fall back to TCP) */
@@ -1154,7 +1163,8 @@ int manager_start(Manager *m) {
                 return log_error_errno(r, "Failed to watch the control socket: %m");
         if (m->socket_bound) {
                 r = sd_event_add_inotify(m->event, &m->rundir_watch, m->config.runtime_dir,
-                                         IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR,
+                                         IN_DELETE | IN_MOVED_FROM | IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF |
+                                                 IN_MOVE_SELF | IN_ONLYDIR,
                                          on_rundir_event, m);
                 if (r < 0)
                         log_warning_errno(r, "Cannot watch %s (a removed control socket is not bound again): %m",

@@ -355,6 +355,8 @@ struct Manager {
         sd_event_source *rundir_watch; /* inotify on the runtime directory: the socket
                                         * we bound, removed, is bound again */
         bool rundir_gone;              /* the directory itself went (logged once) */
+        dev_t foreign_dev;             /* the last other file found at the socket's */
+        ino_t foreign_ino;             /* path (logged once) */
         sd_event_source *accept_retry; /* accept4 ran out of fds/memory: listen_io is
                                         * off until this timer fires */
         uint64_t max_clients;          /* control connections in all, from RLIMIT_NOFILE */

@@ -496,6 +496,16 @@ print(c.getsockopt(286, 0x5301), s.getsockopt(286, 0x5301), d == b"x" * 100000)'
         fi
 done
 rm -f "$tmp/run/old.sock"
+# replaced by another file (renamed over it): left alone and logged (helper 111: not
+# logged); removed again, smcd binds its socket again
+echo x >"$tmp/run/other"; mv "$tmp/run/other" "$tmp/run/smcd.sock"
+for _ in $(seq 100); do grep -q "smcd.sock was replaced by another file" "$tmp/smcd.log" && break; sleep 0.05; done
+grep -q "smcd.sock was replaced by another file" "$tmp/smcd.log" && [ -f "$tmp/run/smcd.sock" ] &&
+        ok "control socket replaced by a regular file: left alone, logged" ||
+        nok "control socket replaced: $(tail -2 "$tmp/smcd.log" | tr '\n' ' ')"
+rm "$tmp/run/smcd.sock"
+for _ in $(seq 100); do [ -S "$tmp/run/smcd.sock" ] && break; sleep 0.05; done
+[ -S "$tmp/run/smcd.sock" ] && ok "... removed: smcd binds its socket again" || nok "no socket after the foreign file went"
 
 kill -TERM "$spid"; wait "$spid"; rc=$?; spid=
 [ $rc = 0 ] || nok "smcd exit $rc at the end: $(tail -5 "$tmp/smcd.log")"

@@ -65,6 +65,8 @@ s.sendall(b"12345")
 wait_readable(c, 5)
 d, anc, fl, _ = c.recvmsg(2, 64, socket.MSG_PEEK)
 check((d, anc) == (b"12", [(6, TCP_INQ, struct.pack("i", 5))]), "MSG_PEEK: %r" % ((d, anc),))
+d, anc, fl, _ = c.recvmsg(1, 0, socket.MSG_PEEK)  # no control buffer: MSG_CTRUNC (helper 111)
+check((d, anc, fl) == (b"1", [], socket.MSG_CTRUNC), "no control buffer: %r" % ((d, anc, fl),))
 d, anc, fl, _ = c.recvmsg(10, 64)
 check((d, anc) == (b"12345", [(6, TCP_INQ, struct.pack("i", 0))]), "after the peek: %r" % ((d, anc),))
 # end of file: 1

@@ -124,6 +124,17 @@ with open(tmp.name, "rb") as f:
         print("not ok - sendfile with count 2^64-1: %d, errno %d, want -1 EINVAL" % (k, ctypes.get_errno()))
         failed += 1
     check("a count above SSIZE_MAX: EINVAL, as over TCP", c, b"")
+    # offset + count past the largest offset (helper 111: sent the rest of the file)
+    c = connect()
+    try:
+        k = os.sendfile(c.fileno(), f.fileno(), 7, (1 << 63) - 1)
+        print("not ok - sendfile with offset 7 and count 2^63-1 sent %d, want EINVAL" % k)
+        failed += 1
+    except OSError as e:
+        if e.errno != 22:
+            print("not ok - sendfile with offset 7 and count 2^63-1: %s, want EINVAL" % e)
+            failed += 1
+    check("offset + count past the largest offset: EINVAL, as over TCP", c, b"")
 
 # 5. a pipe as the source: EINVAL, as the kernel answers for a TCP socket; nothing sent
 r, w = os.pipe()
