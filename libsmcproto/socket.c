@@ -4033,12 +4033,15 @@ static bool sock_inq(struct smc_sock *s) {
  * call (sock_inq()); no other control message comes over SMC (receive timestamps:
  * smcrun(1)). */
 static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
-        int inq;
+        int inq, known;
         size_t room = msg->msg_controllen, len;
         struct cmsghdr h = { .cmsg_level = SOL_TCP, .cmsg_type = TCP_CM_INQ };
 
         msg->msg_controllen = 0;
-        if (!sock_inq(s))
+        /* (no control room: only MSG_CTRUNC is at stake, so a value known already is
+         * taken even for a connection with copies: no system call per receive) */
+        known = atomic_load_explicit(&s->inq, memory_order_relaxed);
+        if (!(room || known < 0 ? sock_inq(s) : known > 0))
                 return;
         if (room < sizeof(h) || !msg->msg_control || smc_uptr_bad(msg->msg_control)) {
                 /* (none at all too: put_cmsg() sets MSG_CTRUNC then; helper 111) */
