@@ -205,4 +205,5 @@ with open(tmp.name, "rb") as f:
     c.close()
     q.close()
 quiet.close()
+tmp.close()  # (deletes it: left to the interpreter's exit it stayed in /tmp, 4 MB a run)
 sys.exit(1 if failed else 0)
