@@ -205,16 +205,25 @@ static bool iov_bad(const struct iovec *iov, int cnt) {
         return false;
 }
 
-/* memcpy, except when the destination sits 1..63 bytes past the source modulo
- * 4 KiB: then the loads of glibc's forward copy (rep movsb on CPUs with ERMS) alias
- * the stores it just made ("4K aliasing") and it runs at ~2 GB/s instead of > 20 GB/s
- * (bench/run's "rx-offset 16" stream shows it). A malloc'd buffer at page + 16 and a
- * page-aligned DMB hit exactly that. The loops below load each block before they
- * store the previous one, so no load follows an aliasing store. The AVX2 loop (on
- * CPUs that have it) keeps up with glibc's AVX memcpy; the SSE one did not: iperf3
- * -P1, whose 128 KiB writes hit this case, made 110 Gbit/s with it and 140 with the
- * AVX2 loop (memcpy: 144) on an AMD EPYC, 2026-12-02. */
+/* memcpy, except when the destination sits 1..63 bytes past the source modulo 4 KiB:
+ * then the loads of glibc's forward copy (rep movsb on CPUs with ERMS) alias the
+ * stores it just made ("4K aliasing") and on AMD CPUs it runs at ~2 GB/s instead of
+ * > 20 GB/s (bench/run's "rx-offset 16" stream shows it). A malloc'd buffer at
+ * page + 16 and a page-aligned DMB hit exactly that. The loops below load each block
+ * before they store the previous one, so no load follows an aliasing store. The AVX2
+ * loop (on CPUs that have it) keeps up with glibc's AVX memcpy; the SSE one did not:
+ * iperf3 -P1, whose 128 KiB writes hit this case, made 110 Gbit/s with it and 140
+ * with the AVX2 loop (memcpy: 144) on an AMD EPYC, 2026-12-02.
+ * Other vendors' CPUs (an Intel Xeon with AVX-512, 2026-12-06) do not slow down
+ * that much, and there memcpy wins below COPY_LOOP_MIN and the loop from there:
+ * iperf3 -P1 over the default 128 KiB ring (copies of up to a quarter ring) made
+ * 42-56 Gbit/s with the AVX2 loop, 64-69 with memcpy; over a 1 MiB ring (iperf3's
+ * 128 KiB reads whole) 122-128 with the loop, 91-111 with memcpy; the AVX-512 form
+ * of the loop 49 / 126; memcpy below 64 KiB and the loop from there 62-65 / 123-126.
+ * The rx-offset 16 stream (64 KiB writes) made 6.6-6.9 GB/s every way. */
 #if defined(__x86_64__)
+#define COPY_LOOP_MIN (64u << 10) /* bytes: from here the loop on CPUs other than AMD's */
+
 /* The loop for vectors of V bytes: four vectors (4 V bytes) are loaded ahead; each
  * round loads the next four, then stores the previous ones. Needs n >= 4 V. */
 #define COPY_UNALIASED(name, attr, vec, load, store, V)                                                  \
@@ -249,21 +258,31 @@ COPY_UNALIASED(copy_unaliased_avx2, __attribute__((target("avx2"))), __m256i, _m
                _mm256_storeu_si256, 32)
 COPY_UNALIASED(copy_unaliased_sse2, , __m128i, _mm_loadu_si128, _mm_storeu_si128, 16)
 
-/* 0: not asked yet, 1: SSE2, 2: AVX2 (cpuid's answer never changes: a race only asks twice) */
+/* 0: not asked yet, 1: the SSE2 loop, 2: the AVX2 loop, 3: memcpy below
+ * COPY_LOOP_MIN and the AVX2 loop from there, 4: memcpy (cpuid's answer never
+ * changes: a race only asks twice) */
 static _Atomic int copy_isa;
 
-static int copy_isa_cpu(void) {
+static bool copy_isa_has(int isa) {
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") ? 2 : 1;
+        return isa == 1 || isa == 4 || ((isa == 2 || isa == 3) && __builtin_cpu_supports("avx2"));
+}
+
+static int copy_isa_cpu(void) {
+        bool avx2;
+
+        __builtin_cpu_init();
+        avx2 = __builtin_cpu_supports("avx2");
+        if (__builtin_cpu_is("amd"))
+                return avx2 ? 2 : 1;
+        return avx2 ? 3 : 4;
 }
 #endif
 
 int smc_ring_copy_isa(int isa) {
 #if defined(__x86_64__)
-        int cpu = copy_isa_cpu();
-
-        if (isa < 1 || isa > cpu)
-                isa = cpu;
+        if (isa < 1 || isa > 4 || !copy_isa_has(isa))
+                isa = copy_isa_cpu();
         atomic_store_explicit(&copy_isa, isa, memory_order_relaxed);
         return isa;
 #else
@@ -283,11 +302,14 @@ static void copy_bytes(void *dst, const void *src, size_t n) {
                         isa = copy_isa_cpu();
                         atomic_store_explicit(&copy_isa, isa, memory_order_relaxed);
                 }
-                if (isa == 2)
+                if (isa == 2 || (isa == 3 && n >= COPY_LOOP_MIN)) {
                         copy_unaliased_avx2(dst, src, n);
-                else
+                        return;
+                }
+                if (isa == 1) {
                         copy_unaliased_sse2(dst, src, n);
-                return;
+                        return;
+                }
         }
 #endif
         memcpy(dst, src, n);

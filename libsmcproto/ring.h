@@ -132,9 +132,11 @@ void smc_ring_set_shared(struct smc_ring_ep *ep);
  * there stays. Call after smc_ring_init(), before the first send. */
 void smc_ring_track_dirty(struct smc_ring_ep *ep);
 
-/* For tests: the copy loop used when the destination sits 1..63 bytes past the source
- * modulo 4 KiB (ring.c copy_bytes): 1 SSE2, 2 AVX2 (only where the CPU has it), 0 ask
- * the CPU again. Returns the loop now in use (1 or 2; 0 on other architectures). */
+/* For tests: the copy used when the destination sits 1..63 bytes past the source
+ * modulo 4 KiB (ring.c copy_bytes): 1 the SSE2 loop, 2 the AVX2 loop (AMD's CPUs with
+ * AVX2), 3 memcpy below 64 KiB and the AVX2 loop from there (other CPUs with AVX2),
+ * 4 memcpy; 2 and 3 only where the CPU has AVX2; 0 ask the CPU again. Returns the
+ * copy now in use (1..4; 0 on other architectures). */
 int smc_ring_copy_isa(int isa);
 
 /* Set up @ep over two mapped DMBs. rx/tx point at the DMB bases (header first).
