@@ -2854,10 +2854,10 @@ static uint64_t nofile_soft(void) {
         return atomic_load_explicit(&cached, memory_order_relaxed);
 }
 
-/* After an accept: descriptors numbered close to the limit mean a table about full
- * (numbers are handed out lowest first), so the next accepts look first, and even
- * the first connection that would not fit stays queued (a lower number freed since
- * hides it: then that one is lost, as without this). */
+/* After an accept or connect: descriptors numbered close to the limit mean a table
+ * about full (numbers are handed out lowest first), so the next accepts and connects
+ * look first, and even the first connection that would not fit stays queued (a lower
+ * number freed since hides it: then that one is lost, as without this). */
 static void accept_room_after(const int *fds, int n) {
         uint64_t lim;
         int top = -1;
@@ -2869,15 +2869,19 @@ static void accept_room_after(const int *fds, int n) {
                 fd_pressure_note();
 }
 
-static bool accept_room(int chan) {
+/* Room for @need more descriptors (while under pressure: that many dups of @ref,
+ * closed again); false when they would not fit. */
+static bool fd_room(int ref, int need) {
         uint64_t until = atomic_load_explicit(&fd_pressure_until, memory_order_relaxed);
-        int probe[SMC_CTL_MAX_FDS], n = 0;
+        int probe[SMC_CTL_MAX_FDS + 1], n = 0;
         bool ok = true;
 
         if (__builtin_expect(until == 0, 1) || now_ms() > until)
                 return true;
-        while (n < SMC_CTL_MAX_FDS) {
-                int d = sys_fcntl(chan, F_DUPFD_CLOEXEC, 0);
+        if (need > (int) (sizeof(probe) / sizeof(probe[0])))
+                need = (int) (sizeof(probe) / sizeof(probe[0]));
+        while (n < need) {
+                int d = sys_fcntl(ref, F_DUPFD_CLOEXEC, 0);
 
                 if (d < 0) {
                         ok = errno != EMFILE && errno != ENFILE; /* (else: let the receive tell) */
@@ -2890,6 +2894,25 @@ static bool accept_room(int chan) {
         if (!ok)
                 fd_pressure_note();
         return ok;
+}
+
+static bool accept_room(int chan) {
+        return fd_room(chan, SMC_CTL_MAX_FDS);
+}
+
+/* Before a CONNECT: room for its reply's descriptors and for the copy of T the
+ * connection keeps (`hidden`). A reply whose descriptors do not fit is cut short by
+ * the kernel (MSG_CTRUNC), and the client goes on over TCP, while smcd has queued
+ * the SMC-D connection to the listener already: the server accepted a connection
+ * nobody used, at EOF at once, beside the client's real one (helper 112: a process
+ * that connects and accepts until EMFILE). T's own number is the sign of a table
+ * about full (the lowest free one when the socket was made). */
+static bool connect_room(int t) {
+        uint64_t lim = nofile_soft();
+
+        if (lim > 0 && (uint64_t) t + 2u * SMC_CTL_MAX_FDS >= lim)
+                fd_pressure_note();
+        return fd_room(t, SMC_CTL_MAX_FDS + 1);
 }
 
 static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len, int flags) {
@@ -3451,6 +3474,12 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 }
         }
 
+        if (!connect_room(s->fd)) {
+                smc_debug("connect fd %d: no room for the connection's descriptors (RLIMIT_NOFILE): TCP, reason MEM",
+                          s->fd);
+                *ret_reason = SMC_CLC_DECL_MEM;
+                return 0;
+        }
         smc_ctl_init(&m, SMC_CTL_CONNECT, 0);
         m.connect.dst = *dst;
         m.connect.src = src;
@@ -3483,6 +3512,8 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 n = 0;
         }
         if (n < 0) {
+                if (n == -EMFILE || n == -ENFILE)
+                        fd_pressure_note(); /* (the reply's descriptors did not fit: look first next time) */
                 *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV : SMC_CLC_DECL_INTERR;
                 smc_debug("connect fd %d: CONNECT seq %u failed: %s: TCP, reason 0x%08x", s->fd, m.hdr.seq,
                           strerror(-n), *ret_reason);

@@ -15,7 +15,8 @@
 # posix_spawn file actions that dup2 a connection onto the child's stdin/stdout (spawn-actions.py),
 # a listener handed to workers (multiprocessing spawn, send_fds, node child.send) keeps one queue
 # (listener-pass.py, node-send-server.js), a server at its descriptor limit gets EMFILE
-# and its clients stay queued (accept-emfile.py),
+# and its clients stay queued (accept-emfile.py), a process that connects and
+# accepts until EMFILE makes one connection per connect (connect-emfile.py),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
@@ -66,7 +67,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
