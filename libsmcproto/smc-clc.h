@@ -42,6 +42,7 @@
 #define SMCD_DECL_HSRATE         0x0b020000u /* the uid's handshakes-per-second limit */
 #define SMCD_DECL_IOURING        0x0b030000u /* the program uses io_uring (smcrun) */
 #define SMCD_DECL_SHORTCONN      0x0b040000u /* short-lived connections at a high rate (smc-hints.h) */
+#define SMCD_DECL_MAXCLIENTS     0x0b050000u /* the uid's control connections (max_clients_per_uid) */
 
 /* How smcd uses them for loopback ISM (SMC-D):
  *   NOSMCDDEV   smcd not reachable (not running, socket missing, handshake failed)
@@ -59,6 +60,9 @@
  *                     high rate (tunable short_conn_rate): for a second its new
  *                     connections are TCP, decided by the library from smcd's hints
  *                     (smc-hints.h) without asking smcd, counted in batches
+ *   SMCD_DECL_MAXCLIENTS the uid has max_clients_per_uid control connections: a
+ *                     process admitted beyond them only to take over (adopt) the
+ *                     connections it inherited across exec gets TCP for the rest
  *   INTERR      anything else that went wrong inside smcd or the library */
 
 /* Name of a reason code ("SMC_CLC_DECL_PEERNOSMC"), or "SMC_CLC_DECL_UNKNOWN". */
@@ -97,6 +101,7 @@ static inline const char *smc_clc_decl_name(unsigned int code) {
         case SMCD_DECL_HSRATE: return "SMCD_DECL_HSRATE";
         case SMCD_DECL_IOURING: return "SMCD_DECL_IOURING";
         case SMCD_DECL_SHORTCONN: return "SMCD_DECL_SHORTCONN";
+        case SMCD_DECL_MAXCLIENTS: return "SMCD_DECL_MAXCLIENTS";
         default: return "SMC_CLC_DECL_UNKNOWN";
         }
 }

@@ -1152,6 +1152,10 @@ fail_buffers:
         return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst);
 }
 
+int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, uint32_t reason) {
+        return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+}
+
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
         int r = handle_connect(c, req, fd);
 

@@ -227,6 +227,68 @@ static const char *decode_error_text(int r) {
         }
 }
 
+/* A control connection beyond max_clients_per_uid is admitted for one purpose: a
+ * process image that inherited SMC connections across execve() must take them over
+ * (ADOPT, ADOPT_FD; REREG after an smcd restart), or they are reset, where TCP goes
+ * on (helper 112: an inetd-style server, socat fork EXEC, with 150 clients of one
+ * uid: 24 reset). Refused at accept as before beyond CLIENTS_PENDING_MAX such
+ * connections of a uid that have adopted nothing yet, so that idle connections
+ * cannot take more than that over the limit; one that has adopted lives as long as
+ * its process. */
+#define CLIENTS_PENDING_MAX 32
+
+/* What such a connection may ask besides adopting: what its adopted connections need. */
+static bool over_limit_may(uint16_t type) {
+        switch (type) {
+        case SMC_CTL_HELLO:
+        case SMC_CTL_ADOPT:
+        case SMC_CTL_ADOPT_FD:
+        case SMC_CTL_REREG:
+        case SMC_CTL_REREG_DONE:
+        case SMC_CTL_CLOSE:
+        case SMC_CTL_UNLISTEN:
+        case SMC_CTL_FALLBACK:
+        case SMC_CTL_FALLBACK_COUNT:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* After an adoption request: a connection over the limit that holds endpoints now
+ * is no longer pending. */
+static void client_adopted(Client *c) {
+        UidUsage *u;
+
+        if (!c->pending || !c->endpoints)
+                return;
+        c->pending = false;
+        u = uid_usage(c->manager, c->uid, false);
+        if (u)
+                u->clients_pending--;
+}
+
+/* Anything else from a connection over the limit: a CONNECT goes to TCP (reason
+ * SMCD_DECL_MAXCLIENTS, counted as a fallback), the rest is refused (EUSERS); a
+ * connection that adopted nothing is closed then, as it was refused at accept before
+ * (its library connects again for the next request). */
+static int client_over_limit(Client *c, const union smc_ctl_msg *msg, int *fds, int n) {
+        Manager *m = c->manager;
+        int r;
+
+        for (int i = 0; i < n; i++)
+                close(fds[i]);
+        m->stats.clients_over_limit++;
+        if (msg->hdr.type == SMC_CTL_CONNECT)
+                r = client_reply_fallback(c, &msg->connect, SMCD_DECL_MAXCLIENTS);
+        else
+                r = client_send_error(c, msg->hdr.seq, EUSERS, SMCD_DECL_MAXCLIENTS,
+                                      "too many control connections for uid %u", (unsigned) c->uid);
+        if (r < 0)
+                return r;
+        return c->endpoints || c->listeners ? 0 : -EUSERS;
+}
+
 /* Handle one message. Returns 0 to go on, 1 when nothing is left to read, or a
  * negative errno to disconnect the client (-ECONNRESET at EOF). */
 static int client_process_one(Client *c) {
@@ -265,6 +327,9 @@ static int client_process_one(Client *c) {
                 return client_send_error(c, msg.hdr.seq, EPROTO, 0, "the first message must be HELLO");
         }
 
+        if (c->over_limit && !over_limit_may(msg.hdr.type))
+                return client_over_limit(c, &msg, fds, n);
+
         switch (msg.hdr.type) {
         case SMC_CTL_HELLO:
                 return client_handle_hello(c, &msg.hello);
@@ -290,11 +355,17 @@ static int client_process_one(Client *c) {
         case SMC_CTL_CLOSE:
                 return client_handle_close(c, &msg.close);
         case SMC_CTL_ADOPT:
-                return client_handle_adopt(c, &msg.adopt);
+                r = client_handle_adopt(c, &msg.adopt);
+                client_adopted(c);
+                return r;
         case SMC_CTL_ADOPT_FD:
-                return client_handle_adopt_fd(c, &msg.adopt_fd, fds[0]); /* takes the fd */
+                r = client_handle_adopt_fd(c, &msg.adopt_fd, fds[0]); /* takes the fd */
+                client_adopted(c);
+                return r;
         case SMC_CTL_REREG:
-                return client_handle_rereg(c, &msg.rereg);
+                r = client_handle_rereg(c, &msg.rereg);
+                client_adopted(c);
+                return r;
         case SMC_CTL_REREG_DONE:
                 return client_handle_rereg_done(c, &msg.rereg_done);
         case SMC_CTL_FALLBACK:
@@ -516,6 +587,7 @@ static int client_new(Manager *m, int fd) {
         struct ucred uc;
         socklen_t len = sizeof(uc);
         int sndbuf = CLIENT_SNDBUF, r;
+        bool over;
         UidUsage *u;
         Client *c;
 
@@ -533,7 +605,10 @@ static int client_new(Manager *m, int fd) {
                 return 0;
         }
         u = uid_usage(m, uc.uid, false);
-        if (m->config.max_clients_per_uid && u && u->clients >= m->config.max_clients_per_uid) {
+        /* over the uid's limit: admitted for an adoption only (CLIENTS_PENDING_MAX at
+         * a time, client_over_limit()) */
+        over = m->config.max_clients_per_uid && u && u->clients >= m->config.max_clients_per_uid;
+        if (over && u->clients_pending >= CLIENTS_PENDING_MAX) {
                 client_refuse(m, fd, &uc, true);
                 return 0;
         }
@@ -573,6 +648,10 @@ static int client_new(Manager *m, int fd) {
                 return log_error_errno(r, "Failed to watch client socket: %m");
         }
         u->clients++;
+        if (over) {
+                c->over_limit = c->pending = true;
+                u->clients_pending++;
+        }
         LIST_PREPEND(clients, m->clients, c);
         m->stats.clients++;
         m->stats.clients_total++;
@@ -623,6 +702,8 @@ static void client_free(Client *c, bool died) {
         u = uid_usage(m, c->uid, false);
         if (u) {
                 u->clients--;
+                if (c->pending)
+                        u->clients_pending--;
                 uid_usage_gc(m, u);
         }
         manager_unwatch(m, c->fd, c->id);

@@ -179,6 +179,8 @@ struct Client {
         uid_t uid;
         gid_t gid;
         bool hello_done;
+        bool over_limit;      /* admitted beyond max_clients_per_uid: may only adopt */
+        bool pending;         /* over_limit, nothing adopted yet (UidUsage.clients_pending) */
         uint16_t version;     /* control protocol version: SMC_CTL_VERSION_MIN until
                                * HELLO, then the negotiated one (ctl-proto.h) */
         LIST_FIELDS(Client, clients);
@@ -251,6 +253,7 @@ struct UidUsage {
         uint64_t endpoints;
         uint64_t dmb_bytes;
         uint64_t clients; /* control connections */
+        uint64_t clients_pending; /* of them: admitted over max_clients_per_uid, nothing adopted yet */
         uint64_t listeners; /* registered listeners (Listener.uid_counted) */
         /* max_handshakes_per_uid: a token bucket of CONNECTs, in millionths of a
          * handshake; hs_last = when it was last refilled (0: never used, full) */
@@ -503,6 +506,10 @@ uint64_t listener_queued(Listener *l);
 bool listener_queue_full(Listener *l);
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd);
+/* Answer a CONNECT with TCP, reason @reason, without looking further (counted as a
+ * client fallback, and a server one when a local SMC listener takes it). Returns 0
+ * or a negative errno from sending. */
+int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, uint32_t reason);
 uint64_t manager_new_endpoint_id(Manager *m);
 uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes);
 void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes);

@@ -1393,24 +1393,49 @@ def run_client_limit_checks(binary):
     d = Smcd(binary, rundir, ["--max-clients-per-uid", "3"])
     try:
         cl = [Client(d.sock) for _ in range(3)]
+        # the 4th is admitted for adopting only (smcd(8)): HELLO, then a CONNECT goes
+        # to TCP (SMCD_DECL_MAXCLIENTS, a fallback), and it is closed, having adopted
+        # nothing
+        c4 = Client(d.sock)
+        check(c4.id is not None, "--max-clients-per-uid 3: a 4th control connection is admitted (to adopt)")
+        info, fds4 = c4.connect(("127.0.0.1", 9))
+        for fd in fds4:
+            os.close(fd)
+        check(info["mode"] == MODE_TCP and info["reason"] == 0x0B050000 and not fds4,
+              f"... its CONNECT goes to TCP, reason SMCD_DECL_MAXCLIENTS ({info['mode']}, {info['reason']:#x})")
+        try:
+            recv_msg(c4.s, timeout=2)
+            closed = False
+        except EOFError:
+            closed = True
+        check(closed, "... and it is closed then")
+        # at most 32 such connections that adopted nothing at a time: the 33rd is
+        # refused at once, with ERROR EUSERS, and closed
+        extra = [Client(d.sock) for _ in range(32)]
         s4 = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         s4.connect(d.sock)
         t, seq, data, fds = recv_msg(s4)
         err = parse_error(data) if t == ERROR else None
         check(err and err[0] == -errno.EUSERS and "too many control connections for uid" in err[2],
-              f"--max-clients-per-uid 3: the 4th control connection gets ERROR EUSERS ({err})")
+              f"32 admitted beyond the limit, none adopting: the next gets ERROR EUSERS ({err})")
         try:
             recv_msg(s4, timeout=2)
             closed = False
         except EOFError:
             closed = True
         check(closed, "... and is closed")
+        for c in extra:
+            c.s.close()
+        s4.close()
+        d.stats(lambda s: s["smcd"]["clients"] == 3)
         cl[0].s.close()
         d.stats(lambda s: s["smcd"]["clients"] == 2)
         c5 = Client(d.sock)
         check(c5.id is not None, "after one client left, a new one is served")
         s = d.stats()
-        check(s["smcd"]["clients_over_limit"] == 1, f"stats: clients_over_limit {s['smcd']['clients_over_limit']}")
+        check(s["smcd"]["clients_over_limit"] == 2 and s["fallback"]["client"] >= 1,
+              f"stats: clients_over_limit {s['smcd']['clients_over_limit']} (the CONNECT and the 33rd), "
+              f"fallbacks {s['fallback']['client']}")
     finally:
         d.stop()
 

@@ -17,6 +17,8 @@
 # (listener-pass.py, node-send-server.js), a server at its descriptor limit gets EMFILE
 # and its clients stay queued (accept-emfile.py), a process that connects and
 # accepts until EMFILE makes one connection per connect (connect-emfile.py),
+# an exec'd image takes its inherited connection over beyond max_clients_per_uid
+# (exec-over-limit.py, under a second smcd with a limit of 1),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
@@ -417,6 +419,22 @@ if [ -n "$busybox" ] && command -v script >/dev/null && ! head -c 8192 "$busybox
                 echo "not ok - static program: no warning: $out"; failed=1
         fi
 fi
+# beyond max_clients_per_uid: an exec'd image still takes its inherited connection over,
+# a new connection goes to TCP with its reason (exec-over-limit.py), under a second
+# private smcd that allows one control connection per uid
+lim=$(mktemp -d /tmp/smcd-test-limit.XXXXXX)
+"$smcd" --short-conn-rate=0 --max-clients-per-uid 1 --runtime-dir "$lim" >"$lim/smcd.log" 2>&1 &
+lpid=$!
+for _ in $(seq 100); do [ -S "$lim/smcd.sock" ] && break; sleep 0.05; done
+if out=$(SMCD_RUNTIME_DIR=$lim timeout 60 sh "$smcrun" python3 "$here/apps/exec-over-limit.py" 2>&1); then
+        echo "ok - exec-over-limit: $out"
+else
+        echo "not ok - exec-over-limit: $out"
+        failed=1
+fi
+kill $lpid 2>/dev/null
+wait $lpid 2>/dev/null
+rm -rf "$lim"
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1

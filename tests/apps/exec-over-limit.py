@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+# Run under smcrun against an smcd started with --max-clients-per-uid 1: this process
+# takes the uid's one control connection, and each child it forks execs cat(1) with an
+# accepted SMC-D connection as its stdin and stdout (inetd's pattern). The new image
+# needs a control connection of its own to take the connection over (ADOPT); smcd
+# admits one beyond the limit for that (smcd-tunables(5)), so cat echoes every byte.
+# Before, smcd refused it and cat got a reset connection ("Connection reset by peer";
+# helper 112: socat fork EXEC:cat with 150 clients of one uid, 24 reset).
+# A second process of the uid then connects: beyond the limit it may not make new
+# connections, so it goes on over TCP with reason SMCD_DECL_MAXCLIENTS (counted by
+# smcd; before, such a client fell back uncounted, as NOSMCDDEV), and its bytes arrive.
+# Prints one line; exit status 0 only if all that held.
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+SOL_SMC = 286
+SMC_PROTO_MODE = 0x5301
+SMC_PROTO_FALLBACK_REASON = 0x5302
+MODE_SMCD = 1
+MODE_TCP = 2
+MAXCLIENTS = 0x0B050000
+
+
+def smc_info(s):
+    try:
+        mode = struct.unpack("i", s.getsockopt(SOL_SMC, SMC_PROTO_MODE, 4))[0]
+        reason = struct.unpack("I", s.getsockopt(SOL_SMC, SMC_PROTO_FALLBACK_REASON, 4))[0]
+        return mode, reason
+    except OSError:
+        return 0, 0
+
+
+def recv_all(s):
+    out = bytearray()
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return bytes(out)
+        out += b
+
+
+SECOND = r"""
+import socket, struct, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+mode = struct.unpack("i", c.getsockopt(286, 0x5301, 4))[0]
+reason = struct.unpack("I", c.getsockopt(286, 0x5302, 4))[0]
+c.sendall(b"second process")
+c.close()
+print(mode, reason)
+"""
+
+
+def main():
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    port = ls.getsockname()[1]
+    bad = []
+    for i in range(3):
+        c = socket.create_connection(("127.0.0.1", port))
+        s, _ = ls.accept()
+        mode = smc_info(c)[0]
+        if mode != MODE_SMCD:
+            bad.append("connection %d: mode %d, not SMC-D" % (i, mode))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(s.fileno(), 0)
+                os.dup2(s.fileno(), 1)
+                os.execvp("cat", ["cat"])
+            finally:
+                os._exit(127)
+        s.close()
+        data = os.urandom(200000 + 7 * i)  # larger than the ring: cat must keep reading
+        t = threading.Thread(target=lambda: (c.sendall(data), c.shutdown(socket.SHUT_WR)))
+        t.start()
+        c.settimeout(20)
+        got = recv_all(c)
+        t.join()
+        c.close()
+        _, st = os.waitpid(pid, 0)
+        if got != data or st != 0:
+            bad.append("connection %d: cat echoed %d of %d bytes (%s), exit status %d" %
+                       (i, len(got), len(data), "same" if got == data else "different", st))
+    # a second process of the uid: over the limit, TCP with the reason
+    p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
+    s, _ = ls.accept()
+    s.settimeout(10)
+    got = recv_all(s)
+    out = p.communicate(timeout=20)[0].split()
+    if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
+        bad.append("second process: exit %d, mode and reason %r (want %d %d), server got %r" %
+                   (p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+    if bad:
+        print("exec-over-limit: " + "; ".join(bad))
+        return 1
+    print("exec-over-limit: 3 connections handed to exec'd cat beyond max_clients_per_uid 1, every byte "
+          "echoed; a second process went to TCP, reason SMCD_DECL_MAXCLIENTS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
