@@ -7,8 +7,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "addr.h"
+
+uint64_t smcd_sock_netns(int fd) {
+        struct stat st;
+        int ns;
+
+        if (fd < 0)
+                return 0;
+        ns = ioctl(fd, SIOCGSKNS);
+        if (ns < 0)
+                return 0;
+        if (fstat(ns, &st) < 0)
+                st.st_ino = 0;
+        close(ns);
+        return (uint64_t) st.st_ino;
+}
+
+uint64_t smcd_pid_netns(pid_t pid) {
+        char path[64];
+        struct stat st;
+
+        if (pid <= 0)
+                return 0;
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) pid);
+        return stat(path, &st) == 0 ? (uint64_t) st.st_ino : 0;
+}
 
 static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ctl-proto.h"
 
@@ -41,3 +42,11 @@ typedef struct LocalAddrs {
  * @now_usec is CLOCK_MONOTONIC. */
 bool smcd_addr_is_local(LocalAddrs *cache, const struct smc_ctl_addr *a, uint64_t now_usec);
 void local_addrs_done(LocalAddrs *cache);
+
+/* The network namespace a socket @fd belongs to (ioctl SIOCGSKNS, Linux 4.9): the
+ * inode number of its nsfs file, as stat(2) of /proc/PID/ns/net gives; 0 if it
+ * cannot be found (a CONNECT from such a socket goes to TCP). */
+uint64_t smcd_sock_netns(int fd);
+/* The network namespace of process @pid (/proc/PID/ns/net), as smcd_sock_netns();
+ * 0 if unknown. */
+uint64_t smcd_pid_netns(pid_t pid);

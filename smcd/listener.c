@@ -256,6 +256,7 @@ static int check_tcp_listener(int fd, const struct smc_ctl_addr *want, Listener 
                 return -EADDRNOTAVAIL;
         }
         l->addr = got;
+        l->netns = smcd_sock_netns(fd);
         l->v6only = false;
         if (got.family == AF_INET6) {
                 len = sizeof(int);
@@ -846,7 +847,7 @@ static bool match_wildcard(const Listener *l, const struct smc_ctl_addr *dst, bo
         return true;
 }
 
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst) {
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t netns) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
         uint8_t v4[4];
         bool dst_is_v4;
@@ -857,25 +858,31 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst) {
                 return NULL;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
 
+#define NS_OK(l) (netns == SMCD_NETNS_ANY || (l)->netns == netns)
         LIST_FOREACH(by_port, l, pe->listeners)
-                n += match_exact(l, dst, dst_is_v4, v4);
+                n += NS_OK(l) && match_exact(l, dst, dst_is_v4, v4);
         if (n > 0) {
                 k = pe->rr++ % n;
                 LIST_FOREACH(by_port, l, pe->listeners)
-                        if (match_exact(l, dst, dst_is_v4, v4) && k-- == 0)
+                        if (NS_OK(l) && match_exact(l, dst, dst_is_v4, v4) && k-- == 0)
                                 return l;
         }
 
-        if (!(m->netlink ? netlink_addr_is_local(m->netlink, dst)
-                         : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m))))
+        if (netns != SMCD_NETNS_ANY && netns != m->netns) {
+                /* another namespace's addresses are not known here: its loopback only */
+                if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst))
+                        return NULL;
+        } else if (!(m->netlink ? netlink_addr_is_local(m->netlink, dst)
+                                : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m))))
                 return NULL;
         LIST_FOREACH(by_port, l, pe->listeners)
-                n += match_wildcard(l, dst, dst_is_v4);
+                n += NS_OK(l) && match_wildcard(l, dst, dst_is_v4);
         if (n == 0)
                 return NULL;
         k = pe->rr++ % n;
         LIST_FOREACH(by_port, l, pe->listeners)
-                if (match_wildcard(l, dst, dst_is_v4) && k-- == 0)
+                if (NS_OK(l) && match_wildcard(l, dst, dst_is_v4) && k-- == 0)
                         return l;
         return NULL;
+#undef NS_OK
 }

@@ -1066,6 +1066,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         /* which smcd this is, for REREG after a restart (ctl-proto.h) */
         while (m->instance == 0)
                 m->instance = (uint32_t) manager_random_u64(m);
+        m->netns = smcd_pid_netns(getpid()); /* (0: unknown; then no namespace is smcd's own) */
         if (fallback_table_new(cfg->max_fallback_conns, &m->fallbacks) < 0) {
                 manager_free(m);
                 return log_error_errno(ENOMEM, "Out of memory.");

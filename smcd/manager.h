@@ -200,6 +200,8 @@ struct Listener {
         uint16_t version;         /* its control protocol version (NEW_CONN's) */
         uint64_t id;
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
+        uint64_t netns;           /* its TCP socket's network namespace (smcd_sock_netns);
+                                   * 0 unknown: matches no CONNECT */
         dev_t sock_dev;           /* the kernel socket it stands for (fstat of the */
         ino_t sock_ino;           /* LISTEN fd): a new LISTEN of it retires this one */
         bool v6only;
@@ -383,6 +385,8 @@ struct Manager {
         uint64_t ep_counter;
         uint64_t id_key[2];  /* SipHash key for endpoint ids (getrandom) */
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
+        uint64_t netns;      /* smcd's own network namespace (smcd_pid_netns): its
+                              * address list (netlink, getifaddrs) is that one's */
         EpTable *eptable;    /* $RUNTIME_DIR/endpoints (eptable.h); NULL if it could
                               * not be created */
         Hints *hints;        /* $RUNTIME_DIR/hints (hints.h); NULL if it could not be
@@ -497,7 +501,15 @@ void listener_adopt(Listener *l, Client *c);
 /* The last copy of @e's app fd is gone (HUP on its Y copy): close @e as TCP closes a
  * socket at its last close (conn.c). */
 void endpoint_on_hold_hup(Endpoint *e);
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst);
+/* The SMC listener a CONNECT to @dst from network namespace @netns reaches (one of
+ * several SO_REUSEPORT ones in turn), or NULL: only listeners of that namespace, as
+ * TCP's SYN only finds those (a client in another container reached a server that
+ * listened in another namespace on the same port, where TCP was refused: 2026-12-06);
+ * an interface address of another namespace than smcd's is not known to be local,
+ * so only exact and loopback matches there. @netns SMCD_NETNS_ANY: every namespace
+ * (counting only). */
+#define SMCD_NETNS_ANY UINT64_MAX
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t netns);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
 /* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */

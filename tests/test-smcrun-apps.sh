@@ -17,6 +17,7 @@
 # (listener-pass.py, node-send-server.js), a server at its descriptor limit gets EMFILE
 # and its clients stay queued (accept-emfile.py), a process that connects and
 # accepts until EMFILE makes one connection per connect (connect-emfile.py),
+# connections reach listeners of their own network namespace only (netns-isolation.py),
 # an exec'd image takes its inherited connection over beyond max_clients_per_uid
 # (exec-over-limit.py, under a second smcd with a limit of 1),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), signals and SA_RESTART (sa-restart.py),
@@ -69,7 +70,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile netns-isolation; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
