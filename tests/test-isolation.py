@@ -87,9 +87,12 @@ def as_uid(uid, fn, gid=None, groups=()):
     return res["ok"]
 
 
-def uid_client(d, uid, version=1):
+def uid_client(d, uid, version=3):
     """A control connection (and a TCP listening socket) made by a child of @uid and
-    handed to us: smcd sees @uid. Returns (Client after HELLO, tcp listener)."""
+    handed to us: smcd sees @uid. Returns (Client after HELLO, tcp listener).
+    Version 3 by default: its CONNECTs carry a TCP socket, in whose network namespace
+    smcd looks for the listener; a version-1 CONNECT carries none, and its namespace
+    is its process's, which has exited here: unknown, so it would go to TCP."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
@@ -362,7 +365,7 @@ def run_allow_group_checks(binary):
 def run_limit_checks(binary):
     print("---- limits: per uid, and only that uid")
     for opt, reason, name, per in ((["--max-conns-per-uid", "4"], raw.DECL_MAXCONNERR, "MAXCONNERR", 2),
-                                   (["--max-buf-per-uid", "256K"], raw.DECL_MAX_DMB, "MAX_DMB", 2)):
+                                   (["--max-buf-per-uid", "512K"], raw.DECL_MAX_DMB, "MAX_DMB", 2)):
         d = new_smcd(binary, opt)
         try:
             held = []
