@@ -9,6 +9,7 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,15 @@ uint64_t smcd_sock_netns(int fd) {
                 st.st_ino = 0;
         close(ns);
         return (uint64_t) st.st_ino;
+}
+
+uint64_t smcd_sock_netns_cookie(int fd) {
+        uint64_t cookie = 0;
+        socklen_t len = sizeof(cookie);
+
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) < 0 || len != sizeof(cookie))
+                return 0;
+        return cookie;
 }
 
 uint64_t smcd_pid_netns(pid_t pid) {

@@ -45,8 +45,11 @@ void local_addrs_done(LocalAddrs *cache);
 
 /* The network namespace a socket @fd belongs to (ioctl SIOCGSKNS, Linux 4.9): the
  * inode number of its nsfs file, as stat(2) of /proc/PID/ns/net gives; 0 if it
- * cannot be found (a CONNECT from such a socket goes to TCP). */
+ * cannot be found (a CONNECT from such a socket goes to TCP). Three system calls. */
 uint64_t smcd_sock_netns(int fd);
+/* The same namespace's cookie (SO_NETNS_COOKIE, Linux 5.14): one system call, no
+ * descriptor made; 0 if the kernel has none. */
+uint64_t smcd_sock_netns_cookie(int fd);
 /* The network namespace of process @pid (/proc/PID/ns/net), as smcd_sock_netns();
  * 0 if unknown. */
 uint64_t smcd_pid_netns(pid_t pid);

@@ -806,7 +806,7 @@ void conn_free_all(Manager *m) {
 static bool has_listener(Manager *m, const struct smc_ctl_addr *dst) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
         unsigned rr = pe ? pe->rr : 0;
-        bool found = manager_find_listener(m, dst, SMCD_NETNS_ANY) != NULL;
+        bool found = manager_find_listener(m, dst, 0, SMCD_NETNS_ANY) != NULL;
 
         if (pe)
                 pe->rr = rr;
@@ -880,7 +880,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         struct smc_buf *cbuf = NULL, *sbuf = NULL;
         int fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
-        uint64_t queued, netns;
+        uint64_t queued, netns, cookie;
         size_t nfds;
         Listener *l;
         Conn *conn;
@@ -922,8 +922,9 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
          * SMC TCP option, the client connects it and sends SMCR */
         /* (in the network namespace of the client's socket T, else of its process:
          * manager_find_listener()) */
-        netns = fd >= 0 ? smcd_sock_netns(fd) : smcd_pid_netns(c->pid);
-        l = netns ? manager_find_listener(m, &req->dst, netns) : NULL;
+        cookie = smcd_sock_netns_cookie(fd);
+        netns = cookie ? 0 : fd >= 0 ? smcd_sock_netns(fd) : smcd_pid_netns(c->pid);
+        l = cookie || netns ? manager_find_listener(m, &req->dst, cookie, netns) : NULL;
         if (!l) {
                 union smc_ctl_msg pm;
 

@@ -257,6 +257,7 @@ static int check_tcp_listener(int fd, const struct smc_ctl_addr *want, Listener 
         }
         l->addr = got;
         l->netns = smcd_sock_netns(fd);
+        l->netns_cookie = smcd_sock_netns_cookie(fd);
         l->v6only = false;
         if (got.family == AF_INET6) {
                 len = sizeof(int);
@@ -847,7 +848,7 @@ static bool match_wildcard(const Listener *l, const struct smc_ctl_addr *dst, bo
         return true;
 }
 
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t netns) {
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
         uint8_t v4[4];
         bool dst_is_v4;
@@ -858,7 +859,7 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                 return NULL;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
 
-#define NS_OK(l) (netns == SMCD_NETNS_ANY || (l)->netns == netns)
+#define NS_OK(l) (cookie ? (l)->netns_cookie == cookie : netns == SMCD_NETNS_ANY || (l)->netns == netns)
         LIST_FOREACH(by_port, l, pe->listeners)
                 n += NS_OK(l) && match_exact(l, dst, dst_is_v4, v4);
         if (n > 0) {
@@ -868,7 +869,7 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                                 return l;
         }
 
-        if (netns != SMCD_NETNS_ANY && netns != m->netns) {
+        if (cookie ? cookie != m->netns_cookie : netns != SMCD_NETNS_ANY && netns != m->netns) {
                 /* another namespace's addresses are not known here: its loopback only */
                 if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst))
                         return NULL;

@@ -1067,6 +1067,13 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         while (m->instance == 0)
                 m->instance = (uint32_t) manager_random_u64(m);
         m->netns = smcd_pid_netns(getpid()); /* (0: unknown; then no namespace is smcd's own) */
+        {
+                int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+                m->netns_cookie = smcd_sock_netns_cookie(s);
+                if (s >= 0)
+                        close(s);
+        }
         if (fallback_table_new(cfg->max_fallback_conns, &m->fallbacks) < 0) {
                 manager_free(m);
                 return log_error_errno(ENOMEM, "Out of memory.");

@@ -202,6 +202,7 @@ struct Listener {
         struct smc_ctl_addr addr; /* as bound (getsockname of the TCP socket) */
         uint64_t netns;           /* its TCP socket's network namespace (smcd_sock_netns);
                                    * 0 unknown: matches no CONNECT */
+        uint64_t netns_cookie;    /* the same one's SO_NETNS_COOKIE; 0 unknown */
         dev_t sock_dev;           /* the kernel socket it stands for (fstat of the */
         ino_t sock_ino;           /* LISTEN fd): a new LISTEN of it retires this one */
         bool v6only;
@@ -387,6 +388,7 @@ struct Manager {
         uint32_t instance;   /* HELLO_REPLY.instance: random, not 0, per start */
         uint64_t netns;      /* smcd's own network namespace (smcd_pid_netns): its
                               * address list (netlink, getifaddrs) is that one's */
+        uint64_t netns_cookie; /* the same one's SO_NETNS_COOKIE; 0 unknown */
         EpTable *eptable;    /* $RUNTIME_DIR/endpoints (eptable.h); NULL if it could
                               * not be created */
         Hints *hints;        /* $RUNTIME_DIR/hints (hints.h); NULL if it could not be
@@ -506,10 +508,12 @@ void endpoint_on_hold_hup(Endpoint *e);
  * TCP's SYN only finds those (a client in another container reached a server that
  * listened in another namespace on the same port, where TCP was refused: 2026-12-06);
  * an interface address of another namespace than smcd's is not known to be local,
- * so only exact and loopback matches there. @netns SMCD_NETNS_ANY: every namespace
- * (counting only). */
+ * so only exact and loopback matches there. The namespace is @cookie
+ * (SO_NETNS_COOKIE, one system call on the client's socket) if not 0, else @netns
+ * (the nsfs inode: smcd_sock_netns(), smcd_pid_netns()); @netns SMCD_NETNS_ANY: every
+ * namespace (counting only). */
 #define SMCD_NETNS_ANY UINT64_MAX
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t netns);
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
 /* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */
