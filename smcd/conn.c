@@ -739,8 +739,11 @@ void endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         e->ept_slot1 = 0;
         u64map_remove(m->endpoints, e->id);
         if (e->owner) {
-                LIST_REMOVE(by_client, e->owner->endpoints, e);
+                Client *owner = e->owner;
+
+                LIST_REMOVE(by_client, owner->endpoints, e);
                 e->owner = NULL;
+                client_owned_less(owner);
         }
         if (!e->loaded) /* (a loaded one is charged at its REREG) */
                 uid_account(m, e->uid, -1, -(int64_t) (conn->restored ? conn->rsize[side] : conn->buf[side]->size));
@@ -801,25 +804,41 @@ void conn_free_all(Manager *m) {
         m->tomb_timer = sd_event_source_disable_unref(m->tomb_timer);
 }
 
-/* Is there a local SMC listener for @dst? manager_find_listener() without moving the
- * round robin among SO_REUSEPORT listeners (for the server-side fallback count). */
-static bool has_listener(Manager *m, const struct smc_ctl_addr *dst) {
-        PortEntry *pe = u64map_get(m->ports, dst->port);
-        unsigned rr = pe ? pe->rr : 0;
-        bool found = manager_find_listener(m, dst, 0, SMCD_NETNS_ANY) != NULL;
+/* The network namespace a CONNECT comes from (manager_find_listener()): that of the
+ * client's socket T (@fd, v3), else of its process. Returns false if unknown. */
+static bool connect_netns(Client *c, int fd, uint64_t *cookie, uint64_t *netns) {
+        *cookie = smcd_sock_netns_cookie(fd);
+        *netns = *cookie ? 0 : fd >= 0 ? smcd_sock_netns(fd) : smcd_pid_netns(c->pid);
+        return *cookie || *netns;
+}
 
-        if (pe)
-                pe->rr = rr;
+/* Is there a local SMC listener for @dst in the namespace of the CONNECT on @fd?
+ * manager_find_listener() without moving the round robin among SO_REUSEPORT
+ * listeners (for the server-side fallback count: a listener in another namespace,
+ * another container, does not see this connection). */
+static bool has_listener(Client *c, const struct smc_ctl_addr *dst, int fd) {
+        Manager *m = c->manager;
+        PortEntry *pe = u64map_get(m->ports, dst->port);
+        uint64_t cookie, netns;
+        unsigned rr;
+        bool found;
+
+        if (!pe || !connect_netns(c, fd, &cookie, &netns))
+                return false;
+        rr = pe->rr;
+        found = manager_find_listener(m, dst, cookie, netns) != NULL;
+        pe->rr = rr;
         return found;
 }
 
-static int reply_fallback(Client *c, uint32_t seq, uint32_t reason, const struct smc_ctl_addr *dst) {
+/* CONNECT_REPLY TCP with @reason, counted; @fd: the CONNECT's socket T or -1. */
+static int reply_fallback(Client *c, uint32_t seq, uint32_t reason, const struct smc_ctl_addr *dst, int fd) {
         union smc_ctl_msg msg;
         char buf[SMCD_ADDR_STRLEN];
 
         smcd_stats_count_fallback(&c->manager->stats, reason);
         /* a local SMC listener for dst accepts this one over TCP: a server fallback too */
-        if (has_listener(c->manager, dst))
+        if (has_listener(c, dst, fd))
                 smcd_stats_count_server_fallback(&c->manager->stats, reason);
         log_debug("Client %" PRIu64 ": CONNECT to %s falls back to TCP: %s", c->id, smcd_addr_to_string(dst, buf),
                   smc_clc_decl_name(reason));
@@ -904,32 +923,30 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
 
                 if (rule && rule->action == POLICY_ACTION_TCP) {
                         log_debug("Client %" PRIu64 ": CONNECT: policy rule %" PRIu32 " says tcp.", c->id, rule->id);
-                        return reply_fallback(c, req->hdr.seq, SMCD_DECL_POLICY, &req->dst);
+                        return reply_fallback(c, req->hdr.seq, SMCD_DECL_POLICY, &req->dst, fd);
                 }
         }
 
         /* the connecting uid's handshake rate (max_handshakes_per_uid) */
         if (!uid_handshake_allowed(m, c->uid))
-                return reply_fallback(c, req->hdr.seq, SMCD_DECL_HSRATE, &req->dst);
+                return reply_fallback(c, req->hdr.seq, SMCD_DECL_HSRATE, &req->dst, fd);
 
         /* (a) the connecting uid's limits (bytes: the smallest RMB, see uid_fit()) */
         reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
         if (reason)
-                return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+                return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
 
         /* (b) an SMC listener for dst on this host; else SMC-R (v3: the client sent its
          * TCP socket), if smcd has a usable RoCE device: the socket is marked for the
          * SMC TCP option, the client connects it and sends SMCR */
         /* (in the network namespace of the client's socket T, else of its process:
          * manager_find_listener()) */
-        cookie = smcd_sock_netns_cookie(fd);
-        netns = cookie ? 0 : fd >= 0 ? smcd_sock_netns(fd) : smcd_pid_netns(c->pid);
-        l = cookie || netns ? manager_find_listener(m, &req->dst, cookie, netns) : NULL;
+        l = connect_netns(c, fd, &cookie, &netns) ? manager_find_listener(m, &req->dst, cookie, netns) : NULL;
         if (!l) {
                 union smc_ctl_msg pm;
 
                 if (fd < 0 || smcr_prepare_connect(m->smcr, &req->src, fd) != 0)
-                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst);
+                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst, fd);
                 smc_ctl_init(&pm, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
                 (void) smc_ctl_set_version(&pm, c->version);
                 pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
@@ -953,12 +970,12 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         want_sclass = sclass;
         reason = uid_fit(m, c->uid, suid, &cclass, &sclass);
         if (reason)
-                return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+                return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
 
         /* (e) the listener's accept queue */
         queued = listener_queued(l);
         if (queued >= l->queue_max || listener_stalled(l, queued))
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst, fd);
 
         /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
          * unbound client gets the destination's address (as the kernel would pick for
@@ -988,7 +1005,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         }
         if (r < 0) {
                 log_warning_errno(r, "Cannot get DMBs for a connection of client %" PRIu64 ": %m", c->id);
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_MEM, &req->dst);
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_MEM, &req->dst, fd);
         }
         csize = cbuf->size; /* what the connection got: accounted, and the log's */
         ssize = sbuf->size;
@@ -1082,7 +1099,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 manager_release_buf_len(m, sbuf, 0);
                 if (r != -EAGAIN)
                         log_debug_errno(r, "NEW_CONN to listener %" PRIu64 " failed: %m", l->id);
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst);
+                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst, fd);
         }
         close(bb[0]);
         l->n_sent++;
@@ -1153,11 +1170,11 @@ fail_buffers:
         close_fds(bb, 2);
         manager_release_buf(m, cbuf);
         manager_release_buf(m, sbuf);
-        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst);
+        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst, fd);
 }
 
-int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, uint32_t reason) {
-        return reply_fallback(c, req->hdr.seq, reason, &req->dst);
+int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, int fd, uint32_t reason) {
+        return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
 }
 
 int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
@@ -1198,7 +1215,7 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
 }
 
 /* ADOPT_REPLY for @e (SMC-D, open, of @c's uid): both buffers and Y, and @c as its
- * owner if it has none. @how for the log. Returns 0 or a negative errno from sending. */
+ * owner if it has none or @e is held (lives on its X's copies). @how for the log. Returns 0 or a negative errno from sending. */
 static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
         Manager *m = c->manager;
         Endpoint *peer;
@@ -1238,11 +1255,21 @@ static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
                 return r;
         mark_mapped(c, e->conn->buf[EP_CLIENT]);
         mark_mapped(c, e->conn->buf[EP_SERVER]);
-        if (!e->owner) {
-                /* the old image's (or the sender's) control connection is gone: the
-                 * asking client owns it now */
+        if (e->owner != c && (!e->owner || e->hold_fd >= 0)) {
+                /* the asking client owns it now: the old image's (or the sender's)
+                 * control connection is gone, or it lives on in a process that has
+                 * handed the connection over (inetd: the parent closes its copy after
+                 * the fork). A held endpoint lives as long as any copy of its X, not
+                 * its owner (client_free()), so taking it changes no lifetime; it
+                 * keeps a connection admitted beyond max_clients_per_uid for this
+                 * (client_adopted()) from counting as pending */
+                Client *old = e->owner;
+
+                if (old)
+                        LIST_REMOVE(by_client, old->endpoints, e);
                 e->owner = c;
                 LIST_PREPEND(by_client, c->endpoints, e);
+                client_owned_less(old);
         }
         log_debug("Client %" PRIu64 " (pid %d) adopted endpoint %016" PRIx64 " %s.", c->id, (int) c->pid, e->id, how);
         return 0;

@@ -34,8 +34,10 @@ Listener *listener_free(Listener *l) {
         m = l->manager;
         log_debug("Listener %" PRIu64 " on %s removed.", l->id, smcd_addr_to_string(&l->addr, buf));
         hints_forget_listener(m->hints, l->id);
-        if (l->owner)
+        if (l->owner) {
                 LIST_REMOVE(by_client, l->owner->listeners, l);
+                client_owned_less(l->owner);
+        }
         active = l->port != NULL;
         if (l->port) {
                 PortEntry *pe = l->port;
@@ -859,7 +861,7 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                 return NULL;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
 
-#define NS_OK(l) (cookie ? (l)->netns_cookie == cookie : netns == SMCD_NETNS_ANY || (l)->netns == netns)
+#define NS_OK(l) (cookie ? (l)->netns_cookie == cookie : (l)->netns == netns)
         LIST_FOREACH(by_port, l, pe->listeners)
                 n += NS_OK(l) && match_exact(l, dst, dst_is_v4, v4);
         if (n > 0) {
@@ -869,7 +871,7 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                                 return l;
         }
 
-        if (cookie ? cookie != m->netns_cookie : netns != SMCD_NETNS_ANY && netns != m->netns) {
+        if (cookie ? cookie != m->netns_cookie : netns != m->netns) {
                 /* another namespace's addresses are not known here: its loopback only */
                 if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst))
                         return NULL;

@@ -234,7 +234,9 @@ static const char *decode_error_text(int r) {
  * uid: 24 reset). Refused at accept as before beyond CLIENTS_PENDING_MAX such
  * connections of a uid that have adopted nothing yet, so that idle connections
  * cannot take more than that over the limit; one that has adopted lives as long as
- * its process. */
+ * its process, and is pending again once it holds nothing (client_owned_less()):
+ * so a uid's connections beyond the limit stay fewer than its endpoints and
+ * listeners + CLIENTS_PENDING_MAX. */
 #define CLIENTS_PENDING_MAX 32
 
 /* What such a connection may ask besides adopting: what its adopted connections need. */
@@ -268,6 +270,17 @@ static void client_adopted(Client *c) {
                 u->clients_pending--;
 }
 
+void client_owned_less(Client *c) {
+        UidUsage *u;
+
+        if (!c || !c->over_limit || c->pending || c->endpoints || c->listeners)
+                return;
+        c->pending = true;
+        u = uid_usage(c->manager, c->uid, false);
+        if (u)
+                u->clients_pending++;
+}
+
 /* Anything else from a connection over the limit: a CONNECT goes to TCP (reason
  * SMCD_DECL_MAXCLIENTS, counted as a fallback), the rest is refused (EUSERS); a
  * connection that adopted nothing is closed then, as it was refused at accept before
@@ -276,14 +289,14 @@ static int client_over_limit(Client *c, const union smc_ctl_msg *msg, int *fds, 
         Manager *m = c->manager;
         int r;
 
-        for (int i = 0; i < n; i++)
-                close(fds[i]);
         m->stats.clients_over_limit++;
         if (msg->hdr.type == SMC_CTL_CONNECT)
-                r = client_reply_fallback(c, &msg->connect, SMCD_DECL_MAXCLIENTS);
+                r = client_reply_fallback(c, &msg->connect, n > 0 ? fds[0] : -1, SMCD_DECL_MAXCLIENTS);
         else
                 r = client_send_error(c, msg->hdr.seq, EUSERS, SMCD_DECL_MAXCLIENTS,
                                       "too many control connections for uid %u", (unsigned) c->uid);
+        for (int i = 0; i < n; i++)
+                close(fds[i]);
         if (r < 0)
                 return r;
         return c->endpoints || c->listeners ? 0 : -EUSERS;

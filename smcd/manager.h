@@ -180,7 +180,8 @@ struct Client {
         gid_t gid;
         bool hello_done;
         bool over_limit;      /* admitted beyond max_clients_per_uid: may only adopt */
-        bool pending;         /* over_limit, nothing adopted yet (UidUsage.clients_pending) */
+        bool pending;         /* over_limit, holding nothing: nothing adopted yet, or all of
+                               * it gone (UidUsage.clients_pending) */
         uint16_t version;     /* control protocol version: SMC_CTL_VERSION_MIN until
                                * HELLO, then the negotiated one (ctl-proto.h) */
         LIST_FIELDS(Client, clients);
@@ -510,9 +511,7 @@ void endpoint_on_hold_hup(Endpoint *e);
  * an interface address of another namespace than smcd's is not known to be local,
  * so only exact and loopback matches there. The namespace is @cookie
  * (SO_NETNS_COOKIE, one system call on the client's socket) if not 0, else @netns
- * (the nsfs inode: smcd_sock_netns(), smcd_pid_netns()); @netns SMCD_NETNS_ANY: every
- * namespace (counting only). */
-#define SMCD_NETNS_ANY UINT64_MAX
+ * (the nsfs inode: smcd_sock_netns(), smcd_pid_netns()). */
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
@@ -525,7 +524,12 @@ int client_handle_connect(Client *c, const struct smc_ctl_connect *req, int fd);
 /* Answer a CONNECT with TCP, reason @reason, without looking further (counted as a
  * client fallback, and a server one when a local SMC listener takes it). Returns 0
  * or a negative errno from sending. */
-int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, uint32_t reason);
+int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, int fd, uint32_t reason);
+/* @c (may be NULL) gave up an endpoint or a listener (closed, or taken over by an
+ * adopter): a control connection admitted beyond max_clients_per_uid that holds
+ * nothing any more counts as pending again (UidUsage.clients_pending), so that
+ * adopting and closing cannot pile up connections beyond the limit. */
+void client_owned_less(Client *c);
 uint64_t manager_new_endpoint_id(Manager *m);
 uint32_t uid_check(Manager *m, uid_t uid, uint64_t eps, uint64_t bytes);
 void uid_account(Manager *m, uid_t uid, int64_t eps, int64_t bytes);

@@ -1258,8 +1258,11 @@ void smcr_endpoint_close(Manager *m, Endpoint *e, bool aborted, bool died) {
         e->closed = true;
         u64map_remove(m->endpoints, e->id);
         if (e->owner) {
-                LIST_REMOVE(by_client, e->owner->endpoints, e);
+                Client *owner = e->owner;
+
+                LIST_REMOVE(by_client, owner->endpoints, e);
                 e->owner = NULL;
+                client_owned_less(owner);
         }
         if (c->accounted) {
                 uid_account(m, c->uid, -1, -(int64_t) c->rmb->size);

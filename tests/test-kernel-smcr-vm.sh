@@ -32,7 +32,7 @@
 # Args: SMCD SMCR_XFER KERNEL_SMC_XFER RUN_VM KERNEL_SMC_CONFIG [LIBSMCRUN SMCRUN]. Skips
 # (77) without qemu, the 6.12 kernel (scripts/install-vm-deps.sh --kernel-6.12) or the
 # rdma tools.
-# KSMC_VM_KEEP=DIR keeps smcd's log and the outputs. TAP-ish output; exit 0 if all passed.
+# KSMC_VM_KEEP=DIR keeps smcd's log, the outputs and the guest's dmesg. TAP-ish output; exit 0 if all passed.
 set -u
 
 if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
@@ -67,6 +67,8 @@ finish() {
         for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
         sleep 0.2
         for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+        # (with the guest kernel's log: its SMC side of a failed check)
+        [ -d /results ] && [ -w /results ] && dmesg >"$tmp/dmesg.out" 2>&1
         [ -d /results ] && [ -w /results ] && cp "$tmp"/*.log "$tmp"/*.out /results/ 2>/dev/null
 }
 trap finish EXIT

@@ -45,7 +45,7 @@ VERSION = VERSION_MIN  # of a message unless told, and of smcd's messages before
  NEW_CONN, CLOSE, OK, ERROR, FALLBACK, SMCR) = range(1, 14)
 REREG, REREG_REPLY = 16, 17  # (v3) after ADOPT (14), ADOPT_REPLY (15)
 REREG_DONE = 18  # (v3) after REREG_REPLY
-ADOPT_REPLY = 15
+ADOPT, ADOPT_REPLY = 14, 15
 ADOPT_FD = 19  # (v3) after REREG_DONE
 LISTEN_DEPOSIT = 20  # (v5)
 LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
@@ -77,8 +77,8 @@ SIZES = {HELLO: 32, HELLO_REPLY: 32, LISTEN: 48, LISTEN_REPLY: 24, UNLISTEN: 24,
 SIZES_V = {1: SIZES, 2: dict(SIZES), 3: None, 4: None, 5: None, 6: None}
 SIZES_V[2].update({LISTEN: 56, CONNECT_REPLY: 120, NEW_CONN: 120, FALLBACK: 72})
 SIZES_V[3] = dict(SIZES_V[2])
-SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT_REPLY: 120,
-                   ADOPT_FD: 24})
+SIZES_V[3].update({LISTEN_REPLY: 32, SMCR: 40, REREG: 104, REREG_REPLY: 24, REREG_DONE: 24, ADOPT: 24,
+                   ADOPT_REPLY: 120, ADOPT_FD: 24})
 SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what they accept)
 SIZES_V[5] = dict(SIZES_V[4])  # version 5: LISTEN.flags (was reserved), LISTEN_DEPOSIT
 SIZES_V[5].update({LISTEN_DEPOSIT: 32})
@@ -455,6 +455,7 @@ def main():
     if os.getuid() == 0:
         run_allow_checks(binary)
         run_domain_check(binary)
+        run_netns_fallback_check(binary)
     else:
         print("skip allow-list check (needs root to switch uid)")
 
@@ -465,6 +466,67 @@ def main():
         for t in tmpdirs:
             shutil.rmtree(t, ignore_errors=True)
     return 1 if failures else 0
+
+
+def run_netns_fallback_check(binary):
+    """A CONNECT that finds no listener in its own network namespace falls back
+    (PEERNOSMC) and counts as a client fallback only: a listener on that port in
+    another namespace never sees it, so it is no server fallback (it was counted as one
+    while the server-side count looked in every namespace)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-netns-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir)
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            os.close(w2)
+            if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+                os.write(w, b"unshare")
+            else:
+                tcp = socket.socket()
+                tcp.bind(("0.0.0.0", 0))
+                tcp.listen(4)
+                c = Client(d.sock, version=VERSION_MAX)
+                lid, ch, err = c.listen(tcp)
+                os.write(w, b"%d" % (tcp.getsockname()[1] if lid else 0))
+                os.read(r2, 1)
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    os.close(r2)
+    try:
+        got = os.read(r, 20)
+        if got == b"unshare" or not got:
+            print("skip netns fallback check: cannot unshare a network namespace")
+            return
+        port = int(got)
+        check(port != 0, "a listener in another network namespace")
+        if not port:
+            return
+        s0 = d.stats()["fallback"]
+        c = Client(d.sock, version=VERSION_MAX)
+        info, fds = c.connect(("127.0.0.1", port))
+        for fd in fds:
+            os.close(fd)
+        s1 = d.stats(lambda s: s["fallback"]["client"] > s0["client"])["fallback"]
+        check(info["mode"] == MODE_TCP and info["reason"] == DECL_PEERNOSMC and
+              s1["client"] == s0["client"] + 1 and s1["server"] == s0["server"],
+              f"... a CONNECT to its port from here: TCP, PEERNOSMC ({info['mode']}, {info['reason']:#x}), "
+              f"a client fallback ({s0['client']} -> {s1['client']}), no server fallback "
+              f"({s0['server']} -> {s1['server']})")
+        c.s.close()
+    finally:
+        os.close(w2)
+        os.waitpid(pid, 0)
+        os.close(r)
+        d.stop()
 
 
 def connect_n(client, addr, n, keep=None):
@@ -1437,6 +1499,62 @@ def run_client_limit_checks(binary):
               f"stats: clients_over_limit {s['smcd']['clients_over_limit']} (the CONNECT and the 33rd), "
               f"fallbacks {s['fallback']['client']}")
     finally:
+        d.stop()
+
+    # beyond the limit, adopting takes the endpoint over (an inetd-style parent keeps
+    # its control connection after handing the connection to the exec'd child), so
+    # the adopter no longer counts against the 32 pending; once what it adopted is
+    # closed it counts again (before: 48 concurrent exec'd children of one uid had
+    # resets; and adopt-then-close piled up connections beyond the limit unbounded)
+    rundir = tempfile.mkdtemp(prefix="smcd-raw-adopt-")
+    tmpdirs.append(rundir)
+    d = Smcd(binary, rundir, ["--max-clients-per-uid", "2"])
+    held = []
+    try:
+        srv = Client(d.sock, version=VERSION_MAX)
+        cli = Client(d.sock, version=VERSION_MAX)
+        tcp = tcp_listener()
+        lid, ch, err = srv.listen(tcp)
+        info, cfds = cli.connect(tcp.getsockname()[:2])
+        held += cfds  # (its X: the endpoint lives while a copy is open)
+        check(lid and info["mode"] == MODE_SMCD, f"adopt beyond the limit: an SMC-D connection ({info['mode']})")
+
+        def refused():
+            x = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            x.connect(d.sock)
+            try:
+                t, _, data, _ = recv_msg(x, timeout=0.5)
+                return t == ERROR and parse_error(data)[0] == -errno.EUSERS
+            except (TimeoutError, BlockingIOError, EOFError):
+                return False
+            finally:
+                x.close()
+
+        pend = [Client(d.sock, version=VERSION_MAX) for _ in range(32)]
+        check(refused(), "... 32 connections beyond the limit adopting nothing: the next is refused")
+        t, rseq, data, afds = pend[0].request(pend[0].hdr(ADOPT, pend[0].next()) + struct.pack("<Q", info["id"]))
+        for fd in afds:
+            os.close(fd)
+        check(t == ADOPT_REPLY and len(afds) == 3, f"... one of them adopts the parent's connection ({t}, {len(afds)})")
+        try:
+            extra = Client(d.sock, version=VERSION_MAX)
+        except (AssertionError, OSError, EOFError):
+            extra = None  # refused
+        check(extra and extra.id is not None, "... it holds the endpoint now: another one beyond the limit is admitted")
+        check(refused(), "... and the next is refused")
+        pend[0].close_conn(info["id"])
+        if extra:
+            extra.s.close()
+        d.stats(lambda s: s["smcd"]["clients"] == 2 + 32 and s["smcd"]["conns_client_current"] == 0)
+        check(refused(), "... the adopter closed what it held (pending again), one left: still refused")
+        pend[1].s.close()
+        d.stats(lambda s: s["smcd"]["clients"] == 2 + 31)
+        check(not refused(), "... one pending less: admitted again")
+        for c in pend:
+            c.s.close()
+    finally:
+        for fd in held:
+            os.close(fd)
         d.stop()
 
     # N control connections held, then the process exits: smcd must not need O(N^2)

@@ -6,6 +6,9 @@
 # admits one beyond the limit for that (smcd-tunables(5)), so cat echoes every byte.
 # Before, smcd refused it and cat got a reset connection ("Connection reset by peer";
 # helper 112: socat fork EXEC:cat with 150 clients of one uid, 24 reset).
+# Then 48 such cats at once, more than the 32 connections smcd admits beyond the limit
+# before they adopt: each takes its connection over from this process (which handed
+# it on) and so stops counting against those 32 (before: resets from the 33rd).
 # A second process of the uid then connects: beyond the limit it may not make new
 # connections, so it goes on over TCP with reason SMCD_DECL_MAXCLIENTS (counted by
 # smcd; before, such a client fell back uncounted, as NOSMCDDEV), and its bytes arrive.
@@ -57,7 +60,7 @@ print(mode, reason)
 def main():
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
+    ls.listen(64)
     port = ls.getsockname()[1]
     bad = []
     for i in range(3):
@@ -86,6 +89,40 @@ def main():
         if got != data or st != 0:
             bad.append("connection %d: cat echoed %d of %d bytes (%s), exit status %d" %
                        (i, len(got), len(data), "same" if got == data else "different", st))
+    # many at once (inetd under load): 48 exec'd cats alive together, more than the 32
+    # connections smcd admits beyond the limit before they adopt; an adopter takes
+    # the connection over from this process, which handed it on (before: resets)
+    n = 48
+    cl = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    smcd_n = sum(smc_info(c)[0] == MODE_SMCD for c in cl)
+    pids = []
+    for i in range(n):
+        s, _ = ls.accept()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(s.fileno(), 0)
+                os.dup2(s.fileno(), 1)
+                os.execvp("cat", ["cat"])
+            finally:
+                os._exit(127)
+        s.close()
+        pids.append(pid)
+    msgs = [os.urandom(1000 + i) for i in range(n)]
+    for c, m in zip(cl, msgs):
+        c.sendall(m)
+        c.shutdown(socket.SHUT_WR)
+    echoed = 0
+    for c, m in zip(cl, msgs):
+        c.settimeout(20)
+        try:
+            echoed += recv_all(c) == m
+        except OSError:
+            pass
+        c.close()
+    failed = sum(os.waitpid(pid, 0)[1] != 0 for pid in pids)
+    if smcd_n != n or echoed != n or failed:
+        bad.append("%d at once: %d SMC-D, %d echoed, %d cat failed" % (n, smcd_n, echoed, failed))
     # a second process of the uid: over the limit, TCP with the reason
     p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
     s, _ = ls.accept()
@@ -99,7 +136,7 @@ def main():
         print("exec-over-limit: " + "; ".join(bad))
         return 1
     print("exec-over-limit: 3 connections handed to exec'd cat beyond max_clients_per_uid 1, every byte "
-          "echoed; a second process went to TCP, reason SMCD_DECL_MAXCLIENTS")
+          "echoed; %d at once, all echoed; a second process went to TCP, reason SMCD_DECL_MAXCLIENTS" % n)
     return 0
 
 
