@@ -46,6 +46,7 @@
 #define SMCR_LINK_GRACE_USEC (2 * 1000000ULL)        /* a removed link's QP still delivers */
 #define SMCR_EXIT_DRAIN_USEC (200 * 1000U)            /* at exit: for the last LLC / CDC sends */
 #define SMCR_VAL_WAIT_USEC (SMCR_LINK_GRACE_USEC + 1000000ULL) /* a CDC the validation named */
+#define SMCR_RETIRE_USEC SMCR_LLC_RESP_USEC          /* an RMB we aborted stays writable */
 
 #define WR_ID_CDC (UINT64_C(1) << 63)
 #define WR_ID_VALIDATION (UINT64_C(1) << 62)         /* a failover-validation CDC (4.6) */
@@ -66,6 +67,24 @@ typedef struct SmcrZombie {
         sd_event_source *timer;
         LIST_FIELDS(struct SmcrZombie, zombies);
 } SmcrZombie;
+
+/* The RMB of a connection we aborted before the peer had closed or aborted it: the
+ * peer may still have RDMA WRITEs into it on the wire, posted before it saw our abort
+ * (RC keeps them ahead of what it sends after, but it sends nothing after an abort
+ * that would tell us the last one arrived). A WRITE to a deregistered rkey is a
+ * remote access error that puts both QPs in the error state: the whole link group
+ * and its other connections ended (kernel-smcr-vm: after SIGKILL of the smcd-side
+ * reader while the kernel wrote 1 GiB, 2026-12-06). So its memory regions stay
+ * registered, and the buffer out of the pool, for SMCR_RETIRE_USEC; the Linux kernel
+ * keeps RMBs registered for the group's life. Freed with the group too (its QPs are
+ * gone then). */
+typedef struct SmcrRetired {
+        SmcrLgr *lgr;
+        struct ibv_mr *mr[SMCR_MAX_LINKS];
+        struct smc_buf *rmb;
+        sd_event_source *timer;
+        LIST_FIELDS(struct SmcrRetired, retired);
+} SmcrRetired;
 
 /* One link of a group: a QP on a local RoCE device port to one on the peer. A slot
  * of lgr->links is in use while rl is set; the link carries traffic once active. */
@@ -157,6 +176,7 @@ struct SmcrLgr {
         SmcrHs *confirm_link_wait;      /* first contact: the handshake waiting for it */
         LIST_HEAD(SmcrHs, fc_wait);     /* server handshakes waiting for its link (HS_WAIT_LGR) */
         LIST_HEAD(SmcrZombie, zombies); /* removed links in their grace period */
+        LIST_HEAD(SmcrRetired, retired); /* RMBs of aborted connections, still writable */
 };
 
 struct SmcrConn {
@@ -306,6 +326,7 @@ static void hs_conn_ready(SmcrHs *hs);
 static void lgr_flow_next(SmcrLgr *lgr);
 static const struct roce_link_ops link_ops;
 static void conn_unreg(SmcrConn *c, unsigned i);
+static bool conn_retire_rmb(SmcrConn *c);
 static int conn_reg(SmcrConn *c, unsigned i);
 
 /* ------------------------------------------------------------------------- */
@@ -1182,6 +1203,10 @@ static void conn_free(SmcrConn *c) {
                 m->stats.smcr.sendfile_bytes += atomic_load_explicit(&t->prod_sendfile_bytes, memory_order_relaxed);
                 m->stats.smcr.msgs_rx += atomic_load_explicit(&r->cons_msgs, memory_order_relaxed);
         }
+        if (conn_retire_rmb(c))
+                log_debug("SMC-R connection %08x: its RMB stays registered for %llu s (aborted before the peer "
+                          "was done: WRITEs may still come).",
+                          c->token, (unsigned long long) (SMCR_RETIRE_USEC / 1000000ULL));
         conn_detach(c);
         c->val_timer = sd_event_source_disable_unref(c->val_timer);
         c->xs_src = sd_event_source_disable_unref(c->xs_src);
@@ -1336,6 +1361,52 @@ static int on_zombie_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static void retired_free(SmcrRetired *r) {
+        LIST_REMOVE(retired, r->lgr->retired, r);
+        r->timer = sd_event_source_disable_unref(r->timer);
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++)
+                if (r->mr[i])
+                        ibv_dereg_mr(r->mr[i]);
+        manager_release_buf(r->lgr->sm->m, r->rmb);
+        free(r);
+}
+
+static int on_retired_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        retired_free(userdata);
+        return 0;
+}
+
+/* Keep @c's RMB and its memory regions (SmcrRetired) instead of letting them go with
+ * @c, if the peer may still write into it. Returns true if taken (c->rmb and
+ * c->rmb_mr[] are cleared then), false to free them at once. */
+static bool conn_retire_rmb(SmcrConn *c) {
+        SmcrLgr *lgr = c->lgr;
+        SmcrRetired *r;
+
+        if (!lgr || lgr->failed || !c->rmb || !(c->sent_flags & SMC_CDC_CONN_ABORT) ||
+            (c->peer_flags & (SMC_CDC_CONN_CLOSED | SMC_CDC_CONN_ABORT)))
+                return false;
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return false;
+        if (sd_event_add_time_relative(lgr->sm->m->event, &r->timer, CLOCK_MONOTONIC, SMCR_RETIRE_USEC, 0,
+                                       on_retired_timer, r) < 0) {
+                free(r);
+                return false;
+        }
+        r->lgr = lgr;
+        r->rmb = c->rmb;
+        c->rmb = NULL;
+        for (unsigned i = 0; i < SMCR_MAX_LINKS; i++) {
+                r->mr[i] = c->rmb_mr[i];
+                c->rmb_mr[i] = NULL;
+        }
+        LIST_PREPEND(retired, lgr->retired, r);
+        return true;
+}
+
 static void zombie_recv(void *userdata, const uint8_t *buf, uint32_t len) {
         SmcrZombie *z = userdata;
         struct smc_cdc_msg cdc;
@@ -1398,6 +1469,8 @@ static void lgr_free(SmcrLgr *lgr) {
                 link_clear(&lgr->links[i]);
         while (lgr->zombies)
                 zombie_free(lgr->zombies);
+        while (lgr->retired)
+                retired_free(lgr->retired);
         free(lgr->add_rk);
         sm->m->stats.smcr.lgrs--;
         log_debug("SMC-R link group %08x freed.", lgr->id);
