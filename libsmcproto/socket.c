@@ -321,6 +321,8 @@ struct smc_sock {
         uint64_t conn_id;
         unsigned conn_fork_gen; /* fork_gen when the connection was set up: if it moved,
                                  * another process may hold the connection too */
+        bool dup_shared;        /* dup(2)'d in this process: other descriptors here are
+                                 * the same connection (copies_set_option()) */
         uid_t conn_euid;        /* the uid of smcd's endpoint (the CLOSE check) */
         uint32_t conn_instance; /* the smcd (HELLO_REPLY.instance) conn_id belongs to;
                                  * 0 = unknown (an smcd without REREG): never re-registered */
@@ -2225,6 +2227,11 @@ void smc_fd_dup(int oldfd, int newfd) {
                 r = smc_ring_copy(&d->ep, &s->ep, newfd);
                 if (r < 0)
                         goto fail;
+                /* one socket: TCP_CORK stays on for the copy (smc_ring_copy() pushed
+                 * what the original held) */
+                if (__atomic_load_n(&s->ep.corked, __ATOMIC_RELAXED))
+                        (void) smc_ring_set_cork(&d->ep, true);
+                d->dup_shared = s->dup_shared = true;
                 /* SMC-D: either copy's close only lets go of it (smcd sees the last
                  * copy of X go). SMC-R: the first close ends it (smcr(7) limits) */
                 d->conn_fork_gen = s->conn_fork_gen = ~0u;
@@ -5010,10 +5017,50 @@ static int tcp_maxseg_smc(struct smc_sock *s, void *val, socklen_t *len) {
         return put_int(val, len, (int) tcp_mss(s, NULL, NULL));
 }
 
+/* Set option @level/@name to @v on SMC connection @o (o->lock held): the options the
+ * library keeps itself (its ring's, or its own fields). */
+static void sock_apply_option(struct smc_sock *o, int level, int name, int v) {
+        if (level == IPPROTO_TCP && name == TCP_CORK)
+                (void) smc_ring_set_cork(&o->ep, v != 0);
+        else if (level == IPPROTO_TCP && name == TCP_NODELAY)
+                o->nodelay = v != 0;
+        else if (level == IPPROTO_TCP && name == TCP_INQ)
+                atomic_store_explicit(&o->inq, (signed char) (v != 0), memory_order_relaxed);
+        else if (level == SOL_SOCKET && name == SO_RCVLOWAT)
+                smc_ring_set_rcvlowat(&o->ep, v);
+        else if (level == SOL_SOCKET && name == SO_LINGER) {
+                o->linger_reset = v != 0;
+                smc_ring_set_linger_reset(&o->ep, o->linger_reset);
+        }
+}
+
+/* TCP keeps options per socket, shared by all of its descriptors: an option set
+ * through descriptor @s of SMC connection @conn_id that the library keeps itself
+ * (sock_apply_option(); @v: its value, for SO_LINGER whether it resets) goes to the
+ * other descriptors of that connection in this process too (before, TCP_CORK set
+ * through a dup(2) did not hold back what the original sent). A walk of the table,
+ * only for a connection dup'd here (dup_shared), with each copy's lock taken alone
+ * (s->lock released: two threads setting options through two copies cannot deadlock).
+ * Copies in other processes (fork) keep their own: smcrun(1). */
+static void copies_set_option(struct smc_sock *s, uint64_t conn_id, int level, int name, int v) {
+        struct smc_sock *o;
+
+        for (unsigned pos = 0; (o = table_next(&pos, FD_MAX));) {
+                if (o == s || !o->dup_shared)
+                        continue;
+                pthread_mutex_lock(&o->lock);
+                if (sock_state(o) == SOCK_SMCD && o->conn_id == conn_id && o->fd == (int) pos - 1 &&
+                    !atomic_load_explicit(&o->closing, memory_order_relaxed))
+                        sock_apply_option(o, level, name, v);
+                pthread_mutex_unlock(&o->lock);
+        }
+}
+
 SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
         struct smc_sock *s = sock_lookup(fd);
-        bool smcd;
-        int r, v, t;
+        bool smcd, shared;
+        uint64_t conn_id;
+        int r, v = 0, t;
 
         if (!s)
                 return sys_setsockopt(fd, level, name, val, len);
@@ -5085,7 +5132,15 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                         r = neg_errno(sys_setsockopt(s->fd, level, name, val, len));
         }
 out:
+        shared = smcd && s->dup_shared;
+        conn_id = s->conn_id;
+        v = level == SOL_SOCKET && name == SO_LINGER ? s->linger_reset : v;
         pthread_mutex_unlock(&s->lock);
+        if (r == 0 && shared &&
+            ((level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY || name == TCP_INQ)) ||
+             (level == SOL_SOCKET && (name == SO_RCVLOWAT || name == SO_LINGER))) &&
+            (name == SO_LINGER || get_int(val, len, &v) == 0))
+                copies_set_option(s, conn_id, level, name, v);
         return ret_errno(r);
 }
 

@@ -15,6 +15,7 @@
 #     (F_SETFL, FIONBIO), a read, a send into a full ring and an accept through another
 #     copy (dup, or after fork) return EAGAIN instead of blocking; made blocking again
 #     through one copy, a read through the other waits for data.
+#  7. TCP_NODELAY and TCP_CORK set through one copy read back through the other.
 # Prints one line; exit status 0 only if every case held.
 import fcntl
 import hashlib
@@ -231,9 +232,31 @@ def case_shared_mode():
     return ok, "shared-nonblock-mode"
 
 
+def case_shared_options():
+    """TCP_NODELAY and TCP_CORK (kept by the library) set through a dup read back
+    through the original, as on TCP's one socket; and off again through the original,
+    through the copy; the bytes still arrive in order"""
+    c, s = pair()
+    d = socket.socket(fileno=os.dup(c.fileno()))
+    ok = True
+    for opt in (socket.TCP_NODELAY, socket.TCP_CORK):
+        d.setsockopt(socket.IPPROTO_TCP, opt, 1)
+        ok = ok and c.getsockopt(socket.IPPROTO_TCP, opt) == 1 and d.getsockopt(socket.IPPROTO_TCP, opt) == 1
+    c.sendall(b"one ")
+    d.sendall(b"two")
+    for opt in (socket.TCP_NODELAY, socket.TCP_CORK):
+        c.setsockopt(socket.IPPROTO_TCP, opt, 0)
+        ok = ok and c.getsockopt(socket.IPPROTO_TCP, opt) == 0 and d.getsockopt(socket.IPPROTO_TCP, opt) == 0
+    d.close()
+    c.close()
+    ok = ok and recv_all(s, 100) == b"one two"
+    s.close()
+    return ok, "shared-options"
+
+
 def main():
     results = [case_dup(), case_dup2_chain(), case_threads(), case_listener(), case_dup2_over_connection(),
-               case_shared_mode()]
+               case_shared_mode(), case_shared_options()]
     bad = [name for ok, name in results if not ok]
     print("%d dup cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
