@@ -118,8 +118,11 @@ static void cond_wait_until(uint64_t deadline) {
 /* Hand the message @m with @n fds (read from the current connection) to the thread
  * waiting for its seq, or discard it. ctl_lock held. */
 static void deliver_locked(const union smc_ctl_msg *m, int *fds, int n) {
+        /* (smcd's refusal at accept, before any HELLO, has seq 0: the HELLO's answer) */
+        bool refusal = ctl_version == 0 && m->hdr.seq == 0 && m->hdr.type == SMC_CTL_ERROR;
+
         for (struct waiter *w = ctl_waiters; w; w = w->next)
-                if (w->seq == m->hdr.seq && !w->done) {
+                if ((w->seq == m->hdr.seq || refusal) && !w->done) {
                         *w->reply = *m;
                         memcpy(w->fds, fds, sizeof(int) * (size_t) n);
                         w->n = n;
@@ -303,8 +306,16 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
         m.hello.proto_max = SMC_CTL_VERSION;
         r = smc_ctl_send(ctl_fd, &m, NULL, 0, 0);
         if (r < 0) {
+                /* smcd closed it at once: its refusal may wait to be read */
+                int n = smc_ctl_recv(ctl_fd, &reply, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+                bool users = n >= 0 && reply.hdr.type == SMC_CTL_ERROR && reply.error.error == -EUSERS;
+
+                if (n > 0)
+                        close_fds(fds, n);
+                smc_debug("ctl: sending HELLO failed (%s)%s", strerror(-r),
+                          users ? ": refused, too many control connections" : "");
                 drop_locked();
-                return -ENOTCONN;
+                return users ? -EUSERS : -ENOTCONN;
         }
         r = wait_reply_locked(m.hdr.seq, &reply, fds, timeout_ms);
         if (r > 0)
@@ -313,10 +324,14 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
                 hold_off_locked("did not answer HELLO", timeout_ms);
         if (r != 0 || reply.hdr.type != SMC_CTL_HELLO_REPLY || reply.hello_reply.version < SMC_CTL_VERSION_MIN ||
             reply.hello_reply.version > SMC_CTL_VERSION || reply.hello_reply.version != reply.hdr.version) {
-                smc_debug("ctl: HELLO failed (%s, reply type %u): no control connection", r < 0 ? strerror(-r) : "ok",
-                          r < 0 ? 0 : reply.hdr.type);
+                /* refused for the uid's (or smcd's) number of control connections:
+                 * said as such, for the fallback reason (SMCD_DECL_MAXCLIENTS) */
+                bool users = r == 0 && reply.hdr.type == SMC_CTL_ERROR && reply.error.error == -EUSERS;
+
+                smc_debug("ctl: HELLO failed (%s, reply type %u): no control connection",
+                          r < 0 ? strerror(-r) : users ? reply.error.msg : "ok", r < 0 ? 0 : reply.hdr.type);
                 drop_locked();
-                return -ENOTCONN;
+                return users ? -EUSERS : -ENOTCONN;
         }
         ctl_version = (uint16_t) reply.hello_reply.version;
         ctl_forked = false;
@@ -336,7 +351,8 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
 
 /* An established control connection (HELLO done), connecting if there is none,
  * waiting up to @timeout_ms for the HELLO (ours or another thread's).
- * ctl_lock held (dropped while waiting). Returns 0 or -ENOTCONN. */
+ * ctl_lock held (dropped while waiting). Returns 0, -ENOTCONN, or -EUSERS (smcd
+ * refused the control connection: too many of the uid's or in all). */
 /* @probe: look for a hang-up of the control connection first (one poll(2)), for a
  * send that must not be lost on an smcd that is gone (CLOSE, notices). A request
  * that waits for its reply needs no probe: its send fails (EPIPE) on a connection

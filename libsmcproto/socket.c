@@ -3521,7 +3521,9 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         if (n < 0) {
                 if (n == -EMFILE || n == -ENFILE)
                         fd_pressure_note(); /* (the reply's descriptors did not fit: look first next time) */
-                *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV : SMC_CLC_DECL_INTERR;
+                *ret_reason = n == -ENOTCONN ? SMC_CLC_DECL_NOSMCDDEV
+                              : n == -EUSERS  ? SMCD_DECL_MAXCLIENTS /* (refused at HELLO) */
+                                              : SMC_CLC_DECL_INTERR;
                 smc_debug("connect fd %d: CONNECT seq %u failed: %s: TCP, reason 0x%08x", s->fd, m.hdr.seq,
                           strerror(-n), *ret_reason);
                 return 0;

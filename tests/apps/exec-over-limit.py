@@ -11,7 +11,9 @@
 # it on) and so stops counting against those 32 (before: resets from the 33rd).
 # A second process of the uid then connects: beyond the limit it may not make new
 # connections, so it goes on over TCP with reason SMCD_DECL_MAXCLIENTS (counted by
-# smcd; before, such a client fell back uncounted, as NOSMCDDEV), and its bytes arrive.
+# smcd; before, such a client fell back uncounted, as NOSMCDDEV), and its bytes arrive;
+# with 32 idle connections beyond the limit held, a further process is refused at
+# HELLO and its connect goes to TCP with that reason too (before: NOSMCDDEV).
 # Prints one line; exit status 0 only if all that held.
 import os
 import socket
@@ -132,11 +134,34 @@ def main():
     if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
         bad.append("second process: exit %d, mode and reason %r (want %d %d), server got %r" %
                    (p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+    # 32 control connections that adopt nothing fill what smcd admits beyond the
+    # limit: the next process's HELLO is refused, and its connect goes over TCP with
+    # the same reason (before: SMC_CLC_DECL_NOSMCDDEV, as if there were no smcd)
+    held = []
+    path = os.path.join(os.environ.get("SMCD_RUNTIME_DIR", "/run/smcd"), "smcd.sock")
+    for i in range(32):
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        u.connect(path)
+        u.send(struct.pack("<IHHII", 0x64434D53, 1, 1, 32, i + 1) + struct.pack("<IIII", 1, 6, 0, 0))
+        u.settimeout(5)
+        u.recv(512)  # HELLO_REPLY
+        held.append(u)
+    p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
+    s, _ = ls.accept()
+    s.settimeout(10)
+    got = recv_all(s)
+    out = p.communicate(timeout=20)[0].split()
+    if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
+        bad.append("a process refused at HELLO: exit %d, mode and reason %r (want %d %d), server got %r" %
+                   (p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+    for u in held:
+        u.close()
     if bad:
         print("exec-over-limit: " + "; ".join(bad))
         return 1
     print("exec-over-limit: 3 connections handed to exec'd cat beyond max_clients_per_uid 1, every byte "
-          "echoed; %d at once, all echoed; a second process went to TCP, reason SMCD_DECL_MAXCLIENTS" % n)
+          "echoed; %d at once, all echoed; a second process went to TCP, reason SMCD_DECL_MAXCLIENTS, "
+          "and so did one refused at HELLO" % n)
     return 0
 
 
