@@ -1181,6 +1181,30 @@ _public_ ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
         return f ? f(fd, iov, iovcnt) : sys_writev(fd, iov, iovcnt);
 }
 
+/* preadv2 / pwritev2 with offset -1 are readv / writev (Python's os.preadv and
+ * os.pwritev call them); before, they reached the socket pair under an SMC
+ * connection: written bytes were lost, doorbell bytes read as data (helper 113).
+ * (glibc's preadv64v2 / pwritev64v2 are the same calls under the LFS names.) */
+_public_ ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+        if (managed(fd))
+                return smc_preadv2(fd, iov, iovcnt, offset, flags);
+        return sys_preadv2(fd, iov, iovcnt, offset, flags);
+}
+
+_public_ ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+        if (managed(fd))
+                return smc_pwritev2(fd, iov, iovcnt, offset, flags);
+        return sys_pwritev2(fd, iov, iovcnt, offset, flags);
+}
+
+_public_ ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+        return preadv2(fd, iov, iovcnt, offset, flags);
+}
+
+_public_ ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+        return pwritev2(fd, iov, iovcnt, offset, flags);
+}
+
 /* ---- poll ---------------------------------------------------------------------------- */
 
 static bool any_managed(const struct pollfd *fds, nfds_t nfds) {
@@ -1697,6 +1721,14 @@ _public_ long syscall(long n, ...) {
         case SYS_recvmmsg:
                 return recvmmsg((int) a[0], (struct mmsghdr *) a[1], (unsigned) a[2], (int) a[3],
                                 (struct timespec *) a[4]);
+        case SYS_preadv2:
+                if (sizeof(long) >= 8) /* (offset in a[3] alone) */
+                        return preadv2((int) a[0], (const struct iovec *) a[1], (int) a[2], (off_t) a[3], (int) a[5]);
+                return smc_syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        case SYS_pwritev2:
+                if (sizeof(long) >= 8)
+                        return pwritev2((int) a[0], (const struct iovec *) a[1], (int) a[2], (off_t) a[3], (int) a[5]);
+                return smc_syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]);
         case SYS_sendfile:
                 return sendfile((int) a[0], (int) a[1], (off_t *) a[2], (size_t) a[3]);
         case SYS_splice:

@@ -71,6 +71,13 @@ ssize_t smc_read(int fd, void *buf, size_t len);
 ssize_t smc_write(int fd, const void *buf, size_t len);
 ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt);
 ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt);
+/* preadv2(2) / pwritev2(2): with @offset -1 (the file position) and flags a socket
+ * ignores (RWF_HIPRI, RWF_DSYNC, RWF_SYNC, RWF_APPEND; RWF_NOWAIT: nonblocking, as
+ * MSG_DONTWAIT) they are readv / writev on the connection, as on a TCP socket; any
+ * other @offset or flag gets the kernel's answer for a socket (-1 with ESPIPE,
+ * EINVAL or EOPNOTSUPP), no data moved. */
+ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int64_t offset, int flags);
+ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int64_t offset, int flags);
 
 /* sendfile(2) with @out_fd an SMC socket: up to @count bytes of @in_fd (at most
  * 0x7ffff000, as the kernel), from *@offset (then advanced by what was sent; in_fd's

@@ -4157,6 +4157,34 @@ SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
         return smcd_send(s, iov, iovcnt, 0, true);
 }
 
+/* preadv2(2) / pwritev2(2) flags a socket ignores (the kernel's sock_read_iter and
+ * sock_write_iter; RWF_NOWAIT is a nonblocking call) */
+#define RWF_SOCKET_OK (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)
+
+SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int64_t offset, int flags) {
+        struct smc_sock *s;
+
+        /* another offset (ESPIPE, EINVAL) or flag (EOPNOTSUPP): the kernel says the
+         * same for the socket pair as for a TCP socket, before any I/O */
+        if (offset != -1 || (flags & ~RWF_SOCKET_OK))
+                return sys_preadv2(fd, iov, iovcnt, offset, flags);
+        s = data_sock(fd, &fd);
+        if (!s)
+                return sys_preadv2(fd, iov, iovcnt, offset, flags);
+        return smcd_recv(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
+}
+
+SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int64_t offset, int flags) {
+        struct smc_sock *s;
+
+        if (offset != -1 || (flags & ~RWF_SOCKET_OK))
+                return sys_pwritev2(fd, iov, iovcnt, offset, flags);
+        s = data_sock(fd, &fd);
+        if (!s)
+                return sys_pwritev2(fd, iov, iovcnt, offset, flags);
+        return smcd_send(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
+}
+
 /* sendfile(2) onto an SMC connection in one copy: smc_ring_sendfile() reads the file
  * straight into the peer's DMB (the send buffer for SMC-R), with send()'s cork,
  * MSG_MORE, autocork, blocking and nonblocking rules and SO_SNDTIMEO. The file

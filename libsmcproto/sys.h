@@ -79,6 +79,15 @@ static inline ssize_t sys_preadv(int fd, const struct iovec *v, int n, int64_t o
         return smc_syscall(SYS_preadv, fd, v, n, (unsigned long) off,
                        (unsigned long) (sizeof(long) >= 8 ? 0 : (uint64_t) off >> 32));
 }
+/* preadv2(2) / pwritev2(2): the same, and the RWF_* flags */
+static inline ssize_t sys_preadv2(int fd, const struct iovec *v, int n, int64_t off, int flags) {
+        return smc_syscall(SYS_preadv2, fd, v, n, (unsigned long) off,
+                           (unsigned long) (sizeof(long) >= 8 ? 0 : (uint64_t) off >> 32), flags);
+}
+static inline ssize_t sys_pwritev2(int fd, const struct iovec *v, int n, int64_t off, int flags) {
+        return smc_syscall(SYS_pwritev2, fd, v, n, (unsigned long) off,
+                           (unsigned long) (sizeof(long) >= 8 ? 0 : (uint64_t) off >> 32), flags);
+}
 static inline int64_t sys_lseek(int fd, int64_t off, int whence) { return smc_syscall(SYS_lseek, fd, off, whence); }
 static inline ssize_t sys_sendfile(int out, int in, int64_t *off, size_t n) { return smc_syscall(SYS_sendfile, out, in, off, n); }
 static inline ssize_t sys_writev(int fd, const struct iovec *v, int n) { return smc_syscall(SYS_writev, fd, v, n); }
