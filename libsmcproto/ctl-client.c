@@ -139,6 +139,21 @@ static uint32_t next_seq_locked(void) {
         return ctl_seq;
 }
 
+/* After -ECONNRESET from @fd: what smcd queued before it closed, if anything. A unix
+ * socket closed by its peer with our message unread reports ECONNRESET before the
+ * messages queued for us (the kernel's sock_error() comes first), and EOF afterwards
+ * also reads as -ECONNRESET (smc_ctl_recv()): smcd's refusal at accept (ERROR EUSERS,
+ * before it read our HELLO) would be lost otherwise. Returns nfds, or -ECONNRESET. */
+static int recv_after_reset(int fd, union smc_ctl_msg *m, int *fds) {
+        for (int i = 0; i < 2; i++) {
+                int r = smc_ctl_recv(fd, m, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+
+                if (r != -ECONNRESET)
+                        return r >= 0 ? r : -ECONNRESET;
+        }
+        return -ECONNRESET;
+}
+
 /* Wait for the message with @seq (ctl_lock held; dropped while waiting and reading).
  * Returns nfds (the reply in @reply, the fds in @fds, owned by the caller) or -errno:
  * -ETIMEDOUT after @timeout_ms, -ENOTCONN if the connection was dropped meanwhile
@@ -153,6 +168,7 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
         for (;;) {
                 union smc_ctl_msg m;
                 int mfds[SMC_CTL_MAX_FDS];
+                bool hello;
                 int fd;
 
                 if (w.done) {
@@ -178,6 +194,7 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                  * spinning client takes the CPU smcd needs to answer.) */
                 ctl_reading = true;
                 fd = ctl_fd;
+                hello = !ctl_version; /* (read under the lock) */
                 pthread_mutex_unlock(&ctl_lock);
                 if (timeout_ms < SMC_CTL_CLIENT_TIMEOUT_MS) {
                         /* a wait shorter than SO_RCVTIMEO (the idle path's): poll
@@ -190,6 +207,8 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                                     : -EAGAIN;
                 } else
                         r = smc_ctl_recv(fd, &m, mfds, SMC_CTL_TO_CLIENT, 0);
+                if (r == -ECONNRESET && hello)
+                        r = recv_after_reset(fd, &m, mfds); /* (refused at accept?) */
                 pthread_mutex_lock(&ctl_lock);
                 ctl_reading = false;
                 pthread_cond_broadcast(&ctl_cond);
@@ -307,7 +326,7 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
         r = smc_ctl_send(ctl_fd, &m, NULL, 0, 0);
         if (r < 0) {
                 /* smcd closed it at once: its refusal may wait to be read */
-                int n = smc_ctl_recv(ctl_fd, &reply, fds, SMC_CTL_TO_CLIENT, MSG_DONTWAIT);
+                int n = recv_after_reset(ctl_fd, &reply, fds);
                 bool users = n >= 0 && reply.hdr.type == SMC_CTL_ERROR && reply.error.error == -EUSERS;
 
                 if (n > 0)
