@@ -48,6 +48,21 @@ def recv_all(s):
         out += b
 
 
+def cat_on(s):
+    """fork, and exec cat(1) with accepted connection @s as its stdin and stdout
+    (inetd's pattern); @s is closed here. Returns the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(s.fileno(), 0)
+            os.dup2(s.fileno(), 1)
+            os.execvp("cat", ["cat"])
+        finally:
+            os._exit(127)
+    s.close()
+    return pid
+
+
 SECOND = r"""
 import socket, struct, sys
 c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
@@ -71,15 +86,7 @@ def main():
         mode = smc_info(c)[0]
         if mode != MODE_SMCD:
             bad.append("connection %d: mode %d, not SMC-D" % (i, mode))
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.dup2(s.fileno(), 0)
-                os.dup2(s.fileno(), 1)
-                os.execvp("cat", ["cat"])
-            finally:
-                os._exit(127)
-        s.close()
+        pid = cat_on(s)
         data = os.urandom(200000 + 7 * i)  # larger than the ring: cat must keep reading
         t = threading.Thread(target=lambda: (c.sendall(data), c.shutdown(socket.SHUT_WR)))
         t.start()
@@ -100,15 +107,7 @@ def main():
     pids = []
     for i in range(n):
         s, _ = ls.accept()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.dup2(s.fileno(), 0)
-                os.dup2(s.fileno(), 1)
-                os.execvp("cat", ["cat"])
-            finally:
-                os._exit(127)
-        s.close()
+        pid = cat_on(s)
         pids.append(pid)
     msgs = [os.urandom(1000 + i) for i in range(n)]
     for c, m in zip(cl, msgs):
