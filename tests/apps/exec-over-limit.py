@@ -63,6 +63,19 @@ def cat_on(s):
     return pid
 
 
+def second_process(ls, port, what, bad):
+    """Run SECOND (another process of the uid) against listener @ls: it must go to TCP
+    with reason SMCD_DECL_MAXCLIENTS and its bytes arrive; else a line in @bad."""
+    p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
+    s, _ = ls.accept()
+    s.settimeout(10)
+    got = recv_all(s)
+    out = p.communicate(timeout=20)[0].split()
+    if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
+        bad.append("%s: exit %d, mode and reason %r (want %d %d), server got %r" %
+                   (what, p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+
+
 SECOND = r"""
 import socket, struct, sys
 c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
@@ -125,14 +138,7 @@ def main():
     if smcd_n != n or echoed != n or failed:
         bad.append("%d at once: %d SMC-D, %d echoed, %d cat failed" % (n, smcd_n, echoed, failed))
     # a second process of the uid: over the limit, TCP with the reason
-    p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
-    s, _ = ls.accept()
-    s.settimeout(10)
-    got = recv_all(s)
-    out = p.communicate(timeout=20)[0].split()
-    if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
-        bad.append("second process: exit %d, mode and reason %r (want %d %d), server got %r" %
-                   (p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+    second_process(ls, port, "second process", bad)
     # 32 control connections that adopt nothing fill what smcd admits beyond the
     # limit: the next process's HELLO is refused, and its connect goes over TCP with
     # the same reason (before: SMC_CLC_DECL_NOSMCDDEV, as if there were no smcd)
@@ -145,14 +151,7 @@ def main():
         u.settimeout(5)
         u.recv(512)  # HELLO_REPLY
         held.append(u)
-    p = subprocess.Popen([sys.executable, "-c", SECOND, str(port)], stdout=subprocess.PIPE, text=True)
-    s, _ = ls.accept()
-    s.settimeout(10)
-    got = recv_all(s)
-    out = p.communicate(timeout=20)[0].split()
-    if p.returncode != 0 or out != [str(MODE_TCP), str(MAXCLIENTS)] or got != b"second process":
-        bad.append("a process refused at HELLO: exit %d, mode and reason %r (want %d %d), server got %r" %
-                   (p.returncode, out, MODE_TCP, MAXCLIENTS, got))
+    second_process(ls, port, "a process refused at HELLO", bad)
     for u in held:
         u.close()
     if bad:
