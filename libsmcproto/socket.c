@@ -242,6 +242,8 @@ struct smc_sock {
                                * end (data_sock()), else X would hand them doorbell
                                * bytes until it is closed */
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
+        int8_t connect_prev; /* SOCK_TCP by a connect's fallback: the state before + 1, for
+                              * another try when that connect failed (0: not so) */
         bool nodelay;
         bool rcvtimeo_set;       /* the app set SO_RCVTIMEO: X must carry it too */
         _Atomic signed char inq; /* TCP_INQ on (1) or off (0) on an SMC connection, as
@@ -3701,9 +3703,30 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 errno = EISCONN; /* what Linux TCP says for a listener */
                 return -1;
         case SOCK_LISTEN_TCP:
-        case SOCK_TCP:
                 pthread_mutex_unlock(&s->lock);
                 return sys_connect(fd, addr, len);
+        case SOCK_TCP:
+                prev = s->connect_prev;
+                pthread_mutex_unlock(&s->lock);
+                r = sys_connect(fd, addr, len);
+                if (r < 0 && errno == ECONNABORTED && prev) {
+                        /* a nonblocking connect that failed (refused, timed out): the
+                         * kernel has made the socket unconnected again with this
+                         * ECONNABORTED, and the next connect gets another chance of
+                         * SMC, as after a blocking one that failed at once (helper 113:
+                         * a retry to a live SMC listener stayed TCP) */
+                        int saved = errno;
+
+                        pthread_mutex_lock(&s->lock);
+                        if (sock_state(s) == SOCK_TCP && s->connect_prev == prev) {
+                                sock_set_state(s, prev - 1);
+                                s->connect_prev = 0;
+                                s->fallback_reason = 0;
+                        }
+                        pthread_mutex_unlock(&s->lock);
+                        errno = saved;
+                }
+                return r;
         default:
                 break;
         }
@@ -3775,6 +3798,7 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         /* TCP fallback, with TCP's own errors */
         prev = sock_state(s);
         s->fallback_reason = reason;
+        s->connect_prev = (int8_t) (prev + 1);
         sock_set_state(s, SOCK_TCP);
         pthread_mutex_unlock(&s->lock);
         r = sys_connect(fd, addr, len);
@@ -3784,8 +3808,10 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 int saved = errno;
 
                 pthread_mutex_lock(&s->lock);
-                if (sock_state(s) == SOCK_TCP)
+                if (sock_state(s) == SOCK_TCP) {
                         sock_set_state(s, prev);
+                        s->connect_prev = 0;
+                }
                 pthread_mutex_unlock(&s->lock);
                 errno = saved;
         } else if ((r == 0 || errno == EINPROGRESS || errno == EINTR) && reason == SMCD_DECL_SHORTCONN) {
