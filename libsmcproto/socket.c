@@ -5074,7 +5074,8 @@ static int tcp_maxseg_smc(struct smc_sock *s, void *val, socklen_t *len) {
 }
 
 /* Set option @level/@name to @v on SMC connection @o (o->lock held): the options the
- * library keeps itself (its ring's, or its own fields). */
+ * library keeps itself (its ring's, or its own fields). (SO_RCVLOWAT's mark lives in
+ * the rx DMB header, which every copy shares already.) */
 static void sock_apply_option(struct smc_sock *o, int level, int name, int v) {
         if (level == IPPROTO_TCP && name == TCP_CORK)
                 (void) smc_ring_set_cork(&o->ep, v != 0);
@@ -5082,8 +5083,6 @@ static void sock_apply_option(struct smc_sock *o, int level, int name, int v) {
                 o->nodelay = v != 0;
         else if (level == IPPROTO_TCP && name == TCP_INQ)
                 atomic_store_explicit(&o->inq, (signed char) (v != 0), memory_order_relaxed);
-        else if (level == SOL_SOCKET && name == SO_RCVLOWAT)
-                smc_ring_set_rcvlowat(&o->ep, v);
         else if (level == SOL_SOCKET && name == SO_LINGER) {
                 o->linger_reset = v != 0;
                 smc_ring_set_linger_reset(&o->ep, o->linger_reset);
@@ -5179,8 +5178,17 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
         }
         if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ && get_int(val, len, &v) == 0)
                 atomic_store_explicit(&s->inq, (signed char) (v != 0), memory_order_relaxed); /* (0 or 1) */
-        if (r == 0 && smcd && level == SOL_SOCKET && name == SO_RCVLOWAT && get_int(val, len, &v) == 0)
-                smc_ring_set_rcvlowat(&s->ep, v); /* for the ring's receive (the kernel took it) */
+        if (r == 0 && smcd && level == SOL_SOCKET && name == SO_RCVLOWAT && get_int(val, len, &v) == 0) {
+                /* for the ring's receive (the kernel took it): the value it keeps
+                 * (TCP caps it at half of tcp_rmem's largest), which getsockopt
+                 * reads back from the ring (shared by every process) */
+                int kv;
+                socklen_t kl = sizeof(kv);
+
+                if (sys_getsockopt(t, SOL_SOCKET, SO_RCVLOWAT, &kv, &kl) == 0 && kl == sizeof(kv))
+                        v = kv;
+                smc_ring_set_rcvlowat(&s->ep, v);
+        }
         if (r == 0 && level == SOL_SOCKET && name == SO_RCVTIMEO) {
                 /* a blocking SMC-D receive sleeps in a recv on X: X times out as TCP */
                 s->rcvtimeo_set = true;
@@ -5194,7 +5202,7 @@ out:
         pthread_mutex_unlock(&s->lock);
         if (r == 0 && shared &&
             ((level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY || name == TCP_INQ)) ||
-             (level == SOL_SOCKET && (name == SO_RCVLOWAT || name == SO_LINGER))) &&
+             (level == SOL_SOCKET && name == SO_LINGER)) &&
             (name == SO_LINGER || get_int(val, len, &v) == 0))
                 copies_set_option(s, conn_id, level, name, v);
         return ret_errno(r);
@@ -5250,6 +5258,14 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                                 return ret_errno(put_int(val, len, (int) (2 * s->ep.tx_size)));
                         case SO_RCVBUF:
                                 return ret_errno(put_int(val, len, (int) (2 * s->ep.rx_size)));
+                        case SO_RCVLOWAT: { /* the mark in the shared rx header: what
+                                             * every copy's receive waits for, in any
+                                             * process (smc_ring_set_rcvlowat() maps as
+                                             * the kernel; 0: never set, TCP's 1) */
+                                uint32_t m = atomic_load_explicit(&s->ep.rx_hdr->rcvlowat, memory_order_relaxed);
+
+                                return ret_errno(put_int(val, len, m == 0 ? 1 : m > INT_MAX ? INT_MAX : (int) m));
+                        }
                         default:
                                 break;
                         }
@@ -5796,6 +5812,15 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
         }
         case FIOCLEX:  /* close-on-exec: a flag of the app's descriptor itself (CPython's */
         case FIONCLEX: /* set_inheritable() uses these), not of the TCP socket underneath */
+                return sys_ioctl(fd, req, arg);
+        case SIOCGSTAMP_OLD: /* a received packet's time: a TCP stream socket has */
+        case SIOCGSTAMPNS_OLD: /* none (ENOENT); the accept side has only X, a unix */
+        case SIOCGSTAMP_NEW:   /* socket, whose ENOTTY a program would not expect */
+        case SIOCGSTAMPNS_NEW:
+                if (st == SOCK_SMCD && s->hidden < 0)
+                        return ret_errno(-ENOENT);
+                if ((st == SOCK_SMCD || st == SOCK_LISTEN_SMC) && s->hidden >= 0)
+                        return sys_ioctl(s->hidden, req, arg);
                 return sys_ioctl(fd, req, arg);
         default:
                 /* everything else concerns the TCP socket underneath */

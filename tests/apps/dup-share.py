@@ -16,7 +16,10 @@
 #     copy (dup, or after fork) return EAGAIN instead of blocking; made blocking again
 #     through one copy, a read through the other waits for data.
 #  7. TCP_NODELAY and TCP_CORK set through one copy read back through the other.
+#  8. SO_RCVLOWAT set in a forked child reads back in the parent (capped as TCP's);
+#     SIOCGSTAMP on an accepted connection: ENOENT, as TCP.
 # Prints one line; exit status 0 only if every case held.
+import errno
 import fcntl
 import hashlib
 import os
@@ -254,9 +257,36 @@ def case_shared_options():
     return ok, "shared-options"
 
 
+def case_rcvlowat_fork():
+    """SO_RCVLOWAT is the socket's: set in a forked child, it reads back in the parent,
+    capped as the kernel caps TCP's (a negative value); SIOCGSTAMP on an accepted
+    connection is ENOENT (no packet time), as on TCP, not the socket pair's ENOTTY"""
+    c, s = pair()
+    plain = socket.socket()  # unconnected: the kernel's own answer
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, -5)
+    cap = plain.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+    plain.close()
+    pid = os.fork()
+    if pid == 0:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 9)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    ok = s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 9
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, -5)
+    ok = ok and s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == cap
+    try:
+        fcntl.ioctl(s.fileno(), 0x8906, bytes(16))  # SIOCGSTAMP
+        ok = False
+    except OSError as e:
+        ok = ok and e.errno == errno.ENOENT
+    c.close()
+    s.close()
+    return ok, "rcvlowat-fork"
+
+
 def main():
     results = [case_dup(), case_dup2_chain(), case_threads(), case_listener(), case_dup2_over_connection(),
-               case_shared_mode(), case_shared_options()]
+               case_shared_mode(), case_shared_options(), case_rcvlowat_fork()]
     bad = [name for ok, name in results if not ok]
     print("%d dup cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)
