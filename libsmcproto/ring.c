@@ -1152,7 +1152,10 @@ bool smc_ring_plug_owed(struct smc_ring_ep *ep, bool spin) {
 }
 
 /* The SHUT_WR work, with tx_lock held. */
-static int tx_shutdown_locked(struct smc_ring_ep *ep) {
+/* @x_how: how X is shut when the peer's ring has the X_HUP feature: SHUT_WR, or
+ * SHUT_RDWR for a shutdown(SHUT_RDWR) whose read side was left to this call (one
+ * wakeup for a waiter, as TCP's: smc_ring_shutdown()) */
+static int tx_shutdown_locked(struct smc_ring_ep *ep, int x_how) {
         int y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
 
         if (y < 0)
@@ -1174,7 +1177,7 @@ static int tx_shutdown_locked(struct smc_ring_ep *ep) {
                         if ((atomic_load(&ep->rx_hdr->conn_flags) & PEER_EOF_FLAGS) ||
                             (atomic_load(&ep->rx_hdr->reader_flags) & SMC_DMB_READER_SHUT_RD))
                                 x_hup_mark(ep->rx_hdr);
-                        (void) sys_shutdown(ep->x, SHUT_WR);
+                        (void) sys_shutdown(ep->x, x_how);
                 }
                 /* TCP reports EPOLLOUT once its writing side is shut (tcp_poll()), but
                  * a plug we left in X (the peer's ring had no room) keeps X's send
@@ -1452,7 +1455,7 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
 out:
         /* a shutdown(SHUT_WR) another thread asked for while we held the lock */
         if (__atomic_exchange_n(&ep->wr_shut_pending, false, __ATOMIC_RELAXED))
-                (void) tx_shutdown_locked(ep);
+                (void) tx_shutdown_locked(ep, SHUT_WR);
         /* bytes left held back: TCP sends them after at most 200 ms even if the
          * program never uncorks (tcp(7), TCP_CORK): queue that push; and say how far
          * they go, for smcd if this process dies first (dmb.h prod_held) */
@@ -2021,22 +2024,28 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
 /* Shut our read side, as TCP's SHUT_RD: wake every reader and poller of this socket
  * with EOF by shutting X's receive side (the kernel then reports POLLIN|POLLRDHUP),
  * after telling the writer that EPIPE on its doorbell is not our death. */
-static void rx_shut(struct smc_ring_ep *ep) {
+/* @x: shut X's read side too (else the write side's shutdown does both at once) */
+static void rx_shut(struct smc_ring_ep *ep, bool x) {
         atomic_fetch_or(&ep->rx_hdr->reader_flags, SMC_DMB_READER_SHUT_RD);
         if (atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)
                 x_hup_mark(ep->rx_hdr); /* our write side is shut: this completes it */
-        (void) sys_shutdown(ep->x, SHUT_RD);
+        if (x)
+                (void) sys_shutdown(ep->x, SHUT_RD);
 }
 
 int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
         int r = 0;
 
+        bool rd;
+
         if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
                 return -EINVAL;
-        if ((how == SHUT_RD || how == SHUT_RDWR) && !__atomic_exchange_n(&ep->rd_shut, true, __ATOMIC_RELAXED))
-                rx_shut(ep);
-        if (how == SHUT_RD)
+        rd = (how == SHUT_RD || how == SHUT_RDWR) && !__atomic_exchange_n(&ep->rd_shut, true, __ATOMIC_RELAXED);
+        if (how == SHUT_RD) {
+                if (rd)
+                        rx_shut(ep, true);
                 return 0;
+        }
 
         /* A sender blocked in another thread holds tx_lock while it waits for space:
          * leave the shutdown to it (it polls with a timeout and sees the request),
@@ -2046,21 +2055,32 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
          * us: wait for it (a shutdown left pending there was lost until the next
          * send: the peer saw no EOF) */
         if (!tx_lock_or_sleeper(ep)) {
+                if (rd)
+                        rx_shut(ep, true); /* (now: the sleeper does the write side) */
                 __atomic_store_n(&ep->wr_shut_pending, true, __ATOMIC_RELAXED);
                 /* (a sleeper that holds the lock after our store sees it) */
                 if (!tx_lock_or_sleeper(ep))
                         return __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED) < 0 ? -ENOTCONN : 0;
+                rd = false;
         }
         {
                 /* a copy in another process may be sending: its bytes go before the
                  * EOF or get EPIPE, never after it (their cross-process lock) */
                 bool shared = __atomic_load_n(&ep->shared, __ATOMIC_RELAXED);
+                /* SHUT_RDWR: X shut both ways in one call where the write side's
+                 * shutdown shuts X, so that a thread waiting in epoll_wait wakes
+                 * once, with EPOLLHUP, as TCP's (helper 113: IN|RDHUP first, HUP at
+                 * the next wait, in 3 of 5 runs) */
+                bool both = rd && !ep->wr_shut && __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED) >= 0 &&
+                            (ep->rx_hdr->features & SMC_DMB_FEAT_X_HUP);
 
+                if (rd)
+                        rx_shut(ep, !both);
                 if (shared) {
                         tx_lock_shared(ep);
                         tx_sync(ep);
                 }
-                r = tx_shutdown_locked(ep);
+                r = tx_shutdown_locked(ep, both ? SHUT_RDWR : SHUT_WR);
                 if (shared)
                         tx_unlock_shared(ep);
         }
@@ -2074,7 +2094,7 @@ bool smc_ring_close(struct smc_ring_ep *ep) {
 
 void smc_ring_wake_closed(struct smc_ring_ep *ep, int err) {
         __atomic_store_n(&ep->closed_err, err, __ATOMIC_RELEASE);
-        rx_shut(ep); /* also when a SHUT_RD already did: the close may have marked us */
+        rx_shut(ep, true); /* also when a SHUT_RD already did: the close may have marked us */
 }
 
 void smc_ring_mark_accepted(struct smc_ring_ep *ep) {
