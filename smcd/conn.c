@@ -1215,7 +1215,8 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
 }
 
 /* ADOPT_REPLY for @e (SMC-D, open, of @c's uid): both buffers and Y, and @c as its
- * owner if it has none or @e is held (lives on its X's copies). @how for the log. Returns 0 or a negative errno from sending. */
+ * owner if it has none or @e is held (it lives on its X's copies). @how for the log.
+ * Returns 0 or a negative errno from sending. */
 static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
         Manager *m = c->manager;
         Endpoint *peer;
