@@ -514,7 +514,8 @@ static int lock_runtime_dir(const char *dir) {
  * the tables kept beside it, or as one of smcd's files in the runtime directory. */
 static int check_paths(const ManagerConfig *cfg) {
         static const char *const beside[] = { POLICY_STATE_NAME, PNET_STATE_NAME };
-        static const char *const rt[] = { SMC_CTL_SOCKET_NAME, SMCD_EPT_NAME, "stats.json", "instance" };
+        static const char *const rt[] = { SMC_CTL_SOCKET_NAME, SMC_CTL_SOCKET_NAME ".new", SMCD_EPT_NAME, "stats.json",
+                                          "instance" };
         size_t max = sizeof(((struct sockaddr_un *) 0)->sun_path) - 2 - strlen(SMC_CTL_SOCKET_NAME);
         const char *base = strrchr(cfg->state_file, '/');
         size_t dlen;

@@ -837,26 +837,37 @@ static int setup_socket(Manager *m) {
  * is enforced per client by SO_PEERCRED); its identity is noted (unlinked at exit only
  * if still ours). The new socket in *@ret_fd. */
 static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd) {
+        struct sockaddr_un tmp = { .sun_family = AF_UNIX };
+        const char *at = m->socket_path;
         struct stat st;
         int fd, r;
 
+        /* bound and listening under a temporary name first, then renamed into place:
+         * a client never finds the path bound but not yet listening (its connect
+         * would be refused and it would fall back to TCP while smcd starts) */
+        if (strlen(sa->sun_path) + (sizeof(".new") - 1) < sizeof(tmp.sun_path)) {
+                stpcpy(stpcpy(tmp.sun_path, sa->sun_path), ".new");
+                at = tmp.sun_path;
+                (void) unlink(at); /* (a stale one: the runtime directory's lock is ours) */
+        } else
+                tmp = *sa;
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return log_error_errno(errno, "socket(AF_UNIX) failed: %m");
-        if (bind(fd, (const struct sockaddr *) sa, sizeof(*sa)) < 0) {
-                r = log_error_errno(errno, "Failed to bind %s: %m", m->socket_path);
+        if (bind(fd, (const struct sockaddr *) &tmp, sizeof(tmp)) < 0) {
+                r = log_error_errno(errno, "Failed to bind %s: %m", at);
                 close(fd);
                 return r;
         }
-        if (stat(m->socket_path, &st) == 0) {
-                m->socket_dev = st.st_dev;
-                m->socket_ino = st.st_ino;
-        }
-        if (chmod(m->socket_path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
+        if (chmod(at, 0666) < 0 || listen(fd, SOMAXCONN) < 0 || stat(at, &st) < 0 ||
+            (at != m->socket_path && rename(at, m->socket_path) < 0)) {
                 r = log_error_errno(errno, "Failed to set up %s: %m", m->socket_path);
+                (void) unlink(at);
                 close(fd);
                 return r;
         }
+        m->socket_dev = st.st_dev;
+        m->socket_ino = st.st_ino;
         *ret_fd = fd;
         return 0;
 }

@@ -301,12 +301,20 @@ class Smcd:
         self.sock = os.path.join(rundir, "smcd.sock")
         self.stats_path = os.path.join(rundir, "stats.json")
         self.log = open(os.path.join(rundir, "smcd.log"), "w")
+        try:  # a socket left by a killed smcd is not this one's
+            stale = os.stat(self.sock).st_ino
+        except OSError:
+            stale = None
         env = dict(os.environ, SMCD_RUNTIME_DIR=rundir)
         env.pop("LISTEN_FDS", None)
         self.p = subprocess.Popen([binary] + (["-v"] if os.environ.get("SMCD_TEST_VERBOSE", "1") == "1" else []) + ["--runtime-dir", rundir] + list(extra),
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env, preexec_fn=preexec)
         for _ in range(500):
-            if os.path.exists(self.sock) and os.path.exists(self.stats_path):
+            try:
+                ours = os.stat(self.sock).st_ino != stale
+            except OSError:
+                ours = False
+            if ours and os.path.exists(self.stats_path):
                 break
             if self.p.poll() is not None:
                 raise RuntimeError(f"smcd exited with {self.p.returncode}")
@@ -428,6 +436,7 @@ def main():
         rundir = tempfile.mkdtemp(prefix=f"smcd-raw-v{version}-")
         tmpdirs.append(rundir)
         d = Smcd(binary, rundir)
+        check(not os.path.exists(d.sock + ".new"), "smcd's socket was renamed into place listening (no .new left)")
         try:
             run_main_checks(d, binary, version)
         finally:
