@@ -2120,12 +2120,14 @@ bool smc_ring_linger_reset(const struct smc_ring_ep *ep) {
 
 bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
         uint64_t cons;
-        bool abort;
+        bool abort, fin_went;
         uint32_t f;
 
         __atomic_store_n(&ep->closed, true, __ATOMIC_SEQ_CST); /* before anything that
                                                                  * lets smcd release */
         cons = atomic_load(&ep->rx_hdr->cons);
+        /* our FIN went before this close (here or through another copy) */
+        fin_went = atomic_load(&ep->tx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING;
 
         /* as tcp_close(): a reset (SO_LINGER {1, 0}, or data left unread) only while
          * the connection is open; once both FINs went (our shutdown(SHUT_WR) here or
@@ -2158,7 +2160,16 @@ bool smc_ring_close_reset(struct smc_ring_ep *ep, bool reset) {
                 /* atomic: a receiver in another thread may look at y_peer to unplug */
                 int y = __atomic_exchange_n(&ep->y_peer, -1, __ATOMIC_RELAXED);
 
-                if (y >= 0) {
+                if (y >= 0 && !abort && fin_went &&
+                    (atomic_load(&ep->rx_hdr->conn_flags) & SMC_DMB_CONN_DONE_WRITING)) {
+                        /* both FINs went: the peer's X is shut both ways already (our
+                         * FIN shut its read side, its own shutdown its write side)
+                         * and no send of its can block. TCP's close sends nothing
+                         * then (TIME_WAIT or LAST_ACK): no edge, no SIGIO at the peer
+                         * (helper 113: a second shutdown(2) of Y woke X again, and a
+                         * Python program whose SIGIO handler was reset died at exit) */
+                        (void) sys_close(y);
+                } else if (y >= 0) {
                         /* smcd holds a copy of Y too (it learns from Y when our X is
                          * gone), so closing ours alone would tell the peer nothing:
                          * drain its writer's plug (its X turns writable: a blocked

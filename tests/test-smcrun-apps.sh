@@ -20,7 +20,7 @@
 # connections reach listeners of their own network namespace only (netns-isolation.py),
 # an exec'd image takes its inherited connection over beyond max_clients_per_uid
 # (exec-over-limit.py, under a second smcd with a limit of 1),
-# sendmmsg/recvmmsg/splice (mmsg-splice.py), preadv2/pwritev2 at offset -1 (preadv2.py), a connect again after a refused nonblocking one (reconnect.py), one wakeup for shutdown(SHUT_RDWR) (shutdown-wake.py), signals and SA_RESTART (sa-restart.py),
+# sendmmsg/recvmmsg/splice (mmsg-splice.py), preadv2/pwritev2 at offset -1 (preadv2.py), a connect again after a refused nonblocking one (reconnect.py), one wakeup for shutdown(SHUT_RDWR) (shutdown-wake.py), no edge nor SIGIO at a close after both FINs (close-quiet.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
 # SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
 # connections: inetd's pattern with tr/sed/grep/sort/sha256sum/... (stdio-inetd.py) and
@@ -70,7 +70,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile netns-isolation preadv2 reconnect shutdown-wake; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile netns-isolation preadv2 reconnect shutdown-wake close-quiet; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
