@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * libFuzzer target: the SMC CLC decoders of smcd/smcr-wire.c (smc_clc_decode_hdr,
- * smc_clc_proposal_decode, smc_clc_accept_r_decode, smc_clc_decline_decode).
+ * smc_clc_proposal_decode, smc_clc_accept_r_decode, smc_clc_accept_d_decode,
+ * smc_clc_decline_decode).
  *
  * The input is what a peer sends on the TCP connection: read as smcd/smcr.c's
  * on_hs_io() and hs_on_clc() do, a header (8 bytes), then exactly its length, handed
- * to the decoder of its type; then the next message (at most 8). Each message
- * accepted is encoded again and must decode to the same fields. Besides, the whole
- * input goes through every decoder as it is (lengths that disagree with the header).
+ * to the decoder of its type (an Accept/Confirm to both the SMC-R and the SMC-D one);
+ * then the next message (at most 8). Each message accepted is encoded again and must
+ * decode to the same fields. Besides, the whole input goes through every decoder as
+ * it is (lengths that disagree with the header).
  */
 
 #include <errno.h>
@@ -39,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 case SMC_CLC_ACCEPT:
                 case SMC_CLC_CONFIRM:
                         fuzz_accept(p, h.length);
+                        fuzz_accept_d(p, h.length);
                         break;
                 case SMC_CLC_DECLINE:
                         fuzz_decline(p, h.length);
@@ -50,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         fuzz_proposal(data, size);
         fuzz_accept(data, size);
+        fuzz_accept_d(data, size);
         fuzz_decline(data, size);
         return 0;
 }

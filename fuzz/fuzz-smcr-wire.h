@@ -12,6 +12,7 @@
 
 void fuzz_proposal(const uint8_t *buf, size_t len);
 void fuzz_accept(const uint8_t *buf, size_t len);
+void fuzz_accept_d(const uint8_t *buf, size_t len);
 void fuzz_decline(const uint8_t *buf, size_t len);
 void fuzz_cdc(const uint8_t *buf, size_t len);
 void fuzz_llc(const uint8_t *buf, size_t len);

@@ -256,6 +256,10 @@ static void gen_wire(void) {
         seed("clc", "test-prop-v1-d", b, vec_prop_v1_d(b), NULL, 0);
         seed("clc", "test-accept-v1", b, vec_accept_v1(b), NULL, 0);
         seed("clc", "test-confirm-v2", b, vec_confirm_v2(b), NULL, 0);
+        seed("clc", "test-prop-v1-b", b, vec_prop_v1_b(b), NULL, 0);
+        seed("clc", "test-accept-d-v1", b, vec_accept_d_v1(b), NULL, 0);
+        seed("clc", "test-confirm-d-v1", b, vec_confirm_d_v1(b), NULL, 0);
+        seed("clc", "test-accept-d-v2", b, vec_accept_d_v2(b), NULL, 0);
         d.version = 1;
         d.diag = 0x03030000;
         memcpy(d.peer_id, PEER_ID, 8);

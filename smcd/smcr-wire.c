@@ -55,6 +55,17 @@
  *  (Linux before v2.1 sent a 36-byte FCE followed by 16 reserved bytes: the same
  *  bytes on the wire).
  *
+ * ACCEPT/CONFIRM v1 (SMC-D, 2.5): exactly 48 bytes (the header check). Linux checks
+ *  only the length (and typev1 R or D) and reads no reserved field, so reserved bits
+ *  and bytes (header bit 2, byte 25 bits 3-0, 26-27, 32-43) are ignored here too;
+ *  DMBE index and link-group id are taken as they are. Either eyecatcher is accepted
+ *  in header and trailer (2.1); the encoder writes D in both, as Linux does. The
+ *  header check runs first, with the exact length of the type the header names, so
+ *  -EPROTO (not SMC-D v1) is only for messages that are otherwise well-formed: an
+ *  SMC-R one of 68 / 108+ bytes, an SMC-D v2 one of 78+ bytes. A 48-byte message
+ *  with SMC-R type bits or version 2 has the wrong length for what it claims to be:
+ *  -EBADMSG.
+ *
  * LLC header: byte 0 = type (v1) or 0x20 | type (v2); any other high nibble, or a
  *  type not defined for that version (v1 0x05; v2 0x23 ADD LINK CONT), is -EPROTO.
  *  CONFIRM RKEY CONTINUATION (0x08 / 0x28) decodes as its header only (type, flags):
@@ -168,7 +179,6 @@ static void put_clc_hdr(uint8_t *b, uint32_t eyec, uint8_t type, uint16_t length
 
 #define PROPOSAL_V1_MIN_LEN 52 /* 40 + empty IP prefix area (8) + trailer */
 #define PROPOSAL_V2_MIN_LEN 84 /* 40 + SMC-D/v2 area (40) + trailer */
-#define SMCD_ACCEPT_V1_LEN  48
 #define SMCD_ACCEPT_V2_MIN  78
 #define FCE_R_LEN           52 /* first-contact extension, SMC-R (2.6) */
 #define FCE_OFF_R           104
@@ -210,7 +220,7 @@ int smc_clc_decode_hdr(const uint8_t *buf, size_t len, struct smc_clc_hdr *h) {
                 if (t.typev1 != SMC_TYPE_R && t.typev1 != SMC_TYPE_D)
                         return -EBADMSG;
                 if (t.version == 1) {
-                        if (t.length != (t.typev1 == SMC_TYPE_R ? SMC_CLC_ACCEPT_R_V1_LEN : SMCD_ACCEPT_V1_LEN))
+                        if (t.length != (t.typev1 == SMC_TYPE_R ? SMC_CLC_ACCEPT_R_V1_LEN : SMC_CLC_ACCEPT_D_V1_LEN))
                                 return -EBADMSG;
                 } else if (t.length < (t.typev1 == SMC_TYPE_R ? SMC_CLC_ACCEPT_R_V2_MIN : SMCD_ACCEPT_V2_MIN))
                         return -EBADMSG;
@@ -603,6 +613,58 @@ int smc_clc_accept_r_decode(const uint8_t *buf, size_t len, struct smc_clc_accep
                         }
                 }
         }
+        memcpy(a, &t, sizeof(t));
+        return 0;
+}
+
+/* ---- ACCEPT / CONFIRM, SMC-D v1 (2.5) ---- */
+
+ssize_t smc_clc_accept_d_encode(const struct smc_clc_accept_d *a, uint8_t *buf, size_t buflen) {
+        if (!a || (!buf && buflen > 0))
+                return -EINVAL;
+        if (a->type != SMC_CLC_ACCEPT && a->type != SMC_CLC_CONFIRM)
+                return -EINVAL;
+        if (a->dmbe_size > 15)
+                return -EINVAL;
+        if (buflen < SMC_CLC_ACCEPT_D_V1_LEN)
+                return -ENOBUFS;
+
+        memset(buf, 0, SMC_CLC_ACCEPT_D_V1_LEN);
+        put_clc_hdr(buf, SMC_EYECATCHER_D, a->type, SMC_CLC_ACCEPT_D_V1_LEN,
+                    (uint8_t) (1 << 4 | (a->first_contact ? 0x08 : 0) | SMC_TYPE_D));
+        put_be64(buf + 8, a->gid);
+        put_be64(buf + 16, a->token);
+        buf[24] = a->dmbe_idx;
+        buf[25] = (uint8_t) (a->dmbe_size << 4);
+        /* 26..27 reserved */
+        put_be32(buf + 28, a->lgr_id);
+        /* 32..43 reserved (v2: CHID, EID, GID extension) */
+        put_be32(buf + SMC_CLC_ACCEPT_D_V1_LEN - SMC_CLC_TRAILER_LEN, SMC_EYECATCHER_D);
+        return SMC_CLC_ACCEPT_D_V1_LEN;
+}
+
+int smc_clc_accept_d_decode(const uint8_t *buf, size_t len, struct smc_clc_accept_d *a) {
+        struct smc_clc_accept_d t;
+        struct smc_clc_hdr h;
+        int r;
+
+        if (!buf || !a)
+                return -EINVAL;
+        memset(&t, 0, sizeof(t)); /* padding too: callers may memcmp() results */
+        r = clc_decode_whole(buf, len, SMC_CLC_ACCEPT, true, &h);
+        if (r < 0)
+                return r;
+        if (h.typev1 != SMC_TYPE_D || h.version != 1)
+                return -EPROTO;
+        /* header decode guaranteed len == 48 */
+
+        t.type = h.type;
+        t.first_contact = h.typev2 & 2;
+        t.gid = get_be64(buf + 8);
+        t.token = get_be64(buf + 16);
+        t.dmbe_idx = buf[24];
+        t.dmbe_size = buf[25] >> 4;
+        t.lgr_id = get_be32(buf + 28);
         memcpy(a, &t, sizeof(t));
         return 0;
 }

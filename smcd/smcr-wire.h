@@ -49,6 +49,7 @@
                                    * maximal v2 proposal is 40+40+8+136+40+256+48+80+4) */
 #define SMC_CLC_ACCEPT_R_V1_LEN 68   /* exact (2.4) */
 #define SMC_CLC_ACCEPT_R_V2_MIN 108  /* minimum (2.4) */
+#define SMC_CLC_ACCEPT_D_V1_LEN 48   /* exact (2.5) */
 #define SMC_CLC_DECLINE_V1_LEN  28   /* exact (2.7) */
 #define SMC_CLC_DECLINE_V2_LEN  44   /* exact (2.7) */
 #define SMC_CLC_MAX_V6_PREFIXES 8
@@ -174,6 +175,33 @@ ssize_t smc_clc_accept_r_encode(const struct smc_clc_accept_r *a, uint8_t *buf, 
  * (SMC-R; an SMC-D one is -EPROTO), v1 exactly 68, v2 at least 108 and consistent
  * with the FCE / GID list. Returns 0, -EBADMSG, -EPROTO. */
 int smc_clc_accept_r_decode(const uint8_t *buf, size_t len, struct smc_clc_accept_r *a);
+
+/* ACCEPT (server -> client) / CONFIRM (client -> server), SMC-D version 1 (2.5).
+ * Version 2 (78+ bytes: CHID, EID, GID extension, FCE) is not handled here. The
+ * eyecatcher is not kept: the encoder writes D in header and trailer (as Linux does),
+ * the decoder accepts R or D in either (2.1, Linux). */
+struct smc_clc_accept_d {
+        uint8_t type;            /* SMC_CLC_ACCEPT or SMC_CLC_CONFIRM */
+        bool first_contact;      /* header bit 3 */
+        uint64_t gid;            /* sender's ISM GID */
+        uint64_t token;          /* sender's DMB token: the peer writes into this DMB */
+        uint8_t dmbe_idx;        /* DMBE index (Linux 0) */
+        uint8_t dmbe_size;       /* compressed size c (6.1), 0..15 */
+        uint32_t lgr_id;         /* sender's link-group id (opaque 4 bytes, read BE) */
+};
+
+/* Encode: exactly SMC_CLC_ACCEPT_D_V1_LEN (48) bytes, header byte 7 = 0x11 or, with
+ * first_contact, 0x19; reserved bytes zero. Returns 48 (bytes), -EINVAL (NULL, type not
+ * Accept/Confirm, dmbe_size > 15) or -ENOBUFS (@buflen < 48; nothing written). */
+ssize_t smc_clc_accept_d_encode(const struct smc_clc_accept_d *a, uint8_t *buf, size_t buflen);
+/* Decode an SMC-D v1 ACCEPT or CONFIRM of @len bytes (= the header's length, which
+ * must be 48). -EBADMSG: malformed (a header smc_clc_decode_hdr() refuses, type not
+ * 2/3, @len != header length, trailer not an eyecatcher). -EPROTO: a well-formed
+ * Accept/Confirm this codec does not handle here: SMC-R (typev1 bits = 0; use
+ * smc_clc_accept_r_decode()) or SMC-D version 2. Reserved bits and bytes (header bit
+ * 2, byte 25 bits 3-0, 26-27, 32-43) are ignored, as Linux does. Returns 0,
+ * -EBADMSG, -EPROTO; -EINVAL for NULL pointers. */
+int smc_clc_accept_d_decode(const uint8_t *buf, size_t len, struct smc_clc_accept_d *a);
 
 /* DECLINE (2.7) */
 struct smc_clc_decline {

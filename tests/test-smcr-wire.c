@@ -68,6 +68,9 @@ static int dec_prop(const uint8_t *b, size_t n, void *o) {
 static int dec_acc(const uint8_t *b, size_t n, void *o) {
         return smc_clc_accept_r_decode(b, n, o);
 }
+static int dec_accd(const uint8_t *b, size_t n, void *o) {
+        return smc_clc_accept_d_decode(b, n, o);
+}
 static int dec_decl(const uint8_t *b, size_t n, void *o) {
         return smc_clc_decline_decode(b, n, o);
 }
@@ -237,6 +240,25 @@ static size_t vec_prop_v1_d(uint8_t *b) {
         return 92;
 }
 
+/* v1 proposal offering SMC-R and SMC-D (typev1 B, byte 7 = 0x13) as Linux builds it
+ * (smc_clc_send_proposal: peer ID / GID / MAC for SMC-R, ISM GID + CHID for SMC-D),
+ * IP-area offset 40, IPv4 prefix + 1 IPv6 prefix: 40 + 40 + 8 + 17 + 4 = 109 */
+static size_t vec_prop_v1_b(uint8_t *b) {
+        memset(b, 0, 109);
+        PUT(b, 0, 0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 109, 0x13);
+        memcpy(b + 8, PEER_ID, 8);
+        memcpy(b + 16, GID_V1, 16);
+        memcpy(b + 32, MAC, 6);
+        PUT(b, 38, 0x00, 40);                                     /* IP-area offset 40 */
+        PUT(b, 40, 0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18, /* ISM GID */
+           0x02, 0x37);                                            /* CHID; v2-ext offset 0 */
+        PUT(b, 80, 192, 168, 1, 0, 24, 0x00, 0x00, 0x01);         /* 192.168.1.0/24, 1 IPv6 */
+        memcpy(b + 88, V6_A, 16);
+        b[104] = 64;
+        PUT(b, 105, 0xe2, 0xd4, 0xc3, 0xd9);
+        return 109;
+}
+
 static void test_proposal(void) {
         struct smc_clc_proposal p, q;
         uint8_t v[1100], out[1100];
@@ -327,6 +349,71 @@ static void test_proposal(void) {
         CHECK(n == 92 && !memcmp(out, v, 88), "v1 SMC-D encode (R trailer, rest equal)");
         q.has_smcd_area = false;
         CHECK(smc_clc_proposal_encode(&q, out, sizeof(out)) == -EINVAL, "v1 SMC-D without SMC-D area refused");
+
+        /* v1 SMC-R + SMC-D (typev1 B) with the ISM GID and a full IP prefix area */
+        l = vec_prop_v1_b(v);
+        CHECK(dec_exact(dec_prop, v, l, &p) == 0, "v1 SMC-R+D proposal decodes");
+        CHECK(p.version == 1 && p.typev1 == SMC_TYPE_B && p.typev2 == SMC_TYPE_N && p.has_smcd_area &&
+              p.ism_gid == 0xa1b2c3d4e5f60718ull && p.ism_chid == 0x0237, "v1 SMC-R+D SMC-D area");
+        CHECK(!memcmp(p.peer_id, PEER_ID, 8) && !memcmp(p.gid, GID_V1, 16) && !memcmp(p.mac, MAC, 6),
+              "v1 SMC-R+D SMC-R ids");
+        CHECK(!memcmp(p.ipv4_prefix, (uint8_t[]) { 192, 168, 1, 0 }, 4) && p.ipv4_prefix_len == 24 &&
+              p.n_ipv6 == 1 && !memcmp(p.ipv6[0].prefix, V6_A, 16) && p.ipv6[0].len == 64, "v1 SMC-R+D IP area");
+        memset(&q, 0, sizeof(q));
+        q.typev1 = SMC_TYPE_B;
+        q.typev2 = SMC_TYPE_N;
+        memcpy(q.peer_id, PEER_ID, 8);
+        memcpy(q.gid, GID_V1, 16);
+        memcpy(q.mac, MAC, 6);
+        q.has_smcd_area = true;
+        q.ism_gid = 0xa1b2c3d4e5f60718ull;
+        q.ism_chid = 0x0237;
+        memcpy(q.ipv4_prefix, (uint8_t[]) { 192, 168, 1, 0 }, 4);
+        q.ipv4_prefix_len = 24;
+        q.n_ipv6 = 1;
+        memcpy(q.ipv6[0].prefix, V6_A, 16);
+        q.ipv6[0].len = 64;
+        n = smc_clc_proposal_encode(&q, out, sizeof(out));
+        check_bytes("v1 SMC-R+D proposal encode", out, n, v, l);
+        check_truncations("v1 SMC-R+D proposal", dec_prop, v, l, sizeof(p), l);
+
+        /* encode -> decode round trips of v1 proposals offering SMC-D (typev1 D and B)
+         * with a non-zero ISM GID, 8 IPv6 prefixes, either eyecatcher */
+        for (unsigned i = 0; i < 4; i++) {
+                struct smc_clc_proposal w;
+
+                memset(&w, 0, sizeof(w));
+                w.eyecatcher = i & 2 ? SMC_EYECATCHER_D : SMC_EYECATCHER_R;
+                w.version = 1;
+                w.typev1 = i & 1 ? SMC_TYPE_B : SMC_TYPE_D;
+                w.typev2 = SMC_TYPE_N;
+                if (w.typev1 == SMC_TYPE_B) {
+                        memcpy(w.peer_id, PEER_ID, 8);
+                        memcpy(w.gid, GID_V1, 16);
+                        memcpy(w.mac, MAC2, 6);
+                }
+                w.has_smcd_area = true;
+                w.ism_gid = 0xfedcba9876543210ull + i; /* low byte (47) > 8: not a prefix count */
+                w.ism_chid = (uint16_t) (0x0100 + i);
+                memcpy(w.ipv4_prefix, (uint8_t[]) { 10, 1, 0, 0 }, 4);
+                w.ipv4_prefix_len = 16;
+                w.n_ipv6 = SMC_CLC_MAX_V6_PREFIXES;
+                for (unsigned k = 0; k < w.n_ipv6; k++) {
+                        memcpy(w.ipv6[k].prefix, k % 2 ? V6_A : V6_B, 16);
+                        w.ipv6[k].prefix[15] = (uint8_t) k;
+                        w.ipv6[k].len = (uint8_t) (48 + k);
+                }
+                n = smc_clc_proposal_encode(&w, out, sizeof(out));
+                CHECK(n == 40 + 40 + 8 + 17 * 8 + 4, "v1 %s proposal with ISM GID encodes (%zd)",
+                      i & 1 ? "SMC-R+D" : "SMC-D", n);
+                if (n <= 0)
+                        continue;
+                CHECK(out[7] == (0x10 | w.typev1) && out[38] == 0 && out[39] == 40 && out[40] == 0xfe &&
+                      out[47] == (uint8_t) (0x10 + i) && out[48] == 0x01 && out[49] == i,
+                      "v1 %u: header, IP-area offset 40, ISM GID and CHID big-endian at 40", i);
+                CHECK(dec_exact(dec_prop, out, (size_t) n, &p) == 0, "v1 proposal %u re-decodes", i);
+                CHECK(!memcmp(&p, &w, sizeof(p)), "v1 proposal %u (typev1 %u, ISM GID) round trips", i, w.typev1);
+        }
 
         /* ---- rejections ---- */
         /* 9 IPv6 prefixes, length consistent (40 + 8 + 153 + 4 = 205) */
@@ -655,6 +742,237 @@ static void test_accept(void) {
         CHECK(smc_clc_accept_r_encode(&q, out, sizeof(out)) == -EINVAL, "type 4 refused");
         fill_confirm_v2(&q);
         CHECK(smc_clc_accept_r_encode(&q, out, 195) == -ENOBUFS, "accept ENOBUFS");
+}
+
+/* ------------------------------------------------------------------------- */
+/* CLC ACCEPT / CONFIRM SMC-D v1 (2.5) */
+
+/* SMC-D v1 Accept, subsequent contact (byte 7 = 0x11), 48 bytes, SMCD eyecatchers */
+static size_t vec_accept_d_v1(uint8_t *b) {
+        memset(b, 0, 48);
+        PUT(b, 0, 0xe2, 0xd4, 0xc3, 0xc4, 0x02, 0x00, 48, 0x11); /* D, type 2, len 48, v1 D */
+        PUT(b, 8, 0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18); /* sender's ISM GID */
+        PUT(b, 16, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11); /* DMB token */
+        b[24] = 0x00;                                              /* DMBE index (Linux 0) */
+        b[25] = 0x50;                                              /* size 5, reserved 0 */
+        /* 26..27 reserved */
+        PUT(b, 28, 0x0a, 0x0b, 0x0c, 0x00);                        /* link-group id */
+        /* 32..43 reserved */
+        PUT(b, 44, 0xe2, 0xd4, 0xc3, 0xc4);
+        return 48;
+}
+
+static void fill_accept_d_v1(struct smc_clc_accept_d *a) {
+        memset(a, 0, sizeof(*a));
+        a->type = SMC_CLC_ACCEPT;
+        a->gid = 0xa1b2c3d4e5f60718ull;
+        a->token = 0x8877665544332211ull;
+        a->dmbe_idx = 0;
+        a->dmbe_size = 5;
+        a->lgr_id = 0x0a0b0c00;
+}
+
+/* SMC-D v1 first-contact Confirm (byte 7 = 0x19), every field non-zero */
+static size_t vec_confirm_d_v1(uint8_t *b) {
+        memset(b, 0, 48);
+        PUT(b, 0, 0xe2, 0xd4, 0xc3, 0xc4, 0x03, 0x00, 48, 0x19);
+        PUT(b, 8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03);
+        PUT(b, 16, 0xff, 0xee, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01);
+        PUT(b, 24, 0x02, 0xf0);                                    /* index 2, size 15 */
+        PUT(b, 28, 0x00, 0x00, 0x01, 0x00);
+        PUT(b, 44, 0xe2, 0xd4, 0xc3, 0xc4);
+        return 48;
+}
+
+static void fill_confirm_d_v1(struct smc_clc_accept_d *a) {
+        memset(a, 0, sizeof(*a));
+        a->type = SMC_CLC_CONFIRM;
+        a->first_contact = true;
+        a->gid = 0x10203;
+        a->token = 0xffee000000000001ull;
+        a->dmbe_idx = 2;
+        a->dmbe_size = 15;
+        a->lgr_id = 0x100;
+}
+
+/* SMC-D v2 Accept without first contact: 78 bytes (2.5: CHID, EID, GID extension) */
+static size_t vec_accept_d_v2(uint8_t *b) {
+        memset(b, 0, 78);
+        PUT(b, 0, 0xe2, 0xd4, 0xc3, 0xc4, 0x02, 0x00, 78, 0x21);
+        PUT(b, 8, 0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18);
+        PUT(b, 16, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11);
+        b[25] = 0x10;
+        PUT(b, 28, 0x0a, 0x0b, 0x0c, 0x00);
+        PUT(b, 32, 0xff, 0xff);                                    /* CHID: loopback-ism */
+        memcpy(b + 34, UEID, 32);
+        PUT(b, 74, 0xe2, 0xd4, 0xc3, 0xc4);
+        return 78;
+}
+
+static void test_accept_d(void) {
+        struct smc_clc_accept_d a, q, before;
+        struct smc_clc_accept_r ar;
+        uint8_t v[400], out[400];
+        struct smc_clc_hdr h;
+        ssize_t n;
+        size_t l;
+
+        /* the hand-built Accept */
+        l = vec_accept_d_v1(v);
+        CHECK(l == SMC_CLC_ACCEPT_D_V1_LEN, "SMC-D v1 accept is 48 bytes");
+        CHECK(smc_clc_decode_hdr(v, 8, &h) == 0 && h.eyecatcher == SMC_EYECATCHER_D && h.type == SMC_CLC_ACCEPT &&
+              h.length == 48 && h.version == 1 && h.typev1 == SMC_TYPE_D && h.typev2 == 0,
+              "SMC-D v1 accept header");
+        CHECK(dec_exact(dec_accd, v, l, &a) == 0, "SMC-D v1 accept decodes");
+        CHECK(a.type == SMC_CLC_ACCEPT && !a.first_contact, "SMC-D accept type, no first contact");
+        CHECK(a.gid == 0xa1b2c3d4e5f60718ull && a.token == 0x8877665544332211ull, "SMC-D accept GID %" PRIx64
+              " token %" PRIx64, a.gid, a.token);
+        CHECK(a.dmbe_idx == 0 && a.dmbe_size == 5 && a.lgr_id == 0x0a0b0c00, "SMC-D accept idx %u size %u lgr %08x",
+              a.dmbe_idx, a.dmbe_size, a.lgr_id);
+        fill_accept_d_v1(&q);
+        CHECK(!memcmp(&a, &q, sizeof(a)), "SMC-D accept: decoded struct is the expected one");
+        n = smc_clc_accept_d_encode(&q, out, sizeof(out));
+        check_bytes("SMC-D v1 accept encode", out, n, v, l);
+        check_truncations("SMC-D v1 accept", dec_accd, v, l, sizeof(a), l);
+        CHECK(dec_exact(dec_acc, v, l, &ar) == -EPROTO, "SMC-D accept to the SMC-R decoder is -EPROTO");
+
+        /* the hand-built first-contact Confirm */
+        l = vec_confirm_d_v1(v);
+        CHECK(dec_exact(dec_accd, v, l, &a) == 0, "SMC-D v1 FC confirm decodes");
+        CHECK(a.type == SMC_CLC_CONFIRM && a.first_contact && a.gid == 0x10203 && a.token == 0xffee000000000001ull &&
+              a.dmbe_idx == 2 && a.dmbe_size == 15 && a.lgr_id == 0x100, "SMC-D FC confirm fields");
+        fill_confirm_d_v1(&q);
+        n = smc_clc_accept_d_encode(&q, out, sizeof(out));
+        check_bytes("SMC-D v1 FC confirm encode", out, n, v, l);
+        CHECK(n == 48 && out[7] == 0x19, "SMC-D FC confirm byte 7 0x%02x", out[7]);
+        check_truncations("SMC-D v1 FC confirm", dec_accd, v, l, sizeof(a), l);
+
+        /* round trips: both types, first contact or not, every size, extreme values */
+        for (unsigned i = 0; i < 64; i++) {
+                struct smc_clc_accept_d w, r;
+
+                memset(&w, 0, sizeof(w));
+                w.type = i & 1 ? SMC_CLC_CONFIRM : SMC_CLC_ACCEPT;
+                w.first_contact = i & 2;
+                w.dmbe_size = (uint8_t) (i / 4);
+                w.gid = i & 4 ? ~0ull : 0x0102030405060708ull * i;
+                w.token = i & 8 ? ~0ull : ~(0x1111111111111111ull * i);
+                w.dmbe_idx = (uint8_t) (i * 37);
+                w.lgr_id = i & 16 ? 0xffffffffu : 0x01000100u * i;
+                n = smc_clc_accept_d_encode(&w, out, 48);
+                memset(&r, 0xa5, sizeof(r));
+                CHECK(n == 48 && dec_exact(dec_accd, out, 48, &r) == 0 && !memcmp(&w, &r, sizeof(w)),
+                      "SMC-D accept round trip %u", i);
+                CHECK(n == 48 && out[7] == (0x11 | (w.first_contact ? 0x08 : 0)) && (out[25] & 0x0f) == 0 &&
+                      !memcmp(out + 44, out, 4) && out[0] == 0xe2 && out[3] == 0xc4,
+                      "SMC-D accept %u: byte 7, reserved nibble, D trailer = header", i);
+        }
+
+        /* rejections: the output is left as it was */
+        memset(&before, 0x5a, sizeof(before));
+#define REFUSED(len, want, ...)                                                            \
+        do {                                                                               \
+                a = before;                                                                \
+                CHECK(dec_exact(dec_accd, v, (len), &a) == (want), __VA_ARGS__);           \
+                CHECK(!memcmp(&a, &before, sizeof(a)), "output untouched");                \
+        } while (0)
+        /* short: header length 47, or 48 announced but 47 given */
+        l = vec_accept_d_v1(v);
+        v[6] = 47;
+        CHECK(smc_clc_decode_hdr(v, 8, &h) == -EBADMSG, "SMC-D v1 length 47 refused by the header");
+        REFUSED(47, -EBADMSG, "SMC-D v1 accept of 47 bytes refused");
+        l = vec_accept_d_v1(v);
+        REFUSED(47, -EBADMSG, "SMC-D v1 accept cut to 47 bytes refused");
+        /* long: header length 49, or 48 announced but 49 given */
+        l = vec_accept_d_v1(v);
+        v[6] = 49;
+        PUT(v, 45, 0xe2, 0xd4, 0xc3, 0xc4);
+        CHECK(smc_clc_decode_hdr(v, 8, &h) == -EBADMSG, "SMC-D v1 length 49 refused by the header");
+        REFUSED(49, -EBADMSG, "SMC-D v1 accept of 49 bytes refused");
+        l = vec_accept_d_v1(v);
+        v[48] = 0;
+        REFUSED(49, -EBADMSG, "SMC-D v1 accept: 49 bytes for a length of 48 refused");
+        /* eyecatchers */
+        l = vec_accept_d_v1(v);
+        v[3] = 0xc5;
+        REFUSED(l, -EBADMSG, "SMC-D accept wrong header eyecatcher refused");
+        l = vec_accept_d_v1(v);
+        v[47] = 0xc5;
+        REFUSED(l, -EBADMSG, "SMC-D accept wrong trailer refused");
+        l = vec_accept_d_v1(v);
+        memset(v + 44, 0, 4);
+        REFUSED(l, -EBADMSG, "SMC-D accept zero trailer refused");
+        l = vec_accept_d_v1(v);
+        PUT(v, 0, 0xe2, 0xd4, 0xc3, 0xd9);
+        PUT(v, 44, 0xe2, 0xd4, 0xc3, 0xd9);
+        fill_accept_d_v1(&q);
+        CHECK(dec_exact(dec_accd, v, l, &a) == 0 && !memcmp(&a, &q, sizeof(a)),
+              "SMC-D accept with SMCR eyecatchers accepted (2.1, Linux)");
+        /* SMC-R type bits: a well-formed SMC-R Accept / Confirm is -EPROTO; a 48-byte
+         * one has the wrong length for SMC-R (the header's check): -EBADMSG */
+        l = vec_accept_v1(v);
+        REFUSED(l, -EPROTO, "SMC-R v1 accept to the SMC-D decoder is -EPROTO");
+        l = vec_confirm_v2(v);
+        REFUSED(l, -EPROTO, "SMC-R v2 confirm to the SMC-D decoder is -EPROTO");
+        l = vec_accept_d_v1(v);
+        v[7] = 0x10;
+        REFUSED(l, -EBADMSG, "48-byte accept with SMC-R type bits refused (SMC-R v1 is 68)");
+        l = vec_accept_d_v1(v);
+        v[7] = 0x12;
+        REFUSED(l, -EBADMSG, "SMC-D accept typev1 2 refused");
+        v[7] = 0x13;
+        REFUSED(l, -EBADMSG, "SMC-D accept typev1 3 refused");
+        /* version 2: a well-formed SMC-D v2 Accept is -EPROTO (first contact too, the
+         * decoder does not look at the FCE); 48 bytes are too short for v2: -EBADMSG */
+        l = vec_accept_d_v2(v);
+        CHECK(smc_clc_decode_hdr(v, 8, &h) == 0 && h.version == 2 && h.typev1 == SMC_TYPE_D, "SMC-D v2 header ok");
+        REFUSED(l, -EPROTO, "SMC-D v2 accept is -EPROTO");
+        v[7] = 0x29;
+        REFUSED(l, -EPROTO, "SMC-D v2 first-contact accept is -EPROTO");
+        l = vec_accept_d_v1(v);
+        v[7] = 0x21;
+        REFUSED(l, -EBADMSG, "48-byte accept claiming version 2 refused (SMC-D v2 is >= 78)");
+        v[7] = 0x31;
+        REFUSED(l, -EPROTO, "SMC-D accept version 3 is -EPROTO (header)");
+        v[7] = 0x01;
+        REFUSED(l, -EBADMSG, "SMC-D accept version 0 refused");
+        /* other CLC types */
+        l = vec_accept_d_v1(v);
+        v[4] = SMC_CLC_PROPOSAL;
+        REFUSED(l, -EBADMSG, "type 1 to the SMC-D accept decoder refused");
+        v[4] = SMC_CLC_DECLINE;
+        REFUSED(l, -EBADMSG, "type 4 to the SMC-D accept decoder refused");
+#undef REFUSED
+        /* reserved bits and bytes are ignored (Linux) */
+        l = vec_accept_d_v1(v);
+        v[7] |= 0x04;
+        v[25] |= 0x0f;
+        PUT(v, 26, 0xff, 0xff);
+        memset(v + 32, 0xff, 12);
+        fill_accept_d_v1(&q);
+        CHECK(dec_exact(dec_accd, v, l, &a) == 0 && !memcmp(&a, &q, sizeof(a)), "SMC-D accept reserved bits ignored");
+
+        /* encoder rejections */
+        fill_accept_d_v1(&q);
+        q.dmbe_size = 16;
+        CHECK(smc_clc_accept_d_encode(&q, out, sizeof(out)) == -EINVAL, "SMC-D dmbe_size 16 refused");
+        fill_accept_d_v1(&q);
+        q.type = SMC_CLC_DECLINE;
+        CHECK(smc_clc_accept_d_encode(&q, out, sizeof(out)) == -EINVAL, "SMC-D type 4 refused");
+        q.type = SMC_CLC_PROPOSAL;
+        CHECK(smc_clc_accept_d_encode(&q, out, sizeof(out)) == -EINVAL, "SMC-D type 1 refused");
+        q.type = 0;
+        CHECK(smc_clc_accept_d_encode(&q, out, sizeof(out)) == -EINVAL, "SMC-D type 0 refused");
+        fill_accept_d_v1(&q);
+        memset(out, 0x5a, sizeof(out));
+        CHECK(smc_clc_accept_d_encode(&q, out, 47) == -ENOBUFS, "SMC-D accept ENOBUFS");
+        CHECK(out[0] == 0x5a && out[46] == 0x5a, "SMC-D ENOBUFS wrote nothing");
+        CHECK(smc_clc_accept_d_encode(&q, NULL, 0) == -ENOBUFS, "SMC-D accept NULL buffer of 0 bytes: ENOBUFS");
+        CHECK(smc_clc_accept_d_encode(&q, NULL, 48) == -EINVAL, "SMC-D accept NULL buffer");
+        CHECK(smc_clc_accept_d_encode(NULL, out, sizeof(out)) == -EINVAL, "SMC-D accept encode NULL");
+        CHECK(smc_clc_accept_d_decode(NULL, 48, &a) == -EINVAL, "SMC-D accept decode NULL buffer");
+        l = vec_accept_d_v1(v);
+        CHECK(smc_clc_accept_d_decode(v, l, NULL) == -EINVAL, "SMC-D accept decode NULL struct");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1312,7 +1630,7 @@ struct corpus {
         size_t n;
 };
 
-static unsigned rt_prop, rt_acc, rt_decl, rt_cdc, rt_llc, dec_ok;
+static unsigned rt_prop, rt_acc, rt_accd, rt_decl, rt_cdc, rt_llc, dec_ok;
 
 /* decode -> encode -> decode must give the same struct (when the encoder takes it) */
 static void roundtrip_random(const uint8_t *b, size_t n) {
@@ -1347,6 +1665,20 @@ static void roundtrip_random(const uint8_t *b, size_t n) {
                                 CHECK(smc_clc_accept_r_decode(enc, (size_t) e, &a2) == 0 && !memcmp(&a, &a2, sizeof(a)),
                                       "accept round trip");
                                 rt_acc++;
+                        }
+                }
+        }
+        {
+                struct smc_clc_accept_d a, a2;
+
+                if (smc_clc_accept_d_decode(b, n, &a) == 0) {
+                        dec_ok++;
+                        e = smc_clc_accept_d_encode(&a, enc, sizeof(enc));
+                        CHECK(e == SMC_CLC_ACCEPT_D_V1_LEN, "SMC-D accept re-encode %zd", e);
+                        if (e > 0) {
+                                CHECK(smc_clc_accept_d_decode(enc, (size_t) e, &a2) == 0 && !memcmp(&a, &a2, sizeof(a)),
+                                      "SMC-D accept round trip");
+                                rt_accd++;
                         }
                 }
         }
@@ -1414,6 +1746,10 @@ static void test_random(unsigned iterations) {
         ADD(vec_prop_v1_d);
         ADD(vec_accept_v1);
         ADD(vec_confirm_v2);
+        ADD(vec_prop_v1_b);
+        ADD(vec_accept_d_v1);
+        ADD(vec_confirm_d_v1);
+        ADD(vec_accept_d_v2);
         ADD(vec_add_link_v2);
 #undef ADD
         /* a few 44-byte LLC / CDC / decline seeds */
@@ -1478,10 +1814,10 @@ static void test_random(unsigned iterations) {
                 roundtrip_random(buf, n);
                 free(buf);
         }
-        printf("random: %u iterations, %u successful decodes; round trips: proposal %u, accept %u, decline %u, "
-               "CDC %u, LLC %u\n",
-               iterations, dec_ok, rt_prop, rt_acc, rt_decl, rt_cdc, rt_llc);
-        CHECK(rt_prop > 100 && rt_acc > 100 && rt_decl > 100 && rt_cdc > 100 && rt_llc > 1000,
+        printf("random: %u iterations, %u successful decodes; round trips: proposal %u, accept %u, SMC-D accept %u, "
+               "decline %u, CDC %u, LLC %u\n",
+               iterations, dec_ok, rt_prop, rt_acc, rt_accd, rt_decl, rt_cdc, rt_llc);
+        CHECK(rt_prop > 100 && rt_acc > 100 && rt_accd > 100 && rt_decl > 100 && rt_cdc > 100 && rt_llc > 1000,
               "the random loop reached every decoder's success path");
 }
 
@@ -1527,6 +1863,7 @@ int main(int argc, char **argv) {
         CHECK(strlen(UEID) == 32 && strlen(SEID) == 32 && strlen(HOST) == 32, "test data: 32-byte EIDs / host");
         test_proposal();
         test_accept();
+        test_accept_d();
         test_decline();
         test_cdc();
         test_llc();
