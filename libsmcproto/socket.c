@@ -281,6 +281,11 @@ struct smc_sock {
         struct smc_ctl_addr listen_addr; /* as bound at LISTEN (unmapped); family 0:
                                           * not known here (inherited over exec) */
         bool listen_smcr; /* smcd marked the listener for SMC-R: SMCR per accepted TCP */
+        int syn_peek;     /* listen_smcr: 0 not yet tried, 1 TCP_SAVE_SYN is ours (a TCP
+                           * connection whose SYN had no SMC option skips SMCR), -1 not
+                           * used (the program's own setting, or not settable); atomic */
+        int app_save_syn; /* the program's own TCP_SAVE_SYN on the listener (it reads the
+                           * SYNs itself: none read here) */
         bool smcr;        /* the connection is SMC-R (state SMCD, smcd on the data path) */
         pid_t listen_pid;          /* the process that registered it */
         unsigned listen_fork_gen;  /* fork_gen then */
@@ -3119,6 +3124,62 @@ static bool accepted_hinted(struct smc_sock *l, int fd) {
         return smc_hint_accepted(&local);
 }
 
+/* Did TCP connection @fd, accepted on listener @l (TCP socket @t), come with the SMC
+ * TCP option in its SYN? Only such a connection can be SMC-R, or SMC-D from another
+ * network namespace: the others skip the SMCR round trip to smcd (a plain client
+ * of an SMC listener paid it on every accept). Read from the SYN the kernel saved
+ * (TCP_SAVE_SYN, set on the listener at its first accept unless the program uses it
+ * itself; TCP_SAVED_SYN frees it). Returns false only when the saved SYN shows no
+ * option; true when it has one or nothing tells (not saved, not parsed). */
+static bool syn_offered_smc(struct smc_sock *l, int t, int fd) {
+        static const uint8_t exid[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }; /* (tcpopt.h) */
+        int peek = __atomic_load_n(&l->syn_peek, __ATOMIC_RELAXED);
+        uint8_t b[256];
+        socklen_t len = sizeof(b);
+        size_t off, end;
+
+        if (peek == 0) {
+                int v = 0, one = 1;
+                socklen_t vl = sizeof(v);
+
+                peek = sys_getsockopt(t, IPPROTO_TCP, TCP_SAVE_SYN, &v, &vl) == 0 && v == 0 &&
+                                       !__atomic_load_n(&l->app_save_syn, __ATOMIC_RELAXED) &&
+                                       sys_setsockopt(t, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one)) == 0
+                               ? 1
+                               : -1;
+                __atomic_store_n(&l->syn_peek, peek, __ATOMIC_RELAXED);
+                return true; /* (this one's SYN came before) */
+        }
+        if (peek < 0 || __atomic_load_n(&l->app_save_syn, __ATOMIC_RELAXED) ||
+            sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, b, &len) < 0 || len < 20)
+                return true;
+        if ((b[0] >> 4) == 4 && b[9] == IPPROTO_TCP)
+                off = (size_t) (b[0] & 15) * 4;
+        else if ((b[0] >> 4) == 6 && b[6] == IPPROTO_TCP)
+                off = 40;
+        else
+                return true; /* (IPv6 extension headers: not followed) */
+        if (off + 20 > len)
+                return true;
+        end = off + (size_t) (b[off + 12] >> 4) * 4;
+        if (end > len)
+                return true;
+        for (size_t i = off + 20; i < end;) {
+                if (b[i] == 0)
+                        break;
+                if (b[i] == 1) {
+                        i++;
+                        continue;
+                }
+                if (i + 1 >= end || b[i + 1] < 2 || i + b[i + 1] > end)
+                        return true;
+                if (b[i] == 254 && b[i + 1] >= 6 && !memcmp(b + i + 2, exid, 4))
+                        return true;
+                i += b[i + 1];
+        }
+        return false;
+}
+
 /* accept4 on the listener's TCP socket @t; registers the connection as TCP. With
  * @notice (the TCP socket of an SMC listener: the peer did not come through smcd),
  * smcd is told of it (fallback_notice()), unless smcd's hints sent its client to TCP
@@ -3139,7 +3200,7 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
                 fd = sys_accept4(t, addr, len, flags);
         if (fd < 0)
                 return -errno;
-        if (notice && l->listen_smcr) {
+        if (notice && l->listen_smcr && syn_offered_smc(l, t, fd)) {
                 int r = accept_smcr(l, fd);
 
                 if (r != -ENOPROTOOPT)
@@ -3397,7 +3458,9 @@ static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen
                           reply->conn.fallback_reason);
                 return 2;
         }
-        if (reply->conn.mode != SMC_CTL_MODE_SMCR || *n < 2) {
+        /* (SMCD: a listener in another network namespace of this host, smcd
+         * --cross-netns; the connection is a local one then) */
+        if ((reply->conn.mode != SMC_CTL_MODE_SMCR && reply->conn.mode != SMC_CTL_MODE_SMCD) || *n < 2) {
                 smc_debug("connect fd %d: SMCR seq %u: reply mode %u with %d fds: ECONNRESET", s->fd, m.hdr.seq,
                           reply->conn.mode, *n);
                 return -ECONNRESET;
@@ -3417,6 +3480,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         int fds[SMC_CTL_MAX_FDS];
         void *rx = NULL, *tx = NULL;
         int n, r, x, y, hidden = -1, fdfl;
+        bool via_clc = false; /* T connected, CLC on it (SMC-R, or SMC-D between namespaces) */
         uint32_t inst;
 
         if (env_disable) {
@@ -3545,6 +3609,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 return 0;
         }
         if (reply.conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
+                via_clc = true;
                 r = connect_smcr(s, addr, addrlen, &reply, fds, &n, ret_reason);
                 if (r <= 0)
                         return r;   /* an error of TCP's connect, or -ECONNRESET */
@@ -3651,7 +3716,7 @@ fail:
         sys_close(y);
         ctl_close_conn(reply.conn.conn_id, true, 0);
         *ret_reason = SMC_CLC_DECL_INTERR;
-        if (reply.conn.mode == SMC_CTL_MODE_SMCR) {
+        if (via_clc) {
                 /* T is connected and its CLC bytes are gone: it cannot serve as TCP */
                 smc_debug("connect fd %d: SMC-R connection %016llx aborted: ECONNRESET", s->fd,
                           (unsigned long long) reply.conn.conn_id);
@@ -5178,6 +5243,10 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
         }
         if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ && get_int(val, len, &v) == 0)
                 atomic_store_explicit(&s->inq, (signed char) (v != 0), memory_order_relaxed); /* (0 or 1) */
+        if (r == 0 && level == IPPROTO_TCP && name == TCP_SAVE_SYN && get_int(val, len, &v) == 0)
+                /* the program reads the SYNs itself: the library leaves them alone
+                 * (syn_offered_smc()), also once it sets it back to 0 */
+                __atomic_store_n(&s->app_save_syn, 1, __ATOMIC_RELAXED);
         if (r == 0 && smcd && level == SOL_SOCKET && name == SO_RCVLOWAT && get_int(val, len, &v) == 0) {
                 /* for the ring's receive (the kernel took it): the value it keeps
                  * (TCP caps it at half of tcp_rmem's largest), which getsockopt
@@ -5217,6 +5286,9 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         st = sock_state(s);
         if (level == SOL_SOCKET && name == SO_PEEK_OFF && st != SOCK_TCP)
                 return ret_errno(-EOPNOTSUPP); /* (smc_setsockopt) */
+        if (level == IPPROTO_TCP && name == TCP_SAVE_SYN && st == SOCK_LISTEN_SMC &&
+            __atomic_load_n(&s->syn_peek, __ATOMIC_RELAXED) > 0 && !__atomic_load_n(&s->app_save_syn, __ATOMIC_RELAXED))
+                return ret_errno(put_int(val, len, 0)); /* (the library's own, syn_offered_smc()) */
         if (level == SOL_SMC) {
                 if (name == SMC_PROTO_MODE)
                         return ret_errno(put_int(val, len, st == SOCK_SMCD ? (s->smcr ? SMC_PROTO_MODE_SMCR : SMC_PROTO_MODE_SMCD)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,6 +48,29 @@ uint64_t smcd_pid_netns(pid_t pid) {
                 return 0;
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int) pid);
         return stat(path, &st) == 0 ? (uint64_t) st.st_ino : 0;
+}
+
+unsigned smcd_sock_ns_v4(int fd, NsV4 *out) {
+        struct ifreq reqs[64];
+        struct ifconf ifc = { .ifc_len = sizeof(reqs), .ifc_req = reqs };
+
+        out->n = 0;
+        if (fd < 0 || ioctl(fd, SIOCGIFCONF, &ifc) < 0)
+                return 0;
+        for (size_t i = 0; i < (size_t) ifc.ifc_len / sizeof(reqs[0]) && out->n < SMCD_NS_V4_MAX; i++) {
+                const struct sockaddr_in *sin = (const struct sockaddr_in *) &reqs[i].ifr_addr;
+
+                if (sin->sin_family == AF_INET)
+                        memcpy(out->a[out->n++], &sin->sin_addr, 4);
+        }
+        return out->n;
+}
+
+bool smcd_ns_v4_has(const NsV4 *s, const uint8_t v4[4]) {
+        for (unsigned i = 0; i < s->n; i++)
+                if (!memcmp(s->a[i], v4, 4))
+                        return true;
+        return false;
 }
 
 static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };

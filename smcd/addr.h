@@ -53,3 +53,18 @@ uint64_t smcd_sock_netns_cookie(int fd);
 /* The network namespace of process @pid (/proc/PID/ns/net), as smcd_sock_netns();
  * 0 if unknown. */
 uint64_t smcd_pid_netns(pid_t pid);
+
+/* At most SMCD_NS_V4_MAX IPv4 interface addresses (network order), of the network
+ * namespace a socket belongs to: smcd_sock_ns_v4() fills one from socket @fd
+ * (borrowed) with SIOCGIFCONF, which the kernel answers in the socket's namespace,
+ * so smcd learns another namespace's addresses without entering it. IPv6 has no
+ * such call: IPv6 interface addresses of other namespaces stay unknown. */
+#define SMCD_NS_V4_MAX 16
+typedef struct NsV4 {
+        uint8_t n;
+        uint8_t a[SMCD_NS_V4_MAX][4];
+} NsV4;
+/* Returns the count (also in @out->n; 0 when the call failed: nothing known). */
+unsigned smcd_sock_ns_v4(int fd, NsV4 *out);
+/* Whether @v4 (network order) is one of @s's addresses. */
+bool smcd_ns_v4_has(const NsV4 *s, const uint8_t v4[4]);

@@ -500,6 +500,8 @@ static void conn_finish(Manager *m, Conn *conn) {
         release_dmb(m, conn->buf[EP_CLIENT]);
         release_dmb(m, conn->buf[EP_SERVER]);
         m->stats.conns_current--;
+        if (conn->tcp_fd >= 0)
+                close(conn->tcp_fd);
         free(conn);
         manager_status_changed(m);
 }
@@ -783,9 +785,11 @@ void conn_free_all(Manager *m) {
                 if (e->hold_fd >= 0)
                         close(e->hold_fd); /* the inner epoll goes next */
                 e->hold_fd = -1;
-                if (peer->closed)
+                if (peer->closed) {
+                        if (e->conn->tcp_fd >= 0)
+                                close(e->conn->tcp_fd);
                         free(e->conn);
-                else
+                } else
                         e->closed = true;
         }
         u64map_free(m->endpoints);
@@ -826,7 +830,7 @@ static bool has_listener(Client *c, const struct smc_ctl_addr *dst, int fd) {
         if (!pe || !connect_netns(c, fd, &cookie, &netns))
                 return false;
         rr = pe->rr;
-        found = manager_find_listener(m, dst, cookie, netns) != NULL;
+        found = manager_find_listener(m, dst, cookie, netns, fd) != NULL;
         pe->rr = rr;
         return found;
 }
@@ -886,72 +890,33 @@ static bool connect_stale(int fd) {
         return ti.tcpi_state != TCP_CLOSE;
 }
 
-static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
+/* Set up an SMC-D connection from client @c (its request @seq, its SO_SNDBUF /
+ * SO_RCVBUF @sndbuf / @rcvbuf, bytes, 0 = not set) to listener @l: DMBs, doorbell
+ * pairs, NEW_CONN to @l's accept channel, CONNECT_REPLY (seq @seq) to @c. The client's
+ * addresses are @src (its own, AF_UNSPEC: unbound) and @dst (the listener's as it
+ * connected); the server's view is @s_local / @s_peer, or when NULL (one namespace)
+ * @dst / @src in the listener's family. *@ret_conn (if not NULL) gets the connection.
+ * Returns 0, a fallback reason (> 0: nothing was sent nor kept; the caller answers),
+ * or -errno when the reply could not be sent (the client is dropped). */
+static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, Listener *l,
+                     const struct smc_ctl_addr *src0, const struct smc_ctl_addr *dst0,
+                     const struct smc_ctl_addr *s_local, const struct smc_ctl_addr *s_peer, Conn **ret_conn) {
         Manager *m = c->manager;
         /* the RMB the connecting side's reader asks for (SO_RCVBUF, else rmem) */
-        unsigned cclass = smc_dmb_class(req->rcvbuf ? req->rcvbuf :
-                                       m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE), sclass,
-                 want_cclass, want_sclass;
+        unsigned cclass = smc_dmb_class(rcvbuf ? rcvbuf : m->config.rmem ? m->config.rmem : SMC_DMB_DEFAULT_SIZE),
+                 sclass, want_cclass, want_sclass;
         uint32_t csize = smc_dmb_class_size(cclass), ssize, reason;
-        struct smc_ctl_addr dst = req->dst, src = req->src;
+        struct smc_ctl_addr dst = *dst0, src = *src0;
         int ab[2] = { -1, -1 }, bb[2] = { -1, -1 }; /* (X_a, Y_a), (X_b, Y_b) */
         uint64_t ab_ino = 0, bb_ino = 0; /* inode numbers of X_a, X_b (ADOPT_FD) */
         struct smc_buf *cbuf = NULL, *sbuf = NULL;
         int fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
-        uint64_t queued, netns, cookie;
+        uint64_t queued;
         size_t nfds;
-        Listener *l;
         Conn *conn;
         uid_t suid;
 
-        if (connect_stale(fd)) {
-                /* (the client counted its fallback, NOSMCDDEV, itself; it discards this
-                 * answer, which no thread waits for) */
-                log_info("Client %" PRIu64 ": CONNECT seq %" PRIu32 " came after the client stopped waiting for it "
-                         "(its socket is connected): nothing set up.",
-                         c->id, req->hdr.seq);
-                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
-                msg.conn.mode = SMC_CTL_MODE_TCP;
-                msg.conn.fallback_reason = SMC_CLC_DECL_NOSMCDDEV;
-                return client_send(c, &msg, NULL, 0);
-        }
-
-        /* (0) the policy (policy.h): a matching rule with action tcp means TCP */
-        {
-                const PolicyRule *rule = policy_match(&m->policy, POLICY_SCOPE_CONNECT, &req->src, &req->dst);
-
-                if (rule && rule->action == POLICY_ACTION_TCP) {
-                        log_debug("Client %" PRIu64 ": CONNECT: policy rule %" PRIu32 " says tcp.", c->id, rule->id);
-                        return reply_fallback(c, req->hdr.seq, SMCD_DECL_POLICY, &req->dst, fd);
-                }
-        }
-
-        /* the connecting uid's handshake rate (max_handshakes_per_uid) */
-        if (!uid_handshake_allowed(m, c->uid))
-                return reply_fallback(c, req->hdr.seq, SMCD_DECL_HSRATE, &req->dst, fd);
-
-        /* (a) the connecting uid's limits (bytes: the smallest RMB, see uid_fit()) */
-        reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
-        if (reason)
-                return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
-
-        /* (b) an SMC listener for dst on this host; else SMC-R (v3: the client sent its
-         * TCP socket), if smcd has a usable RoCE device: the socket is marked for the
-         * SMC TCP option, the client connects it and sends SMCR */
-        /* (in the network namespace of the client's socket T, else of its process:
-         * manager_find_listener()) */
-        l = connect_netns(c, fd, &cookie, &netns) ? manager_find_listener(m, &req->dst, cookie, netns) : NULL;
-        if (!l) {
-                union smc_ctl_msg pm;
-
-                if (fd < 0 || smcr_prepare_connect(m->smcr, &req->src, fd) != 0)
-                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst, fd);
-                smc_ctl_init(&pm, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
-                (void) smc_ctl_set_version(&pm, c->version);
-                pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
-                return client_send(c, &pm, NULL, 0);
-        }
         suid = l->uid;
         /* each RMB is the larger of what its reader asks for (SO_RCVBUF, else rmem)
          * and what its writer asks for (SO_SNDBUF, else the sndbuf tunable): the
@@ -961,7 +926,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 unsigned s_rd = l->version >= 2 ? smc_dmb_class(l->rcvbuf ? l->rcvbuf : m->config.rmem)
                                                        : l->dmb_class;
                 unsigned s_wr = smc_dmb_class(l->version >= 2 && l->sndbuf ? l->sndbuf : m->config.sndbuf);
-                unsigned c_wr = smc_dmb_class(req->sndbuf ? req->sndbuf : m->config.sndbuf);
+                unsigned c_wr = smc_dmb_class(sndbuf ? sndbuf : m->config.sndbuf);
 
                 sclass = s_rd > c_wr ? s_rd : c_wr;
                 cclass = cclass > s_wr ? cclass : s_wr;
@@ -970,12 +935,12 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         want_sclass = sclass;
         reason = uid_fit(m, c->uid, suid, &cclass, &sclass);
         if (reason)
-                return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
+                return (int) reason;
 
         /* (e) the listener's accept queue */
         queued = listener_queued(l);
         if (queued >= l->queue_max || listener_stalled(l, queued))
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst, fd);
+                return (int) SMC_CLC_DECL_PEERDECL;
 
         /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
          * unbound client gets the destination's address (as the kernel would pick for
@@ -1005,7 +970,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         }
         if (r < 0) {
                 log_warning_errno(r, "Cannot get DMBs for a connection of client %" PRIu64 ": %m", c->id);
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_MEM, &req->dst, fd);
+                return (int) SMC_CLC_DECL_MEM;
         }
         csize = cbuf->size; /* what the connection got: accounted, and the log's */
         ssize = sbuf->size;
@@ -1045,6 +1010,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         conn->buf[EP_CLIENT] = cbuf;
         conn->buf[EP_SERVER] = sbuf;
         conn->manager = m;
+        conn->tcp_fd = -1;
         for (unsigned i = 0; i < 2; i++) {
                 conn->ep[i].hold_fd = -1;
                 conn->ep[i].conn = conn;
@@ -1072,8 +1038,11 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         msg.conn.mode = SMC_CTL_MODE_SMCD;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;   /* the tunables now */
         msg.conn.params.autocork_size = m->config.autocork_size;
-        if (!smcd_addr_convert(&dst, l->addr.family, &msg.conn.local) ||
-            !smcd_addr_convert(&src, l->addr.family, &msg.conn.peer)) {
+        if (s_local && s_peer) {
+                msg.conn.local = *s_local;
+                msg.conn.peer = *s_peer;
+        } else if (!smcd_addr_convert(&dst, l->addr.family, &msg.conn.local) ||
+                   !smcd_addr_convert(&src, l->addr.family, &msg.conn.peer)) {
                 msg.conn.local = dst;
                 msg.conn.peer = src;
         }
@@ -1099,7 +1068,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 manager_release_buf_len(m, sbuf, 0);
                 if (r != -EAGAIN)
                         log_debug_errno(r, "NEW_CONN to listener %" PRIu64 " failed: %m", l->id);
-                return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERDECL, &req->dst, fd);
+                return (int) SMC_CLC_DECL_PEERDECL;
         }
         close(bb[0]);
         l->n_sent++;
@@ -1133,7 +1102,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         manager_status_changed(m);
 
         /* CONNECT_REPLY: rx = client DMB, tx = server DMB */
-        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+        smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, seq);
         msg.conn.conn_id = conn->ep[EP_CLIENT].id;
         msg.conn.mode = SMC_CTL_MODE_SMCD;
         msg.conn.params.busy_poll_us = m->config.busy_poll_us;
@@ -1145,6 +1114,8 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
         fds[nfds++] = bb[1]; /* Y_b */
         describe_buf(c, cbuf, &msg.conn.rx, fds, &nfds);
         describe_buf(c, sbuf, &msg.conn.tx, fds, &nfds);
+        if (ret_conn)
+                *ret_conn = conn;
         r = client_send(c, &msg, fds, nfds);
         close(ab[0]);
         /* ... and Y_b, for X_b */
@@ -1170,7 +1141,106 @@ fail_buffers:
         close_fds(bb, 2);
         manager_release_buf(m, cbuf);
         manager_release_buf(m, sbuf);
-        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_INTERR, &req->dst, fd);
+        return (int) SMC_CLC_DECL_INTERR;
+}
+
+
+static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) {
+        Manager *m = c->manager;
+        uint32_t reason;
+        union smc_ctl_msg msg;
+        int r;
+        uint64_t netns, cookie;
+        bool have_ns;
+        Listener *l;
+
+        if (connect_stale(fd)) {
+                /* (the client counted its fallback, NOSMCDDEV, itself; it discards this
+                 * answer, which no thread waits for) */
+                log_info("Client %" PRIu64 ": CONNECT seq %" PRIu32 " came after the client stopped waiting for it "
+                         "(its socket is connected): nothing set up.",
+                         c->id, req->hdr.seq);
+                smc_ctl_init(&msg, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                msg.conn.mode = SMC_CTL_MODE_TCP;
+                msg.conn.fallback_reason = SMC_CLC_DECL_NOSMCDDEV;
+                return client_send(c, &msg, NULL, 0);
+        }
+
+        /* (0) the policy (policy.h): a matching rule with action tcp means TCP */
+        {
+                const PolicyRule *rule = policy_match(&m->policy, POLICY_SCOPE_CONNECT, &req->src, &req->dst);
+
+                if (rule && rule->action == POLICY_ACTION_TCP) {
+                        log_debug("Client %" PRIu64 ": CONNECT: policy rule %" PRIu32 " says tcp.", c->id, rule->id);
+                        return reply_fallback(c, req->hdr.seq, SMCD_DECL_POLICY, &req->dst, fd);
+                }
+        }
+
+        /* the connecting uid's handshake rate (max_handshakes_per_uid) */
+        if (!uid_handshake_allowed(m, c->uid))
+                return reply_fallback(c, req->hdr.seq, SMCD_DECL_HSRATE, &req->dst, fd);
+
+        /* (a) the connecting uid's limits (bytes: the smallest RMB, see uid_fit()) */
+        reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
+        if (reason)
+                return reply_fallback(c, req->hdr.seq, reason, &req->dst, fd);
+
+        /* (b) an SMC listener for dst on this host; else SMC-R (v3: the client sent its
+         * TCP socket), if smcd has a usable RoCE device: the socket is marked for the
+         * SMC TCP option, the client connects it and sends SMCR */
+        /* (in the network namespace of the client's socket T, else of its process:
+         * manager_find_listener()) */
+        have_ns = connect_netns(c, fd, &cookie, &netns);
+        l = have_ns ? manager_find_listener(m, &req->dst, cookie, netns, fd) : NULL;
+        if (!l) {
+                union smc_ctl_msg pm;
+                /* (b') an SMC listener in another network namespace of this host may
+                 * get it (--cross-netns): SMC-D, after CLC on the TCP connection */
+                bool ism = fd >= 0 && have_ns && smcr_cross_netns(m->smcr) &&
+                           manager_listener_elsewhere(m, &req->dst, cookie, netns, fd);
+
+                if (fd < 0 || smcr_prepare_connect(m->smcr, &req->src, fd, ism) != 0)
+                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst, fd);
+                smc_ctl_init(&pm, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
+                (void) smc_ctl_set_version(&pm, c->version);
+                pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
+                return client_send(c, &pm, NULL, 0);
+        }
+        r = conn_make(c, req->hdr.seq, req->sndbuf, req->rcvbuf, l, &req->src, &req->dst, NULL, NULL, NULL);
+        return r > 0 ? reply_fallback(c, req->hdr.seq, (uint32_t) r, &req->dst, fd) : r;
+}
+
+int conn_make_netns(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, uint64_t listener_id,
+                    const struct smc_ctl_addr *c_local, const struct smc_ctl_addr *c_peer,
+                    const struct smc_ctl_addr *s_local, const struct smc_ctl_addr *s_peer, uint64_t *ret_server_ep) {
+        Manager *m = c->manager;
+        Listener *l = manager_get_listener(m, listener_id);
+        Conn *conn = NULL;
+        uint32_t reason;
+        int r;
+
+        if (!l || l->channel < 0)
+                return (int) SMC_CLC_DECL_PEERDECL; /* (its listener went meanwhile) */
+        reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
+        if (reason)
+                return (int) reason;
+        r = conn_make(c, seq, sndbuf, rcvbuf, l, c_local, c_peer, s_local, s_peer, &conn);
+        if (r <= 0 && conn) {
+                /* (also when the reply failed: the listener has its end) */
+                *ret_server_ep = conn->ep[EP_SERVER].id;
+                m->stats.conns_netns++;
+        }
+        return r;
+}
+
+void conn_keep_tcp(Manager *m, uint64_t ep_id, int fd) {
+        Endpoint *e = u64map_get(m->endpoints, ep_id);
+
+        if (!e || e->smcr || !e->conn || e->conn->restored || e->conn->tcp_fd >= 0) {
+                close(fd);
+                return;
+        }
+        e->conn->tcp_fd = fd;
 }
 
 int client_reply_fallback(Client *c, const struct smc_ctl_connect *req, int fd, uint32_t reason) {
@@ -1367,6 +1437,7 @@ static int restored_attach(Manager *m, unsigned side, uint64_t rx_token, uint64_
                 if (!conn)
                         return -ENOMEM;
                 conn->manager = m;
+                conn->tcp_fd = -1;
                 conn->restored = true;
                 conn->token[side] = rx_token;
                 conn->token[!side] = tx_token;

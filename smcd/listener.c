@@ -659,6 +659,8 @@ static int handle_listen(Client *c, const struct smc_ctl_listen *req, int fd, in
         channel_set_sndbuf(m, pair[0], l->queue_max);
 
         l->manager = m;
+        if (l->netns_cookie ? l->netns_cookie != m->netns_cookie : l->netns != m->netns)
+                (void) smcd_sock_ns_v4(fd, &l->ns_v4);
         l->owner = c;
         l->uid = c->uid;
         l->version = c->version;
@@ -850,7 +852,8 @@ static bool match_wildcard(const Listener *l, const struct smc_ctl_addr *dst, bo
         return true;
 }
 
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns) {
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
+                                int tfd) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
         uint8_t v4[4];
         bool dst_is_v4;
@@ -872,8 +875,12 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
         }
 
         if (cookie ? cookie != m->netns_cookie : netns != m->netns) {
-                /* another namespace's addresses are not known here: its loopback only */
-                if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst))
+                /* another namespace: its loopback, and its IPv4 addresses as the
+                 * connecting socket @tfd's namespace (this one) answers */
+                NsV4 own;
+
+                if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst) &&
+                    !(dst_is_v4 && smcd_sock_ns_v4(tfd, &own) > 0 && smcd_ns_v4_has(&own, v4)))
                         return NULL;
         } else if (!(m->netlink ? netlink_addr_is_local(m->netlink, dst)
                                 : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m))))
@@ -888,4 +895,38 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                         return l;
         return NULL;
 #undef NS_OK
+}
+
+bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
+                                int tfd) {
+        PortEntry *pe = u64map_get(m->ports, dst->port);
+        bool own_ns = cookie ? cookie == m->netns_cookie : netns == m->netns;
+        uint8_t v4[4];
+        bool dst_is_v4;
+        NsV4 own;
+        Listener *l;
+
+        if (!pe || (!cookie && !netns) || smcd_addr_is_loopback(dst) || smcd_addr_is_any(dst))
+                return false;
+        dst_is_v4 = smcd_addr_get_v4(dst, v4);
+        /* an address of the connecting namespace: the connection stays in it */
+        if (own_ns ? (m->netlink ? netlink_addr_is_local(m->netlink, dst)
+                                 : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
+                   : (dst_is_v4 && smcd_sock_ns_v4(tfd, &own) > 0 && smcd_ns_v4_has(&own, v4)))
+                return false;
+        LIST_FOREACH(by_port, l, pe->listeners) {
+                bool l_own = l->netns_cookie && m->netns_cookie ? l->netns_cookie == m->netns_cookie
+                                                                : l->netns == m->netns;
+
+                if (cookie ? l->netns_cookie == cookie : l->netns == netns)
+                        continue; /* (the connecting namespace's: not found there) */
+                if (match_exact(l, dst, dst_is_v4, v4))
+                        return true;
+                if (match_wildcard(l, dst, dst_is_v4) &&
+                    (l_own ? (m->netlink ? netlink_addr_is_local(m->netlink, dst)
+                                         : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
+                           : dst_is_v4 && smcd_ns_v4_has(&l->ns_v4, v4)))
+                        return true;
+        }
+        return false;
 }

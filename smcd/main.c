@@ -65,6 +65,8 @@ static void help(void) {
                "     --pool-idle-sec N         Free buffers unused this long are given back\n"
                "                               (default 60, 0 = keep them)\n"
                "     --roce-dev DEV[:PORT]     RoCE device SMC-R may use (repeatable; default: all)\n"
+               "     --cross-netns yes|no      SMC-D between network namespaces of this host\n"
+               "                               (default no; needs the SMC TCP option program)\n"
                "     --no-bus                  Do not offer the D-Bus API (org.smcd.smcd1)\n"
                "\nTunables (smcd-tunables(5); the state file overrides these):\n",
                smc_ctl_runtime_dir(), state);
@@ -246,6 +248,15 @@ static int opt_roce_dev(ManagerConfig *cfg, const char *key, const char *value, 
         return l[n] ? 0 : log_error_errno(ENOMEM, "Out of memory.");
 }
 
+static int opt_cross_netns(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
+        bool b;
+
+        if (parse_bool(value, &b) < 0)
+                return log_error_errno(EINVAL, "%s: cross-netns: expected yes or no: %s", where, value);
+        cfg->cross_netns = b;
+        return 0;
+}
+
 static int opt_verbose(ManagerConfig *cfg, const char *key, const char *value, const char *where) {
         bool b;
 
@@ -268,6 +279,7 @@ static const struct {
         { "max-fallback-conns", opt_max_fallback_conns },
         { "pool-idle-sec", opt_pool_idle_sec },
         { "roce-dev", opt_roce_dev },
+        { "cross-netns", opt_cross_netns },
         { "verbose", opt_verbose }, /* config file only: -v on the command line */
 };
 

@@ -165,6 +165,9 @@ typedef struct ManagerConfig {
                                      * "name:port"); NULL = every RoCE port */
         uint64_t pool_idle_usec;    /* --pool-idle-sec: smc_pool_trim_idle() interval, us;
                                      * 0 = never (default SMCD_POOL_TRIM_USEC, set in main) */
+        bool cross_netns;           /* --cross-netns: SMC-D between network namespaces of
+                                     * this host, over CLC on the TCP connection (needs
+                                     * the SMC TCP option program, tcpopt.h) */
 } ManagerConfig;
 
 void manager_config_done(ManagerConfig *c);
@@ -204,6 +207,9 @@ struct Listener {
         uint64_t netns;           /* its TCP socket's network namespace (smcd_sock_netns);
                                    * 0 unknown: matches no CONNECT */
         uint64_t netns_cookie;    /* the same one's SO_NETNS_COOKIE; 0 unknown */
+        NsV4 ns_v4;               /* a namespace other than smcd's: its IPv4 addresses
+                                   * at LISTEN (smcd_sock_ns_v4()), for wildcard
+                                   * listeners; smcd's own: netlink's, live */
         dev_t sock_dev;           /* the kernel socket it stands for (fstat of the */
         ino_t sock_ino;           /* LISTEN fd): a new LISTEN of it retires this one */
         bool v6only;
@@ -330,6 +336,9 @@ struct Conn {
                                  * (SMC_DMB_READER_ACCEPTED) */
         struct smcd_dmb_counters stats_base[2]; /* buf[i]'s DMB counters at the last
                                                  * stats reset, 0 before (stats.h) */
+        int tcp_fd;             /* between namespaces (--cross-netns): the server's end
+                                 * of the TCP connection the handshake ran on, idle,
+                                 * kept for the connection's life (its 4-tuple); -1 */
         /* Restored (conn.c, client_handle_rereg): a connection an earlier smcd set up,
          * re-registered by its processes (REREG). buf[] are NULL (this smcd does not
          * have its DMBs), no Y is held (hold_fd -1: its ends learn of each other's
@@ -508,11 +517,39 @@ void endpoint_on_hold_hup(Endpoint *e);
  * several SO_REUSEPORT ones in turn), or NULL: only listeners of that namespace, as
  * TCP's SYN only finds those (a client in another container reached a server that
  * listened in another namespace on the same port, where TCP was refused: 2026-12-06);
- * an interface address of another namespace than smcd's is not known to be local,
- * so only exact and loopback matches there. The namespace is @cookie
+ * in a namespace other than smcd's, a wildcard listener matches loopback and the
+ * namespace's IPv4 addresses, as the connecting socket @tfd (borrowed; -1: loopback
+ * only) finds them (smcd_sock_ns_v4()). The namespace is @cookie
  * (SO_NETNS_COOKIE, one system call on the client's socket) if not 0, else @netns
  * (the nsfs inode: smcd_sock_netns(), smcd_pid_netns()). */
-Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns);
+Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
+                                int tfd);
+/* Whether a CONNECT to @dst from the namespace (@cookie, else @netns) of the TCP
+ * socket @tfd (borrowed; -1 unknown) may reach an SMC listener of another network
+ * namespace of this host: one bound to @dst, or a wildcard one in a namespace that
+ * has @dst (smcd's own: netlink's addresses; another: IPv4 ones at its LISTEN,
+ * Listener.ns_v4). Never for loopback or wildcard destinations, nor for one of the
+ * connecting namespace's own addresses. Only a hint: the handshake on the real TCP
+ * connection decides (smcr_cross_netns()). */
+/* SMC-D between two network namespaces (smcr.c, --cross-netns): the client side of a
+ * CLC handshake got an ACCEPT naming a server handshake of this smcd, for listener
+ * @listener_id. Sets the connection up as a local one (conn.c conn_make()): NEW_CONN
+ * to the listener with the server's view @s_local / @s_peer (the addresses of its
+ * end of the TCP connection), CONNECT_REPLY mode SMCD (seq @seq) to client @c with
+ * @c_local / @c_peer; @sndbuf / @rcvbuf as in CONNECT (bytes, 0 = not set). Returns
+ * 0 with the server endpoint's id in *@ret_server_ep, a fallback reason (> 0:
+ * nothing sent; DECLINE and answer TCP), or -errno if the reply could not be sent
+ * (the client's endpoint is aborted with it; the listener got its end: the id is
+ * set then too). */
+int conn_make_netns(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, uint64_t listener_id,
+                    const struct smc_ctl_addr *c_local, const struct smc_ctl_addr *c_peer,
+                    const struct smc_ctl_addr *s_local, const struct smc_ctl_addr *s_peer, uint64_t *ret_server_ep);
+/* The connection of endpoint @ep_id, if it is still open, keeps @fd (taken: closed
+ * with it, or now if the endpoint is gone): the idle TCP socket of a connection
+ * between namespaces. */
+void conn_keep_tcp(Manager *m, uint64_t ep_id, int fd);
+bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
+                                int tfd);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
 /* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */

@@ -288,6 +288,14 @@ struct SmcrHs {
         uint8_t max_conns;
         uint8_t max_links;              /* negotiated (v2.1), else ours */
         struct smc_clc_accept_r accept; /* client: the Accept received */
+        /* SMC-D between two network namespaces of this host (--cross-netns): both
+         * ends of the TCP connection are ours; the handshake's CLC messages go over
+         * it as between two hosts, and the connection is made as a local one */
+        bool ism;                       /* proposing / accepted SMC-D */
+        uint64_t ism_token;             /* server: the DMB token its ACCEPT carried */
+        uint64_t ism_ep;                /* server: the connection's server endpoint, once
+                                         * the client's side made it (then CONFIRM
+                                         * or a failure only frees the handshake) */
         LIST_FIELDS(SmcrHs, rkey_wait);
         LIST_FIELDS(SmcrHs, hss);
         SmcrLgr *fc_wait_lgr;           /* HS_WAIT_LGR: the group it waits for */
@@ -305,6 +313,9 @@ struct SmcrManager {
         TcpOpt *tcpopt;
 #endif
         const char *why;
+        bool cross_netns;        /* --cross-netns and the TCP option program loaded */
+        uint64_t ism_gid;        /* our loopback ISM's GID in SMC-D proposals (random,
+                                  * per smcd: only another namespace of this host has it) */
         char first_netdev[IF_NAMESIZE];
         uint8_t peer_id[8];
         char hostname[SMC_HOSTNAME_LEN];
@@ -2742,6 +2753,16 @@ static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
         Manager *m = sm->m;
         SmcrLgr *lgr = hs->lgr;
 
+        if (hs->server && hs->ism_ep) {
+                /* the connection exists (the listener has it): it goes on; only the
+                 * handshake's end is lost */
+                log_debug("SMC-D between namespaces: server handshake ended (%s) after the connection was made.",
+                          error ? strerror(-error) : smc_clc_decl_name(reason));
+                conn_keep_tcp(m, hs->ism_ep, hs->fd);
+                hs->fd = -1;
+                hs_free(hs);
+                return;
+        }
         if (send_decline && error == 0)
                 hs_send_decline(hs, reason);
         if (hs->conn) {
@@ -3154,18 +3175,32 @@ static void hs_client_start(SmcrHs *hs) {
         hs->dev = NULL;
         if (is_v4(&hs->local, hs->local4))
                 hs->dev = dev_for_ipv4(sm, hs->local4, hs->gid, &hs->gid_index, hs->mac);
-        if (!hs->dev) {
+        /* SMC-D too, with our own ISM GID, when the destination may be an SMC listener
+         * of another network namespace of this host (only this smcd knows the GID:
+         * any other peer declines it, or picks SMC-R) */
+        if (sm->cross_netns && hs->client) {
+                uint64_t cookie = smcd_sock_netns_cookie(hs->fd);
+                uint64_t netns = cookie ? 0 : smcd_sock_netns(hs->fd);
+
+                hs->ism = manager_listener_elsewhere(sm->m, &hs->peer, cookie, netns, hs->fd);
+        }
+        if (!hs->dev && !hs->ism) {
                 /* nothing to propose: DECLINE instead of a proposal (3.5) */
                 hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
                 return;
         }
-        p.typev1 = SMC_TYPE_R;
-        /* v2 needs a User EID (2.8): without one, v1 only (as Linux, smc_find_proposal_devices) */
-        p.typev2 = sm->m->config.n_ueids > 0 ? SMC_TYPE_R : SMC_TYPE_N;
+        p.typev1 = !hs->dev ? SMC_TYPE_D : hs->ism ? SMC_TYPE_B : SMC_TYPE_R;
+        /* v2 needs a User EID (2.8): without one, v1 only (as Linux, smc_find_proposal_devices);
+         * SMC-D between namespaces is v1 (v2 has no use here) */
+        p.typev2 = hs->dev && sm->m->config.n_ueids > 0 ? SMC_TYPE_R : SMC_TYPE_N;
         hs->version = p.typev2 != SMC_TYPE_N ? 2 : 1;
+        if (hs->ism)
+                p.ism_gid = sm->ism_gid;
         memcpy(p.peer_id, sm->peer_id, 8);
-        memcpy(p.gid, hs->gid, 16);
-        memcpy(p.mac, hs->mac, 6);
+        if (hs->dev) {
+                memcpy(p.gid, hs->gid, 16);
+                memcpy(p.mac, hs->mac, 6);
+        }
         p.has_smcd_area = true;
         plen = local_prefixlen(sm->m, hs->local4);
         prefix_of(hs->local4, plen < 0 ? 32 : plen, p.ipv4_prefix);
@@ -3190,6 +3225,68 @@ static void hs_client_start(SmcrHs *hs) {
         hs_arm(hs, HS_WAIT_ACCEPT, SMCR_CLC_TIMEOUT_USEC);
 }
 
+/* The server handshake of this smcd whose ACCEPT carried DMB token @token (SMC-D
+ * between namespaces), still waiting for the CONFIRM. */
+static SmcrHs *hs_find_ism_server(SmcrManager *sm, uint64_t token) {
+        SmcrHs *i;
+
+        LIST_FOREACH(hss, i, sm->hss)
+                if (i->server && i->ism && i->ism_token == token && i->state == HS_WAIT_CONFIRM && !i->ism_ep)
+                        return i;
+        return NULL;
+}
+
+static ssize_t ism_encode(SmcrManager *sm, uint8_t type, uint64_t token, uint8_t *buf, size_t len) {
+        struct smc_clc_accept_d d = {
+                .type = type,
+                .first_contact = true, /* (no ISM link group is reused) */
+                .gid = sm->ism_gid,
+                .token = token,
+        };
+
+        return smc_clc_accept_d_encode(&d, buf, len);
+}
+
+/* Client, SMC-D between namespaces: the ACCEPT names a server handshake of ours by
+ * its token (only this smcd and that TCP connection know it): make the connection
+ * between our client and that handshake's listener, CONFIRM. */
+static void hs_client_on_accept_d(SmcrHs *hs, const struct smc_clc_accept_d *a) {
+        SmcrManager *sm = hs->sm;
+        uint8_t buf[SMC_CLC_ACCEPT_D_V1_LEN];
+        uint64_t ep = 0, token = 0;
+        SmcrHs *srv;
+        ssize_t n;
+        int r;
+
+        srv = a->gid == sm->ism_gid ? hs_find_ism_server(sm, a->token) : NULL;
+        if (!srv || !hs->client) {
+                /* an SMC-D peer that is not this smcd (or no longer waits) */
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCDDEV, true);
+                return;
+        }
+        hs->version = 1;
+        r = conn_make_netns(hs->client, hs->seq, hs->sndbuf, hs->rcvbuf, srv->listener_id, &hs->local, &hs->peer,
+                            &srv->local, &srv->peer, &ep);
+        if (r > 0) {
+                hs_fail(hs, 0, (uint32_t) r, true); /* DECLINE: the server side goes TCP */
+                return;
+        }
+        /* the listener has its end: CONFIRM, so that the server side keeps its TCP
+         * socket with the connection (conn_keep_tcp()) */
+        srv->ism_ep = ep;
+        (void) getrandom(&token, sizeof(token), GRND_NONBLOCK);
+        n = ism_encode(sm, SMC_CLC_CONFIRM, token, buf, sizeof(buf));
+        if (n > 0)
+                (void) hs_send(hs, buf, (size_t) n);
+        if (r < 0) {
+                hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                return;
+        }
+        log_debug("SMC-D between namespaces: client %" PRIu64 " -> listener %" PRIu64 ", server endpoint %016" PRIx64
+                  ".", hs->client->id, srv->listener_id, ep);
+        hs_free(hs); /* (the client keeps its own copy of the TCP socket) */
+}
+
 static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrManager *sm = hs->sm;
         struct smc_clc_accept_r *a = &hs->accept;
@@ -3197,6 +3294,20 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
         uint32_t reason;
         int r;
 
+        if (hs->ism) {
+                struct smc_clc_accept_d d;
+
+                r = smc_clc_accept_d_decode(buf, len, &d);
+                if (r == 0 && d.type == SMC_CLC_ACCEPT) {
+                        hs_client_on_accept_d(hs, &d);
+                        return;
+                }
+                if (r != -EPROTO || !hs->dev) {
+                        hs_fail(hs, r < 0 ? r : -EPROTO, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                /* (an SMC-R ACCEPT to our both-types proposal) */
+        }
         r = smc_clc_accept_r_decode(buf, len, a);
         if (r == -EPROTO) {
                 hs_fail(hs, 0, SMC_CLC_DECL_MODEUNSUPP, true);
@@ -3302,6 +3413,30 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 return;
         }
         memcpy(hs->peer_id, p.peer_id, 8);
+        if (sm->cross_netns && (p.typev1 == SMC_TYPE_D || p.typev1 == SMC_TYPE_B) && p.has_smcd_area &&
+            p.ism_gid == sm->ism_gid) {
+                /* SMC-D from another network namespace of this host: our own GID (only
+                 * this smcd proposes it). ACCEPT with a fresh token that names this
+                 * handshake; the client's side makes the connection (hs_client_on_accept_d) */
+                uint8_t abuf[SMC_CLC_ACCEPT_D_V1_LEN];
+                ssize_t n;
+
+                hs->ism = true;
+                hs->version = 1;
+                while (!hs->ism_token || hs_find_ism_server(sm, hs->ism_token))
+                        if (getrandom(&hs->ism_token, sizeof(hs->ism_token), GRND_NONBLOCK) != sizeof(hs->ism_token)) {
+                                hs_fail(hs, 0, SMC_CLC_DECL_INTERR, true);
+                                return;
+                        }
+                n = ism_encode(sm, SMC_CLC_ACCEPT, hs->ism_token, abuf, sizeof(abuf));
+                r = n < 0 ? (int) n : hs_send(hs, abuf, (size_t) n);
+                if (r < 0) {
+                        hs_fail(hs, r, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                hs_arm(hs, HS_WAIT_CONFIRM, SMCR_CLC_TIMEOUT_USEC);
+                return;
+        }
         r_v1 = p.typev1 == SMC_TYPE_R || p.typev1 == SMC_TYPE_B;
         r_v2 = p.version >= 2 && (p.typev2 == SMC_TYPE_R || p.typev2 == SMC_TYPE_B);
         /* the first of the client's User EIDs that we have too (Linux smc_clc_match_eid) */
@@ -3440,6 +3575,22 @@ static void hs_server_on_confirm(SmcrHs *hs, const uint8_t *buf, size_t len) {
         SmcrLink *l;
         uint32_t reason;
         int r;
+
+        if (hs->ism) {
+                /* SMC-D between namespaces: the client's side made the connection
+                 * (ism_ep) before its CONFIRM; our TCP socket stays with it */
+                struct smc_clc_accept_d d;
+
+                r = smc_clc_accept_d_decode(buf, len, &d);
+                if (r < 0 || d.type != SMC_CLC_CONFIRM || d.gid != hs->sm->ism_gid || !hs->ism_ep) {
+                        hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
+                        return;
+                }
+                conn_keep_tcp(hs->sm->m, hs->ism_ep, hs->fd);
+                hs->fd = -1;
+                hs_free(hs);
+                return;
+        }
 
         r = smc_clc_accept_r_decode(buf, len, &a);
         if (r < 0 || a.type != SMC_CLC_CONFIRM || a.version != hs->version || a.first_contact != hs->first_contact) {
@@ -3655,7 +3806,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 close(fd);
                 return client_send_error(c, req->hdr.seq, EINVAL, 0, "SMCR: not a TCP socket");
         }
-        if (!sm || smcr_why_unavailable(sm)) {
+        if (!sm || (smcr_why_unavailable(sm) && !sm->cross_netns)) {
                 close(fd);
                 return reply_tcp_now(c, req, SMC_CLC_DECL_NOSMCRDEV);
         }
@@ -3731,10 +3882,10 @@ void smcr_client_gone(Client *c) {
                 }
 }
 
-int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd) {
+int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd, bool ism) {
         (void) src;
-        if (!sm || smcr_why_unavailable(sm))
-                return SMC_CLC_DECL_NOSMCRDEV;
+        if (!sm || (ism ? !sm->cross_netns : smcr_why_unavailable(sm) != NULL))
+                return ism ? SMC_CLC_DECL_PEERNOSMC : SMC_CLC_DECL_NOSMCRDEV;
 #if SMCD_HAVE_TCPOPT
         if (tcpopt_mark(sm->tcpopt, fd) < 0)
                 return SMC_CLC_DECL_INTERR;
@@ -3746,7 +3897,7 @@ int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd
 }
 
 bool smcr_mark_listener(SmcrManager *sm, int fd) {
-        if (!sm || smcr_why_unavailable(sm))
+        if (!sm || (smcr_why_unavailable(sm) && !sm->cross_netns))
                 return false;
 #if SMCD_HAVE_TCPOPT
         return tcpopt_mark(sm->tcpopt, fd) >= 0;
@@ -3758,6 +3909,10 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
 
 const char *smcr_why_unavailable(const SmcrManager *sm) {
         return sm->why;
+}
+
+bool smcr_cross_netns(const SmcrManager *sm) {
+        return sm && sm->cross_netns;
 }
 
 /* Whether @want (a --roce-dev value: DEVICE or DEVICE:PORT) names RoCE port @pt. */
@@ -3887,6 +4042,9 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         if (sm->n_devs > 1 &&
             sd_event_add_time(m->event, &sm->readd_timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_readd_timer, sm) >= 0)
                 (void) sd_event_source_set_enabled(sm->readd_timer, SD_EVENT_OFF);
+        while (sm->ism_gid == 0)
+                if (getrandom(&sm->ism_gid, sizeof(sm->ism_gid), 0) != sizeof(sm->ism_gid))
+                        sm->ism_gid = (uint64_t) now_usec(sm) * 0x9E3779B97F4A7C15ULL;
         if (sm->n_devs == 0) {
                 sm->why = "no usable RoCE device";
         } else {
@@ -3897,19 +4055,33 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
                 for (size_t i = 0; i < nl; i++)
                         if (!strcmp(links[i].name, sm->first_netdev) && links[i].mac_len == 6)
                                 memcpy(sm->peer_id + 2, links[i].mac, 6);
+        }
+        if (sm->n_devs > 0 || m->config.cross_netns) {
+                /* the TCP option: SMC-R's, and SMC-D's between namespaces */
 #if SMCD_HAVE_TCPOPT
                 r = tcpopt_new(tcpopt_default_cgroup(), &sm->tcpopt);
                 if (r < 0) {
-                        log_warning_errno(r, "SMC-R unavailable: cannot load the SMC TCP option program: %m");
-                        sm->why = "the SMC TCP option program cannot be loaded";
-                }
+                        log_warning_errno(r, "Cannot load the SMC TCP option program: %m");
+                        if (!sm->why)
+                                sm->why = "the SMC TCP option program cannot be loaded";
+                        if (m->config.cross_netns)
+                                log_warning("SMC-D between network namespaces unavailable: the SMC TCP option "
+                                            "program cannot be loaded.");
+                } else
+                        sm->cross_netns = m->config.cross_netns;
 #else
-                sm->why = "smcd was built without the SMC TCP option program (libbpf, clang)";
+                if (!sm->why)
+                        sm->why = "smcd was built without the SMC TCP option program (libbpf, clang)";
+                if (m->config.cross_netns)
+                        log_warning("SMC-D between network namespaces unavailable: smcd was built without the SMC "
+                                    "TCP option program (libbpf, clang).");
 #endif
         }
         (void) r;
         if (sm->why)
                 log_info("SMC-R unavailable: %s.", sm->why);
+        if (sm->cross_netns)
+                log_info("SMC-D between network namespaces: on.");
         *ret = sm;
         return 0;
 }

@@ -60,12 +60,22 @@ SmcrManager *smcr_free(SmcrManager *sm);
 const char *smcr_why_unavailable(const SmcrManager *sm);
 
 /* CONNECT (v3) to a destination without a local SMC listener, with the client's TCP
- * socket @fd (borrowed): if SMC-R is possible, mark @fd for the SMC TCP option and
- * return 0; else a reason (> 0): the caller then falls back with PEERNOSMC (no SMC
- * listener here, and SMC-R cannot be tried). */
-int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd);
-/* LISTEN: mark the listening socket @fd (borrowed). Returns true if marked. */
+ * socket @fd (borrowed): if SMC-R is possible (@ism: if SMC-D between namespaces is,
+ * smcr_cross_netns()), mark @fd for the SMC TCP option and return 0; else a reason
+ * (> 0): the caller then falls back with PEERNOSMC (no SMC listener here, and SMC-R
+ * cannot be tried). */
+int smcr_prepare_connect(SmcrManager *sm, const struct smc_ctl_addr *src, int fd, bool ism);
+/* LISTEN: mark the listening socket @fd (borrowed), when SMC-R or SMC-D between
+ * namespaces can be used. Returns true if marked: the library then hands each TCP
+ * connection it accepts on it to smcd (SMCR, role server). */
 bool smcr_mark_listener(SmcrManager *sm, int fd);
+/* Whether SMC-D between the network namespaces of this host is on: --cross-netns
+ * and the TCP option program loaded. NULL ok (false). The handshake is the CLC one
+ * (wire spec 2.3, 2.5: SMC-D v1 with this smcd's own ISM GID), on the real TCP
+ * connection, whose two ends are both this smcd's clients: the client's side makes
+ * the connection (conn_setup_netns(), manager.h) when the server's ACCEPT names the
+ * DMB token of a server handshake running here. */
+bool smcr_cross_netns(const SmcrManager *sm);
 
 /* The SMCR request of client @c with the connected TCP socket @fd (taken): runs the
  * handshake asynchronously and answers with CONNECT_REPLY (mode SMCR or TCP) or

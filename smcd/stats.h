@@ -60,6 +60,9 @@
  *                            control connections now (gauge) / accepted / refused by
  *                            the allow list / refused by the per-uid or total limit
  *     "listeners", "listeners_total"  SMC listeners now (gauge) / registered
+ *     "conns_netns"          of conns_client, those between two network namespaces
+ *                            (smcd --cross-netns: set up after a CLC handshake on
+ *                            the TCP connection; smcd(8), Network namespaces)
  *   Counters of connections that are still open are added when they end, so bytes,
  *   messages and flushes lag the live figures of `smcctl connections`; a reset
  *   takes the open connections' counters as their new zero.
@@ -210,6 +213,8 @@ struct smcd_stats {
                                       * or in all) */
         uint64_t listeners;        /* SMC listeners now */
         uint64_t listeners_total;
+        uint64_t conns_netns;      /* SMC-D connections between two network namespaces
+                                    * (--cross-netns: CLC on the TCP connection) */
         uint64_t spare_pairs;      /* doorbell socketpairs made ahead, now (two fds
                                     * each; manager_take_pair()) */
 

@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+# The programs of tests/test-netns-smcd.sh (SMC-D across network namespaces): servers
+# and clients that the script runs inside its namespaces, with or without smcrun.
+# Each client checks what it sees itself and prints "ok - ..." / "not ok - ..." lines
+# (exit status 1 if one is "not ok"); the script adds smcd's counters.
+#
+#   server --bind ADDR --port-file FILE [--once]
+#       listen on ADDR (port 0), write the port to FILE, serve every connection in a
+#       thread. A connection carries requests of 9 bytes (op, 8-byte big-endian size):
+#         E: SIZE bytes, echoed as they come; then the trailer
+#         S: SIZE bytes, only read (a sink); then the trailer
+#         X: the trailer, then the process exits (os._exit, nothing closed) 0.5 s later
+#       The trailer (4-byte length, JSON): the bytes' sha256 and count, and the
+#       server end's mode, fallback reason, getsockname and getpeername.
+#       --once: one connection only; at its end (EOF, reset, timeout) print one JSON
+#       line {"outcome": ..., "bytes": N, "mode": M} and exit.
+#   client --addr A --port P --label L --expect smcd|tcp|plain [--reason NAME]
+#          [--server-expect smcd|tcp|plain|any] [--sizes N,N,...] [--conns N]
+#          [--local-ip IP]
+#       N connections (1: a blocking connect; more: concurrent threads, each with a
+#       nonblocking connect), each echoing every size (random bytes, both directions
+#       checked by sha256); the modes of both ends, the fallback reason of the client
+#       end when --expect tcp with --reason, and the addresses of both ends (the
+#       server end's must mirror the client end's; the client's peer is A:P, its own
+#       address IP).
+#   refused --addr A --port P --label L
+#       a blocking and a nonblocking connect to A:P: both ECONNREFUSED.
+#   killme --addr A --port P
+#       connect, send a 64 MiB sink request slowly (about 5 s); after the first 4 MiB
+#       print {"pid": ..., "mode": ...}; print "finished" if nobody killed it by the end.
+#   idle --addr A --port P --label L
+#       connect, echo 4097 bytes, ask the server to exit (X), then wait with the
+#       connection idle: the client must read EOF (within 10 s).
+import argparse
+import errno
+import glob
+import hashlib
+import json
+import os
+import re
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+
+SOL_SMC = 286
+SMC_PROTO_MODE = 0x5301
+SMC_PROTO_FALLBACK_REASON = 0x5302
+MODES = {1: "SMC-D", 2: "TCP", None: "plain (no library)"}
+WANT = {"smcd": 1, "tcp": 2, "plain": None}
+
+
+def reason_names():
+    """The SMC_CLC_DECL_* / SMCD_DECL_* codes of libsmcproto/*.h, by value."""
+    names = {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    for h in glob.glob(os.path.join(here, "..", "libsmcproto", "*.h")):
+        with open(h) as f:
+            for m in re.finditer(r"#define\s+(SMCD?_(?:CLC_)?DECL_\w+)\s+(0x[0-9a-fA-F]+)u?", f.read()):
+                names.setdefault(int(m.group(2), 16), m.group(1))
+    names.setdefault(0x03010000, "SMC_CLC_DECL_PEERNOSMC")
+    return names
+
+
+REASONS = reason_names()
+CODES = {v: k for k, v in REASONS.items()}
+
+
+def rname(r):
+    if r is None:
+        return "none"
+    if r == 0:
+        return "0"
+    return REASONS.get(r, "0x%08x" % r)
+
+
+def end_info(s):
+    """(mode, reason) of socket @s: mode 1 SMC-D, 2 TCP, None without the library."""
+    try:
+        mode = s.getsockopt(SOL_SMC, SMC_PROTO_MODE)
+    except OSError:
+        return None, None
+    try:
+        reason = struct.unpack("I", s.getsockopt(SOL_SMC, SMC_PROTO_FALLBACK_REASON, 4))[0]
+    except OSError:
+        reason = None
+    return mode, reason
+
+
+def addr(a):
+    return "%s:%d" % (a[0], a[1])
+
+
+def recv_exact(s, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = s.recv(n - len(buf))
+        if not b:
+            break
+        buf += b
+    return bytes(buf)
+
+
+def send_json(s, obj):
+    b = json.dumps(obj).encode()
+    s.sendall(struct.pack(">I", len(b)) + b)
+
+
+def recv_json(s):
+    h = recv_exact(s, 4)
+    if len(h) != 4:
+        raise EOFError("EOF instead of the trailer")
+    n = struct.unpack(">I", h)[0]
+    b = recv_exact(s, n)
+    if len(b) != n:
+        raise EOFError("EOF in the trailer")
+    return json.loads(b)
+
+
+# ---------------------------------------------------------------- server
+
+
+def serve(s, once):
+    mode, reason = end_info(s)
+    info = {"mode": mode, "reason": reason, "sockname": list(s.getsockname()[:2]),
+            "peername": list(s.getpeername()[:2])}
+    total = 0
+    outcome = "eof"
+    s.settimeout(15 if once else 60)
+    try:
+        while True:
+            hdr = recv_exact(s, 9)
+            if len(hdr) < 9:
+                outcome = "eof" if not hdr else "eof (in a header)"
+                break
+            op, size = hdr[:1], struct.unpack(">Q", hdr[1:])[0]
+            if op == b"X":
+                send_json(s, dict(info, bye=True))
+                time.sleep(0.5)
+                os._exit(0)
+            h = hashlib.sha256()
+            n = 0
+            while n < size:
+                b = s.recv(min(1 << 20, size - n))
+                if not b:
+                    break
+                h.update(b)
+                n += len(b)
+                total += len(b)
+                if op == b"E":
+                    s.sendall(b)
+            if n < size:
+                outcome = "eof (after %d of %d bytes)" % (n, size)
+                break
+            send_json(s, dict(info, sha256=h.hexdigest(), n=n))
+    except ConnectionResetError:
+        outcome = "reset"
+    except socket.timeout:
+        outcome = "timeout"
+    except OSError as e:
+        outcome = "error %s" % e
+    s.close()
+    if once:
+        print(json.dumps({"outcome": outcome, "bytes": total, "mode": mode, "reason": reason}), flush=True)
+        os._exit(0)
+
+
+def server(a):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((a.bind, 0))
+    ls.listen(128)
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    os.rename(a.port_file + ".tmp", a.port_file)
+    while True:
+        s, _ = ls.accept()
+        if a.once:
+            ls.close()
+            serve(s, True)
+        threading.Thread(target=serve, args=(s, False), daemon=True).start()
+
+
+# ---------------------------------------------------------------- clients
+
+
+class Checks:
+    def __init__(self, label):
+        self.label = label
+        self.failed = False
+
+    def check(self, good, what):
+        print("%s - %s: %s" % ("ok" if good else "not ok", self.label, what), flush=True)
+        if not good:
+            self.failed = True
+
+
+def connect(dst, nonblock):
+    s = socket.socket()
+    if not nonblock:
+        s.settimeout(10)
+        s.connect(dst)
+        s.settimeout(30)
+        return s
+    s.setblocking(False)
+    err = s.connect_ex(dst)
+    if err == errno.EINPROGRESS:
+        _, w, _ = select.select([], [s], [], 10)
+        if not w:
+            s.close()
+            raise TimeoutError("nonblocking connect: not writable in 10 s")
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        s.close()
+        raise OSError(err, os.strerror(err))
+    s.settimeout(30)
+    return s
+
+
+def echo(s, size):
+    """Echo @size random bytes through @s; None if every byte came back and the
+    server's sha256 matches, else what went wrong. Also returns the trailer."""
+    data = os.urandom(size)
+    want = hashlib.sha256(data).hexdigest()
+    err = []
+
+    def send():
+        try:
+            s.sendall(b"E" + struct.pack(">Q", size) + data)
+        except OSError as e:
+            err.append("send: %s" % e)
+
+    t = threading.Thread(target=send)
+    t.start()
+    h = hashlib.sha256()
+    n = 0
+    try:
+        while n < size:
+            b = s.recv(min(1 << 20, size - n))
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        trailer = recv_json(s) if n == size else None
+    except (OSError, EOFError, ValueError) as e:
+        err.append("receive: %s" % e)
+        trailer = None
+    t.join(30)
+    if err:
+        return "; ".join(err), trailer
+    if n != size:
+        return "EOF after %d of %d bytes" % (n, size), trailer
+    if h.hexdigest() != want:
+        return "the echo differs (sha256)", trailer
+    if trailer.get("sha256") != want or trailer.get("n") != size:
+        return "the server received other bytes (sha256 %s, %s bytes)" % (trailer.get("sha256"), trailer.get("n")), trailer
+    return None, trailer
+
+
+def size_name(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d %s" % (n // div, unit)
+        if n >= div and n % div == 1:
+            return "%d %s+1" % (n // div, unit)
+    return "%d B" % n
+
+
+def one_conn(a, dst, sizes, nonblock):
+    """Everything one connection saw, as a dict."""
+    r = {"errors": []}
+    try:
+        s = connect(dst, nonblock)
+    except OSError as e:
+        r["connect"] = str(e)
+        return r
+    r["mode"], r["reason"] = end_info(s)
+    r["sock"] = s.getsockname()[:2]
+    r["peer"] = s.getpeername()[:2]
+    r["echo"] = []
+    for size in sizes:
+        err, trailer = echo(s, size)
+        r["echo"].append((size, err))
+        if trailer:
+            r["server"] = trailer
+        if err:
+            break
+    s.close()
+    return r
+
+
+def client(a):
+    c = Checks(a.label)
+    dst = (a.addr, a.port)
+    sizes = [int(x) for x in a.sizes.split(",")]
+    want = WANT[a.expect]
+    if a.conns == 1:
+        res = [one_conn(a, dst, sizes, False)]
+    else:
+        res = [None] * a.conns
+        go = threading.Barrier(a.conns)
+
+        def run(i):
+            try:
+                go.wait(10)
+            except threading.BrokenBarrierError:
+                pass
+            res[i] = one_conn(a, dst, sizes, True)
+
+        th = [threading.Thread(target=run, args=(i,)) for i in range(a.conns)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(90)
+        res = [x if x is not None else {"connect": "thread did not finish", "errors": []} for x in res]
+    n = len(res)
+    conn_err = [x["connect"] for x in res if "connect" in x]
+    c.check(not conn_err, "%d connection%s to %s" % (n, "s" if n > 1 else "", addr(dst)) +
+            (" (%d failed: %s)" % (len(conn_err), conn_err[0]) if conn_err else ""))
+    done = [x for x in res if "connect" not in x]
+    if not done:
+        return c
+    # modes of both ends
+    if n == 1:
+        x = done[0]
+        c.check(x["mode"] == want, "client end %s (mode %s, reason %s)" % (MODES[want], MODES.get(x["mode"], x["mode"]),
+                                                                       rname(x["reason"])))
+        if a.expect == "tcp" and a.reason:
+            c.check(x["reason"] == CODES.get(a.reason, -1), "client end's fallback reason %s (got %s)" %
+                    (a.reason, rname(x["reason"])))
+        srv = x.get("server")
+        if a.server_expect != "any":
+            sw = WANT[a.server_expect]
+            c.check(srv is not None and srv["mode"] == sw, "server end %s (mode %s, reason %s)" % (
+                MODES[sw], MODES.get(srv["mode"], srv["mode"]) if srv else "?", rname(srv["reason"]) if srv else "?"))
+        for size, err in x["echo"]:
+            c.check(err is None, "echo of %s both ways, sha256 checked%s" % (size_name(size), ": " + err if err else ""))
+        for size in sizes[len(x["echo"]):]:
+            c.check(False, "echo of %s: not tried after the failure" % size_name(size))
+    else:
+        bad = [x["echo"] for x in done if any(e for _, e in x["echo"]) or len(x["echo"]) != len(sizes)]
+        c.check(not bad and len(done) == n, "%d of %d connections echoed %s both ways, sha256 checked%s" % (
+            len(done) - len(bad), n, "+".join(size_name(s) for s in sizes),
+            "; first failure: %s" % [e for _, e in bad[0] if e] if bad else ""))
+        cm = {}
+        for x in done:
+            k = "%s/%s" % (MODES.get(x["mode"], x["mode"]), rname(x["reason"]))
+            cm[k] = cm.get(k, 0) + 1
+        good = sum(1 for x in done if x["mode"] == want)
+        c.check(good == n, "%d of %d client ends %s (%s)" % (good, n, MODES[want], cm))
+        if a.server_expect != "any":
+            sw = WANT[a.server_expect]
+            sm = {}
+            for x in done:
+                k = MODES.get(x["server"]["mode"], x["server"]["mode"]) if x.get("server") else "?"
+                sm[k] = sm.get(k, 0) + 1
+            good = sum(1 for x in done if x.get("server") and x["server"]["mode"] == sw)
+            c.check(good == n, "%d of %d server ends %s (%s)" % (good, n, MODES[sw], sm))
+    # addresses: as TCP gives them
+    badaddr = []
+    for x in done:
+        sock, peer = tuple(x["sock"]), tuple(x["peer"])
+        if peer != dst:
+            badaddr.append("client getpeername %s, not %s" % (addr(peer), addr(dst)))
+        if a.local_ip and sock[0] != a.local_ip:
+            badaddr.append("client getsockname %s, not %s:port" % (addr(sock), a.local_ip))
+        srv = x.get("server")
+        if srv:
+            if tuple(srv["peername"]) != sock:
+                badaddr.append("server getpeername %s, not the client's %s" % (addr(srv["peername"]), addr(sock)))
+            if tuple(srv["sockname"]) != peer:
+                badaddr.append("server getsockname %s, not the client's peer %s" % (addr(srv["sockname"]), addr(peer)))
+        else:
+            badaddr.append("no trailer from the server: its addresses unknown")
+    x = done[0]
+    example = "client %s -> %s" % (addr(x["sock"]), addr(x["peer"]))
+    if x.get("server"):
+        example += ", server %s <- %s" % (addr(x["server"]["sockname"]), addr(x["server"]["peername"]))
+    c.check(not badaddr, "getsockname/getpeername of both ends as over TCP (%s)%s" % (
+        example, "; %d wrong, first: %s" % (len(badaddr), badaddr[0]) if badaddr else ""))
+    return c
+
+
+def refused(a):
+    c = Checks(a.label)
+    dst = (a.addr, a.port)
+    s = socket.socket()
+    s.settimeout(10)
+    try:
+        s.connect(dst)
+        got = "connected (mode %s)" % MODES.get(end_info(s)[0])
+    except ConnectionRefusedError:
+        got = "ECONNREFUSED"
+    except OSError as e:
+        got = str(e)
+    s.close()
+    c.check(got == "ECONNREFUSED", "blocking connect to %s: %s" % (addr(dst), got))
+    s = socket.socket()
+    s.setblocking(False)
+    err = s.connect_ex(dst)
+    if err == errno.EINPROGRESS:
+        select.select([], [s], [], 10)
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    s.close()
+    got = errno.errorcode.get(err, str(err)) if err else "connected"
+    c.check(got == "ECONNREFUSED", "nonblocking connect to %s: %s" % (addr(dst), got))
+    return c
+
+
+def killme(a):
+    s = connect((a.addr, a.port), False)
+    mode, reason = end_info(s)
+    size = 64 << 20
+    s.sendall(b"S" + struct.pack(">Q", size))
+    chunk = os.urandom(64 << 10)
+    for i in range(size // len(chunk)):
+        s.sendall(chunk)
+        if i == 63:  # 4 MiB sent
+            print(json.dumps({"pid": os.getpid(), "mode": mode, "reason": reason}), flush=True)
+        if i >= 63:
+            time.sleep(0.005)
+    print("finished", flush=True)
+    time.sleep(30)
+
+
+def idle(a):
+    c = Checks(a.label)
+    try:
+        s = connect((a.addr, a.port), False)
+    except OSError as e:
+        c.check(False, "connect to %s:%d: %s" % (a.addr, a.port, e))
+        return c
+    mode, reason = end_info(s)
+    err, _ = echo(s, 4097)
+    c.check(err is None, "echo of 4 KiB+1 (client mode %s, reason %s)%s" % (MODES.get(mode, mode), rname(reason),
+                                                                           ": " + err if err else ""))
+    s.sendall(b"X" + struct.pack(">Q", 0))
+    try:
+        bye = recv_json(s)
+        c.check(bye.get("bye"), "the server acknowledged, will exit in 0.5 s (server mode %s)" %
+                MODES.get(bye.get("mode"), bye.get("mode")))
+    except (OSError, EOFError, ValueError) as e:
+        c.check(False, "the server's acknowledgement: %s" % e)
+    t0 = time.monotonic()
+    s.settimeout(10)
+    try:
+        b = s.recv(100)
+        got = "EOF" if b == b"" else "%d bytes" % len(b)
+    except socket.timeout:
+        got = "nothing in 10 s (hang)"
+    except OSError as e:
+        got = str(e)
+    c.check(got == "EOF", "idle connection, the server's process exited: the client reads %s after %.1f s" % (
+        got, time.monotonic() - t0))
+    s.close()
+    return c
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    x = sub.add_parser("server")
+    x.add_argument("--bind", default="0.0.0.0")
+    x.add_argument("--port-file", required=True)
+    x.add_argument("--once", action="store_true")
+    for name in ("client", "refused", "killme", "idle"):
+        x = sub.add_parser(name)
+        x.add_argument("--addr", required=True)
+        x.add_argument("--port", type=int, required=True)
+        x.add_argument("--label", default=name)
+        if name == "client":
+            x.add_argument("--expect", choices=WANT, required=True)
+            x.add_argument("--reason")
+            x.add_argument("--server-expect", choices=list(WANT) + ["any"], default="any")
+            x.add_argument("--sizes", default="1")
+            x.add_argument("--conns", type=int, default=1)
+            x.add_argument("--local-ip")
+    a = p.parse_args()
+    if a.cmd == "server":
+        server(a)
+    elif a.cmd == "killme":
+        killme(a)
+    else:
+        c = {"client": client, "refused": refused, "idle": idle}[a.cmd](a)
+        sys.exit(1 if c.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

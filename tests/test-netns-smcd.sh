@@ -1,0 +1,316 @@
+#!/bin/bash
+# SMC-D across network namespaces (smcd --cross-netns yes): two namespaces A and B
+# joined by a veth pair (10.211.N.1/24 in A, 10.211.N.2/24 in B), one private smcd in
+# the root namespace, servers and clients run in the namespaces with
+# `ip netns exec NS sh SMCRUN python3 tests/netns-smcd.py ...` (they reach smcd through
+# its runtime directory's unix socket, which no network namespace hides).
+#   0. smcd accepts --cross-netns yes, and cross-netns=yes in its configuration file;
+#   1. smcrun server in B, smcrun client in A: both ends SMC-D; echo of 1 B, 4 KiB+1,
+#      1 MiB and 16 MiB both ways (sha256); getsockname/getpeername of both ends as TCP
+#      gives them; smcd's conns_netns grew by 1;
+#   2. 40 concurrent connections from A (nonblocking connects), 256 KiB echoed on each:
+#      all correct, all SMC-D at both ends; conns_netns grew by 40;
+#   3. plain server in B, smcrun client in A: the data right, the client TCP with
+#      SMC_CLC_DECL_PEERNOSMC; conns_netns unchanged;
+#   4. smcrun server in B, plain client in A: TCP, the data right;
+#   5. a port nobody listens on in B: ECONNREFUSED from A with smcrun as without; and
+#      127.0.0.1:P from A, where only B listens (on 0.0.0.0:P): ECONNREFUSED (the
+#      namespaces' own addresses are never joined: tests/apps/netns-isolation.py);
+#   6. smcd without --cross-netns: the pair of 1 gets TCP, SMC_CLC_DECL_PEERNOSMC, the
+#      data right;
+#   7. a pair inside B (to 127.0.0.1, and to B's own address): SMC-D, conns_netns
+#      unchanged;
+#   8. a client in A SIGKILLed in the middle of a 64 MiB transfer: the server in B reads
+#      EOF or ECONNRESET (no hang) and smcd's conns_current is back to its earlier
+#      value within 5 s;
+#   9. the server's process exits while a connection is idle: the client reads EOF.
+# Until the feature is there, 0 and the SMC-D and conns_netns checks of 1 and 2 fail;
+# every other line passes.
+# Args: SMCD LIBSMCRUN SMCRUN NETNS-SMCD.PY. Root; skips (77) when namespaces or veth
+# cannot be made, or when smcd logs that the SMC TCP option program cannot be loaded.
+set -u
+smcd=$1 lib=$2 smcrun=$3 py=$4
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, veth, BPF)"
+command -v ip >/dev/null || skip "no ip(8)"
+
+N=$(($$ % 250 + 1))
+NET=10.211.$N
+IPA=$NET.1 IPB=$NET.2
+NSA=smcd-nsA-$$ NSB=smcd-nsB-$$
+VA=smcA$$ VB=smcB$$   # (interface names: at most 15 characters)
+tmp=$(mktemp -d /tmp/smcd-test-netns.XXXXXX) || exit 1
+chmod 755 "$tmp"
+spid='' pids=() made_ns=()
+
+# shellcheck disable=SC2317  # (called by the EXIT trap)
+cleanup() {
+        local p ns
+        for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+        for ns in "${made_ns[@]}"; do
+                # (processes in our own namespaces are ours: SIGKILL what is left)
+                for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+        if [ -n "$spid" ]; then
+                kill -TERM "$spid" 2>/dev/null
+                for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$spid" 2>/dev/null
+                wait "$spid" 2>/dev/null
+        fi
+        for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done
+        ip link del "$VA" 2>/dev/null
+        [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+failed=0
+ok() { echo "ok - $*"; }
+nok() { echo "not ok - $*"; failed=1; }
+is_num() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+# --- topology
+ip netns add "$NSA" 2>/dev/null || skip "cannot create a network namespace"
+made_ns+=("$NSA")
+ip netns add "$NSB" 2>/dev/null || skip "cannot create a second network namespace"
+made_ns+=("$NSB")
+ip link add "$VA" type veth peer name "$VB" 2>/dev/null || skip "cannot create a veth pair"
+if ! { ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
+        ip -n "$NSA" addr add "$IPA/24" dev "$VA" && ip -n "$NSB" addr add "$IPB/24" dev "$VB" &&
+        ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
+        ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up; }; then
+        skip "cannot set the veth pair up between the namespaces"
+fi
+for _ in $(seq 50); do   # (IPv4 on veth: no DAD, but the carrier takes a moment)
+        ip netns exec "$NSA" ping -c1 -W1 "$IPB" >/dev/null 2>&1 && break
+        sleep 0.1
+done
+
+# --- smcd (private runtime directory and state file; no system bus)
+export SMCRUN_LIB=$lib
+san=$(ldd "$lib" | awk '$1 ~ /^lib(a|ub|t|hwa)san\.so/ { print $3 }' | paste -sd:)
+if [ -n "$san" ]; then   # a sanitizer build: its runtime ahead of everything
+        export LD_PRELOAD="$san${LD_PRELOAD:+:$LD_PRELOAD}"
+        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+start_smcd() { # NAME [ARGS...]: smcd in $tmp/NAME (runtime directory); 0 when its socket is there
+        local name=$1
+        shift
+        rundir=$tmp/$name
+        mkdir -p "$rundir/state"
+        "$smcd" -v --no-bus --short-conn-rate=0 --runtime-dir "$rundir" --state-file "$rundir/state/tunables.json" \
+                "$@" >"$rundir/smcd.log" 2>&1 &
+        spid=$!
+        export SMCD_RUNTIME_DIR=$rundir
+        for _ in $(seq 100); do
+                [ -S "$rundir/smcd.sock" ] && return 0
+                kill -0 "$spid" 2>/dev/null || break
+                sleep 0.05
+        done
+        wait "$spid" 2>/dev/null
+        spid=''
+        return 1
+}
+stop_smcd() {
+        [ -n "$spid" ] || return 0
+        kill -TERM "$spid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$spid" 2>/dev/null
+        wait "$spid" 2>/dev/null
+        spid=''
+}
+smcd_stat() { # NAME: smcd's .smcd.NAME now ("absent" if stats.json has no such counter)
+        rm -f "$rundir/stats.json"
+        kill -USR1 "$spid" 2>/dev/null || { echo "no-smcd"; return; }
+        for _ in $(seq 50); do [ -s "$rundir/stats.json" ] && break; sleep 0.05; done
+        sleep 0.05
+        timeout 10 python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))["smcd"].get(sys.argv[2])
+print("absent" if v is None else v)' "$rundir/stats.json" "$1" 2>/dev/null || echo "unreadable"
+}
+tcpopt_unavailable() {
+        grep -Ei "cannot load the SMC TCP option program|SMC TCP option program cannot be loaded|without the SMC TCP option program" \
+                "$rundir/smcd.log"
+}
+
+# 0. the option and its configuration file key
+printf 'cross-netns=yes\n' >"$tmp/smcd.conf"
+if start_smcd conf --config "$tmp/smcd.conf"; then
+        ok "0: smcd accepts cross-netns=yes in its configuration file"
+        stop_smcd
+else
+        nok "0: smcd accepts cross-netns=yes in its configuration file: $(head -c 300 "$tmp/conf/smcd.log")"
+fi
+if start_smcd smcd1 --cross-netns yes; then
+        ok "0: smcd --cross-netns yes runs"
+else
+        nok "0: smcd --cross-netns yes runs: $(head -c 300 "$tmp/smcd1/smcd.log")"
+        # (so that every other check still runs: the TCP ones must pass without the feature)
+        start_smcd smcd1b || { echo "smcd does not start: $(cat "$rundir/smcd.log")"; exit 1; }
+fi
+if why=$(tcpopt_unavailable); then
+        skip "smcd cannot load the SMC TCP option program: $why"
+fi
+
+# --- programs in the namespaces (every one under timeout)
+in_ns() { # NS SMC(smc|plain) SECONDS ARGS...: tests/netns-smcd.py ARGS in NS
+        local ns=$1 how=$2 secs=$3
+        shift 3
+        if [ "$how" = smc ]; then
+                timeout -k 5 "$secs" ip netns exec "$ns" sh "$smcrun" python3 "$py" "$@"
+        else
+                timeout -k 5 "$secs" ip netns exec "$ns" env SMCRUN_DISABLE=1 python3 "$py" "$@"
+        fi
+}
+server_port=
+start_server() { # NAME NS SMC [ARGS...]: a server in the background; its port in $server_port
+        local name=$1 ns=$2 how=$3
+        shift 3
+        rm -f "$tmp/$name.port"
+        in_ns "$ns" "$how" 150 server --port-file "$tmp/$name.port" "$@" >"$tmp/$name.log" 2>&1 &
+        server_pid=$!
+        pids+=("$server_pid")
+        for _ in $(seq 100); do
+                [ -s "$tmp/$name.port" ] && break
+                kill -0 "$server_pid" 2>/dev/null || break
+                sleep 0.05
+        done
+        server_port=$(cat "$tmp/$name.port" 2>/dev/null)
+        [ -n "$server_port" ] || { nok "server $name did not start: $(cat "$tmp/$name.log")"; return 1; }
+}
+client() { # NS SMC SECONDS ARGS...: a client whose "ok / not ok" lines go to the output
+        local out rc
+        out=$(in_ns "$@" 2>&1)
+        rc=$?
+        echo "$out"
+        if [ $rc != 0 ]; then
+                failed=1
+                echo "$out" | grep -q "^not ok" || nok "client $* exited with status $rc"
+        fi
+}
+delta_check() { # LABEL NAME BEFORE WANT(+N: grew by N at least; 0: unchanged)
+        local label=$1 name=$2 before=$3 want=$4 after
+        after=$(smcd_stat "$name")
+        if [ "$want" = 0 ]; then
+                if [ "$after" = "$before" ]; then
+                        ok "$label: smcd's $name unchanged ($before -> $after)"
+                else
+                        nok "$label: smcd's $name unchanged ($before -> $after)"
+                fi
+        elif is_num "$before" && is_num "$after" && [ $((after - before)) -ge "${want#+}" ]; then
+                ok "$label: smcd's $name grew by ${want#+} ($before -> $after)"
+        else
+                nok "$label: smcd's $name grew by ${want#+} ($before -> $after)"
+        fi
+}
+
+start_server s1 "$NSB" smc --bind 0.0.0.0 || exit 1
+P1=$server_port
+start_server s3 "$NSB" plain --bind "$IPB" || exit 1
+P3=$server_port
+
+# 1.
+b=$(smcd_stat conns_netns)
+client "$NSA" smc 60 client --label 1 --addr "$IPB" --port "$P1" --local-ip "$IPA" \
+        --expect smcd --server-expect smcd --sizes 1,4097,1048576,16777216
+delta_check 1 conns_netns "$b" +1
+
+# 2.
+b=$(smcd_stat conns_netns)
+client "$NSA" smc 90 client --label 2 --addr "$IPB" --port "$P1" --local-ip "$IPA" \
+        --expect smcd --server-expect smcd --sizes 262144 --conns 40
+delta_check 2 conns_netns "$b" +40
+
+# 3.
+b=$(smcd_stat conns_netns)
+client "$NSA" smc 60 client --label 3 --addr "$IPB" --port "$P3" --local-ip "$IPA" \
+        --expect tcp --reason SMC_CLC_DECL_PEERNOSMC --server-expect plain --sizes 1,4097,1048576
+delta_check 3 conns_netns "$b" 0
+
+# 4.
+client "$NSA" plain 60 client --label 4 --addr "$IPB" --port "$P1" --local-ip "$IPA" \
+        --expect plain --server-expect tcp --sizes 1,4097,1048576
+
+# 5.
+P5=$((P1 == 65535 ? P1 - 1 : P1 + 1))
+[ "$P5" = "$P3" ] && P5=$((P5 + 1))
+client "$NSA" smc 30 refused --label "5 (smcrun)" --addr "$IPB" --port "$P5"
+client "$NSA" plain 30 refused --label "5 (plain)" --addr "$IPB" --port "$P5"
+client "$NSA" smc 30 refused --label "5 (smcrun, B listens on 0.0.0.0:$P1)" --addr 127.0.0.1 --port "$P1"
+
+# 7.
+b=$(smcd_stat conns_netns)
+client "$NSB" smc 60 client --label 7 --addr 127.0.0.1 --port "$P1" --local-ip 127.0.0.1 \
+        --expect smcd --server-expect smcd --sizes 1,4097,1048576
+delta_check 7 conns_netns "$b" 0
+# ... and to B's own veth address (a wildcard listener of a namespace other than
+# smcd's, found at the namespace's IPv4 address: before 2026-12-06 TCP)
+b=$(smcd_stat conns_netns)
+client "$NSB" smc 60 client --label "7 (to $IPB)" --addr "$IPB" --port "$P1" --local-ip "$IPB" \
+        --expect smcd --server-expect smcd --sizes 1,4097,1048576
+delta_check "7 (to $IPB)" conns_netns "$b" 0
+
+# 8.
+if start_server s8 "$NSB" smc --bind "$IPB" --once; then
+        P8=$server_port s8pid=$server_pid
+        b=$(smcd_stat conns_current)
+        in_ns "$NSA" smc 60 killme --addr "$IPB" --port "$P8" >"$tmp/killme.log" 2>&1 &
+        kpid=$!
+        pids+=("$kpid")
+        info=
+        for _ in $(seq 200); do
+                info=$(grep -m1 '^{' "$tmp/killme.log")
+                [ -n "$info" ] && break
+                kill -0 "$kpid" 2>/dev/null || break
+                sleep 0.05
+        done
+        cpid=$(echo "$info" | sed -n 's/.*"pid": \([0-9]*\).*/\1/p')
+        if [ -n "$cpid" ] && kill -KILL "$cpid"; then
+                wait "$kpid" 2>/dev/null
+                ok "8: client in A (pid $cpid, $info) SIGKILLed 4 MiB into a 64 MiB transfer"
+                for _ in $(seq 400); do grep -q '^{' "$tmp/s8.log" && break; sleep 0.05; done
+                out=$(grep -m1 '^{' "$tmp/s8.log")
+                if echo "$out" | grep -Eq '"outcome": "(eof|reset)'; then
+                        ok "8: the server in B sees EOF or ECONNRESET: $out"
+                else
+                        nok "8: the server in B sees EOF or ECONNRESET: ${out:-nothing in 20 s: $(cat "$tmp/s8.log")}"
+                fi
+                now=
+                for _ in $(seq 25); do
+                        now=$(smcd_stat conns_current)
+                        [ "$now" = "$b" ] && break
+                        sleep 0.2
+                done
+                if [ "$now" = "$b" ]; then
+                        ok "8: smcd's conns_current back to $b within 5 s"
+                else
+                        nok "8: smcd's conns_current back to $b within 5 s (now $now)"
+                fi
+        else
+                nok "8: the client did not start its transfer: $(cat "$tmp/killme.log")"
+        fi
+        kill "$s8pid" 2>/dev/null
+fi
+
+# 9.
+if start_server s9 "$NSB" smc --bind "$IPB"; then
+        client "$NSA" smc 30 idle --label 9 --addr "$IPB" --port "$server_port"
+fi
+
+# 6. (last: another smcd, without --cross-netns)
+stop_smcd
+if start_smcd smcd2; then
+        if start_server s6 "$NSB" smc --bind 0.0.0.0; then
+                b=$(smcd_stat conns_netns)
+                client "$NSA" smc 60 client --label "6 (no --cross-netns)" --addr "$IPB" --port "$server_port" \
+                        --local-ip "$IPA" --expect tcp --reason SMC_CLC_DECL_PEERNOSMC --server-expect tcp \
+                        --sizes 1,4097,1048576,16777216
+                delta_check "6 (no --cross-netns)" conns_netns "$b" 0
+        fi
+else
+        nok "6: smcd without --cross-netns did not start: $(cat "$rundir/smcd.log")"
+fi
+
+exit $failed
