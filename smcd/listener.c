@@ -852,6 +852,25 @@ static bool match_wildcard(const Listener *l, const struct smc_ctl_addr *dst, bo
         return true;
 }
 
+/* Is @dst an interface address of a network namespace: smcd's own (@smcd_ns: the
+ * live view of netlink), else one of @known's, or when @known is NULL one of those
+ * the namespace of socket @tfd has now (SIOCGIFCONF: IPv4 only)? */
+static bool ns_has_addr(Manager *m, bool smcd_ns, const NsV4 *known, int tfd, const struct smc_ctl_addr *dst) {
+        uint8_t v4[4];
+        NsV4 now;
+
+        if (smcd_ns)
+                return m->netlink ? netlink_addr_is_local(m->netlink, dst)
+                                  : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m));
+        if (!smcd_addr_get_v4(dst, v4))
+                return false;
+        if (!known) {
+                (void) smcd_sock_ns_v4(tfd, &now);
+                known = &now;
+        }
+        return smcd_ns_v4_has(known, v4);
+}
+
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
                                 int tfd) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
@@ -874,16 +893,11 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                                 return l;
         }
 
-        if (cookie ? cookie != m->netns_cookie : netns != m->netns) {
-                /* another namespace: its loopback, and its IPv4 addresses as the
-                 * connecting socket @tfd's namespace (this one) answers */
-                NsV4 own;
-
-                if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst) &&
-                    !(dst_is_v4 && smcd_sock_ns_v4(tfd, &own) > 0 && smcd_ns_v4_has(&own, v4)))
-                        return NULL;
-        } else if (!(m->netlink ? netlink_addr_is_local(m->netlink, dst)
-                                : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m))))
+        /* a wildcard listener: for its namespace's loopback and interface addresses
+         * (of a namespace other than smcd's, the IPv4 ones that the connecting socket
+         * @tfd's namespace, this one, has) */
+        if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst) &&
+            !ns_has_addr(m, cookie ? cookie == m->netns_cookie : netns == m->netns, NULL, tfd, dst))
                 return NULL;
         LIST_FOREACH(by_port, l, pe->listeners)
                 n += NS_OK(l) && match_wildcard(l, dst, dst_is_v4);
@@ -903,16 +917,13 @@ bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint
         bool own_ns = cookie ? cookie == m->netns_cookie : netns == m->netns;
         uint8_t v4[4];
         bool dst_is_v4;
-        NsV4 own;
         Listener *l;
 
         if (!pe || (!cookie && !netns) || smcd_addr_is_loopback(dst) || smcd_addr_is_any(dst))
                 return false;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
         /* an address of the connecting namespace: the connection stays in it */
-        if (own_ns ? (m->netlink ? netlink_addr_is_local(m->netlink, dst)
-                                 : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
-                   : (dst_is_v4 && smcd_sock_ns_v4(tfd, &own) > 0 && smcd_ns_v4_has(&own, v4)))
+        if (ns_has_addr(m, own_ns, NULL, tfd, dst))
                 return false;
         LIST_FOREACH(by_port, l, pe->listeners) {
                 bool l_own = l->netns_cookie && m->netns_cookie ? l->netns_cookie == m->netns_cookie
@@ -922,10 +933,7 @@ bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint
                         continue; /* (the connecting namespace's: not found there) */
                 if (match_exact(l, dst, dst_is_v4, v4))
                         return true;
-                if (match_wildcard(l, dst, dst_is_v4) &&
-                    (l_own ? (m->netlink ? netlink_addr_is_local(m->netlink, dst)
-                                         : smcd_addr_is_local(&m->local_addrs, dst, manager_now(m)))
-                           : dst_is_v4 && smcd_ns_v4_has(&l->ns_v4, v4)))
+                if (match_wildcard(l, dst, dst_is_v4) && ns_has_addr(m, l_own, &l->ns_v4, -1, dst))
                         return true;
         }
         return false;
