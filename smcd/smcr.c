@@ -3794,6 +3794,32 @@ static int reply_tcp_now(Client *c, const struct smc_ctl_smcr *req, uint32_t rea
         return client_send(c, &msg, NULL, 0); /* in the client's version */
 }
 
+/* Is TCP socket @fd one accepted from listener @l: of its network namespace, with its
+ * port, and its address unless @l listens on all? A process of another uid may hand
+ * such a connection on: a worker that switched uid after its master listened (nginx's
+ * default `user nobody`; helper 116: refused before, the server read the client's CLC
+ * proposal as data). No other uid can hold one (the kernel keeps a listening port to
+ * its socket, or to an SO_REUSEPORT group of one uid). */
+static bool accepted_from(const Listener *l, int fd) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        struct smc_ctl_addr a;
+        uint64_t cookie;
+        uint8_t a4[4], l4[4];
+
+        if (getsockname(fd, (struct sockaddr *) &ss, &sl) < 0 ||
+            smc_ctl_addr_from_sockaddr(&a, (struct sockaddr *) &ss, sl) < 0 || a.port != l->addr.port)
+                return false;
+        cookie = smcd_sock_netns_cookie(fd);
+        if (cookie && l->netns_cookie ? cookie != l->netns_cookie : smcd_sock_netns(fd) != l->netns)
+                return false;
+        if (smcd_addr_is_any(&l->addr))
+                return true;
+        if (smcd_addr_get_v4(&a, a4) && smcd_addr_get_v4(&l->addr, l4))
+                return !memcmp(a4, l4, 4);
+        return a.family == l->addr.family && !memcmp(a.addr, l->addr.addr, sizeof(a.addr));
+}
+
 int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         Manager *m = c->manager;
         SmcrManager *sm = m->smcr;
@@ -3801,6 +3827,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         SmcrHs *hs;
         int type = 0, r, opt;
         socklen_t tl = sizeof(type);
+        uid_t uid = c->uid; /* whose endpoint: the client's, or the listener's */
 
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM) {
                 close(fd);
@@ -3827,7 +3854,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         if (server) {
                 Listener *l = manager_get_listener(m, req->listener_id);
 
-                if (!l || l->uid != c->uid || !l->smcr) {
+                if (!l || !l->smcr || (l->uid != c->uid && !accepted_from(l, fd))) {
                         close(fd);
                         return client_send_error(c, req->hdr.seq, ENOENT, 0, "SMCR: no SMC-R listener %" PRIu64
                                                  " of this uid", req->listener_id);
@@ -3835,6 +3862,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 /* an accepting process of a listener whose LISTEN's process is gone
                  * (daemonized): its SMC-R endpoints need an owner (hs_done) */
                 listener_adopt(l, c);
+                uid = l->uid;
         }
         opt = r; /* 1, or -EAGAIN (server: not settled yet) */
         r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);
@@ -3844,7 +3872,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         }
         hs->sndbuf = req->sndbuf;
         hs->rcvbuf = req->rcvbuf;
-        hs->uid = c->uid;
+        hs->uid = uid;
         hs->listener_id = req->listener_id;
         if (server) {
                 /* answered now; the result goes to the listener's accept channel, so the

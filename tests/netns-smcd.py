@@ -175,6 +175,16 @@ def server(a):
     with open(a.port_file + ".tmp", "w") as f:
         f.write("%d\n" % ls.getsockname()[1])
     os.rename(a.port_file + ".tmp", a.port_file)
+    if a.worker_uid is not None:
+        # nginx's way: the master listens, a forked worker drops to another uid and
+        # accepts (the listener stays the master's uid's)
+        pid = os.fork()
+        if pid:
+            ls.close()
+            os.waitpid(pid, 0)
+            return
+        os.setgid(a.worker_uid)
+        os.setuid(a.worker_uid)
     while True:
         s, _ = ls.accept()
         if a.once:
@@ -465,6 +475,7 @@ def main():
     x.add_argument("--bind", default="0.0.0.0")
     x.add_argument("--port-file", required=True)
     x.add_argument("--once", action="store_true")
+    x.add_argument("--worker-uid", type=int)
     for name in ("client", "refused", "killme", "idle"):
         x = sub.add_parser(name)
         x.add_argument("--addr", required=True)

@@ -23,9 +23,11 @@
 #   8. a client in A SIGKILLed in the middle of a 64 MiB transfer: the server in B reads
 #      EOF or ECONNRESET (no hang) and smcd's conns_current is back to its earlier
 #      value within 5 s;
-#   9. the server's process exits while a connection is idle: the client reads EOF.
-# Until the feature is there, 0 and the SMC-D and conns_netns checks of 1 and 2 fail;
-# every other line passes.
+#   9. the server's process exits while a connection is idle: the client reads EOF;
+#  10. a server whose forked worker switched to uid 65534 after the master listened
+#      (nginx's default): SMC-D, conns_netns grew.
+# Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
+# the worker's handshake request was refused, and it read the CLC proposal as data).
 # Args: SMCD LIBSMCRUN SMCRUN NETNS-SMCD.PY. Root; skips (77) when namespaces or veth
 # cannot be made, or when smcd logs that the SMC TCP option program cannot be loaded.
 set -u
@@ -251,6 +253,17 @@ b=$(smcd_stat conns_netns)
 client "$NSB" smc 60 client --label "7 (to $IPB)" --addr "$IPB" --port "$P1" --local-ip "$IPB" \
         --expect smcd --server-expect smcd --sizes 1,4097,1048576
 delta_check "7 (to $IPB)" conns_netns "$b" 0
+
+# 10. a server whose forked worker switched uid after the master listened (nginx's
+# default): SMC-D between the namespaces too (before: the worker's handshake request
+# was refused and it read the client's CLC proposal as data; helper 116)
+if start_server s10 "$NSB" smc --worker-uid 65534; then
+        P10=$server_port
+        b=$(smcd_stat conns_netns)
+        client "$NSA" smc 60 client --label "10 (worker uid 65534)" --addr "$IPB" --port "$P10" --local-ip "$IPA" \
+                --expect smcd --server-expect smcd --sizes 1,4097,1048576
+        delta_check "10 (worker uid 65534)" conns_netns "$b" +1
+fi
 
 # 8.
 if start_server s8 "$NSB" smc --bind "$IPB" --once; then

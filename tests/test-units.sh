@@ -33,8 +33,7 @@ for f in "$unitdir/smcd.service" "$unitdir/smcd.socket" "$dest$prefix/sbin/smcd"
         [ -f "$f" ] && ok "installed ${f#"$dest"}" || nok "missing ${f#"$dest"}"
 done
 
-grep -q "^ExecStart=$prefix/sbin/smcd --cross-netns yes\$" "$unitdir/smcd.service" &&
-        ok "ExecStart= is the installed smcd, with SMC-D between network namespaces" \
+grep -q "^ExecStart=$prefix/sbin/smcd\$" "$unitdir/smcd.service" && ok "ExecStart= is the installed smcd" \
         || nok "ExecStart: $(grep ExecStart "$unitdir/smcd.service")"
 grep -q '^WatchdogSec=' "$unitdir/smcd.service" && grep -q '^Type=notify$' "$unitdir/smcd.service" \
         && ok "Type=notify with WatchdogSec=" || nok "smcd.service lacks Type=notify / WatchdogSec="
