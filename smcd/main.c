@@ -479,7 +479,7 @@ static bool another_smcd(const char *runtime_dir) {
         bool busy;
         int fd;
 
-        if (sd_listen_fds(false) > 0)
+        if (manager_socket_activated())
                 return false;
         if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", runtime_dir, SMC_CTL_SOCKET_NAME) >=
             sizeof(sa.sun_path))

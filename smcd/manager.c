@@ -790,24 +790,79 @@ static int setup_runtime_dir(Manager *m) {
 
 static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd);
 
-static int setup_socket(Manager *m) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int n, fd, r;
+/* Count the descriptors systemd passed: 0 none; the number passed otherwise, and in
+ * *@ret_store (may be NULL) how many of them are named SMCD_FDSTORE_TCPOPT. */
+static int passed_fds(bool unset, char ***ret_names, int *ret_store) {
+        char **names = NULL;
+        int n, store = 0;
 
-        n = sd_listen_fds(true);
+        n = sd_listen_fds_with_names(unset, &names);
+        if (n < 0)
+                return n;
+        for (int i = 0; names && i < n; i++)
+                if (names[i] && strcmp(names[i], SMCD_FDSTORE_TCPOPT) == 0)
+                        store++;
+        if (ret_store)
+                *ret_store = store;
+        if (ret_names)
+                *ret_names = names;
+        else {
+                for (int i = 0; names && names[i]; i++)
+                        free(names[i]);
+                free(names);
+        }
+        return n;
+}
+
+bool manager_socket_activated(void) {
+        int store = 0, n = passed_fds(false, NULL, &store);
+
+        return n > store;
+}
+
+/* Take what systemd passed (once, at start; the environment is unset): the control
+ * socket (socket activation) into m->activated_fd, the stored smc_flagged map into
+ * m->stored_flagged_fd; anything else is closed. */
+static void take_passed_fds(Manager *m) {
+        char **names = NULL;
+        int n, bad = 0;
+
+        n = passed_fds(true, &names, NULL);
         if (n < 0)
                 log_warning_errno(n, "sd_listen_fds failed, binding our own socket: %m");
-        if (n == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
-                m->listen_fd = SD_LISTEN_FDS_START;
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names ? names[i] : NULL;
+
+                if (name && strcmp(name, SMCD_FDSTORE_TCPOPT) == 0 && m->stored_flagged_fd < 0)
+                        m->stored_flagged_fd = fd;
+                else if ((!name || strcmp(name, SMCD_FDSTORE_TCPOPT) != 0) && m->activated_fd < 0 &&
+                         sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) > 0)
+                        m->activated_fd = fd;
+                else {
+                        bad++;
+                        close(fd);
+                }
+        }
+        if (bad)
+                log_warning("Ignoring %d passed file descriptor(s): expected one listening AF_UNIX SOCK_SEQPACKET "
+                            "socket and the file descriptor store's \"" SMCD_FDSTORE_TCPOPT "\".", bad);
+        for (int i = 0; names && names[i]; i++)
+                free(names[i]);
+        free(names);
+}
+
+static int setup_socket(Manager *m) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd, r;
+
+        if (m->activated_fd >= 0) {
+                m->listen_fd = m->activated_fd;
+                m->activated_fd = -1;
                 (void) fcntl(m->listen_fd, F_SETFL, fcntl(m->listen_fd, F_GETFL) | O_NONBLOCK);
                 (void) fcntl(m->listen_fd, F_SETFD, FD_CLOEXEC);
                 log_info("Using the socket-activated control socket.");
                 return 0;
-        }
-        if (n > 0) {
-                log_warning("Ignoring %d passed file descriptor(s): expected one listening AF_UNIX SOCK_SEQPACKET socket.", n);
-                for (int i = 0; i < n; i++)
-                        close(SD_LISTEN_FDS_START + i);
         }
 
         if (strlen(m->socket_path) >= sizeof(sa.sun_path))
@@ -1020,6 +1075,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m)
                 return log_error_errno(ENOMEM, "Out of memory.");
         m->listen_fd = -1;
+        m->activated_fd = -1;
+        m->stored_flagged_fd = -1;
         m->watch_fd = -1;
         m->config = *cfg;
         m->config.runtime_dir = strdup(cfg->runtime_dir);
@@ -1238,7 +1295,8 @@ static void write_instance_file(Manager *m) {
 int manager_start(Manager *m) {
         int r;
 
-        if (sd_listen_fds(false) <= 0) {
+        take_passed_fds(m);
+        if (m->activated_fd < 0) {
                 r = setup_runtime_dir(m);
                 if (r < 0)
                         return r;
@@ -1347,6 +1405,10 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->exiting = true;
+        if (m->activated_fd >= 0)
+                close(m->activated_fd);
+        if (m->stored_flagged_fd >= 0)
+                close(m->stored_flagged_fd);
         smcr_exit_notify(m->smcr); /* SMC-R peers first: their link groups end now */
         LIST_FOREACH_SAFE(clients, c, cn, m->clients)
                 client_free(c, false);

@@ -122,6 +122,15 @@ enum smcd_cq_poll {
 #define SMCD_UEID_LEN 32
 #define SMCD_DEFAULT_UEID "SMCD-USERSPACE"
 
+/* FDNAME of the SMC TCP option program's smc_flagged map in systemd's file descriptor
+ * store (FileDescriptorStoreMax= of smcd.service): kept across a restart, so that the
+ * next smcd can mark the listeners that started listening before it (tcpopt.h) */
+#define SMCD_FDSTORE_TCPOPT "smc-tcpopt-flagged"
+
+/* Did systemd pass smcd its control socket (socket activation), not only descriptors of
+ * its file descriptor store? Reads $LISTEN_FDS / $LISTEN_FDNAMES, changes nothing. */
+bool manager_socket_activated(void);
+
 typedef struct ManagerConfig {
         char *runtime_dir;         /* socket and stats.json live here */
         uid_t *allow_uids;         /* none and no groups = everybody may connect */
@@ -362,6 +371,11 @@ struct Manager {
         ManagerConfig config;
         sd_event *event;
         int listen_fd;
+        int activated_fd;        /* the control socket systemd passed (socket activation),
+                                  * until setup_socket() takes it; -1 none */
+        int stored_flagged_fd;   /* the SMC TCP option program's smc_flagged map an earlier
+                                  * smcd left in systemd's file descriptor store
+                                  * (SMCD_FDSTORE_TCPOPT), until smcr_new() used it; -1 */
         bool socket_bound;       /* we bound it (not socket activation): unlink at exit */
         dev_t socket_dev;        /* its path's identity after the bind: unlinked at exit */
         ino_t socket_ino;        /* only while it is still ours */

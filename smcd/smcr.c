@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "dmb.h"
@@ -4039,6 +4040,35 @@ static void on_link_change(NetlinkMonitor *nl, const NetlinkLink *l, NetlinkLink
         }
 }
 
+#if SMCD_HAVE_TCPOPT
+/* Keep the program's smc_flagged map in systemd's file descriptor store (smcd.service:
+ * FileDescriptorStoreMax=), for the next smcd after a restart: the listeners that
+ * start listening while this one runs can be marked by it too (tcpopt.h). Without
+ * $NOTIFY_SOCKET nothing happens. */
+static void tcpopt_store(TcpOpt *t) {
+        int reused, fd = tcpopt_flagged_fd(t, &reused), r;
+
+        if (fd < 0)
+                return;
+        if (reused > 0) {
+                log_info("SMC TCP option program: the listener record of the previous smcd reused "
+                         "(listeners from before the restart can be marked).");
+                return; /* it is in the store already */
+        }
+        if (reused < 0) {
+                log_warning("SMC TCP option program: the stored listener record has another layout (an smcd of "
+                            "another version?): not used; listeners from before this start get SMC again when "
+                            "they listen again.");
+                (void) sd_notify(false, "FDSTOREREMOVE=1\nFDNAME=" SMCD_FDSTORE_TCPOPT);
+        }
+        /* FDPOLL=0 (systemd 246): a BPF map's descriptor polls as EPOLLERR (bpf_map_poll()
+         * of a map without its own poll), which would make systemd drop it at once */
+        r = sd_pid_notify_with_fds(0, false, "FDSTORE=1\nFDPOLL=0\nFDNAME=" SMCD_FDSTORE_TCPOPT, &fd, 1);
+        if (r < 0)
+                log_warning_errno(r, "Cannot keep the listener record in the file descriptor store: %m");
+}
+#endif
+
 int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         SmcrManager *sm = calloc(1, sizeof(*sm));
         uint8_t rnd[2] = {};
@@ -4087,7 +4117,13 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret) {
         if (sm->n_devs > 0 || m->config.cross_netns) {
                 /* the TCP option: SMC-R's, and SMC-D's between namespaces */
 #if SMCD_HAVE_TCPOPT
-                r = tcpopt_new(tcpopt_default_cgroup(), &sm->tcpopt);
+                r = tcpopt_new(tcpopt_default_cgroup(), m->stored_flagged_fd, &sm->tcpopt);
+                if (m->stored_flagged_fd >= 0) {
+                        close(m->stored_flagged_fd); /* (reused: the program holds its own) */
+                        m->stored_flagged_fd = -1;
+                }
+                if (r >= 0)
+                        tcpopt_store(sm->tcpopt);
                 if (r < 0) {
                         log_warning_errno(r, "Cannot load the SMC TCP option program: %m");
                         if (!sm->why)

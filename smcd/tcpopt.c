@@ -26,6 +26,9 @@
 #ifndef SO_COOKIE
 #define SO_COOKIE 57
 #endif
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
 
 struct TcpOpt {
         struct smc_tcpopt_bpf *skel;
@@ -34,6 +37,8 @@ struct TcpOpt {
         int marks_fd;   /* smc_marks: sk storage, keyed by a socket fd */
         int listen_fd;  /* smc_listen: marked listeners */
         int flagged_fd; /* smc_flagged: listeners whose header-option callbacks are on */
+        bool netns_key; /* the keys carry the namespace cookie (smc_netns_key) */
+        bool flagged_reused, flagged_reuse_failed; /* tcpopt_new()'s @flagged_fd */
 };
 
 static int libbpf_print(enum libbpf_print_level level, const char *format, va_list args) {
@@ -94,7 +99,19 @@ TcpOpt *tcpopt_free(TcpOpt *t) {
         return NULL;
 }
 
-int tcpopt_new(const char *cgroup_path, TcpOpt **ret) {
+/* Is @fd a smc_flagged map of this program's layout (made by an earlier smcd)? */
+static bool flagged_map_compatible(int fd) {
+        struct bpf_map_info info = {};
+        uint32_t len = sizeof(info);
+
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+                return false;
+        return info.type == BPF_MAP_TYPE_LRU_HASH && info.key_size == sizeof(struct smc_tcpopt_lkey) &&
+               info.value_size == sizeof(struct smc_tcpopt_lval) && info.max_entries == SMC_TCPOPT_FLAGGED_MAX &&
+               strcmp(info.name, "smc_flagged") == 0;
+}
+
+int tcpopt_new(const char *cgroup_path, int flagged_fd, TcpOpt **ret) {
         struct statfs sfs;
         TcpOpt *t;
         int r;
@@ -123,6 +140,20 @@ int tcpopt_new(const char *cgroup_path, TcpOpt **ret) {
         if (!t->skel) {
                 r = errno > 0 ? -errno : -ENOMEM;
                 goto fail;
+        }
+        /* listeners of different namespaces on the same address and port are told
+         * apart by the namespace's cookie where sock_ops programs can read it (Linux
+         * 5.15; SO_NETNS_COOKIE is 5.14); before that they share one entry */
+        t->netns_key = libbpf_probe_bpf_helper(BPF_PROG_TYPE_SOCK_OPS, BPF_FUNC_get_netns_cookie, NULL) > 0;
+        t->skel->rodata->smc_netns_key = t->netns_key;
+        /* an earlier instance's record of the listeners whose callbacks are on: the
+         * listeners that were listening before this load can then be marked */
+        if (flagged_fd >= 0) {
+                if (flagged_map_compatible(flagged_fd) &&
+                    bpf_map__reuse_fd(t->skel->maps.smc_flagged, flagged_fd) == 0)
+                        t->flagged_reused = true;
+                else
+                        t->flagged_reuse_failed = true;
         }
         r = smc_tcpopt_bpf__load(t->skel);
         if (r < 0) {
@@ -179,12 +210,18 @@ static int tcp_socket_state(int fd, int *ret_state) {
 
 /* The smc_listen / smc_flagged key of a listener, as the program builds it, and its
  * socket cookie. */
-static int listener_key(int fd, struct smc_tcpopt_lkey *k, uint64_t *ret_cookie) {
+static int listener_key(const TcpOpt *t, int fd, struct smc_tcpopt_lkey *k, uint64_t *ret_cookie) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
         uint64_t cookie;
 
         memset(k, 0, sizeof(*k));
+        if (t->netns_key) {
+                len = sizeof(k->netns);
+                if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &k->netns, &len) < 0)
+                        return -errno;
+                len = sizeof(ss);
+        }
         if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
                 return -errno;
         if (ss.ss_family == AF_INET) {
@@ -213,6 +250,14 @@ static int listener_key(int fd, struct smc_tcpopt_lkey *k, uint64_t *ret_cookie)
         return 0;
 }
 
+int tcpopt_flagged_fd(const TcpOpt *t, int *ret_reused) {
+        if (!t)
+                return -EINVAL;
+        if (ret_reused)
+                *ret_reused = t->flagged_reused ? 1 : t->flagged_reuse_failed ? -1 : 0;
+        return t->flagged_fd;
+}
+
 int tcpopt_mark(TcpOpt *t, int fd) {
         struct smc_tcpopt_sk mark = { .flags = SMC_TCPOPT_F_MARKED }, cur;
         struct smc_tcpopt_lval fv, lv = {};
@@ -236,7 +281,7 @@ int tcpopt_mark(TcpOpt *t, int fd) {
 
         /* already listening: it works if the program saw it start listening (and so
          * turned on its header-option callbacks) */
-        r = listener_key(fd, &k, &cookie);
+        r = listener_key(t, fd, &k, &cookie);
         if (r < 0)
                 return r;
         if (bpf_map_lookup_elem(t->flagged_fd, &k, &fv) < 0 || fv.cookie != cookie)
@@ -265,7 +310,7 @@ int tcpopt_unmark(TcpOpt *t, int fd) {
         r = tcp_socket_state(fd, &state);
         if (r < 0)
                 return r;
-        if (state == TCP_LISTEN && listener_key(fd, &k, &cookie) == 0 &&
+        if (state == TCP_LISTEN && listener_key(t, fd, &k, &cookie) == 0 &&
             bpf_map_lookup_elem(t->listen_fd, &k, &lv) == 0 && lv.cookie == cookie)
                 (void) bpf_map_delete_elem(t->listen_fd, &k);
         if (bpf_map_lookup_elem(t->marks_fd, &fd, &cur) < 0)

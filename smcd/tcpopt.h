@@ -28,7 +28,8 @@
  *   - Only sockets created by processes in the cgroup (or its descendants) are seen;
  *     attach to the cgroup2 root (tcpopt_default_cgroup()) to see all. Accepted sockets
  *     belong to their listener's cgroup.
- *   - Linux >= 5.10 (BPF TCP header options), with BPF, cgroup BPF and BPF sk storage;
+ *   - Linux >= 5.13 (BPF TCP header options 5.10, bpf_for_each_map_elem 5.13), with
+ *     BPF, cgroup BPF and BPF sk storage;
  *     loading needs root or CAP_BPF + CAP_NET_ADMIN.
  *   - The attachment is a BPF link (multi-attach semantics, as BPF_F_ALLOW_MULTI):
  *     other programs and other smcd instances on the same or parent cgroups keep
@@ -38,12 +39,21 @@
  *     listener in the cgroup does, while a TcpOpt is attached, so that it can be
  *     marked later). A socket that was already listening before any TcpOpt was
  *     attached cannot be marked (-EBUSY): the kernel offers no way to enable the
- *     callbacks afterwards (Linux 6.1).
+ *     callbacks afterwards (Linux 6.1). The callbacks stay on when the TcpOpt goes:
+ *     a TcpOpt loaded with the previous one's smc_flagged map (tcpopt_new()'s
+ *     @flagged_fd) can mark the listeners the previous one saw start.
  *   - SYN-ACK space: the echo needs 8 bytes of the 40; it is left out (and the
  *     connection is plain TCP on both sides) when TCP-MD5/AO and the usual options
  *     leave less. Likewise the SYN.
- *   - SO_REUSEPORT groups: mark all sockets of a group or none (the SYN-ACK side finds
- *     the listener by its bound address and port only).
+ *   - The SYN-ACK side finds the listener by its network namespace (the namespace's
+ *     cookie; Linux >= 5.15, before that namespace 0 for all), bound address and port:
+ *     listeners of different namespaces on the same address and port (containers, all
+ *     on 0.0.0.0:80) are told apart, and a plain listener never echoes because another
+ *     namespace has a marked one on its address and port.
+ *   - SO_REUSEPORT groups (several listeners of one namespace on one address and
+ *     port): mark all sockets of a group or none; the entry belongs to the one marked
+ *     last, and when that one closes the others stop echoing (their clients use
+ *     plain TCP) until one of them is marked again.
  *
  * All functions return negative errno on failure; nothing here logs or is thread-safe
  * with respect to the same TcpOpt (smcd calls it from its event loop). Set
@@ -63,12 +73,22 @@ typedef struct TcpOpt TcpOpt;
 #if SMCD_HAVE_TCPOPT
 
 /* Load the program and attach it to the cgroup v2 directory @cgroup_path (e.g.
- * tcpopt_default_cgroup()). On success *@ret owns the TcpOpt (free with
- * tcpopt_free()). Errors: -EINVAL (NULL argument, or @cgroup_path is not a cgroup v2
+ * tcpopt_default_cgroup()). @flagged_fd (borrowed; -1: none) is an earlier
+ * instance's smc_flagged map (tcpopt_flagged_fd(), kept across a restart, e.g. in
+ * systemd's file descriptor store): used if its layout matches, so that sockets that
+ * started listening under that instance can be marked (a map of another layout is
+ * left alone: tcpopt_flagged_fd() says so). On success *@ret owns the TcpOpt (free
+ * with tcpopt_free()). Errors: -EINVAL (NULL argument, or @cgroup_path is not a cgroup v2
  * directory), -ENOENT / -ENOTDIR / -EACCES (opening it), -ENOTSUP (the kernel lacks
  * BPF sock_ops header options or sk storage, or BPF at all), -EPERM (not privileged),
  * -ENOMEM, other -errno from loading or attaching. */
-int tcpopt_new(const char *cgroup_path, TcpOpt **ret);
+int tcpopt_new(const char *cgroup_path, int flagged_fd, TcpOpt **ret);
+
+/* The descriptor of the smc_flagged map (owned by @t: dup it to keep it), for the next
+ * instance's tcpopt_new(). *@ret_reused (may be NULL): 1 if it is tcpopt_new()'s
+ * @flagged_fd, -1 if that one was refused (another layout), 0 if none was given.
+ * -EINVAL for NULL @t. */
+int tcpopt_flagged_fd(const TcpOpt *t, int *ret_reused);
 
 /* Detach and unload; the marks of this TcpOpt are gone with its maps (marked sockets
  * then behave as unmarked; connections in the middle of a handshake may have sent the
@@ -109,9 +129,15 @@ const char *tcpopt_default_cgroup(void);
 
 #else /* !SMCD_HAVE_TCPOPT: built without libbpf / clang / bpftool */
 
-static inline int tcpopt_new(const char *cgroup_path, TcpOpt **ret) {
+static inline int tcpopt_new(const char *cgroup_path, int flagged_fd, TcpOpt **ret) {
         (void) cgroup_path;
+        (void) flagged_fd;
         (void) ret;
+        return -ENOTSUP;
+}
+static inline int tcpopt_flagged_fd(const TcpOpt *t, int *ret_reused) {
+        (void) t;
+        (void) ret_reused;
         return -ENOTSUP;
 }
 static inline TcpOpt *tcpopt_free(TcpOpt *t) {

@@ -473,10 +473,10 @@ static void test_api_errors(TcpOpt *a, int pre_listener) {
         struct conn c;
         struct spec s = { .family = AF_INET };
 
-        T(tcpopt_new(NULL, &t) == -EINVAL, "tcpopt_new(NULL) = -EINVAL");
-        r = tcpopt_new("/nonexistent-smcd-cgroup", &t);
+        T(tcpopt_new(NULL, -1, &t) == -EINVAL, "tcpopt_new(NULL) = -EINVAL");
+        r = tcpopt_new("/nonexistent-smcd-cgroup", -1, &t);
         T(r == -ENOENT, "tcpopt_new(missing dir) = %d (-ENOENT)", r);
-        r = tcpopt_new("/proc", &t);
+        r = tcpopt_new("/proc", -1, &t);
         T(r == -EINVAL, "tcpopt_new(/proc, not cgroup2) = %d (-EINVAL)", r);
         T(t == (TcpOpt *) 1, "failed tcpopt_new leaves *ret alone");
         T(tcpopt_free(NULL) == NULL, "tcpopt_free(NULL)");
@@ -833,6 +833,183 @@ static uint64_t prog_runs(void) {
         return n;
 }
 
+/* ---- listeners of two network namespaces on the same address and port ---- */
+
+/* A wildcard IPv4 listener on @port (0: any) in the current namespace, marked after
+ * listen() by @mark (NULL: not marked). Returns the fd or -errno. */
+static int ns_listener(uint16_t port, TcpOpt *mark) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, r;
+
+        if (fd < 0)
+                return -errno;
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(fd, 16) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        if (mark && (r = tcpopt_mark(mark, fd)) < 0) {
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/* A client marked by @a connects to 127.0.0.1:@port of the current namespace, @lst
+ * accepts: tcpopt_peer_has() of both ends in *@pc / *@pa (-100: set-up failed). */
+static void ns_pair(TcpOpt *a, int lst, uint16_t port, int *pc, int *pa) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port),
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), acc = -1;
+
+        *pc = *pa = -100;
+        if (cli >= 0 && tcpopt_mark(a, cli) == 0 && connect(cli, (struct sockaddr *) &sin, sizeof(sin)) == 0 &&
+            (acc = accept4(lst, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                *pc = tcpopt_peer_has(a, cli);
+                *pa = tcpopt_peer_has(a, acc);
+        }
+        if (acc >= 0)
+                close(acc);
+        if (cli >= 0)
+                close(cli);
+}
+
+/* Containers: every namespace may have a listener on 0.0.0.0:80. The program tells
+ * them apart by the namespace: (n1) a marked listener in each, the one marked last
+ * closes, the other still echoes; (n2) a plain listener of one namespace never echoes
+ * because another namespace has a marked one on the same address and port (its client
+ * would speak CLC to a plain server). Runs in a second namespace made here. */
+static void test_netns(TcpOpt *a) {
+        int ns1 = -1, ns2 = -1, l1 = -1, l2 = -1, pc, pa;
+        uint16_t port;
+
+        ns1 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (ns1 < 0 || unshare(CLONE_NEWNET) < 0 || lo_up() < 0) {
+                printf("# no second network namespace (%m): namespace cases skipped\n");
+                if (ns1 >= 0) {
+                        (void) setns(ns1, CLONE_NEWNET);
+                        close(ns1);
+                }
+                return;
+        }
+        ns2 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (ns2 < 0 || setns(ns1, CLONE_NEWNET) < 0) {
+                T(false, "namespaces: open / setns: %m");
+                goto out;
+        }
+
+        /* (n1) */
+        l1 = ns_listener(0, a);
+        port = l1 >= 0 ? sock_port(l1) : 0;
+        T(l1 >= 0 && port, "(n1) marked listener 0.0.0.0:%u in namespace 1", port);
+        if (l1 < 0 || setns(ns2, CLONE_NEWNET) < 0)
+                goto out;
+        l2 = ns_listener(port, a);
+        T(l2 >= 0, "(n1) marked listener 0.0.0.0:%u in namespace 2: %s", port, l2 < 0 ? strerror(-l2) : "ok");
+        if (l2 >= 0) {
+                ns_pair(a, l2, port, &pc, &pa);
+                T(pc == 1 && pa == 1, "(n1) namespace 2: marked -> marked: peer_has %d/%d (want 1 1)", pc, pa);
+                close(l2);
+                l2 = -1;
+        }
+        if (setns(ns1, CLONE_NEWNET) < 0)
+                goto out;
+        ns_pair(a, l1, port, &pc, &pa);
+        T(pc == 1 && pa == 1,
+          "(n1) namespace 2's listener (marked last) closed: namespace 1's still echoes: peer_has %d/%d (want 1 1)",
+          pc, pa);
+
+        close(l1);
+        l1 = -1;
+
+        /* (n2): a plain listener in namespace 2 first, then a marked one on its address
+         * and port in namespace 1 */
+        if (setns(ns2, CLONE_NEWNET) < 0)
+                goto out;
+        l2 = ns_listener(0, NULL);
+        port = l2 >= 0 ? sock_port(l2) : 0;
+        T(l2 >= 0 && port, "(n2) plain listener 0.0.0.0:%u in namespace 2", port);
+        if (l2 < 0 || setns(ns1, CLONE_NEWNET) < 0)
+                goto out;
+        l1 = ns_listener(port, a);
+        T(l1 >= 0, "(n2) then a marked listener 0.0.0.0:%u in namespace 1", port);
+        if (l1 < 0 || setns(ns2, CLONE_NEWNET) < 0)
+                goto out;
+        ns_pair(a, l2, port, &pc, &pa);
+        T(pc == 0 && pa == 0,
+          "(n2) marked client -> the plain listener of namespace 2: peer_has %d/%d (want 0 0: an echo would make the client speak CLC to a plain server)",
+          pc, pa);
+        if (setns(ns1, CLONE_NEWNET) < 0)
+                goto out;
+        ns_pair(a, l1, port, &pc, &pa);
+        T(pc == 1 && pa == 1, "(n2) namespace 1's marked listener echoes: peer_has %d/%d (want 1 1)", pc, pa);
+
+out:
+        if (l2 >= 0)
+                close(l2);
+        if (l1 >= 0)
+                close(l1);
+        if (setns(ns1, CLONE_NEWNET) < 0)
+                T(false, "back to namespace 1: %m");
+        if (ns2 >= 0)
+                close(ns2);
+        close(ns1);
+}
+
+/* smcd restarted: a listener that started listening under the previous instance can be
+ * marked by the next one if that one loads with the previous smc_flagged map
+ * (tcpopt_new()'s @flagged_fd); without it -EBUSY; a map of another layout is refused
+ * and the load goes on. *@pa is replaced by the new instance. */
+static void test_restart(TcpOpt **pa) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        TcpOpt *x = NULL;
+        int lst, keep, reused = 0, r, pc, pa_, bad;
+        uint16_t port;
+
+        lst = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lst < 0 || bind(lst, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(lst, 16) < 0) {
+                T(false, "(r) restart: listener: %m");
+                if (lst >= 0)
+                        close(lst);
+                return;
+        }
+        port = sock_port(lst);
+        keep = fcntl(tcpopt_flagged_fd(*pa, NULL), F_DUPFD_CLOEXEC, 3);
+        T(keep >= 0, "(r) the instance's smc_flagged map descriptor kept (%d)", keep);
+        *pa = tcpopt_free(*pa);
+
+        r = tcpopt_new(cg_path, -1, &x);
+        if (r == 0) {
+                r = tcpopt_mark(x, lst);
+                T(r == -EBUSY, "(r) new instance without the old map: mark(listener from before) = %d (-EBUSY)", r);
+                x = tcpopt_free(x);
+        }
+        bad = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        r = tcpopt_new(cg_path, bad, &x);
+        T(r == 0 && tcpopt_flagged_fd(x, &reused) >= 0 && reused == -1,
+          "(r) new instance given a descriptor that is no smc_flagged map: loads (%d), refuses it (reused %d)", r,
+          reused);
+        x = tcpopt_free(x);
+        if (bad >= 0)
+                close(bad);
+
+        r = tcpopt_new(cg_path, keep, pa);
+        T(r == 0 && tcpopt_flagged_fd(*pa, &reused) >= 0 && reused == 1,
+          "(r) new instance with the old smc_flagged map: loads (%d), reuses it (%d)", r, reused);
+        if (r < 0) {
+                close(keep);
+                close(lst);
+                return;
+        }
+        r = tcpopt_mark(*pa, lst);
+        T(r == 0, "(r) new instance marks the listener that started under the old one: %d", r);
+        ns_pair(*pa, lst, port, &pc, &pa_);
+        T(pc == 1 && pa_ == 1, "(r) marked -> that listener: peer_has %d/%d (want 1 1)", pc, pa_);
+        close(keep);
+        close(lst);
+}
+
 /* 100 one-byte round trips on an established pair: the program must not run for
  * them (the header-option callbacks were turned off at ESTABLISHED). */
 static void test_callbacks_off(const char *name, const struct spec *s, int want_peer, TcpOpt *q) {
@@ -911,7 +1088,7 @@ int main(void) {
                 }
         }
 
-        r = tcpopt_new(cg_path, &a);
+        r = tcpopt_new(cg_path, -1, &a);
         if (r == -ENOTSUP || r == -EPERM || r == -ENOSYS) {
                 printf("# SKIP: tcpopt_new: %s (kernel or build without BPF sock_ops header options)\n",
                        strerror(-r));
@@ -965,7 +1142,7 @@ int main(void) {
                 printf("# no IPv6 loopback: IPv6 cases skipped\n");
 
         /* (e) two instances: each acts only on its own marks */
-        r = tcpopt_new(cg_path, &b);
+        r = tcpopt_new(cg_path, -1, &b);
         T(r == 0, "second TcpOpt on the same cgroup: %d", r);
         if (r == 0) {
                 check_case("(e1) client marked by A -> listener marked by B",
@@ -1006,7 +1183,7 @@ int main(void) {
                                 T(false, "(e5) set-up: listen %d mark %d/%d", r, rm, c.r_lst);
                         conn_close(&c);
                 }
-                r = tcpopt_new(cg_path, &a);
+                r = tcpopt_new(cg_path, -1, &a);
                 T(r == 0, "TcpOpt A loaded again: %d", r);
                 if (r < 0)
                         goto out;
@@ -1067,6 +1244,13 @@ int main(void) {
         } else
                 printf("# host netns: syncookie case skipped\n");
 
+        if (own_netns)
+                test_netns(a);
+        else
+                printf("# host netns: namespace cases skipped\n");
+        test_restart(&a);
+        if (!a)
+                goto out;
         test_many(a);
         test_synack_retransmit(a, true);
         test_synack_retransmit(a, false);

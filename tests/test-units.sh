@@ -35,6 +35,8 @@ done
 
 grep -q "^ExecStart=$prefix/sbin/smcd\$" "$unitdir/smcd.service" && ok "ExecStart= is the installed smcd" \
         || nok "ExecStart: $(grep ExecStart "$unitdir/smcd.service")"
+grep -q '^FileDescriptorStoreMax=[1-9]' "$unitdir/smcd.service" && ok "FileDescriptorStoreMax= (the TCP option program's listener record over a restart)" \
+        || nok "no FileDescriptorStoreMax= in smcd.service"
 grep -q '^WatchdogSec=' "$unitdir/smcd.service" && grep -q '^Type=notify$' "$unitdir/smcd.service" \
         && ok "Type=notify with WatchdogSec=" || nok "smcd.service lacks Type=notify / WatchdogSec="
 

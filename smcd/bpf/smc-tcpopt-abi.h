@@ -40,8 +40,11 @@ struct smc_tcpopt_sk {
 };
 
 /* Key of "smc_listen" (marked listeners) and "smc_flagged" (listeners on which the
- * program enabled the header-option callbacks): the listener's bound address. */
+ * program enabled the header-option callbacks): the listener's network namespace and
+ * bound address. */
 struct smc_tcpopt_lkey {
+        __u64 netns;      /* the namespace's cookie (SO_NETNS_COOKIE, bpf_get_netns_cookie);
+                           * 0 on kernels whose sock_ops programs cannot read it (< 5.15) */
         __u32 addr[4];    /* network byte order; IPv4 as ::ffff:a.b.c.d; 0 if wildcard */
         __u32 port;       /* host byte order */
         __u32 wild;       /* 0: a specific address; 4: 0.0.0.0; 6: :: */
@@ -54,8 +57,10 @@ struct smc_tcpopt_lval {
 };
 
 /* Key of "smc_synack": one connection request whose SYN-ACK carried our echo, by the
- * 4-tuple as the sock_ops context shows it (so request and child give the same key). */
+ * namespace and 4-tuple as the sock_ops context shows them (so request and child give
+ * the same key). */
 struct smc_tcpopt_ckey {
+        __u64 netns;      /* as smc_tcpopt_lkey.netns */
         __u32 laddr[4];   /* as smc_tcpopt_lkey.addr */
         __u32 raddr[4];
         __u32 lport;      /* bpf_sock_ops.local_port (host order) */

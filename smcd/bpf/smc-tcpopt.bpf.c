@@ -14,9 +14,11 @@
  *   TCP_LISTEN_CB        for every listener in the cgroup: turn on the header-option and
  *                        state callbacks (so a socket marked while already listening
  *                        works), note that in smc_flagged; a marked one goes into
- *                        smc_listen, by its bound address and cookie
+ *                        smc_listen, by its namespace and bound address, with its
+ *                        cookie
  *   HDR_OPT_LEN_CB /     (SYN-ACK of a request socket; skops->sk is NULL there, so the
- *   WRITE_HDR_OPT_CB     listener is found in smc_listen by the request's local address)
+ *   WRITE_HDR_OPT_CB     listener is found in smc_listen by the request's namespace and
+ *                        local address)
  *                        echo the option only if the listener is marked, the SYN carried
  *                        it (the just-received SYN is at hand without TCP_SAVE_SYN) and
  *                        the SYN-ACK is not a syncookie one; each echo is recorded in
@@ -49,6 +51,12 @@ struct bpf_map;
 /* Kernel-side license tag. The file is LGPL-2.1-or-later, which may be conveyed under
  * the GPL; no GPL-only helper is used. */
 char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before loading (read-only to the program): nonzero if sock_ops
+ * programs may call bpf_get_netns_cookie() (Linux 5.15). Otherwise the keys carry
+ * namespace 0, and the verifier never sees the call (the branch on a constant of a
+ * frozen map is not explored). */
+const volatile __u32 smc_netns_key = 0;
 
 struct {
         __uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -126,9 +134,18 @@ static __always_inline void addr_remote(struct bpf_sock_ops *skops, __u32 a[4]) 
         a[3] = CTX_U32(remote_ip6[3]);
 }
 
-/* The key of a listener by its bound address (wildcards normalized). */
+/* The network namespace of the socket or request (skops->sk is the request socket for
+ * a SYN-ACK: its namespace is its listener's). */
+static __always_inline __u64 netns_of(struct bpf_sock_ops *skops) {
+        if (smc_netns_key)
+                return bpf_get_netns_cookie(skops);
+        return 0;
+}
+
+/* The key of a listener by its namespace and bound address (wildcards normalized). */
 static __always_inline void lkey_local(struct bpf_sock_ops *skops, struct smc_tcpopt_lkey *k) {
         __builtin_memset(k, 0, sizeof(*k));
+        k->netns = netns_of(skops);
         k->port = skops->local_port;
         if (addr_local(skops, k->addr)) {
                 __builtin_memset(k->addr, 0, sizeof(k->addr));
@@ -144,6 +161,7 @@ static __always_inline struct smc_tcpopt_lval *lkey_find(void *map, struct bpf_s
         int v4 = skops->family == AF_INET;
 
         __builtin_memset(&k, 0, sizeof(k));
+        k.netns = netns_of(skops);
         k.port = skops->local_port;
         addr_local(skops, k.addr);
         v = bpf_map_lookup_elem(map, &k);
@@ -160,6 +178,7 @@ static __always_inline struct smc_tcpopt_lval *lkey_find(void *map, struct bpf_s
 
 static __always_inline void ckey_fill(struct bpf_sock_ops *skops, struct smc_tcpopt_ckey *k) {
         __builtin_memset(k, 0, sizeof(*k));
+        k->netns = netns_of(skops);
         addr_local(skops, k->laddr);
         addr_remote(skops, k->raddr);
         k->lport = skops->local_port;
@@ -218,10 +237,11 @@ struct listen_purge {
 };
 
 /* Drop marks of listeners that are gone: a new listener on an overlapping address and
- * port proves the old entry stale (short of SO_REUSEPORT groups). */
+ * port of the same namespace proves the old entry stale (short of SO_REUSEPORT
+ * groups). */
 static long listen_purge_cb(struct bpf_map *map, struct smc_tcpopt_lkey *k,
                             struct smc_tcpopt_lval *v, struct listen_purge *p) {
-        if (k->port != p->key.port || v->cookie == p->cookie)
+        if (k->port != p->key.port || k->netns != p->key.netns || v->cookie == p->cookie)
                 return 0;
         if (k->wild || p->key.wild ||
             (k->addr[0] == p->key.addr[0] && k->addr[1] == p->key.addr[1] &&

@@ -277,6 +277,51 @@ if [ $smcr = 1 ] && [ -x "${SMCR_XFER:-}" ]; then
         ok1=$(smcr_stat handshakes_ok 2>/dev/null || echo -1)
         check "smcctl -j stats: smcr.handshakes_ok grew by 8 ($ok0 -> $ok1)" test "$ok1" -ge $((ok0 + 8))
         check "smcctl set rmem=128K sndbuf=16K (the defaults again)" smcctl set rmem=128K sndbuf=16K
+
+        # --- 4c. a listener of the unit's smcd that was listening before `systemctl
+        # restart smcd` gets SMC-R again: the TCP option program's record of the
+        # listeners it saw start (the smc_flagged map) waits in systemd's file
+        # descriptor store, and the new smcd loads its program with it (without, the
+        # listener cannot be marked: SMC-R clients get TCP until it listens again) ---
+        aport=7002
+        timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $aport 8 >xfer-a.out 2>&1 &
+        aspid=$!
+        wait_for 30 grep -q listening xfer-a.out
+        SMCD_RUNTIME_DIR=$work/b timeout 60 "$SMCR_XFER" client "$RXE_A_IP" $aport 65536 1 >xfer-a0.out 2>&1
+        check "host B -> the unit's listener before the restart: $(grep -o 'mode=[A-Z]*' xfer-a0.out | head -1)" \
+                grep -q '^ok client.*mode=SMCR' xfer-a0.out
+        pid_a=$(prop MainPID)
+        info "file descriptor store before the restart: $(prop NFileDescriptorStore) of $(prop FileDescriptorStoreMax)"
+        if systemctl restart smcd.service && wait_for 30 is_active && [ "$(prop MainPID)" != "$pid_a" ]; then
+                # the first connection after the restart is TCP (the new smcd does not
+                # know the listener yet); the library registers it again at the accept
+                # after it (and at most once a second while it waits)
+                modes=""
+                for i in 1 2 3 4 5; do
+                        SMCD_RUNTIME_DIR=$work/b timeout 60 "$SMCR_XFER" client "$RXE_A_IP" $aport 65536 1 \
+                                >"xfer-a$i.out" 2>&1
+                        m=$(grep -o 'mode=[A-Z]*' "xfer-a$i.out" | head -1)
+                        modes="$modes ${m#mode=}"
+                        [ "$m" = mode=SMCR ] && break
+                        sleep 1.1
+                done
+                journal=$(journalctl -b -u smcd.service --no-pager -o cat 2>&1 | tail -200)
+                if grep -q "listener record of the previous smcd reused" <<<"$journal"; then
+                        ok "journal after the restart: the previous smcd's listener record reused"
+                else
+                        notok "journal after the restart: the previous smcd's listener record reused"
+                        info "file descriptor store: $(prop NFileDescriptorStore)"
+                        journalctl -b --no-pager -o cat 2>&1 | grep -i "store\|listener record\|tcp option" | tail -10 |
+                                sed 's/^/#   /'
+                fi
+                check "the listener from before the restart gets SMC-R again (modes after the restart:$modes)" \
+                        test "${m:-}" = mode=SMCR
+                check "its data checked (all transfers ok)" sh -c '! grep -qh "^FAIL" xfer-a[0-9].out'
+        else
+                notok "systemctl restart smcd (4c): state $(prop ActiveState)/$(prop SubState)"
+        fi
+        kill $aspid 2>/dev/null
+        wait $aspid 2>/dev/null
         kill $bpid
         wait $bpid
 elif [ $smcr = 1 ]; then
