@@ -3929,7 +3929,14 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
         if (!sm || (smcr_why_unavailable(sm) && !sm->cross_netns))
                 return false;
 #if SMCD_HAVE_TCPOPT
-        return tcpopt_mark(sm->tcpopt, fd) >= 0;
+        int r = tcpopt_mark(sm->tcpopt, fd);
+
+        if (r == -EADDRINUSE)
+                log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE: not marked for the SMC TCP option "
+                          "(its clients from other hosts and namespaces use TCP).");
+        else if (r < 0)
+                log_debug_errno(r, "Listener socket not marked for the SMC TCP option: %m");
+        return r >= 0;
 #else
         (void) fd;
         return false;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -250,6 +251,23 @@ static int listener_key(const TcpOpt *t, int fd, struct smc_tcpopt_lkey *k, uint
         return 0;
 }
 
+/* May other listeners have the same namespace, address and port as @fd? 1 if it has
+ * SO_REUSEPORT or SO_BINDTODEVICE set, 0 if not, -errno. */
+static int shares_address(int fd) {
+        char dev[IFNAMSIZ + 1] = "";
+        socklen_t len = sizeof(int);
+        int v = 0;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &len) < 0)
+                return -errno;
+        if (v)
+                return 1;
+        len = sizeof(dev);
+        if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &len) < 0)
+                return -errno;
+        return len > 0 && dev[0] != 0;
+}
+
 int tcpopt_flagged_fd(const TcpOpt *t, int *ret_reused) {
         if (!t)
                 return -EINVAL;
@@ -278,6 +296,13 @@ int tcpopt_mark(TcpOpt *t, int fd) {
                 return bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0 ? -errno : 0;
         if (state != TCP_LISTEN)
                 return -EISCONN;
+        /* a listener that may share its namespace, address and port with others (an
+         * SO_REUSEPORT group, or listeners bound to different devices): the SYN-ACK side
+         * finds the listener by those only, so a plain member would echo for a marked
+         * one and its client would send CLC to a plain server */
+        r = shares_address(fd);
+        if (r != 0)
+                return r < 0 ? r : -EADDRINUSE;
 
         /* already listening: it works if the program saw it start listening (and so
          * turned on its header-option callbacks) */

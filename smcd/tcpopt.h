@@ -50,10 +50,12 @@
  *     listeners of different namespaces on the same address and port (containers, all
  *     on 0.0.0.0:80) are told apart, and a plain listener never echoes because another
  *     namespace has a marked one on its address and port.
- *   - SO_REUSEPORT groups (several listeners of one namespace on one address and
- *     port): mark all sockets of a group or none; the entry belongs to the one marked
- *     last, and when that one closes the others stop echoing (their clients use
- *     plain TCP) until one of them is marked again.
+ *   - Listeners that may share their namespace, address and port with others (an
+ *     SO_REUSEPORT group, or listeners bound to different devices, SO_BINDTODEVICE)
+ *     are not marked (-EADDRINUSE): the SYN-ACK side cannot tell the members apart,
+ *     and a plain member would echo for a marked one (its client would then send CLC
+ *     to a plain server). Such listeners stay plain TCP for SMC-R and SMC-D between
+ *     namespaces.
  *
  * All functions return negative errno on failure; nothing here logs or is thread-safe
  * with respect to the same TcpOpt (smcd calls it from its event loop). Set
@@ -103,8 +105,10 @@ TcpOpt *tcpopt_free(TcpOpt *t);
  *     carried it, for the connections whose SYN arrives after this call.
  * Idempotent. Errors: -EBADF, -ENOTSOCK, -EPROTONOSUPPORT (not an IPv4/IPv6 TCP
  * socket), -EISCONN (connecting, connected or closing: too late for the SYN), -EBUSY
- * (listening since before any TcpOpt was attached: see above), -E2BIG (too many
- * marked listeners: 4096), -EINVAL (NULL @t). */
+ * (listening since before any TcpOpt was attached: see above), -EADDRINUSE (a
+ * listener with SO_REUSEPORT or SO_BINDTODEVICE: see above; checked for a socket that
+ * listens already, as smcd marks them), -E2BIG (too many marked listeners: 4096),
+ * -EINVAL (NULL @t). */
 int tcpopt_mark(TcpOpt *t, int fd);
 
 /* Undo tcpopt_mark(): no new SYN / SYN-ACK of @fd carries the option. Connections

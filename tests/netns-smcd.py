@@ -170,7 +170,9 @@ def serve(s, once):
 def server(a):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((a.bind, 0))
+    if a.reuseport:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    ls.bind((a.bind, a.port))
     ls.listen(128)
     with open(a.port_file + ".tmp", "w") as f:
         f.write("%d\n" % ls.getsockname()[1])
@@ -476,6 +478,8 @@ def main():
     x.add_argument("--port-file", required=True)
     x.add_argument("--once", action="store_true")
     x.add_argument("--worker-uid", type=int)
+    x.add_argument("--port", type=int, default=0)
+    x.add_argument("--reuseport", action="store_true")
     for name in ("client", "refused", "killme", "idle"):
         x = sub.add_parser(name)
         x.add_argument("--addr", required=True)

@@ -25,9 +25,12 @@
 #      value within 5 s;
 #   9. the server's process exits while a connection is idle: the client reads EOF;
 #  10. a server whose forked worker switched to uid 65534 after the master listened
-#      (nginx's default): SMC-D, conns_netns grew.
+#      (nginx's default): SMC-D, conns_netns grew;
+#  11. an SO_REUSEPORT group in B, a plain member first, then one under smcrun: 20
+#      smcrun clients from A all get TCP (PEERNOSMC) with their data right.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
-# the worker's handshake request was refused, and it read the CLC proposal as data).
+# the worker's handshake request was refused, and it read the CLC proposal as data;
+# 11: the plain member echoed the option for the other one: clients reset).
 # Args: SMCD LIBSMCRUN SMCRUN NETNS-SMCD.PY. Root; skips (77) when namespaces or veth
 # cannot be made, or when smcd logs that the SMC TCP option program cannot be loaded.
 set -u
@@ -253,6 +256,19 @@ b=$(smcd_stat conns_netns)
 client "$NSB" smc 60 client --label "7 (to $IPB)" --addr "$IPB" --port "$P1" --local-ip "$IPB" \
         --expect smcd --server-expect smcd --sizes 1,4097,1048576
 delta_check "7 (to $IPB)" conns_netns "$b" 0
+
+# 11. an SO_REUSEPORT group in B whose first member is plain and second one runs under
+# smcrun: the second is not marked for the SMC TCP option (the program cannot tell the
+# members apart), so every smcrun client from A gets TCP with its data right, whichever
+# member the kernel picks (before: the plain member echoed the option for the other
+# one, its clients were reset and it read their CLC proposals; helper 117)
+if start_server s11p "$NSB" plain --reuseport; then
+        P11=$server_port
+        if start_server s11s "$NSB" smc --reuseport --port "$P11"; then
+                client "$NSA" smc 90 client --label 11 --addr "$IPB" --port "$P11" --local-ip "$IPA" \
+                        --expect tcp --reason SMC_CLC_DECL_PEERNOSMC --sizes 1,4097,65536 --conns 20
+        fi
+fi
 
 # 10. a server whose forked worker switched uid after the master listened (nginx's
 # default): SMC-D between the namespaces too (before: the worker's handshake request

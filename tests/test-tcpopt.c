@@ -1010,6 +1010,67 @@ static void test_restart(TcpOpt **pa) {
         close(lst);
 }
 
+/* Listeners that may share their address and port are not marked: (p) a plain
+ * SO_REUSEPORT member listening first, then one that would be marked: the mark is
+ * refused (-EADDRINUSE) and a marked client gets no echo from either member (before,
+ * the plain member echoed for the marked one); (p') SO_BINDTODEVICE likewise. */
+static void test_shared_address(TcpOpt *a) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int one = 1, lp = -1, ls = -1, ld = -1, r, pc, pa, bad = 0;
+        socklen_t sl = sizeof(sin);
+
+        lp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lp < 0 || ls < 0 || setsockopt(lp, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+            setsockopt(ls, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+            bind(lp, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(lp, 64) < 0 ||
+            getsockname(lp, (struct sockaddr *) &sin, &sl) < 0 || bind(ls, (struct sockaddr *) &sin, sizeof(sin)) < 0 ||
+            listen(ls, 64) < 0) {
+                T(false, "(p) SO_REUSEPORT group: %m");
+                goto out;
+        }
+        r = tcpopt_mark(a, ls);
+        T(r == -EADDRINUSE, "(p) mark(second SO_REUSEPORT member, the first plain) = %d (-EADDRINUSE)", r);
+        for (int i = 0; i < 16; i++) {
+                int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), acc = -1;
+                struct pollfd p[2] = { { .fd = lp, .events = POLLIN }, { .fd = ls, .events = POLLIN } };
+
+                pc = pa = -100;
+                if (cli >= 0 && tcpopt_mark(a, cli) == 0 && connect(cli, (struct sockaddr *) &sin, sizeof(sin)) == 0 &&
+                    poll(p, 2, 2000) > 0)
+                        acc = accept4((p[0].revents & POLLIN) ? lp : ls, NULL, NULL, SOCK_CLOEXEC);
+                if (acc >= 0) {
+                        pc = tcpopt_peer_has(a, cli);
+                        pa = tcpopt_peer_has(a, acc);
+                }
+                if (pc != 0 || pa != 0)
+                        bad++;
+                if (acc >= 0)
+                        close(acc);
+                if (cli >= 0)
+                        close(cli);
+        }
+        T(bad == 0, "(p) 16 marked clients to the group: no echo from either member (%d with an echo or failed)", bad);
+
+        ld = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sin.sin_port = 0;
+        if (ld < 0 || setsockopt(ld, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3) < 0 ||
+            bind(ld, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(ld, 4) < 0) {
+                printf("# (p') SO_BINDTODEVICE listener: %m: skipped\n");
+                goto out;
+        }
+        r = tcpopt_mark(a, ld);
+        T(r == -EADDRINUSE, "(p') mark(listener with SO_BINDTODEVICE) = %d (-EADDRINUSE)", r);
+
+out:
+        if (ld >= 0)
+                close(ld);
+        if (ls >= 0)
+                close(ls);
+        if (lp >= 0)
+                close(lp);
+}
+
 /* 100 one-byte round trips on an established pair: the program must not run for
  * them (the header-option callbacks were turned off at ESTABLISHED). */
 static void test_callbacks_off(const char *name, const struct spec *s, int want_peer, TcpOpt *q) {
@@ -1251,6 +1312,7 @@ int main(void) {
         test_restart(&a);
         if (!a)
                 goto out;
+        test_shared_address(a);
         test_many(a);
         test_synack_retransmit(a, true);
         test_synack_retransmit(a, false);
