@@ -790,6 +790,12 @@ static int setup_runtime_dir(Manager *m) {
 
 static int bind_socket(Manager *m, const struct sockaddr_un *sa, int *ret_fd);
 
+static void names_free(char **names) {
+        for (size_t i = 0; names && names[i]; i++)
+                free(names[i]);
+        free(names);
+}
+
 /* Count the descriptors systemd passed: 0 none; the number passed otherwise, and in
  * *@ret_store (may be NULL) how many of them are named SMCD_FDSTORE_TCPOPT. */
 static int passed_fds(bool unset, char ***ret_names, int *ret_store) {
@@ -806,11 +812,8 @@ static int passed_fds(bool unset, char ***ret_names, int *ret_store) {
                 *ret_store = store;
         if (ret_names)
                 *ret_names = names;
-        else {
-                for (int i = 0; names && names[i]; i++)
-                        free(names[i]);
-                free(names);
-        }
+        else
+                names_free(names);
         return n;
 }
 
@@ -847,9 +850,7 @@ static void take_passed_fds(Manager *m) {
         if (bad)
                 log_warning("Ignoring %d passed file descriptor(s): expected one listening AF_UNIX SOCK_SEQPACKET "
                             "socket and the file descriptor store's \"" SMCD_FDSTORE_TCPOPT "\".", bad);
-        for (int i = 0; names && names[i]; i++)
-                free(names[i]);
-        free(names);
+        names_free(names);
 }
 
 static int setup_socket(Manager *m) {
