@@ -3932,8 +3932,9 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
         int r = tcpopt_mark(sm->tcpopt, fd);
 
         if (r == -EADDRINUSE)
-                log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE: not marked for the SMC TCP option "
-                          "(its clients from other hosts and namespaces use TCP).");
+                log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE next to a listener that is not "
+                          "marked: not marked for the SMC TCP option (its clients from other hosts and namespaces "
+                          "use TCP).");
         else if (r < 0)
                 log_debug_errno(r, "Listener socket not marked for the SMC TCP option: %m");
         return r >= 0;

@@ -7,10 +7,14 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/tcp.h>
+#include <linux/sockios.h>
 #include <linux/unix_diag.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -74,6 +78,54 @@ int sockdiag_open(SockDiag **ret) {
                 return r == -ENOENT ? -EPROTONOSUPPORT : r;
         }
         *ret = d;
+        return 0;
+}
+
+struct netns_open {
+        int ns_fd;
+        int r;
+        SockDiag *d;
+};
+
+static void *netns_open_thread(void *userdata) {
+        struct netns_open *o = userdata;
+
+        if (setns(o->ns_fd, CLONE_NEWNET) < 0) {
+                o->r = -errno;
+                return NULL;
+        }
+        o->r = diag_new(&o->d); /* the socket stays in the namespace it was made in */
+        return NULL;
+}
+
+int sockdiag_open_netns(int sock_fd, SockDiag **ret) {
+        struct netns_open o = { .ns_fd = -1, .r = 0, .d = NULL };
+        struct stat mine, theirs;
+        pthread_t th;
+        int r;
+
+        o.ns_fd = ioctl(sock_fd, SIOCGSKNS);
+        if (o.ns_fd < 0)
+                return -errno;
+        if (fstat(o.ns_fd, &theirs) == 0 && stat("/proc/thread-self/ns/net", &mine) == 0 &&
+            mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino) {
+                close(o.ns_fd);
+                return sockdiag_open(ret); /* our own namespace */
+        }
+        r = -pthread_create(&th, NULL, netns_open_thread, &o);
+        if (r == 0)
+                (void) pthread_join(th, NULL);
+        close(o.ns_fd);
+        if (r < 0)
+                return r;
+        if (o.r < 0)
+                return o.r;
+        r = sockdiag_dump(o.d, AF_INET, 0, false, probe_cb, NULL);
+        if (r < 0) {
+                sockdiag_free(o.d);
+                return r == -ENOENT ? -EPROTONOSUPPORT : r;
+        }
+        *ret = o.d;
         return 0;
 }
 

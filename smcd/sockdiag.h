@@ -64,6 +64,13 @@ typedef struct SockDiagInfo {
  * -EPROTONOSUPPORT (no TCP sock_diag: tcp_diag not built or not loadable), -errno. */
 int sockdiag_open(SockDiag **ret);
 
+/* As sockdiag_open(), in the network namespace of the socket @sock_fd (borrowed; its
+ * SIOCGSKNS): the socket is created by a short-lived thread that joins that namespace
+ * (setns(2), CAP_SYS_ADMIN), so the caller's threads stay where they are. Dumps then
+ * show that namespace's sockets. Returns 0, or sockdiag_open()'s errors, the errno of
+ * ioctl(SIOCGSKNS) / setns(2) / pthread_create(3). */
+int sockdiag_open_netns(int sock_fd, SockDiag **ret);
+
 /* Close it. NULL is ok. Returns NULL. */
 SockDiag *sockdiag_free(SockDiag *d);
 

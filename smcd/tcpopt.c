@@ -22,6 +22,7 @@
 
 #include "bpf/smc-tcpopt-abi.h"
 #include "smc-tcpopt.skel.h"
+#include "sockdiag.h"
 #include "tcpopt.h"
 
 #ifndef SO_COOKIE
@@ -38,6 +39,7 @@ struct TcpOpt {
         int marks_fd;   /* smc_marks: sk storage, keyed by a socket fd */
         int listen_fd;  /* smc_listen: marked listeners */
         int flagged_fd; /* smc_flagged: listeners whose header-option callbacks are on */
+        int members_fd; /* smc_members: marked listeners by socket cookie */
         bool netns_key; /* the keys carry the namespace cookie (smc_netns_key) */
         bool flagged_reused, flagged_reuse_failed; /* tcpopt_new()'s @flagged_fd */
 };
@@ -167,6 +169,7 @@ int tcpopt_new(const char *cgroup_path, int flagged_fd, TcpOpt **ret) {
         t->marks_fd = bpf_map__fd(t->skel->maps.smc_marks);
         t->listen_fd = bpf_map__fd(t->skel->maps.smc_listen);
         t->flagged_fd = bpf_map__fd(t->skel->maps.smc_flagged);
+        t->members_fd = bpf_map__fd(t->skel->maps.smc_members);
 
         /* a cgroup BPF link: multi-attach (as BPF_F_ALLOW_MULTI), detached when the link
          * is destroyed or its last fd closed (also when smcd dies) */
@@ -276,12 +279,86 @@ int tcpopt_flagged_fd(const TcpOpt *t, int *ret_reused) {
         return t->flagged_fd;
 }
 
+/* Do two listener keys overlap: the same namespace and port, and the same address or
+ * either a wildcard (conservative: a wildcard of one family is taken to overlap the
+ * other family's addresses too)? */
+static bool lkey_overlap(const struct smc_tcpopt_lkey *a, const struct smc_tcpopt_lkey *b) {
+        if (a->netns != b->netns || a->port != b->port)
+                return false;
+        return a->wild || b->wild || memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+struct group_check {
+        const TcpOpt *t;
+        struct smc_tcpopt_lkey key;
+        uint64_t self;
+        int unmarked; /* overlapping listeners not in smc_members */
+};
+
+static int group_check_cb(const SockDiagInfo *i, void *userdata) {
+        struct group_check *g = userdata;
+        struct smc_tcpopt_lkey k = { .netns = g->key.netns, .port = i->local.port }, mk;
+        static const uint8_t zero[16];
+
+        if (i->state != SOCKDIAG_TCP_LISTEN || i->cookie == g->self || i->local.port != g->key.port)
+                return 0;
+        if (i->local.family == AF_INET) {
+                if (memcmp(i->local.addr, zero, 4) == 0)
+                        k.wild = 4;
+                else {
+                        k.addr[2] = htonl(0xffff);
+                        memcpy(&k.addr[3], i->local.addr, 4);
+                }
+        } else {
+                memcpy(k.addr, i->local.addr, sizeof(k.addr));
+                if (memcmp(i->local.addr, zero, 16) == 0)
+                        k.wild = 6;
+        }
+        if (!lkey_overlap(&k, &g->key))
+                return 0;
+        if (bpf_map_lookup_elem(g->t->members_fd, &i->cookie, &mk) < 0)
+                g->unmarked++;
+        return 0;
+}
+
+/* Is every other listener that the kernel shows on an address and port overlapping
+ * listener @fd's (@k, cookie @self) in smc_members? Listeners are read from sock_diag
+ * in @fd's network namespace: all of them, also those that started before this
+ * TcpOpt or outside its cgroup. Returns 1 (yes), 0 (an unmarked one), -errno (cannot
+ * tell: the caller must not mark). */
+static int group_all_marked(const TcpOpt *t, int fd, const struct smc_tcpopt_lkey *k, uint64_t self) {
+        struct group_check g = { .t = t, .key = *k, .self = self };
+        static const int families[] = { AF_INET, AF_INET6 };
+        SockDiag *d = NULL;
+        int r;
+
+        r = sockdiag_open_netns(fd, &d);
+        if (r < 0)
+                return r;
+        for (size_t f = 0; f < 2; f++) {
+                /* a dump the kernel reports inconsistent (the tables changed) may have
+                 * missed one: again, a few times */
+                for (int tries = 0; tries < 5; tries++) {
+                        g.unmarked = 0;
+                        r = sockdiag_dump(d, families[f], 1u << SOCKDIAG_TCP_LISTEN, false, group_check_cb, &g);
+                        if (r != -EAGAIN)
+                                break;
+                }
+                if (r < 0 || g.unmarked)
+                        break;
+        }
+        sockdiag_free(d);
+        if (r < 0)
+                return r;
+        return g.unmarked == 0;
+}
+
 int tcpopt_mark(TcpOpt *t, int fd) {
         struct smc_tcpopt_sk mark = { .flags = SMC_TCPOPT_F_MARKED }, cur;
         struct smc_tcpopt_lval fv, lv = {};
         struct smc_tcpopt_lkey k;
         uint64_t cookie;
-        int r, state;
+        int r, state, shared;
 
         if (!t)
                 return -EINVAL;
@@ -296,37 +373,72 @@ int tcpopt_mark(TcpOpt *t, int fd) {
                 return bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0 ? -errno : 0;
         if (state != TCP_LISTEN)
                 return -EISCONN;
-        /* a listener that may share its namespace, address and port with others (an
-         * SO_REUSEPORT group, or listeners bound to different devices): the SYN-ACK side
-         * finds the listener by those only, so a plain member would echo for a marked
-         * one and its client would send CLC to a plain server */
-        r = shares_address(fd);
-        if (r != 0)
-                return r < 0 ? r : -EADDRINUSE;
-
-        /* already listening: it works if the program saw it start listening (and so
-         * turned on its header-option callbacks) */
+        shared = shares_address(fd);
+        if (shared < 0)
+                return shared;
         r = listener_key(t, fd, &k, &cookie);
         if (r < 0)
                 return r;
-        if (bpf_map_lookup_elem(t->flagged_fd, &k, &fv) < 0 || fv.cookie != cookie)
-                return -EBUSY;
+        /* already listening: it works if the program saw it start listening (and so
+         * turned on its header-option callbacks). A member of a group may have started
+         * before the one that the record names: marked without its callbacks on, it
+         * would never echo (its clients use TCP), which is safe; one marked before (in
+         * smc_members) was seen already. */
+        if (bpf_map_lookup_elem(t->flagged_fd, &k, &fv) < 0 || (!shared && fv.cookie != cookie)) {
+                struct smc_tcpopt_lkey mk;
+
+                if (!shared || bpf_map_lookup_elem(t->members_fd, &cookie, &mk) < 0)
+                        return -EBUSY;
+        }
+        /* a listener that may share its namespace, address and port with others (an
+         * SO_REUSEPORT group, or listeners bound to different devices): the SYN-ACK side
+         * finds the listener by those only, so a plain member would echo for a marked
+         * one and its client would send CLC to a plain server. Marked only if every
+         * overlapping listener is marked; one that starts later drops the entry
+         * (listen_purge_cb), one that started between this check and the entry is seen
+         * by the second check below. */
+        if (shared) {
+                r = group_all_marked(t, fd, &k, cookie);
+                if (r <= 0)
+                        return r < 0 ? r : -EADDRINUSE;
+                lv.flags = SMC_TCPOPT_L_GROUP;
+        }
         if (bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0)
                 return -errno;
+        if (bpf_map_update_elem(t->members_fd, &cookie, &k, BPF_ANY) < 0) {
+                r = -errno; /* -E2BIG: full */
+                goto unmark;
+        }
         lv.cookie = cookie;
         if (bpf_map_update_elem(t->listen_fd, &k, &lv, BPF_ANY) < 0) {
                 r = errno == ENOSPC ? -E2BIG : -errno;
-                mark.flags = 0; /* a listener not in smc_listen never echoes */
-                (void) bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY);
-                return r;
+                goto unmember;
+        }
+        if (shared) {
+                r = group_all_marked(t, fd, &k, cookie);
+                if (r <= 0) {
+                        struct smc_tcpopt_lval cv;
+
+                        if (bpf_map_lookup_elem(t->listen_fd, &k, &cv) == 0 && cv.cookie == cookie)
+                                (void) bpf_map_delete_elem(t->listen_fd, &k);
+                        r = r < 0 ? r : -EADDRINUSE;
+                        goto unmember;
+                }
         }
         return 0;
+
+unmember:
+        (void) bpf_map_delete_elem(t->members_fd, &cookie);
+unmark:
+        mark.flags = 0; /* a listener not in smc_listen never echoes */
+        (void) bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY);
+        return r;
 }
 
 int tcpopt_unmark(TcpOpt *t, int fd) {
         struct smc_tcpopt_sk cur, none = {};
         struct smc_tcpopt_lval lv;
-        struct smc_tcpopt_lkey k;
+        struct smc_tcpopt_lkey k, mk;
         uint64_t cookie;
         int r, state;
 
@@ -335,9 +447,15 @@ int tcpopt_unmark(TcpOpt *t, int fd) {
         r = tcp_socket_state(fd, &state);
         if (r < 0)
                 return r;
-        if (state == TCP_LISTEN && listener_key(t, fd, &k, &cookie) == 0 &&
-            bpf_map_lookup_elem(t->listen_fd, &k, &lv) == 0 && lv.cookie == cookie)
-                (void) bpf_map_delete_elem(t->listen_fd, &k);
+        /* a group's entry goes whichever member it names: this one is not marked any
+         * more but still listens (and echoes while the entry is there) */
+        if (state == TCP_LISTEN && listener_key(t, fd, &k, &cookie) == 0) {
+                if (bpf_map_lookup_elem(t->listen_fd, &k, &lv) == 0 &&
+                    (lv.cookie == cookie ||
+                     ((lv.flags & SMC_TCPOPT_L_GROUP) && bpf_map_lookup_elem(t->members_fd, &cookie, &mk) == 0)))
+                        (void) bpf_map_delete_elem(t->listen_fd, &k);
+                (void) bpf_map_delete_elem(t->members_fd, &cookie);
+        }
         if (bpf_map_lookup_elem(t->marks_fd, &fd, &cur) < 0)
                 return errno == ENOENT ? 0 : -errno;
         if (!(cur.flags & SMC_TCPOPT_F_MARKED))

@@ -51,11 +51,17 @@
  *     on 0.0.0.0:80) are told apart, and a plain listener never echoes because another
  *     namespace has a marked one on its address and port.
  *   - Listeners that may share their namespace, address and port with others (an
- *     SO_REUSEPORT group, or listeners bound to different devices, SO_BINDTODEVICE)
- *     are not marked (-EADDRINUSE): the SYN-ACK side cannot tell the members apart,
- *     and a plain member would echo for a marked one (its client would then send CLC
- *     to a plain server). Such listeners stay plain TCP for SMC-R and SMC-D between
- *     namespaces.
+ *     SO_REUSEPORT group, or listeners bound to different devices, SO_BINDTODEVICE):
+ *     the SYN-ACK side cannot tell the members apart, and a plain member would echo
+ *     for a marked one (its client would then send CLC to a plain server). Such a
+ *     listener is marked only if every other listener that the kernel shows
+ *     (sock_diag, in the listener's namespace) on an overlapping address and port is
+ *     marked by this TcpOpt, checked before and after its entry is written;
+ *     otherwise -EADDRINUSE. A listener that starts later on an overlapping address
+ *     drops the entry (the group is plain TCP from then on, until a member is marked
+ *     again); when the member the entry names stops listening, the entry passes to
+ *     another marked member. Without sock_diag (tcp_diag) such listeners are not
+ *     marked.
  *
  * All functions return negative errno on failure; nothing here logs or is thread-safe
  * with respect to the same TcpOpt (smcd calls it from its event loop). Set
@@ -106,9 +112,11 @@ TcpOpt *tcpopt_free(TcpOpt *t);
  * Idempotent. Errors: -EBADF, -ENOTSOCK, -EPROTONOSUPPORT (not an IPv4/IPv6 TCP
  * socket), -EISCONN (connecting, connected or closing: too late for the SYN), -EBUSY
  * (listening since before any TcpOpt was attached: see above), -EADDRINUSE (a
- * listener with SO_REUSEPORT or SO_BINDTODEVICE: see above; checked for a socket that
- * listens already, as smcd marks them), -E2BIG (too many marked listeners: 4096),
- * -EINVAL (NULL @t). */
+ * listener with SO_REUSEPORT or SO_BINDTODEVICE next to one not marked: see above;
+ * checked for a socket that listens already, as smcd marks them), -E2BIG (too many
+ * marked listeners: 4096), -EINVAL (NULL @t); for SO_REUSEPORT / SO_BINDTODEVICE
+ * listeners also sock_diag's errors (-EPROTONOSUPPORT: no tcp_diag; -EPERM: no
+ * CAP_SYS_ADMIN to enter another namespace; -ETIMEDOUT). Nothing is marked then. */
 int tcpopt_mark(TcpOpt *t, int fd);
 
 /* Undo tcpopt_mark(): no new SYN / SYN-ACK of @fd carries the option. Connections

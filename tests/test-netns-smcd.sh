@@ -27,7 +27,9 @@
 #  10. a server whose forked worker switched to uid 65534 after the master listened
 #      (nginx's default): SMC-D, conns_netns grew;
 #  11. an SO_REUSEPORT group in B, a plain member first, then one under smcrun: 20
-#      smcrun clients from A all get TCP (PEERNOSMC) with their data right.
+#      smcrun clients from A all get TCP (PEERNOSMC) with their data right;
+#  12. an SO_REUSEPORT group in B, both members under smcrun: 20 smcrun clients from A
+#      all get SMC-D at both ends, conns_netns grew by 20.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -267,6 +269,21 @@ if start_server s11p "$NSB" plain --reuseport; then
         if start_server s11s "$NSB" smc --reuseport --port "$P11"; then
                 client "$NSA" smc 90 client --label 11 --addr "$IPB" --port "$P11" --local-ip "$IPA" \
                         --expect tcp --reason SMC_CLC_DECL_PEERNOSMC --sizes 1,4097,65536 --conns 20
+        fi
+fi
+
+# 12. an SO_REUSEPORT group in B whose members all run under smcrun (nginx
+# `reuseport`, haproxy): each is marked when it registers (every listener the kernel
+# shows on the group's address and port is marked), so 20 smcrun clients from A get
+# SMC-D at both ends, whichever member accepts (from 12c52b3 until the group check:
+# TCP, PEERNOSMC)
+if start_server s12a "$NSB" smc --reuseport; then
+        P12=$server_port
+        if start_server s12b "$NSB" smc --reuseport --port "$P12"; then
+                b=$(smcd_stat conns_netns)
+                client "$NSA" smc 90 client --label "12 (SO_REUSEPORT, all members under smcrun)" --addr "$IPB" \
+                        --port "$P12" --local-ip "$IPA" --expect smcd --server-expect smcd --sizes 1,4097,65536 --conns 20
+                delta_check "12 (SO_REUSEPORT)" conns_netns "$b" +20
         fi
 fi
 

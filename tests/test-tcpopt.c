@@ -1010,10 +1010,11 @@ static void test_restart(TcpOpt **pa) {
         close(lst);
 }
 
-/* Listeners that may share their address and port are not marked: (p) a plain
- * SO_REUSEPORT member listening first, then one that would be marked: the mark is
- * refused (-EADDRINUSE) and a marked client gets no echo from either member (before,
- * the plain member echoed for the marked one); (p') SO_BINDTODEVICE likewise. */
+/* Listeners that may share their address and port are marked only if every listener
+ * overlapping them is: (p) a plain SO_REUSEPORT member listening first, then one that
+ * would be marked: the mark is refused (-EADDRINUSE) and a marked client gets no echo
+ * from either member (before 12c52b3, the plain member echoed for the marked one);
+ * (p') an SO_BINDTODEVICE listener alone on its port is marked. */
 static void test_shared_address(TcpOpt *a) {
         struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int one = 1, lp = -1, ls = -1, ld = -1, r, pc, pa, bad = 0;
@@ -1060,7 +1061,7 @@ static void test_shared_address(TcpOpt *a) {
                 goto out;
         }
         r = tcpopt_mark(a, ld);
-        T(r == -EADDRINUSE, "(p') mark(listener with SO_BINDTODEVICE) = %d (-EADDRINUSE)", r);
+        T(r == 0, "(p') mark(listener with SO_BINDTODEVICE, alone on its port) = %d (0)", r);
 
 out:
         if (ld >= 0)
@@ -1069,6 +1070,146 @@ out:
                 close(ls);
         if (lp >= 0)
                 close(lp);
+}
+
+/* A SO_REUSEPORT listener on @sin (port 0: a free one, written back), listening. */
+static int reuseport_listener(struct sockaddr_in *sin) {
+        socklen_t sl = sizeof(*sin);
+        int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return -1;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *) sin, sizeof(*sin)) < 0 || listen(fd, 64) < 0 ||
+            getsockname(fd, (struct sockaddr *) sin, &sl) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* @n marked clients to the listeners @l[0..@nl-1] (one port, @sin): how many of them
+ * had the option both ways on both ends (*@echoed), on neither end (*@plain), and how
+ * many each listener accepted (@got, may be NULL). */
+static void group_clients(TcpOpt *a, const struct sockaddr_in *sin, const int *l, int nl, int n, int *echoed,
+                          int *plain, int *got) {
+        *echoed = *plain = 0;
+        for (int i = 0; i < n; i++) {
+                int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), acc = -1, pc = -100, pa = -100, w = -1;
+                struct pollfd p[4];
+
+                for (int j = 0; j < nl && j < 4; j++)
+                        p[j] = (struct pollfd){ .fd = l[j], .events = POLLIN };
+                if (cli >= 0 && tcpopt_mark(a, cli) == 0 && connect(cli, (const struct sockaddr *) sin, sizeof(*sin)) == 0 &&
+                    poll(p, (nfds_t) nl, 2000) > 0)
+                        for (int j = 0; j < nl && w < 0; j++)
+                                if (p[j].revents & POLLIN)
+                                        w = j;
+                if (w >= 0)
+                        acc = accept4(l[w], NULL, NULL, SOCK_CLOEXEC);
+                if (acc >= 0) {
+                        pc = tcpopt_peer_has(a, cli);
+                        pa = tcpopt_peer_has(a, acc);
+                        if (got)
+                                got[w]++;
+                }
+                if (pc == 1 && pa == 1)
+                        (*echoed)++;
+                else if (pc == 0 && pa == 0)
+                        (*plain)++;
+                if (acc >= 0)
+                        close(acc);
+                if (cli >= 0)
+                        close(cli);
+        }
+}
+
+/* SO_REUSEPORT groups whose members are all marked echo: (rp1) two members, each
+ * marked after it listens: every marked client gets the echo, from either member;
+ * (rp2) the member whose mark the entry names closes: the entry passes to the other,
+ * which still echoes; (rp3) a plain member joins: no member echoes any more (the plain
+ * one would have answered for the group); (rp4) it leaves and the marked one is marked
+ * again: echoes again; (rp5) in another network namespace than the caller's: a plain
+ * member there refuses the mark (the listeners are read in the listener's namespace),
+ * a group of one there is marked and echoes. */
+static void test_reuseport_group(TcpOpt *a) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int l[2] = { -1, -1 }, lp = -1, r1, r2, echoed, plain, got[2] = { 0, 0 };
+        int ns1 = -1, ns2 = -1, lx = -1, ly = -1, pc, pa;
+
+        l[0] = reuseport_listener(&sin);
+        r1 = l[0] >= 0 ? tcpopt_mark(a, l[0]) : -1;
+        l[1] = l[0] >= 0 ? reuseport_listener(&sin) : -1;
+        r2 = l[1] >= 0 ? tcpopt_mark(a, l[1]) : -1;
+        T(r1 == 0 && r2 == 0, "(rp1) mark(first member) = %d, mark(second member) = %d (0 0)", r1, r2);
+        if (l[1] < 0)
+                goto out;
+        group_clients(a, &sin, l, 2, 24, &echoed, &plain, got);
+        T(echoed == 24, "(rp1) 24 marked clients to a group of two marked members: %d echoed (24; accepted %d + %d)",
+          echoed, got[0], got[1]);
+
+        close(l[1]);
+        l[1] = -1;
+        group_clients(a, &sin, l, 1, 8, &echoed, &plain, NULL);
+        T(echoed == 8, "(rp2) the member the entry named closed: %d of 8 echoed by the other (8)", echoed);
+
+        lp = reuseport_listener(&sin);
+        l[1] = lp;
+        group_clients(a, &sin, l, 2, 16, &echoed, &plain, NULL);
+        T(lp >= 0 && plain == 16, "(rp3) a plain member joined: %d of 16 plain on both ends, %d echoed (16 0)", plain,
+          echoed);
+        r1 = tcpopt_mark(a, l[0]);
+        T(r1 == -EADDRINUSE, "(rp3) mark(the marked member again) with the plain one listening = %d (-EADDRINUSE)", r1);
+
+        if (lp >= 0)
+                close(lp);
+        l[1] = lp = -1;
+        r1 = tcpopt_mark(a, l[0]);
+        group_clients(a, &sin, l, 1, 8, &echoed, &plain, NULL);
+        T(r1 == 0 && echoed == 8, "(rp4) the plain member gone, marked again: mark %d, %d of 8 echoed (0 8)", r1, echoed);
+
+        /* (rp5) */
+        ns1 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (ns1 < 0 || unshare(CLONE_NEWNET) < 0 || lo_up() < 0) {
+                printf("# (rp5) no second network namespace (%m): skipped\n");
+                if (ns1 >= 0)
+                        (void) setns(ns1, CLONE_NEWNET);
+                goto out;
+        }
+        ns2 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        sin.sin_port = l[0] >= 0 ? sin.sin_port : 0; /* the same port in the other namespace */
+        ly = reuseport_listener(&sin);
+        lx = ly >= 0 ? reuseport_listener(&sin) : -1;
+        if (ns2 < 0 || lx < 0 || setns(ns1, CLONE_NEWNET) < 0) {
+                T(false, "(rp5) listeners in a second namespace: %m");
+                goto out;
+        }
+        r1 = tcpopt_mark(a, lx);
+        T(r1 == -EADDRINUSE, "(rp5) mark(member in another namespace, a plain member there) = %d (-EADDRINUSE)", r1);
+        close(ly);
+        ly = -1;
+        r1 = tcpopt_mark(a, lx);
+        T(r1 == 0, "(rp5) mark(a group of one in another namespace) = %d (0)", r1);
+        if (setns(ns2, CLONE_NEWNET) == 0) {
+                ns_pair(a, lx, ntohs(sin.sin_port), &pc, &pa);
+                T(pc == 1 && pa == 1, "(rp5) a marked client there: peer_has %d/%d (1 1)", pc, pa);
+                (void) setns(ns1, CLONE_NEWNET);
+        }
+
+out:
+        if (ly >= 0)
+                close(ly);
+        if (lx >= 0)
+                close(lx);
+        if (ns2 >= 0)
+                close(ns2);
+        if (ns1 >= 0) {
+                (void) setns(ns1, CLONE_NEWNET);
+                close(ns1);
+        }
+        for (int i = 0; i < 2; i++)
+                if (l[i] >= 0)
+                        close(l[i]);
 }
 
 /* 100 one-byte round trips on an established pair: the program must not run for
@@ -1313,6 +1454,7 @@ int main(void) {
         if (!a)
                 goto out;
         test_shared_address(a);
+        test_reuseport_group(a);
         test_many(a);
         test_synack_retransmit(a, true);
         test_synack_retransmit(a, false);
@@ -1324,11 +1466,12 @@ int main(void) {
         test_api_errors(a, pre_listener);
         {
                 long ns = map_entries("smc_synack"), nl = map_entries("smc_listen"),
-                     nf = map_entries("smc_flagged"), nm = map_entries("smc_marks");
+                     nf = map_entries("smc_flagged"), nm = map_entries("smc_marks"), nb = map_entries("smc_members");
 
-                T(ns == 0 && nl == 0 && nf == 0,
-                  "all sockets closed: smc_synack %ld, smc_listen %ld, smc_flagged %ld entries left (want 0); smc_marks %ld",
-                  ns, nl, nf, nm);
+                T(ns == 0 && nl == 0 && nf == 0 && nb == 0,
+                  "all sockets closed: smc_synack %ld, smc_listen %ld, smc_flagged %ld, smc_members %ld entries left "
+                  "(want 0); smc_marks %ld",
+                  ns, nl, nf, nb, nm);
         }
 
 out:

@@ -53,8 +53,25 @@ struct smc_tcpopt_lkey {
 struct smc_tcpopt_lval {
         __u64 cookie;     /* SO_COOKIE of the listener the entry belongs to */
         __u32 ours;       /* smc_flagged: the cb flag bits this program turned on */
-        __u32 pad;
+        __u32 flags;      /* smc_listen: SMC_TCPOPT_L_* (0 in smc_flagged) */
 };
+
+/* struct smc_tcpopt_lval.flags in smc_listen */
+enum {
+        SMC_TCPOPT_L_GROUP = 1u << 0, /* the listener may share its address and port
+                                       * (SO_REUSEPORT, SO_BINDTODEVICE): user space
+                                       * found every listener overlapping it marked. When
+                                       * it stops listening the entry passes to another
+                                       * member of "smc_members" with the same key, or
+                                       * goes if there is none */
+};
+
+/* "smc_members": the marked listeners, by socket cookie (key __u64), each with the
+ * smc_tcpopt_lkey it was marked under (value). User space adds one when it marks a
+ * listener and removes it when it unmarks one; the program removes it when the
+ * listener leaves LISTEN. User space marks a listener that may share its address
+ * only if every listener the kernel shows on an overlapping address and port is in
+ * here. */
 
 /* Key of "smc_synack": one connection request whose SYN-ACK carried our echo, by the
  * namespace and 4-tuple as the sock_ops context shows them (so request and child give
@@ -77,5 +94,6 @@ struct smc_tcpopt_cval {
 #define SMC_TCPOPT_SYNACK_STALE_NS (300ULL * 1000000000ULL)
 
 #define SMC_TCPOPT_LISTEN_MAX  4096
+#define SMC_TCPOPT_MEMBERS_MAX 4096
 #define SMC_TCPOPT_FLAGGED_MAX 16384
 #define SMC_TCPOPT_SYNACK_MAX  16384

@@ -27,7 +27,9 @@
  *   PASSIVE_ESTABLISHED  the child (it inherited a copy of the listener's smc_marks
  *                        value through BPF_F_CLONE): PEER iff its request was echoed;
  *                        the callbacks inherited from the listener turned off
- *   STATE_CB             a listener leaves LISTEN: its smc_listen / smc_flagged entries go
+ *   STATE_CB             a listener leaves LISTEN: its smc_members / smc_flagged entries
+ *                        go, and its smc_listen entry, or (a group's) passes to another
+ *                        marked member on the same key
  *
  * Every map belongs to one loaded instance: two smcd daemons load two instances with
  * their own maps, and each acts only on the sockets marked in its own maps.
@@ -72,6 +74,14 @@ struct {
         __type(key, struct smc_tcpopt_lkey);
         __type(value, struct smc_tcpopt_lval);
 } smc_listen SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __uint(max_entries, SMC_TCPOPT_MEMBERS_MAX);
+        __type(key, __u64);
+        __type(value, struct smc_tcpopt_lkey);
+} smc_members SEC(".maps");
 
 struct {
         __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -278,21 +288,47 @@ static void on_listen(struct bpf_sock_ops *skops) {
         }
 }
 
+struct member_find {
+        struct smc_tcpopt_lkey key;
+        __u64 found;
+};
+
+static long member_find_cb(struct bpf_map *map, __u64 *cookie, struct smc_tcpopt_lkey *k,
+                           struct member_find *f) {
+        if (k->port != f->key.port || k->netns != f->key.netns || k->wild != f->key.wild ||
+            k->addr[0] != f->key.addr[0] || k->addr[1] != f->key.addr[1] ||
+            k->addr[2] != f->key.addr[2] || k->addr[3] != f->key.addr[3])
+                return 0;
+        f->found = *cookie;
+        return 1;
+}
+
 static void on_state(struct bpf_sock_ops *skops) {
-        struct smc_tcpopt_lkey k;
+        struct member_find f;
         struct smc_tcpopt_lval *v;
         __u64 cookie;
 
         if (skops->args[0] != BPF_TCP_LISTEN)
                 return;
-        lkey_local(skops, &k);
+        lkey_local(skops, &f.key);
         cookie = bpf_get_socket_cookie(skops);
-        v = bpf_map_lookup_elem(&smc_listen, &k);
+        bpf_map_delete_elem(&smc_members, &cookie);
+        v = bpf_map_lookup_elem(&smc_listen, &f.key);
+        if (v && v->cookie == cookie) {
+                /* a group's entry passes to a member that still listens: every member
+                 * was marked when the entry was made, and a listener that joined since
+                 * dropped it (listen_purge_cb) */
+                f.found = 0;
+                if (v->flags & SMC_TCPOPT_L_GROUP)
+                        bpf_for_each_map_elem(&smc_members, member_find_cb, &f, 0);
+                if (f.found)
+                        v->cookie = f.found;
+                else
+                        bpf_map_delete_elem(&smc_listen, &f.key);
+        }
+        v = bpf_map_lookup_elem(&smc_flagged, &f.key);
         if (v && v->cookie == cookie)
-                bpf_map_delete_elem(&smc_listen, &k);
-        v = bpf_map_lookup_elem(&smc_flagged, &k);
-        if (v && v->cookie == cookie)
-                bpf_map_delete_elem(&smc_flagged, &k);
+                bpf_map_delete_elem(&smc_flagged, &f.key);
 }
 
 static void on_connect(struct bpf_sock_ops *skops) {
