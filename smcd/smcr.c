@@ -3935,6 +3935,10 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
                 log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE next to a listener that is not "
                           "marked: not marked for the SMC TCP option (its clients from other hosts and namespaces "
                           "use TCP).");
+        else if (r == -EPERM)
+                log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE in another network namespace: not "
+                          "marked for the SMC TCP option (reading that namespace's listeners needs setns(2) and "
+                          "CAP_SYS_ADMIN, which smcd.service does not grant).");
         else if (r < 0)
                 log_debug_errno(r, "Listener socket not marked for the SMC TCP option: %m");
         return r >= 0;

@@ -60,8 +60,9 @@
  *     otherwise -EADDRINUSE. A listener that starts later on an overlapping address
  *     drops the entry (the group is plain TCP from then on, until a member is marked
  *     again); when the member the entry names stops listening, the entry passes to
- *     another marked member. Without sock_diag (tcp_diag) such listeners are not
- *     marked.
+ *     another marked member. Without sock_diag (tcp_diag), or for a listener in
+ *     another network namespace without the right to enter it (setns(2):
+ *     CAP_SYS_ADMIN), such listeners are not marked.
  *
  * All functions return negative errno on failure; nothing here logs or is thread-safe
  * with respect to the same TcpOpt (smcd calls it from its event loop). Set

@@ -16,6 +16,8 @@
  * SMCR_XFER_SHUTDOWN=1: the client half-closes (SHUT_WR) after sending, and after the
  *   reply checks end of stream and the kernel's POLLHUP (both directions shut).
  * SMCR_XFER_TOGETHER=1: the connections of a batch all connect before transferring.
+ * SMCR_XFER_REUSEPORT=1: the server's socket has SO_REUSEPORT (several servers on one
+ *   port, each accepting its share: COUNT is then an upper bound, stop it with a signal).
  */
 
 #include <arpa/inet.h>
@@ -194,6 +196,11 @@ int main(int argc, char **argv) {
                 pthread_t *t = calloc((size_t) n, sizeof(*t));
 
                 (void) smc_setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (getenv("SMCR_XFER_REUSEPORT") && *getenv("SMCR_XFER_REUSEPORT") &&
+                    smc_setsockopt(l, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+                        perror("SO_REUSEPORT");
+                        return 1;
+                }
                 if (l < 0 || smc_bind(l, (struct sockaddr *) &sin, sizeof(sin)) < 0 || smc_listen(l, 512) < 0) {
                         perror("listen");
                         return 1;

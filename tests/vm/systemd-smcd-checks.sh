@@ -322,6 +322,25 @@ if [ $smcr = 1 ] && [ -x "${SMCR_XFER:-}" ]; then
         fi
         kill $aspid 2>/dev/null
         wait $aspid 2>/dev/null
+
+        # --- 4d. an SO_REUSEPORT group of two servers of the unit's smcd (nginx
+        # `reuseport`): each member is marked for the TCP option when it registers, as
+        # the kernel shows every listener on the port marked (sock_diag from within the
+        # unit's sandbox); 8 connections from host B all SMC-R, whichever member
+        # accepts (from 12c52b3 until the group check: TCP) ---
+        gport=7003
+        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 8 >xfer-g1.out 2>&1 &
+        g1pid=$!
+        wait_for 30 grep -q listening xfer-g1.out
+        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 8 >xfer-g2.out 2>&1 &
+        g2pid=$!
+        wait_for 30 grep -q listening xfer-g2.out
+        SMCD_RUNTIME_DIR=$work/b SMCR_XFER_MODE=SMCR timeout 120 "$SMCR_XFER" client "$RXE_A_IP" $gport \
+                8x65536 1 >xfer-g.out 2>&1
+        check "SO_REUSEPORT group of two smcrun servers: $(grep -c '^ok client.*mode=SMCR' xfer-g.out) of 8 connections SMC-R, data checked (accepted $(grep -c '^ok server' xfer-g1.out) + $(grep -c '^ok server' xfer-g2.out))" \
+                test "$(grep -c '^ok client.*mode=SMCR' xfer-g.out)" = 8
+        kill $g1pid $g2pid 2>/dev/null
+        wait $g1pid $g2pid 2>/dev/null
         kill $bpid
         wait $bpid
 elif [ $smcr = 1 ]; then
