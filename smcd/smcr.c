@@ -3931,10 +3931,10 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
 #if SMCD_HAVE_TCPOPT
         int r = tcpopt_mark(sm->tcpopt, fd);
 
-        if (r == -EADDRINUSE)
+        if (r == 1)
                 log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE next to a listener that is not "
-                          "marked: not marked for the SMC TCP option (its clients from other hosts and namespaces "
-                          "use TCP).");
+                          "marked: its group echoes the SMC TCP option once every member is marked (until then its "
+                          "clients from other hosts and namespaces use TCP).");
         else if (r == -EPERM)
                 log_debug("Listener socket with SO_REUSEPORT or SO_BINDTODEVICE in another network namespace: not "
                           "marked for the SMC TCP option (reading that namespace's listeners needs setns(2) and "

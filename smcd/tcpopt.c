@@ -390,24 +390,36 @@ int tcpopt_mark(TcpOpt *t, int fd) {
                 if (!shared || bpf_map_lookup_elem(t->members_fd, &cookie, &mk) < 0)
                         return -EBUSY;
         }
-        /* a listener that may share its namespace, address and port with others (an
-         * SO_REUSEPORT group, or listeners bound to different devices): the SYN-ACK side
-         * finds the listener by those only, so a plain member would echo for a marked
-         * one and its client would send CLC to a plain server. Marked only if every
-         * overlapping listener is marked; one that starts later drops the entry
-         * (listen_purge_cb), one that started between this check and the entry is seen
-         * by the second check below. */
-        if (shared) {
-                r = group_all_marked(t, fd, &k, cookie);
-                if (r <= 0)
-                        return r < 0 ? r : -EADDRINUSE;
-                lv.flags = SMC_TCPOPT_L_GROUP;
-        }
         if (bpf_map_update_elem(t->marks_fd, &fd, &mark, BPF_ANY) < 0)
                 return -errno;
         if (bpf_map_update_elem(t->members_fd, &cookie, &k, BPF_ANY) < 0) {
                 r = -errno; /* -E2BIG: full */
                 goto unmark;
+        }
+        /* a listener that may share its namespace, address and port with others (an
+         * SO_REUSEPORT group, or listeners bound to different devices): the SYN-ACK side
+         * finds the listener by those only, so a plain member would echo for a marked
+         * one and its client would send CLC to a plain server. Its entry is written only
+         * when every overlapping listener is marked (it is a member now, so the last
+         * member to be marked writes it, in whatever order they listened); one that
+         * starts later drops the entry (listen_purge_cb), one that started between the
+         * check and the entry is seen by the second check. */
+        if (shared) {
+                r = group_all_marked(t, fd, &k, cookie);
+                if (r < 0)
+                        goto unmember;
+                if (r == 0)
+                        return 1;
+                lv.flags = SMC_TCPOPT_L_GROUP;
+        }
+        if (k.wild == 6) {
+                int v6only = 1;
+                socklen_t ol = sizeof(v6only);
+
+                /* IPv4 connections find a :: listener only if it takes them: with
+                 * IPV6_V6ONLY they go to another listener, maybe a plain one */
+                if (getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) == 0 && !v6only)
+                        lv.flags |= SMC_TCPOPT_L_DUALSTACK;
         }
         lv.cookie = cookie;
         if (bpf_map_update_elem(t->listen_fd, &k, &lv, BPF_ANY) < 0) {
@@ -421,7 +433,8 @@ int tcpopt_mark(TcpOpt *t, int fd) {
 
                         if (bpf_map_lookup_elem(t->listen_fd, &k, &cv) == 0 && cv.cookie == cookie)
                                 (void) bpf_map_delete_elem(t->listen_fd, &k);
-                        r = r < 0 ? r : -EADDRINUSE;
+                        if (r == 0)
+                                return 1;
                         goto unmember;
                 }
         }

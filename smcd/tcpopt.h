@@ -54,13 +54,14 @@
  *     SO_REUSEPORT group, or listeners bound to different devices, SO_BINDTODEVICE):
  *     the SYN-ACK side cannot tell the members apart, and a plain member would echo
  *     for a marked one (its client would then send CLC to a plain server). Such a
- *     listener is marked only if every other listener that the kernel shows
- *     (sock_diag, in the listener's namespace) on an overlapping address and port is
- *     marked by this TcpOpt, checked before and after its entry is written;
- *     otherwise -EADDRINUSE. A listener that starts later on an overlapping address
- *     drops the entry (the group is plain TCP from then on, until a member is marked
- *     again); when the member the entry names stops listening, the entry passes to
- *     another marked member. Without sock_diag (tcp_diag), or for a listener in
+ *     listener is marked, but its group echoes only once every listener that the
+ *     kernel shows (sock_diag, in the listener's namespace) on an overlapping address
+ *     and port is marked by this TcpOpt: the mark that completes the group turns the
+ *     echo on (checked before and after), in whatever order the members listened and
+ *     were marked (e.g. again after an smcd restart). A listener that starts later on
+ *     an overlapping address turns it off (the group is plain TCP from then on, until
+ *     a member is marked again); when the member the echo was turned on for stops
+ *     listening, it passes to another marked member. Without sock_diag (tcp_diag), or for a listener in
  *     another network namespace without the right to enter it (setns(2):
  *     CAP_SYS_ADMIN), such listeners are not marked.
  *
@@ -110,11 +111,12 @@ TcpOpt *tcpopt_free(TcpOpt *t);
  *     its SYN then carries the option;
  *   - a listener (before or after listen()): its SYN-ACKs echo the option to SYNs that
  *     carried it, for the connections whose SYN arrives after this call.
- * Idempotent. Errors: -EBADF, -ENOTSOCK, -EPROTONOSUPPORT (not an IPv4/IPv6 TCP
+ * Idempotent. Returns 0, or 1 for a listener with SO_REUSEPORT or SO_BINDTODEVICE
+ * that is marked but does not echo yet: another listener on an overlapping address
+ * and port is not marked (see above; the mark of the last one turns the echo on).
+ * Errors: -EBADF, -ENOTSOCK, -EPROTONOSUPPORT (not an IPv4/IPv6 TCP
  * socket), -EISCONN (connecting, connected or closing: too late for the SYN), -EBUSY
- * (listening since before any TcpOpt was attached: see above), -EADDRINUSE (a
- * listener with SO_REUSEPORT or SO_BINDTODEVICE next to one not marked: see above;
- * checked for a socket that listens already, as smcd marks them), -E2BIG (too many
+ * (listening since before any TcpOpt was attached: see above), -E2BIG (too many
  * marked listeners: 4096), -EINVAL (NULL @t); for SO_REUSEPORT / SO_BINDTODEVICE
  * listeners also sock_diag's errors (-EPROTONOSUPPORT: no tcp_diag; -EPERM: no
  * CAP_SYS_ADMIN to enter another namespace; -ETIMEDOUT). Nothing is marked then. */

@@ -1010,9 +1010,9 @@ static void test_restart(TcpOpt **pa) {
         close(lst);
 }
 
-/* Listeners that may share their address and port are marked only if every listener
- * overlapping them is: (p) a plain SO_REUSEPORT member listening first, then one that
- * would be marked: the mark is refused (-EADDRINUSE) and a marked client gets no echo
+/* Listeners that may share their address and port echo only if every listener
+ * overlapping them is marked: (p) a plain SO_REUSEPORT member listening first, then
+ * one that is marked: the mark says 1 (no echo yet) and a marked client gets no echo
  * from either member (before 12c52b3, the plain member echoed for the marked one);
  * (p') an SO_BINDTODEVICE listener alone on its port is marked. */
 static void test_shared_address(TcpOpt *a) {
@@ -1031,7 +1031,7 @@ static void test_shared_address(TcpOpt *a) {
                 goto out;
         }
         r = tcpopt_mark(a, ls);
-        T(r == -EADDRINUSE, "(p) mark(second SO_REUSEPORT member, the first plain) = %d (-EADDRINUSE)", r);
+        T(r == 1, "(p) mark(second SO_REUSEPORT member, the first plain) = %d (1: marked, no echo)", r);
         for (int i = 0; i < 16; i++) {
                 int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), acc = -1;
                 struct pollfd p[2] = { { .fd = lp, .events = POLLIN }, { .fd = ls, .events = POLLIN } };
@@ -1124,14 +1124,66 @@ static void group_clients(TcpOpt *a, const struct sockaddr_in *sin, const int *l
         }
 }
 
+/* (v) A marked IPV6_V6ONLY listener on [::]:P and a plain IPv4 one on 0.0.0.0:P (the
+ * plain one first): IPv4 connections go to the plain one, which must not echo (before,
+ * the IPv4 look-up fell back to the [::] entry: the plain server got CLC; helper 118);
+ * IPv6 connections to the marked one still get the echo. */
+static void test_v6only(TcpOpt *a) {
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+        struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+        int l4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), l6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1, r, echoed, plain, pc = -100, pa = -100;
+        socklen_t sl = sizeof(sin);
+
+        if (l4 < 0 || l6 < 0 || bind(l4, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(l4, 16) < 0 ||
+            getsockname(l4, (struct sockaddr *) &sin, &sl) < 0 ||
+            setsockopt(l6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) {
+                T(false, "(v) listeners: %m");
+                goto out;
+        }
+        sin6.sin6_port = sin.sin_port;
+        if (bind(l6, (struct sockaddr *) &sin6, sizeof(sin6)) < 0 || listen(l6, 16) < 0) {
+                printf("# (v) no IPv6 listener (%m): skipped\n");
+                goto out;
+        }
+        r = tcpopt_mark(a, l6);
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        group_clients(a, &sin, &l4, 1, 8, &echoed, &plain, NULL);
+        T(r == 0 && plain == 8, "(v) marked V6ONLY [::]:P, plain 0.0.0.0:P: mark %d, %d of 8 IPv4 clients plain on both ends (0 8)",
+          r, plain);
+        {
+                int cli = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), acc = -1;
+
+                sin6.sin6_addr = in6addr_loopback;
+                if (cli >= 0 && tcpopt_mark(a, cli) == 0 &&
+                    connect(cli, (struct sockaddr *) &sin6, sizeof(sin6)) == 0 &&
+                    (acc = accept4(l6, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+                        pc = tcpopt_peer_has(a, cli);
+                        pa = tcpopt_peer_has(a, acc);
+                }
+                if (acc >= 0)
+                        close(acc);
+                if (cli >= 0)
+                        close(cli);
+        }
+        T(pc == 1 && pa == 1, "(v) an IPv6 client of the marked V6ONLY listener: peer_has %d/%d (1 1)", pc, pa);
+out:
+        if (l4 >= 0)
+                close(l4);
+        if (l6 >= 0)
+                close(l6);
+}
+
 /* SO_REUSEPORT groups whose members are all marked echo: (rp1) two members, each
  * marked after it listens: every marked client gets the echo, from either member;
  * (rp2) the member whose mark the entry names closes: the entry passes to the other,
  * which still echoes; (rp3) a plain member joins: no member echoes any more (the plain
  * one would have answered for the group); (rp4) it leaves and the marked one is marked
  * again: echoes again; (rp5) in another network namespace than the caller's: a plain
- * member there refuses the mark (the listeners are read in the listener's namespace),
- * a group of one there is marked and echoes. */
+ * member there keeps the mark from echoing (the listeners are read in the listener's
+ * namespace), a group of one there is marked and echoes; (rp6) both members listen
+ * before either is marked (as after an smcd restart, or workers starting at once):
+ * the first mark says 1, the second one turns the echo on for both. */
 static void test_reuseport_group(TcpOpt *a) {
         struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int l[2] = { -1, -1 }, lp = -1, r1, r2, echoed, plain, got[2] = { 0, 0 };
@@ -1159,7 +1211,7 @@ static void test_reuseport_group(TcpOpt *a) {
         T(lp >= 0 && plain == 16, "(rp3) a plain member joined: %d of 16 plain on both ends, %d echoed (16 0)", plain,
           echoed);
         r1 = tcpopt_mark(a, l[0]);
-        T(r1 == -EADDRINUSE, "(rp3) mark(the marked member again) with the plain one listening = %d (-EADDRINUSE)", r1);
+        T(r1 == 1, "(rp3) mark(the marked member again) with the plain one listening = %d (1)", r1);
 
         if (lp >= 0)
                 close(lp);
@@ -1167,6 +1219,25 @@ static void test_reuseport_group(TcpOpt *a) {
         r1 = tcpopt_mark(a, l[0]);
         group_clients(a, &sin, l, 1, 8, &echoed, &plain, NULL);
         T(r1 == 0 && echoed == 8, "(rp4) the plain member gone, marked again: mark %d, %d of 8 echoed (0 8)", r1, echoed);
+
+        /* (rp6) */
+        for (int i = 0; i < 2; i++)
+                if (l[i] >= 0)
+                        close(l[i]);
+        got[0] = got[1] = 0;
+        sin.sin_port = 0;
+        l[0] = reuseport_listener(&sin);
+        l[1] = l[0] >= 0 ? reuseport_listener(&sin) : -1;
+        if (l[1] < 0) {
+                T(false, "(rp6) two SO_REUSEPORT listeners: %m");
+                goto out;
+        }
+        r1 = tcpopt_mark(a, l[0]);
+        r2 = tcpopt_mark(a, l[1]);
+        group_clients(a, &sin, l, 2, 24, &echoed, &plain, got);
+        T(r1 == 1 && r2 == 0 && echoed == 24,
+          "(rp6) both listening, then marked: mark %d then %d (1 0), %d of 24 echoed (24; accepted %d + %d)", r1, r2,
+          echoed, got[0], got[1]);
 
         /* (rp5) */
         ns1 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -1177,7 +1248,7 @@ static void test_reuseport_group(TcpOpt *a) {
                 goto out;
         }
         ns2 = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        sin.sin_port = l[0] >= 0 ? sin.sin_port : 0; /* the same port in the other namespace */
+        /* (the same port in the other namespace) */
         ly = reuseport_listener(&sin);
         lx = ly >= 0 ? reuseport_listener(&sin) : -1;
         if (ns2 < 0 || lx < 0 || setns(ns1, CLONE_NEWNET) < 0) {
@@ -1185,7 +1256,7 @@ static void test_reuseport_group(TcpOpt *a) {
                 goto out;
         }
         r1 = tcpopt_mark(a, lx);
-        T(r1 == -EADDRINUSE, "(rp5) mark(member in another namespace, a plain member there) = %d (-EADDRINUSE)", r1);
+        T(r1 == 1, "(rp5) mark(member in another namespace, a plain member there) = %d (1)", r1);
         close(ly);
         ly = -1;
         r1 = tcpopt_mark(a, lx);
@@ -1455,6 +1526,7 @@ int main(void) {
                 goto out;
         test_shared_address(a);
         test_reuseport_group(a);
+        test_v6only(a);
         test_many(a);
         test_synack_retransmit(a, true);
         test_synack_retransmit(a, false);

@@ -64,6 +64,8 @@ enum {
                                        * it stops listening the entry passes to another
                                        * member of "smc_members" with the same key, or
                                        * goes if there is none */
+        SMC_TCPOPT_L_DUALSTACK = 1u << 1, /* a :: listener without IPV6_V6ONLY (user space
+                                           * reads it): IPv4 connections find it */
 };
 
 /* "smc_members": the marked listeners, by socket cookie (key __u64), each with the

@@ -164,8 +164,10 @@ static __always_inline void lkey_local(struct bpf_sock_ops *skops, struct smc_tc
 }
 
 /* Look a connection's local address up in a listener-keyed map: the exact address,
- * the wildcard of its family, and for IPv4 a dual-stack :: listener. */
-static __always_inline struct smc_tcpopt_lval *lkey_find(void *map, struct bpf_sock_ops *skops) {
+ * the wildcard of its family, and for IPv4 a :: listener, which must be flagged
+ * dual-stack if @dualstack (smc_listen: an IPV6_V6ONLY one does not get IPv4
+ * connections, which go to a listener that may be plain). */
+static __always_inline struct smc_tcpopt_lval *lkey_find(void *map, struct bpf_sock_ops *skops, int dualstack) {
         struct smc_tcpopt_lkey k;
         struct smc_tcpopt_lval *v;
         int v4 = skops->family == AF_INET;
@@ -183,7 +185,10 @@ static __always_inline struct smc_tcpopt_lval *lkey_find(void *map, struct bpf_s
         if (v || !v4)
                 return v;
         k.wild = 6;
-        return bpf_map_lookup_elem(map, &k);
+        v = bpf_map_lookup_elem(map, &k);
+        if (v && dualstack && !(v->flags & SMC_TCPOPT_L_DUALSTACK))
+                return NULL;
+        return v;
 }
 
 static __always_inline void ckey_fill(struct bpf_sock_ops *skops, struct smc_tcpopt_ckey *k) {
@@ -350,7 +355,7 @@ static void on_connect(struct bpf_sock_ops *skops) {
 static __always_inline int synack_echo(struct bpf_sock_ops *skops, struct smc_tcpopt_ckey *k) {
         long r;
 
-        if (!lkey_find(&smc_listen, skops))
+        if (!lkey_find(&smc_listen, skops, 1))
                 return 0;
         ckey_fill(skops, k);
         if (skops->args[0] & BPF_WRITE_HDR_TCP_SYNACK_COOKIE) {
@@ -459,7 +464,7 @@ static void on_passive_established(struct bpf_sock_ops *skops) {
         cur = skops->bpf_sock_ops_cb_flags;
         if (!(cur & CB_LISTENER))
                 return;
-        fv = lkey_find(&smc_flagged, skops);
+        fv = lkey_find(&smc_flagged, skops, 0);
         if (fv && (cur & fv->ours))
                 bpf_sock_ops_cb_flags_set(skops, cur & ~fv->ours);
 }

@@ -329,16 +329,43 @@ if [ $smcr = 1 ] && [ -x "${SMCR_XFER:-}" ]; then
         # unit's sandbox); 8 connections from host B all SMC-R, whichever member
         # accepts (from 12c52b3 until the group check: TCP) ---
         gport=7003
-        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 8 >xfer-g1.out 2>&1 &
+        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 100 >xfer-g1.out 2>&1 &
         g1pid=$!
         wait_for 30 grep -q listening xfer-g1.out
-        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 8 >xfer-g2.out 2>&1 &
+        SMCR_XFER_REUSEPORT=1 timeout 300 "$SMCR_XFER" server "$RXE_A_IP" $gport 100 >xfer-g2.out 2>&1 &
         g2pid=$!
         wait_for 30 grep -q listening xfer-g2.out
         SMCD_RUNTIME_DIR=$work/b SMCR_XFER_MODE=SMCR timeout 120 "$SMCR_XFER" client "$RXE_A_IP" $gport \
                 8x65536 1 >xfer-g.out 2>&1
         check "SO_REUSEPORT group of two smcrun servers: $(grep -c '^ok client.*mode=SMCR' xfer-g.out) of 8 connections SMC-R, data checked (accepted $(grep -c '^ok server' xfer-g1.out) + $(grep -c '^ok server' xfer-g2.out))" \
                 test "$(grep -c '^ok client.*mode=SMCR' xfer-g.out)" = 8
+        # ... and again after `systemctl restart smcd`: each member registers again at
+        # its first accept after the restart (that connection is TCP), the first one's
+        # mark waits for the second (tcpopt_mark() 1), the second's turns the echo on
+        # (before: the group stayed TCP)
+        if systemctl restart smcd.service && wait_for 30 is_active; then
+                modes=""
+                for i in 1 2 3 4 5 6 7 8 9 10; do
+                        sleep 0.5
+                        SMCD_RUNTIME_DIR=$work/b timeout 60 "$SMCR_XFER" client "$RXE_A_IP" $gport 65536 1 \
+                                >"xfer-gr$i.out" 2>&1
+                        m=$(grep -o 'mode=[A-Z]*' "xfer-gr$i.out" | head -1)
+                        modes="$modes ${m#mode=}"
+                        [ "$m" = mode=SMCR ] && break
+                done
+                SMCD_RUNTIME_DIR=$work/b SMCR_XFER_MODE=SMCR timeout 120 "$SMCR_XFER" client "$RXE_A_IP" $gport \
+                        8x65536 1 >xfer-g2r.out 2>&1
+                check "the SO_REUSEPORT group after systemctl restart smcd: SMC-R again (modes:$modes; then $(grep -c '^ok client.*mode=SMCR' xfer-g2r.out) of 8 SMC-R)" \
+                        test "${m:-}" = mode=SMCR -a "$(grep -c '^ok client.*mode=SMCR' xfer-g2r.out)" = 8
+                check "its data checked (all transfers ok)" sh -c '! grep -qh "^FAIL" xfer-gr*.out xfer-g2r.out'
+                if [ "${m:-}" != mode=SMCR ]; then
+                        cat xfer-gr*.out | sed 's/^/#   client: /'
+                        info "accepted: $(grep -c '^ok server' xfer-g1.out) + $(grep -c '^ok server' xfer-g2.out)"
+                        journalctl -b -u smcd.service --no-pager -o cat 2>&1 | tail -30 | sed 's/^/#   /'
+                fi
+        else
+                notok "systemctl restart smcd (4d): state $(prop ActiveState)/$(prop SubState)"
+        fi
         kill $g1pid $g2pid 2>/dev/null
         wait $g1pid $g2pid 2>/dev/null
         kill $bpid
