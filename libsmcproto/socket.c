@@ -83,6 +83,7 @@
 #include "debug.h"
 #include "dmb.h"
 #include "ring.h"
+#include "../smcd/smcr-wire.h"
 #include "smc-clc.h"
 #include "smcproto.h"
 #include "socket-internal.h"
@@ -3064,15 +3065,104 @@ abort:
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
+#define SMC_DECLINE_WAIT_MS 1000
+
+/* Read up to @len bytes of @fd (MSG_PEEK in @flags: leave them) until @deadline_ms
+ * (now_ms()): returns the count (fewer only at EOF or the deadline), or -errno. */
+static ssize_t recv_until(int fd, uint8_t *buf, size_t len, int flags, uint64_t deadline_ms) {
+        size_t got = 0;
+
+        while (got < len) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                uint64_t now = now_ms();
+                bool peek = flags & MSG_PEEK;
+                ssize_t n;
+
+                /* (peeking always starts at the stream's head) */
+                n = sys_recvfrom(fd, peek ? buf : buf + got, peek ? len : len - got, flags | MSG_DONTWAIT, NULL,
+                                 NULL);
+                if (n == 0)
+                        break;
+                if (n > 0) {
+                        got = peek ? (size_t) n : got + (size_t) n;
+                        if (got >= len)
+                                break;
+                } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                        return -errno;
+                if (now >= deadline_ms)
+                        break;
+                /* (a part peeked stays readable: wait a little for the rest) */
+                if (sys_poll(n > 0 && peek ? NULL : &p, n > 0 && peek ? 0 : 1,
+                             n > 0 && peek ? 2 : (int) (deadline_ms - now)) < 0 &&
+                    errno != EINTR)
+                        return -errno;
+        }
+        return (ssize_t) got;
+}
+
+/* Connection @fd, accepted on marked listener @l, came with the SMC TCP option in its
+ * SYN, but smcd cannot take it (unreachable: restarting, or this process may not use
+ * it; or it refused). If our SYN-ACK echoed the option, the client sends a CLC
+ * PROPOSAL at once and waits for the answer: read it and answer with a DECLINE of
+ * @reason, after which both ends continue on the connection as plain TCP (smc-wire
+ * spec 2.7, RFC 7609), so the application never reads CLC bytes. A client DECLINE is
+ * read too (no answer). Anything else (application data, EOF, nothing within
+ * SMC_DECLINE_WAIT_MS: the echo was not sent) stays for the application. Returns 0,
+ * or -ECONNRESET when the connection cannot be given to the application (a CLC
+ * message cut short or unreadable: part of it is consumed). */
+static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
+        static const uint8_t eye_r[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }, eye_d[4] = { 0xE2, 0xD4, 0xC3, 0xC4 };
+        uint64_t deadline = now_ms() + SMC_DECLINE_WAIT_MS;
+        struct smc_clc_decline d = { .version = 1, .diag = reason };
+        uint8_t buf[SMC_CLC_MAX_LEN];
+        struct smc_clc_hdr h;
+        ssize_t n, w;
+
+        n = recv_until(fd, buf, 8, MSG_PEEK, deadline);
+        if (n <= 0)
+                return 0; /* nothing (or EOF, or an error the application will see) */
+        if (memcmp(buf, eye_r, (size_t) n < 4 ? (size_t) n : 4) != 0 &&
+            memcmp(buf, eye_d, (size_t) n < 4 ? (size_t) n : 4) != 0)
+                return 0; /* application data: the client did not get the echo */
+        if (n < 8 || smc_clc_decode_hdr(buf, 8, &h) < 0 ||
+            (h.type != SMC_CLC_PROPOSAL && h.type != SMC_CLC_DECLINE)) {
+                /* (not a whole CLC header: data that starts like one, to the app) */
+                if (n == 8)
+                        return 0;
+                smc_debug("accept fd %d: %zd bytes of what may be a CLC header, then nothing: ECONNRESET", l->fd, n);
+                return -ECONNRESET;
+        }
+        n = recv_until(fd, buf, h.length, 0, deadline + SMC_DECLINE_WAIT_MS);
+        if (n != (ssize_t) h.length) {
+                smc_debug("accept fd %d: CLC message of %u bytes cut short at %zd: ECONNRESET", l->fd, h.length, n);
+                return -ECONNRESET;
+        }
+        if (h.type == SMC_CLC_DECLINE) {
+                smc_debug("accept fd %d: the client declined SMC: TCP", l->fd);
+                return 0;
+        }
+        w = smc_clc_decline_encode(&d, buf, sizeof(buf));
+        if (w <= 0 || sys_sendto(fd, buf, (size_t) w, MSG_NOSIGNAL, NULL, 0) != w) {
+                smc_debug("accept fd %d: cannot send the CLC DECLINE: ECONNRESET", l->fd);
+                return -ECONNRESET;
+        }
+        smc_debug("accept fd %d: smcd cannot take an SMC client: its proposal declined (0x%08x): TCP", l->fd,
+                  reason);
+        return 0;
+}
+
 /* A TCP connection @fd accepted from an SMC-R listener @l: hand it to smcd for the
  * server side of the SMC-R handshake (SMCR, role server). smcd answers at once:
  * PENDING (it runs the handshake and delivers the result on the accept channel, as
- * NEW_CONN: accept_chan()), or TCP (the peer did not ask for SMC). Returns -EAGAIN
- * (@fd closed: smcd has it now), or -ENOPROTOOPT (@fd is a plain TCP connection, not
- * closed). */
-static int accept_smcr(struct smc_sock *l, int fd) {
+ * NEW_CONN: accept_chan()), or TCP (the peer did not ask for SMC). When smcd cannot
+ * take it (unreachable, or an error), a CLC proposal the echo may have brought is
+ * declined here (accept_decline()), with the reason in *@ret_reason. Returns -EAGAIN
+ * (@fd closed: smcd has it now, or it broke during the decline), or -ENOPROTOOPT
+ * (@fd is a plain TCP connection, not closed). */
+static int accept_smcr(struct smc_sock *l, int fd, uint32_t *ret_reason) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
+        uint32_t reason;
         int n;
 
         smc_ctl_init(&m, SMC_CTL_SMCR, 0);
@@ -3082,8 +3172,12 @@ static int accept_smcr(struct smc_sock *l, int fd) {
         m.smcr.rcvbuf = l->rcvbuf > 0 ? (uint32_t) l->rcvbuf : 0;
         n = smc_ctl_client_call(&m, &fd, 1, &reply, fds);
         if (n < 0) {
+                /* smcd is away, or this process may not use it (another uid than the
+                 * listener's, a runtime directory it cannot enter): the listener
+                 * still echoes the option, so a client may be sending CLC */
                 smc_debug("accept fd %d: SMCR seq %u (server) failed: %s: TCP", l->fd, m.hdr.seq, strerror(-n));
-                return -ENOPROTOOPT; /* smcd is gone: as TCP (what it would have said) */
+                reason = SMC_CLC_DECL_NOSMCDEV;
+                goto decline;
         }
         for (int i = 0; i < n; i++)
                 sys_close(fds[i]);
@@ -3091,13 +3185,30 @@ static int accept_smcr(struct smc_sock *l, int fd) {
                 sys_close(fd);
                 return -EAGAIN;
         }
+        if (reply.hdr.type == SMC_CTL_CONNECT_REPLY && reply.conn.mode == SMC_CTL_MODE_TCP) {
+                /* smcd saw that the client did not get the echo */
+                smc_debug("accept fd %d: SMCR seq %u (server): TCP, reason 0x%08x", l->fd, m.hdr.seq,
+                          reply.conn.fallback_reason);
+                return -ENOPROTOOPT;
+        }
         if (reply.hdr.type == SMC_CTL_ERROR)
                 smc_debug("accept fd %d: SMCR seq %u (server): ERROR %s: %s: TCP", l->fd, m.hdr.seq,
                           strerror(-reply.error.error), reply.error.msg);
         else
-                smc_debug("accept fd %d: SMCR seq %u (server): reply type %u mode %u reason 0x%08x: TCP", l->fd,
-                          m.hdr.seq, reply.hdr.type, reply.hdr.type == SMC_CTL_CONNECT_REPLY ? reply.conn.mode : 0,
-                          reply.hdr.type == SMC_CTL_CONNECT_REPLY ? reply.conn.fallback_reason : 0);
+                smc_debug("accept fd %d: SMCR seq %u (server): reply type %u: TCP", l->fd, m.hdr.seq,
+                          reply.hdr.type);
+        reason = reply.hdr.type == SMC_CTL_ERROR && reply.error.detail ? reply.error.detail : SMC_CLC_DECL_INTERR;
+
+decline:
+        if (accept_decline(l, fd, reason) < 0) {
+                struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+                /* (reset, as a connection that broke before accept) */
+                (void) sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                sys_close(fd);
+                return -EAGAIN;
+        }
+        *ret_reason = reason;
         return -ENOPROTOOPT;
 }
 
@@ -3192,6 +3303,7 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         socklen_t own_len = sizeof(own), want = addr && len && !smc_uptr_bad(len) ? *len : 0;
         struct smc_sock *s;
         bool hinted = false;
+        uint32_t declined = 0;
         int fd;
 
         if (notice && !addr) /* the app asked for no address: take it for the notice */
@@ -3201,11 +3313,11 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         if (fd < 0)
                 return -errno;
         if (notice && l->listen_smcr && syn_offered_smc(l, t, fd)) {
-                int r = accept_smcr(l, fd);
+                int r = accept_smcr(l, fd, &declined);
 
                 if (r != -ENOPROTOOPT)
                         return r; /* -EAGAIN: smcd runs the handshake, NEW_CONN follows */
-                /* TCP: the peer did not ask for SMC */
+                /* TCP: the peer did not ask for SMC, or its proposal was declined */
         }
         if (notice && !env_no_hints && accepted_hinted(l, fd)) {
                 /* its clients connect over TCP for smcd's hint (smc-hints.h): counted in
@@ -3225,7 +3337,9 @@ static int accept_tcp(struct smc_sock *l, int t, struct sockaddr *addr, socklen_
         if ((unsigned) fd >= FD_MAX)
                 return fd; /* works as a plain TCP socket, only unmanaged */
         s = sock_alloc(fd, l->family, SOCK_TCP, flags & SOCK_NONBLOCK);
-        if (s && notice)
+        if (s && declined)
+                s->fallback_reason = declined; /* its proposal was declined here */
+        else if (s && notice)
                 s->fallback_reason = SMC_CLC_DECL_PEERNOSMC; /* the peer did not come through smcd */
         else if (s && hinted)
                 s->fallback_reason = SMCD_DECL_SHORTCONN;

@@ -3834,7 +3834,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 close(fd);
                 return client_send_error(c, req->hdr.seq, EINVAL, 0, "SMCR: not a TCP socket");
         }
-        if (!sm || (smcr_why_unavailable(sm) && !sm->cross_netns)) {
+        if (!sm) {
                 close(fd);
                 return reply_tcp_now(c, req, SMC_CLC_DECL_NOSMCRDEV);
         }
@@ -3843,6 +3843,16 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
 #else
         r = 0;
 #endif
+        if (smcr_why_unavailable(sm) && !sm->cross_netns) {
+                close(fd);
+                /* a marked listener echoed the option although SMC-R is gone (its
+                 * device removed): its client sends a proposal, which the library
+                 * declines on an error (accept_decline()); TCP only if no echo */
+                if (server && (r == 1 || r == -EAGAIN))
+                        return client_send_error(c, req->hdr.seq, ENODEV, SMC_CLC_DECL_NOSMCRDEV,
+                                                 "SMCR: no RoCE device: %s", smcr_why_unavailable(sm));
+                return reply_tcp_now(c, req, SMC_CLC_DECL_NOSMCRDEV);
+        }
         if (r == -EAGAIN && !server) {
                 /* a connected client socket has finished its handshake: cannot be */
                 r = 0;

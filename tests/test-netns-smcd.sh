@@ -29,7 +29,10 @@
 #  11. an SO_REUSEPORT group in B, a plain member first, then one under smcrun: 20
 #      smcrun clients from A all get TCP (PEERNOSMC) with their data right;
 #  12. an SO_REUSEPORT group in B, both members under smcrun: 20 smcrun clients from A
-#      all get SMC-D at both ends, conns_netns grew by 20.
+#      all get SMC-D at both ends, conns_netns grew by 20;
+#  13. a server whose worker (another uid) cannot reach smcd (runtime directory
+#      0700): its library declines the clients' CLC proposals, 8 clients get TCP with
+#      their data right.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -296,6 +299,19 @@ if start_server s10 "$NSB" smc --worker-uid 65534; then
         client "$NSA" smc 60 client --label "10 (worker uid 65534)" --addr "$IPB" --port "$P10" --local-ip "$IPA" \
                 --expect smcd --server-expect smcd --sizes 1,4097,1048576
         delta_check "10 (worker uid 65534)" conns_netns "$b" +1
+fi
+
+# 13. the accepting process cannot reach smcd (a worker of another uid, the runtime
+# directory 0700): the listener is marked (its master registered it), so clients get
+# the echo and send CLC; the worker's library declines each proposal and the
+# connection goes on as TCP with its data right (before: the application read the
+# proposal as data and the client was reset; helper 118)
+if start_server s13 "$NSB" smc --worker-uid 65534; then
+        P13=$server_port
+        chmod 700 "$rundir"
+        client "$NSA" smc 90 client --label "13 (worker cannot reach smcd)" --addr "$IPB" --port "$P13" \
+                --local-ip "$IPA" --expect tcp --sizes 1,4097,65536 --conns 8
+        chmod 755 "$rundir"
 fi
 
 # 8.
