@@ -3107,9 +3107,10 @@ static ssize_t recv_until(int fd, uint8_t *buf, size_t len, int flags, uint64_t 
  * @reason, after which both ends continue on the connection as plain TCP (smc-wire
  * spec 2.7, RFC 7609), so the application never reads CLC bytes. A client DECLINE is
  * read too (no answer). Anything else (application data, EOF, nothing within
- * SMC_DECLINE_WAIT_MS: the echo was not sent) stays for the application. Returns 0,
- * or -ECONNRESET when the connection cannot be given to the application (a CLC
- * message cut short or unreadable: part of it is consumed). */
+ * SMC_DECLINE_WAIT_MS: the echo was not sent) stays for the application: the app's
+ * accept() waits up to that long, on this path only. Returns 0, or -ECONNRESET when
+ * the connection cannot be given to the application (a CLC message cut short: part
+ * of it is consumed; or the DECLINE cannot be sent). */
 static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
         static const uint8_t eye_r[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }, eye_d[4] = { 0xE2, 0xD4, 0xC3, 0xC4 };
         uint64_t deadline = now_ms() + SMC_DECLINE_WAIT_MS;
@@ -3125,13 +3126,8 @@ static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
             memcmp(buf, eye_d, (size_t) n < 4 ? (size_t) n : 4) != 0)
                 return 0; /* application data: the client did not get the echo */
         if (n < 8 || smc_clc_decode_hdr(buf, 8, &h) < 0 ||
-            (h.type != SMC_CLC_PROPOSAL && h.type != SMC_CLC_DECLINE)) {
-                /* (not a whole CLC header: data that starts like one, to the app) */
-                if (n == 8)
-                        return 0;
-                smc_debug("accept fd %d: %zd bytes of what may be a CLC header, then nothing: ECONNRESET", l->fd, n);
-                return -ECONNRESET;
-        }
+            (h.type != SMC_CLC_PROPOSAL && h.type != SMC_CLC_DECLINE))
+                return 0; /* data that starts like a CLC header (only peeked): the app's */
         n = recv_until(fd, buf, h.length, 0, deadline + SMC_DECLINE_WAIT_MS);
         if (n != (ssize_t) h.length) {
                 smc_debug("accept fd %d: CLC message of %u bytes cut short at %zd: ECONNRESET", l->fd, h.length, n);

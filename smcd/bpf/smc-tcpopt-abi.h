@@ -71,9 +71,9 @@ enum {
 /* "smc_members": the marked listeners, by socket cookie (key __u64), each with the
  * smc_tcpopt_lkey it was marked under (value). User space adds one when it marks a
  * listener and removes it when it unmarks one; the program removes it when the
- * listener leaves LISTEN. User space marks a listener that may share its address
- * only if every listener the kernel shows on an overlapping address and port is in
- * here. */
+ * listener leaves LISTEN. User space writes the smc_listen entry of a listener that
+ * may share its address only if every listener the kernel shows on an overlapping
+ * address and port is in here. */
 
 /* Key of "smc_synack": one connection request whose SYN-ACK carried our echo, by the
  * namespace and 4-tuple as the sock_ops context shows them (so request and child give
