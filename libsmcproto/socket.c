@@ -3065,7 +3065,13 @@ abort:
         return r == -EMFILE || r == -ENOMEM ? r : -EPROTO;
 }
 
-#define SMC_DECLINE_WAIT_MS 1000
+/* How long an accept waits for a CLC proposal that smcd cannot take
+ * (accept_decline()): a proposal comes from the client's smcd as soon as the TCP
+ * connection is up, but a stalled smcd sends it late; a client library gives up
+ * after SMC_SMCR_TIMEOUT_MS and shuts the connection down, after which none can
+ * come. Only a client that offered SMC, got no echo (syncookies, an SO_REUSEPORT
+ * group with a plain member) and waits for the server to speak first waits it out. */
+#define SMC_DECLINE_WAIT_MS (SMC_SMCR_TIMEOUT_MS + 5000u)
 
 /* Read up to @len bytes of @fd (MSG_PEEK in @flags: leave them) until @deadline_ms
  * (now_ms()): returns the count (fewer only at EOF or the deadline), or -errno. */
@@ -3108,7 +3114,7 @@ static ssize_t recv_until(int fd, uint8_t *buf, size_t len, int flags, uint64_t 
  * spec 2.7, RFC 7609), so the application never reads CLC bytes. A client DECLINE is
  * read too (no answer). Anything else (application data, EOF, nothing within
  * SMC_DECLINE_WAIT_MS: the echo was not sent) stays for the application: the app's
- * accept() waits up to that long, on this path only. Returns 0, or -ECONNRESET when
+ * accept() waits until the first bytes come, up to that long, on this path only. Returns 0, or -ECONNRESET when
  * the connection cannot be given to the application (a CLC message cut short: part
  * of it is consumed; or the DECLINE cannot be sent). */
 static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
@@ -3128,7 +3134,7 @@ static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
         if (n < 8 || smc_clc_decode_hdr(buf, 8, &h) < 0 ||
             (h.type != SMC_CLC_PROPOSAL && h.type != SMC_CLC_DECLINE))
                 return 0; /* data that starts like a CLC header (only peeked): the app's */
-        n = recv_until(fd, buf, h.length, 0, deadline + SMC_DECLINE_WAIT_MS);
+        n = recv_until(fd, buf, h.length, 0, now_ms() + 5000); /* (it follows its header) */
         if (n != (ssize_t) h.length) {
                 smc_debug("accept fd %d: CLC message of %u bytes cut short at %zd: ECONNRESET", l->fd, h.length, n);
                 return -ECONNRESET;
@@ -3545,7 +3551,11 @@ static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen
         m.smcr.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
         *n = smc_ctl_client_call_timeout(&m, &s->fd, 1, reply, fds, SMC_SMCR_TIMEOUT_MS);
         if (*n < 0) {
-                /* smcd went away during the handshake: the stream may hold CLC bytes */
+                /* smcd went away during the handshake, or stalled: the stream may hold
+                 * CLC bytes. Shut it for every holder: a stalled smcd that wakes up
+                 * cannot send its proposal any more (an accepting library that cannot
+                 * reach its smcd waits that long for one: accept_decline()) */
+                (void) sys_shutdown(s->fd, SHUT_RDWR);
                 smc_debug("connect fd %d: SMCR seq %u failed: %s: ECONNRESET", s->fd, m.hdr.seq, strerror(-*n));
                 *ret_reason = SMC_CLC_DECL_INTERR;
                 return -ECONNRESET;

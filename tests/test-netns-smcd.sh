@@ -36,10 +36,10 @@
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
-# Args: SMCD LIBSMCRUN SMCRUN NETNS-SMCD.PY. Root; skips (77) when namespaces or veth
+# Args: SMCD LIBSMCRUN SMCRUN NETNS-SMCD.PY [CLC-LATE (tests/clc-late.c)]. Root; skips (77) when namespaces or veth
 # cannot be made, or when smcd logs that the SMC TCP option program cannot be loaded.
 set -u
-smcd=$1 lib=$2 smcrun=$3 py=$4
+smcd=$1 lib=$2 smcrun=$3 py=$4 clclate=${5:-}
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, veth, BPF)"
@@ -311,6 +311,17 @@ if start_server s13 "$NSB" smc --worker-uid 65534; then
         chmod 700 "$rundir"
         client "$NSA" smc 90 client --label "13 (worker cannot reach smcd)" --addr "$IPB" --port "$P13" \
                 --local-ip "$IPA" --expect tcp --sizes 1,4097,65536 --conns 8
+        # ... and a proposal that comes 2.5 s after the connection (an smcd that stalled:
+        # tests/clc-late.c sends it itself): the worker's library still waits for it
+        # and declines it, then the connection is TCP (before 2026-12-07 the library
+        # waited 1 s and the application read the proposal; helper 119)
+        if [ -n "$clclate" ]; then
+                out=$(timeout 60 "$clclate" "$IPB" "$P13" 2500 "$NSA" 2>&1)
+                rc=$?
+                echo "$out" | sed 's/^\(ok\|not ok\) - clc-late:/\1 - 13 (late proposal):/'
+                [ $rc = 0 ] || [ $rc = 77 ] || { failed=1; echo "$out" | grep -q "^not ok" ||
+                        nok "13 (late proposal): clc-late exited $rc"; }
+        fi
         chmod 755 "$rundir"
 fi
 
