@@ -63,15 +63,12 @@ static int diag_new(SockDiag **ret) {
         return 0;
 }
 
-int sockdiag_open(SockDiag **ret) {
-        SockDiag *d;
+/* Is there a TCP handler (tcp_diag) where @d was made? Without one every lookup would
+ * say ENOENT, like a socket that is gone. A dump of no states walks no socket. Takes
+ * @d: *ret = @d, or @d freed and -EPROTONOSUPPORT or the dump's error. */
+static int diag_probe(SockDiag *d, SockDiag **ret) {
         int r;
 
-        r = diag_new(&d);
-        if (r < 0)
-                return r;
-        /* Is there a TCP handler (tcp_diag)? Without one every lookup would say ENOENT,
-         * like a socket that is gone. A dump of no states walks no socket. */
         r = sockdiag_dump(d, AF_INET, 0, false, probe_cb, NULL);
         if (r < 0) {
                 sockdiag_free(d);
@@ -79,6 +76,16 @@ int sockdiag_open(SockDiag **ret) {
         }
         *ret = d;
         return 0;
+}
+
+int sockdiag_open(SockDiag **ret) {
+        SockDiag *d;
+        int r;
+
+        r = diag_new(&d);
+        if (r < 0)
+                return r;
+        return diag_probe(d, ret);
 }
 
 struct netns_open {
@@ -120,13 +127,7 @@ int sockdiag_open_netns(int sock_fd, SockDiag **ret) {
                 return r;
         if (o.r < 0)
                 return o.r;
-        r = sockdiag_dump(o.d, AF_INET, 0, false, probe_cb, NULL);
-        if (r < 0) {
-                sockdiag_free(o.d);
-                return r == -ENOENT ? -EPROTONOSUPPORT : r;
-        }
-        *ret = o.d;
-        return 0;
+        return diag_probe(o.d, ret);
 }
 
 SockDiag *sockdiag_free(SockDiag *d) {
