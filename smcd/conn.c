@@ -1199,8 +1199,12 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 bool ism = fd >= 0 && have_ns && smcr_cross_netns(m->smcr) &&
                            manager_listener_elsewhere(m, &req->dst, cookie, netns, fd);
 
+                if (manager_stopping(m))
+                        /* (T unmarked: its SYN offers nothing, no CLC byte follows) */
+                        return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_NOSMCDEV, &req->dst, fd);
                 if (fd < 0 || smcr_prepare_connect(m->smcr, &req->src, fd, ism) != 0)
                         return reply_fallback(c, req->hdr.seq, SMC_CLC_DECL_PEERNOSMC, &req->dst, fd);
+                m->smcr_pending_until = manager_now(m) + SMCD_STOP_PENDING_USEC;
                 smc_ctl_init(&pm, SMC_CTL_CONNECT_REPLY, req->hdr.seq);
                 (void) smc_ctl_set_version(&pm, c->version);
                 pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;

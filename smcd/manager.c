@@ -128,6 +128,32 @@ int manager_write_stats(Manager *m) {
         return 0;
 }
 
+#define SMCD_STOP_POLL_USEC (20 * 1000ULL) /* how often a stopping smcd looks again */
+
+/* Stopping: may smcd exit now? When no CLC handshake runs and no CONNECT answered
+ * SMCR_PENDING may still send its SMCR (manager.h, SMCD_STOP_DRAIN_USEC). */
+static bool stop_drained(Manager *m) {
+        return smcr_handshakes(m->smcr) == 0 && manager_now(m) >= m->smcr_pending_until;
+}
+
+static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        (void) usec;
+        if (stop_drained(m)) {
+                log_info("The CLC handshakes in flight have ended: exiting.");
+                return sd_event_exit(m->event, 0);
+        }
+        if (manager_now(m) >= m->stop_deadline_usec) {
+                log_info("%u CLC handshakes still in flight after %llu s: exiting (they end).",
+                         smcr_handshakes(m->smcr), (unsigned long long) (SMCD_STOP_DRAIN_USEC / 1000000ULL));
+                return sd_event_exit(m->event, 0);
+        }
+        (void) sd_event_source_set_time_relative(s, SMCD_STOP_POLL_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
 
@@ -142,9 +168,24 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
                          "configuration file is read at start).");
                 return 0;
         }
-        log_info("Received %s, exiting.", strsignal((int) si->ssi_signo));
+        if (m->stopping) {
+                log_info("Received %s again: exiting now.", strsignal((int) si->ssi_signo));
+                return sd_event_exit(m->event, 0);
+        }
         (void) sd_notify(false, "STOPPING=1");
-        return sd_event_exit(m->event, 0);
+        m->stopping = true;
+        m->stop_deadline_usec = manager_now(m) + SMCD_STOP_DRAIN_USEC;
+        if (stop_drained(m)) {
+                log_info("Received %s, exiting.", strsignal((int) si->ssi_signo));
+                return sd_event_exit(m->event, 0);
+        }
+        log_info("Received %s: exiting when the %u CLC handshakes in flight have ended (at most %llu s).",
+                 strsignal((int) si->ssi_signo), smcr_handshakes(m->smcr),
+                 (unsigned long long) (SMCD_STOP_DRAIN_USEC / 1000000ULL));
+        if (sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, SMCD_STOP_POLL_USEC, 1000,
+                                       on_stop_timer, m) < 0)
+                return sd_event_exit(m->event, 0);
+        return 0;
 }
 
 /* ---- sending ---- */
@@ -1435,6 +1476,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->rundir_watch);
         sd_event_source_disable_unref(m->accept_retry);
         sd_event_source_disable_unref(m->status_timer);
+        sd_event_source_disable_unref(m->stop_timer);
         sd_event_source_disable_unref(m->reclaim_idle);
         sd_event_source_disable_unref(m->pairs_idle);
         for (uint64_t i = 0; i < m->stats.spare_pairs; i++) {

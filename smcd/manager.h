@@ -446,6 +446,14 @@ struct Manager {
         uint64_t status_last_usec;
         char *status_last;
         bool exiting; /* manager_free() runs: no more STATUS= */
+        /* SIGTERM / SIGINT: the loop runs on until the CLC handshakes in flight have
+         * ended (SMC-R, SMC-D between namespaces), at most SMCD_STOP_DRAIN_USEC;
+         * meanwhile none starts (manager_stopping()) */
+        bool stopping;
+        uint64_t stop_deadline_usec;  /* CLOCK_MONOTONIC */
+        uint64_t smcr_pending_until;  /* CLOCK_MONOTONIC: a CONNECT answered SMCR_PENDING
+                                       * may still send its SMCR until then */
+        sd_event_source *stop_timer;
 
         sd_bus *bus;  /* system bus, NULL without D-Bus (manager-bus.h) */
 
@@ -458,6 +466,22 @@ struct Manager {
          * endpoint_on_hold_hup); without it no DMB offers SMC_DMB_FEAT_X_HUP */
         SockDiag *unixdiag;
 };
+
+/* After SIGTERM / SIGINT the loop drains: the CLC handshakes in flight (SMC-R, SMC-D
+ * between namespaces) end as they would, for up to this long (smcd's stop waits that
+ * much more at most), and a CONNECT answered SMCR_PENDING just before has
+ * SMCD_STOP_PENDING_USEC to bring its SMCR. A second signal exits at once. */
+#define SMCD_STOP_DRAIN_USEC (3 * 1000000ULL)
+#define SMCD_STOP_PENDING_USEC (1000000ULL)
+
+/* Is smcd stopping (SIGTERM / SIGINT received)? Then no CLC handshake starts: CONNECT
+ * answers TCP where it would answer SMCR_PENDING, a client's SMCR declines (a DECLINE
+ * instead of its proposal), an accepting client's SMCR gets an error (its library
+ * declines the proposal). Connections inside a namespace are still made (SMC-D
+ * outlives smcd). */
+static inline bool manager_stopping(const Manager *m) {
+        return m->stopping;
+}
 
 /* Create a manager with a copy of @cfg: sd-event loop, signal handlers (SIGTERM,
  * SIGINT: exit; SIGUSR1: write stats.json; the caller blocks them), the pool.

@@ -3190,6 +3190,13 @@ static void hs_client_start(SmcrHs *hs) {
                 hs_fail(hs, 0, SMC_CLC_DECL_NOSMCRDEV, true);
                 return;
         }
+        if (manager_stopping(sm->m)) {
+                /* smcd stops: no handshake starts that could outlast it (the
+                 * connection goes on as TCP on both ends) */
+                log_debug("SMC-R client handshake: smcd is stopping: DECLINE instead of a proposal.");
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCDEV, true);
+                return;
+        }
         p.typev1 = !hs->dev ? SMC_TYPE_D : hs->ism ? SMC_TYPE_B : SMC_TYPE_R;
         /* v2 needs a User EID (2.8): without one, v1 only (as Linux, smc_find_proposal_devices);
          * SMC-D between namespaces is v1 (v2 has no use here) */
@@ -3319,6 +3326,12 @@ static void hs_client_on_accept(SmcrHs *hs, const uint8_t *buf, size_t len) {
                 return;
         }
         hs->version = a->version;
+        if (manager_stopping(sm->m)) {
+                /* a DECLINE instead of the CONFIRM: an SMC-R connection would end with
+                 * this smcd in a moment, TCP outlives it */
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCDEV, true);
+                return;
+        }
         hs->first_contact = a->first_contact;
         memcpy(hs->peer_id, a->peer_id, 8);
         memcpy(hs->peer_gid, a->gid, 16);
@@ -3436,6 +3449,13 @@ static void hs_server_on_proposal(SmcrHs *hs, const uint8_t *buf, size_t len) {
                         return;
                 }
                 hs_arm(hs, HS_WAIT_CONFIRM, SMCR_CLC_TIMEOUT_USEC);
+                return;
+        }
+        if (manager_stopping(sm->m)) {
+                /* an SMC-R connection would end with this smcd in a moment: TCP
+                 * outlives it (SMC-D between namespaces, above, outlives it too) */
+                hs->version = p.version >= 2 ? 2 : 1;
+                hs_fail(hs, 0, SMC_CLC_DECL_NOSMCDEV, true);
                 return;
         }
         r_v1 = p.typev1 == SMC_TYPE_R || p.typev1 == SMC_TYPE_B;
@@ -3853,6 +3873,13 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                                                  "SMCR: no RoCE device: %s", smcr_why_unavailable(sm));
                 return reply_tcp_now(c, req, SMC_CLC_DECL_NOSMCRDEV);
         }
+        if (server && manager_stopping(m) && (r == 1 || r == -EAGAIN)) {
+                /* no handshake starts while smcd stops: the accepting library declines
+                 * the client's proposal itself (accept_decline()), the connection goes
+                 * on as TCP. (A client's SMCR declines in hs_client_start().) */
+                close(fd);
+                return client_send_error(c, req->hdr.seq, ESHUTDOWN, SMC_CLC_DECL_NOSMCDEV, "SMCR: smcd is stopping");
+        }
         if (r == -EAGAIN && !server) {
                 /* a connected client socket has finished its handshake: cannot be */
                 r = 0;
@@ -3956,6 +3983,17 @@ bool smcr_mark_listener(SmcrManager *sm, int fd) {
         (void) fd;
         return false;
 #endif
+}
+
+unsigned smcr_handshakes(const SmcrManager *sm) {
+        const SmcrHs *hs;
+        unsigned n = 0;
+
+        if (!sm)
+                return 0;
+        LIST_FOREACH(hss, hs, sm->hss)
+                n++;
+        return n;
 }
 
 const char *smcr_why_unavailable(const SmcrManager *sm) {

@@ -56,6 +56,8 @@ int smcr_new(Manager *m, char **devices, SmcrManager **ret);
  * full stays queued and is lost: the peer then notices by TEST LINK. */
 void smcr_exit_notify(SmcrManager *sm);
 SmcrManager *smcr_free(SmcrManager *sm);
+/* The number of CLC handshakes running (either role). NULL ok (0). */
+unsigned smcr_handshakes(const SmcrManager *sm);
 /* NULL if SMC-R can be used, else a static text why not. */
 const char *smcr_why_unavailable(const SmcrManager *sm);
 

@@ -187,6 +187,12 @@ def server(a):
             return
         os.setgid(a.worker_uid)
         os.setuid(a.worker_uid)
+    if a.accept_after:
+        # accept only once this file exists (connections wait in the backlog meanwhile)
+        for _ in range(1200):
+            if os.path.exists(a.accept_after):
+                break
+            time.sleep(0.05)
     while True:
         s, _ = ls.accept()
         if a.once:
@@ -480,6 +486,7 @@ def main():
     x.add_argument("--worker-uid", type=int)
     x.add_argument("--port", type=int, default=0)
     x.add_argument("--reuseport", action="store_true")
+    x.add_argument("--accept-after", help="a file: accept once it exists (at most 60 s)")
     for name in ("client", "refused", "killme", "idle"):
         x = sub.add_parser(name)
         x.add_argument("--addr", required=True)

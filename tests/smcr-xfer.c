@@ -18,6 +18,8 @@
  * SMCR_XFER_TOGETHER=1: the connections of a batch all connect before transferring.
  * SMCR_XFER_REUSEPORT=1: the server's socket has SO_REUSEPORT (several servers on one
  *   port, each accepting its share: COUNT is then an upper bound, stop it with a signal).
+ * SMCR_XFER_ACCEPT_AFTER=FILE: the server accepts once FILE exists (at most 60 s; the
+ *   connections wait in the backlog, their handshakes for the accept).
  */
 
 #include <arpa/inet.h>
@@ -207,6 +209,9 @@ int main(int argc, char **argv) {
                 }
                 printf("listening\n");
                 fflush(stdout);
+                if (getenv("SMCR_XFER_ACCEPT_AFTER") && *getenv("SMCR_XFER_ACCEPT_AFTER"))
+                        for (int w = 0; w < 1200 && access(getenv("SMCR_XFER_ACCEPT_AFTER"), F_OK) < 0; w++)
+                                usleep(50000);
                 for (int i = 0; i < n; i++) {
                         int fd = smc_accept(l, NULL, NULL);
                         if (fd < 0) {

@@ -32,7 +32,10 @@
 #      all get SMC-D at both ends, conns_netns grew by 20;
 #  13. a server whose worker (another uid) cannot reach smcd (runtime directory
 #      0700): its library declines the clients' CLC proposals, 8 clients get TCP with
-#      their data right.
+#      their data right;
+#  14. smcd gets SIGTERM while a client's handshake waits for the server's accept: it
+#      runs on until the handshake has ended, a client connecting meanwhile gets TCP
+#      (NOSMCDEV), both clients' data right, then it exits.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -370,6 +373,57 @@ fi
 # 9.
 if start_server s9 "$NSB" smc --bind "$IPB"; then
         client "$NSA" smc 30 idle --label 9 --addr "$IPB" --port "$server_port"
+fi
+
+# 14. smcd stops (SIGTERM) while a client's handshake is in flight: the client in A
+# connected (its TCP handshake done, the proposal sent) to a server in B that has not
+# accepted yet. smcd runs on until that handshake ends, takes no new one meanwhile (a
+# client connecting then gets TCP), and exits when it has: both clients connect, as
+# TCP, with their data right (before 2026-12-07 smcd exited at once and the first
+# client's connect failed with ECONNRESET)
+if start_server s14 "$NSB" smc --bind "$IPB" --accept-after "$tmp/go14"; then
+        P14=$server_port
+        est14() { # N: N connections to B's port P14 established in A (within 10 s)
+                for _ in $(seq 200); do
+                        [ "$(ip netns exec "$NSA" ss -Htn state established dst "$IPB:$P14" | wc -l)" -ge "$1" ] &&
+                                return 0
+                        sleep 0.05
+                done
+                return 1
+        }
+        in_ns "$NSA" smc 60 client --label "14 (in flight at SIGTERM)" --addr "$IPB" --port "$P14" \
+                --local-ip "$IPA" --expect tcp --sizes 1,4097,1048576 >"$tmp/c14a.log" 2>&1 &
+        c14a=$!
+        pids+=("$c14a")
+        est14 1 || nok "14: the first client's TCP connection is not established in 10 s"
+        sleep 0.2 # (its SMCR reaches smcd: the library sends it at once)
+        kill -TERM "$spid"
+        in_ns "$NSA" smc 60 client --label "14 (connects while smcd stops)" --addr "$IPB" --port "$P14" \
+                --local-ip "$IPA" --expect tcp --reason SMC_CLC_DECL_NOSMCDEV --sizes 1,4097,1048576 \
+                >"$tmp/c14b.log" 2>&1 &
+        c14b=$!
+        pids+=("$c14b")
+        est14 2 || nok "14: the second client's TCP connection is not established in 10 s"
+        if kill -0 "$spid" 2>/dev/null; then
+                ok "14: smcd still runs with a handshake in flight, after SIGTERM"
+        else
+                nok "14: smcd still runs with a handshake in flight, after SIGTERM: $(tail -n 5 "$rundir/smcd.log")"
+        fi
+        touch "$tmp/go14"
+        wait "$c14a"
+        rc=$?
+        cat "$tmp/c14a.log"
+        [ $rc = 0 ] || { failed=1; grep -q "^not ok" "$tmp/c14a.log" || nok "14: first client exited $rc"; }
+        wait "$c14b"
+        rc=$?
+        cat "$tmp/c14b.log"
+        [ $rc = 0 ] || { failed=1; grep -q "^not ok" "$tmp/c14b.log" || nok "14: second client exited $rc"; }
+        for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.05; done
+        if ! kill -0 "$spid" 2>/dev/null && grep -q "handshakes in flight have ended: exiting" "$rundir/smcd.log"; then
+                ok "14: smcd exited once the handshake had ended"
+        else
+                nok "14: smcd exited once the handshake had ended: $(tail -n 5 "$rundir/smcd.log")"
+        fi
 fi
 
 # 6. (last: another smcd, without --cross-netns)

@@ -13,12 +13,14 @@
 # the second link (ADD LINK), connections spread over both; the second path's netdev
 # set down mid-transfer moves its connections to the first link with every byte
 # intact (failover), and the link is added again when the netdev is back.
+# smcd A stopped (SIGTERM) while a handshake waits for the server's accept: it declines
+# instead of its CONFIRM and exits after; the connection goes on as TCP.
 # Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
 # Args: SMCD SMCR_XFER RUN_VM [LIBSMCRUN SMCRUN]. Skips (77) without qemu / kernel / rdma
 # tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC.
 # SMC_DEBUG=1: the client library's fallback / error decisions (libsmcproto(3)) go to
 # the smcr-xfer outputs (cli.PORT, srv.PORT).
-# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover picks cases.
+# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover,stop picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -473,6 +475,49 @@ if want failover; then
         links_added 2 && ok "the link is added again once $RXE_A2_NETDEV is up" ||
                 nok "no second link after $RXE_A2_NETDEV came up: links_added A $(stat_of a links_added) B $(stat_of b links_added)"
         run_xfer "transfers over the re-added link" 1000000,1000000,1000000,1000000 4 4
+fi
+
+if want stop; then
+        # smcd A (the client's host) gets SIGTERM while its client's handshake waits for
+        # the server's accept: A runs on until that handshake has ended, answering the
+        # server's ACCEPT with a DECLINE instead of its CONFIRM (an SMC-R connection
+        # would end with A in a moment), then exits; the connection goes on as TCP at
+        # both ends, every byte right (before 2026-12-07: A exited at once, ECONNRESET)
+        port=$((port + 1))
+        t=$(now)
+        SMCD_RUNTIME_DIR=$tmp/b SMCR_XFER_ACCEPT_AFTER=$tmp/go.$port "$xfer" server "$RXE_B_IP" $port 1 \
+                >"$tmp/srv.$port" 2>&1 &
+        sp=$!
+        for _ in $(seq 100); do grep -q listening "$tmp/srv.$port" && break; sleep 0.1; done
+        A timeout 120 "$xfer" client "$RXE_B_IP" $port 1000000 1 >"$tmp/cli.$port" 2>&1 &
+        cp=$!
+        for _ in $(seq 200); do
+                [ "$(ss -Htn state established dst "$RXE_B_IP:$port" | wc -l)" -ge 1 ] && break
+                sleep 0.05
+        done
+        sleep 0.3 # (its SMCR reaches smcd A, the proposal goes out)
+        kill -TERM "$pid_a"
+        sleep 0.5
+        kill -0 "$pid_a" 2>/dev/null && ok "stop: smcd A runs on after SIGTERM with a handshake in flight" ||
+                nok "stop: smcd A runs on after SIGTERM with a handshake in flight: $(tail -n 3 "$tmp/a.log")"
+        touch "$tmp/go.$port"
+        wait "$cp"
+        crc=$?
+        timeout 60 tail --pid=$sp -f /dev/null
+        wait "$sp"
+        src=$?
+        if [ $crc = 0 ] && [ $src = 0 ] && grep -q '^ok client .*mode=TCP' "$tmp/cli.$port" &&
+           grep -q '^ok server .*mode=TCP' "$tmp/srv.$port"; then
+                ok "stop: the connection in its handshake went on as TCP at both ends, 1 MB both ways checked ($(grep -o 'reason=0x[0-9a-f]*' "$tmp/cli.$port")), $(since "$t")"
+        else
+                nok "stop: client exit $crc, server exit $src: $(cat "$tmp/cli.$port" "$tmp/srv.$port" | head -4)"
+        fi
+        for _ in $(seq 100); do kill -0 "$pid_a" 2>/dev/null || break; sleep 0.05; done
+        if ! kill -0 "$pid_a" 2>/dev/null && grep -q "handshakes in flight have ended: exiting" "$tmp/a.log"; then
+                ok "stop: smcd A exited once the handshake had ended"
+        else
+                nok "stop: smcd A exited once the handshake had ended: $(tail -n 5 "$tmp/a.log")"
+        fi
 fi
 
 stop_smcd a
