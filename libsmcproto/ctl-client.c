@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -284,6 +285,37 @@ static void hold_off_locked(const char *what, unsigned min_ms) {
         smc_debug("ctl: smcd %s in time: no connect tried for %u ms", what, ctl_hold_off_ms);
 }
 
+/* Is the process that listens on control socket @fd (at @path) one we may take for
+ * smcd: root, our own uid, or the owner of the socket's directory (a private smcd's
+ * runtime directory; smcd refuses one that others can write)? Anyone else may have
+ * put a socket of theirs there (a directory writable by others) and would see our
+ * requests and hand us buffers of its own. */
+static bool peer_trusted_locked(int fd, const char *path) {
+        struct ucred cr;
+        socklen_t cl = sizeof(cr);
+        char dir[sizeof(((struct sockaddr_un *) 0)->sun_path)];
+        const char *slash = strrchr(path, '/');
+        struct stat st;
+
+        if (sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cl < sizeof(cr)) {
+                smc_debug("ctl: %s: SO_PEERCRED failed: %m: not used", path);
+                return false;
+        }
+        if (cr.uid == 0 || cr.uid == geteuid())
+                return true;
+        if (slash && (size_t) (slash - path) < sizeof(dir)) {
+                memcpy(dir, path, (size_t) (slash - path));
+                dir[slash - path] = 0;
+                if (slash == path)
+                        strcpy(dir, "/");
+                if (stat(dir, &st) == 0 && st.st_uid == cr.uid)
+                        return true;
+        }
+        smc_debug("ctl: %s is served by uid %u (pid %d), neither root, nor ours, nor its directory's owner: not used",
+                  path, (unsigned) cr.uid, (int) cr.pid);
+        return false;
+}
+
 /* Connect and exchange HELLO, waiting up to @timeout_ms for each of the connect (a
  * full backlog: smcd stopped) and the HELLO_REPLY. */
 static int connect_locked(unsigned timeout_ms, bool hold) {
@@ -311,6 +343,10 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
                 smc_debug("ctl: connecting to %s failed: %m", sa.sun_path);
                 if (errno == EAGAIN)
                         hold_off_locked("did not accept", timeout_ms); /* its backlog is full */
+                drop_locked();
+                return -ENOTCONN;
+        }
+        if (!peer_trusted_locked(ctl_fd, sa.sun_path)) {
                 drop_locked();
                 return -ENOTCONN;
         }

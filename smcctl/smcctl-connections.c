@@ -28,6 +28,10 @@ static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
                         fprintf(stderr, "smcctl: connections: --mode needs a value (smcd or tcp)\n");
                         return -EINVAL;
                 } else if (v) {
+                        if (f->mode) {
+                                fprintf(stderr, "smcctl: connections: --mode given twice\n");
+                                return -EINVAL;
+                        }
                         if (strcmp(v, "smcd") == 0)
                                 f->mode = "SMCD";
                         else if (strcmp(v, "tcp") == 0)
@@ -40,6 +44,10 @@ static int parse_conn_filter(int argc, char **argv, ConnFilter *f) {
                         char *end;
                         unsigned long p;
 
+                        if (f->port >= 0) {
+                                fprintf(stderr, "smcctl: connections: --port given twice\n");
+                                return -EINVAL;
+                        }
                         errno = 0;
                         p = strtoul(v, &end, 10);
                         if (errno || end == v || *end || *v == '-' || *v == '+' || p > 65535) {

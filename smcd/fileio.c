@@ -150,6 +150,50 @@ static bool has_nul_string(json_object *o) {
         }
 }
 
+/* The members of every object in @o, nested ones too. */
+static size_t count_members(json_object *o) {
+        size_t n = 0;
+
+        if (json_object_is_type(o, json_type_array)) {
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        n += count_members(json_object_array_get_idx(o, i));
+        } else if (json_object_is_type(o, json_type_object)) {
+                json_object_object_foreach(o, k, v) {
+                        (void) k;
+                        n += 1 + count_members(v);
+                }
+        }
+        return n;
+}
+
+/* The ':' of text @text that json-c parsed, outside its strings ("..." or '...') and
+ * comments (json-c takes both forms unless strict): one per object member written.
+ * json-c keeps the last of a key given twice in an object, silently: fewer members
+ * parsed than written means a key given twice. */
+static size_t count_colons(const char *text, size_t len) {
+        char quote = 0;
+        size_t n = 0;
+
+        for (size_t i = 0; i < len; i++) {
+                if (quote) {
+                        if (text[i] == '\\')
+                                i++;
+                        else if (text[i] == quote)
+                                quote = 0;
+                } else if (text[i] == '"' || text[i] == '\'')
+                        quote = text[i];
+                else if (text[i] == '/' && i + 1 < len && text[i + 1] == '*') {
+                        const char *e = memmem(text + i + 2, len - i - 2, "*/", 2);
+                        i = e ? (size_t) (e - text) + 1 : len;
+                } else if (text[i] == '/' && i + 1 < len && text[i + 1] == '/') {
+                        const char *e = memchr(text + i, '\n', len - i);
+                        i = e ? (size_t) (e - text) : len;
+                } else if (text[i] == ':')
+                        n++;
+        }
+        return n;
+}
+
 int read_json_file(const char *path, size_t max, json_object **ret, char *err, size_t errlen) {
         enum json_tokener_error jerr;
         json_tokener *tok;
@@ -198,6 +242,12 @@ int read_json_file(const char *path, size_t max, json_object **ret, char *err, s
                         snprintf(err, errlen, "not valid JSON (trailing data)");
                         return -EBADMSG;
                 }
+        if (count_colons(text, used) != count_members(root)) {
+                json_object_put(root);
+                free(text);
+                snprintf(err, errlen, "a key given twice in one object");
+                return -EBADMSG;
+        }
         free(text);
         if (has_nul_string(root)) {
                 json_object_put(root);

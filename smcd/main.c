@@ -232,9 +232,16 @@ static int opt_roce_dev(ManagerConfig *cfg, const char *key, const char *value, 
         size_t n = 0;
         char **l;
 
-        if (!value[0] || strlen(value) > 72 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") != strlen(value))
-                return log_error_errno(EINVAL, "%s: roce-dev: expected an RDMA device name, optionally :PORT: %s",
-                                       where, value);
+        const char *colon = strchr(value, ':');
+        size_t nl = colon ? (size_t) (colon - value) : strlen(value);
+
+        /* NAME (at most 63 bytes: IB_DEVICE_NAME_MAX) and PORT 1..255 (a u8 in verbs) */
+        if (!value[0] || strlen(value) > 72 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") != strlen(value) ||
+            nl == 0 || nl > 63 ||
+            (colon && (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) || colon[1] == '0' ||
+                       strlen(colon + 1) > 3 || atoi(colon + 1) > 255)))
+                return log_error_errno(EINVAL, "%s: roce-dev: expected an RDMA device name, optionally :PORT "
+                                       "(1..255): %s", where, value);
         while (cfg->roce_devs && cfg->roce_devs[n])
                 n++;
         if (n >= 16)
@@ -500,6 +507,52 @@ static bool another_smcd(const char *runtime_dir) {
  * exit then removed the second's socket, which no client could reach any more) and
  * held, open, until exit. No file of its own: nothing is left behind. Returns 0, 1
  * when another smcd holds it (logged), or -errno (logged). */
+/* Could a user other than root and us replace smcd's control socket in runtime
+ * directory @dir (fd @fd), or the directory itself? Then clients might talk to an
+ * impostor (helper 121: a socket renamed over smcd.sock in a mode 777 directory got
+ * root's HELLO). The directory: owned by root or us, writable by nobody else; each
+ * directory above it: owned by root or us, writable by others only with the sticky
+ * bit (/tmp), as sshd's StrictModes. Returns 0, or -EPERM (logged). */
+static int runtime_dir_safe(const char *dir, int fd) {
+        char path[PATH_MAX];
+        struct stat st;
+        uid_t me = geteuid();
+        bool top = true;
+
+        if (fstat(fd, &st) < 0)
+                return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
+        if (!realpath(dir, path))
+                return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
+        for (;;) {
+                char *slash;
+
+                if (!top && stat(path, &st) < 0)
+                        return log_error_errno(errno, "Cannot use runtime directory %s: %s: %m", dir, path);
+                if (st.st_uid != 0 && st.st_uid != me) {
+                        log_error("Runtime directory %s: %s belongs to uid %u, which could replace smcd's control "
+                                  "socket: use a directory that only root%s can change.",
+                                  dir, path, (unsigned) st.st_uid, me ? " and smcd's uid" : "");
+                        return -EPERM;
+                }
+                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (top || !(st.st_mode & S_ISVTX))) {
+                        log_error("Runtime directory %s: %s is writable by %s (mode %04o): they could replace smcd's "
+                                  "control socket (%s).",
+                                  dir, path, (st.st_mode & S_IWOTH) ? "every user" : "its group",
+                                  (unsigned) (st.st_mode & 07777),
+                                  top ? "chmod go-w; mode 755 lets them reach it" : "chmod go-w, or the sticky bit");
+                        return -EPERM;
+                }
+                if (!strcmp(path, "/"))
+                        return 0;
+                slash = strrchr(path, '/');
+                if (slash == path)
+                        slash[1] = 0;
+                else
+                        *slash = 0;
+                top = false;
+        }
+}
+
 static int lock_runtime_dir(const char *dir) {
         int fd, r;
 
@@ -509,6 +562,11 @@ static int lock_runtime_dir(const char *dir) {
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
+        r = runtime_dir_safe(dir, fd);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 r = errno;
                 close(fd);

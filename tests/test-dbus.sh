@@ -123,6 +123,13 @@ c1=$(head -1 "$tmp/out" | awk '{ print index($0, "ROLE") }'); c2=$(sed -n 2p "$t
 [ $rc -eq 2 ] && ok "unknown mode: exit 2" || nok "unknown mode: exit $rc"
 "$smcctl" connections --port 70000 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && ok "bad port: exit 2" || nok "bad port: exit $rc"
+# a filter given twice (helper 121: the last one won, silently)
+for args in "--port 80 --port 81" "--mode smcd --mode tcp"; do
+        # shellcheck disable=SC2086
+        "$smcctl" connections $args >/dev/null 2>"$tmp/err"; rc=$?
+        [ $rc -eq 2 ] && grep -q "given twice" "$tmp/err" && ok "connections $args: exit 2, $(cat "$tmp/err")" ||
+                nok "connections $args: exit $rc $(cat "$tmp/err")"
+done
 # output that cannot be written (a full disk, a closed standard output): exit 1 with a
 # message, for smcctl's tables and JSON and for smcd's --help (helper 110: exit 0, silent)
 for args in "stats" "-j stats" "tunables" "--version"; do

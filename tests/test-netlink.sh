@@ -461,5 +461,14 @@ else
         nok "--roce-dev of no port: $(cat "$tmp/smcd2.log")"
 fi
 kill "$spid"; wait "$spid"; spid=
+# ... but a malformed one is a usage error (helper 121: ":abc" and ":0" only warned)
+for v in nosuch0:abc nosuch0:0 nosuch0: :1 nosuch0:1:2 nosuch0:256; do
+        out=$("$smcd" --runtime-dir "$tmp/run3" --no-bus --roce-dev "$v" 2>&1); rc=$?
+        if [ $rc -eq 2 ] && echo "$out" | grep -q "roce-dev: expected an RDMA device name"; then
+                ok "--roce-dev $v: exit 2"
+        else
+                nok "--roce-dev $v: exit $rc: $out"
+        fi
+done
 [ $failed -eq 0 ] || { echo "--- smcd log (tail)"; tail -40 "$tmp/smcd.log"; }
 exit $failed

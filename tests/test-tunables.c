@@ -334,6 +334,7 @@ static void test_state_file(void) {
                 "[\"sndbuf\"]",                           /* not an object */
                 "{\"sndbuf\": \"64K\"} {}",               /* trailing data */
                 "{\"max_conns_per_lgr\": \"8\"}",         /* below the range */
+                "{\"sndbuf\": \"32K\", \"sndbuf\": \"64K\"}", /* a key twice (helper 121: last won) */
         };
         ManagerConfig cfg, loaded, want;
 
@@ -361,6 +362,13 @@ static void test_state_file(void) {
         CHECK(tunables_load(&loaded, path) == 0, "load");
         CHECK(memcmp(&loaded, &cfg, sizeof(cfg)) == 0, "loaded == saved");
         CHECK(count_aside(path) == 0, "nothing moved aside");
+
+        /* json-c's lenient forms, whose ':' are not members: comments, single quotes */
+        write_text(path, "/* a: b */ {\"rmem\": \"262144\", // c: d\n 'sndbuf': '64K'}\n");
+        defaults(&loaded);
+        CHECK(tunables_load(&loaded, path) == 0 && count_aside(path) == 0 && loaded.rmem == 262144 &&
+              loaded.sndbuf == 65536, "comments with ':' and single-quoted strings are not taken for keys given twice");
+        (void) unlink(path);
 
         /* a state file of an older smcd (fewer keys): the rest keep their defaults */
         write_text(path, "{\"buf_clear\": \"create\", \"rmem\": \"131072\"}\n");
