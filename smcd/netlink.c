@@ -86,6 +86,13 @@ static int nlerr_to_errno(int e) {
                 return -EINVAL;
         case NLE_NODEV:
                 return -ENODEV;
+        case NLE_FAILURE:
+                /* libnl's word for a system error it has no code of its own for
+                 * (nl_syserr2nlerr()): socket()'s EMFILE at a low RLIMIT_NOFILE
+                 * (helper 121: logged as "Input/output error"); errno still says it */
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS)
+                        return -errno;
+                return -EIO;
         default:
                 return -EIO;
         }
