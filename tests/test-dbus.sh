@@ -542,7 +542,7 @@ if command -v setpriv >/dev/null; then
                         || nok "policy: unprivileged introspect: $(cat "$tmp/err")"
         fi
         # only root may own the name: an unprivileged smcd runs without D-Bus
-        mkdir -m 777 "$tmp/run3"
+        mkdir -m 755 "$tmp/run3" && chown 65534 "$tmp/run3" # (its own: smcd refuses one others can write)
         # setpriv directly (not through the shell function): $! must be smcd itself
         setpriv --reuid=65534 --regid=65534 --clear-groups \
                 "$smcd" --runtime-dir "$tmp/run3" --state-file "$tmp/run3/tunables.json" >"$tmp/smcd4.log" 2>&1 &
