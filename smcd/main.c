@@ -508,61 +508,136 @@ static bool another_smcd(const char *runtime_dir) {
  * held, open, until exit. No file of its own: nothing is left behind. Returns 0, 1
  * when another smcd holds it (logged), or -errno (logged). */
 /* Could a user other than root and us replace smcd's control socket in runtime
- * directory @dir (fd @fd), or the directory itself? Then clients might talk to an
- * impostor (helper 121: a socket renamed over smcd.sock in a mode 777 directory got
- * root's HELLO). The directory: owned by root or us, writable by nobody else; each
- * directory above it: owned by root or us, writable by others only with the sticky
- * bit (/tmp), as sshd's StrictModes. Returns 0, or -EPERM (logged). */
-static int runtime_dir_safe(const char *dir, int fd) {
-        char path[PATH_MAX];
-        struct stat st;
+ * directory @dir, or the directory, or a directory or symbolic link on the way to it?
+ * Then clients might talk to an impostor (helper 121: a socket renamed over smcd.sock
+ * in a mode 777 directory got root's HELLO; helper 122: a symbolic link of another
+ * user on the way, pointed elsewhere later). The path is walked component by
+ * component as the kernel resolves it (symbolic links followed, at most 40): every
+ * directory and link on the way owned by root or us; every directory before the last
+ * writable by others only with the sticky bit (/tmp: there only a link's owner may
+ * replace it), the last one by nobody else, as sshd's StrictModes. With @existing,
+ * only the part that exists is looked at (before it is created). Returns 0, or -EPERM,
+ * -ELOOP, -ENOTDIR, -ENAMETOOLONG or lstat(2)'s error (logged). */
+static int runtime_dir_safe(const char *dir, bool existing) {
+        char cur[PATH_MAX] = "", todo[2 * PATH_MAX], link[PATH_MAX], comp[NAME_MAX + 1];
         uid_t me = geteuid();
-        bool top = true;
+        unsigned links = 0;
+        struct stat st;
 
-        if (fstat(fd, &st) < 0)
-                return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
-        if (!realpath(dir, path))
-                return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
+        if (dir[0] != '/' || strlen(dir) >= sizeof(todo))
+                return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+        strcpy(todo, dir);
+        if (lstat("/", &st) < 0)
+                return log_error_errno(errno, "Runtime directory %s: /: %m", dir);
         for (;;) {
-                char *slash;
+                const char *what = cur[0] ? cur : "/";
+                char *c = todo, *rest;
+                bool last;
+                ssize_t n;
 
-                if (!top && stat(path, &st) < 0)
-                        return log_error_errno(errno, "Cannot use runtime directory %s: %s: %m", dir, path);
-                if (st.st_uid != 0 && st.st_uid != me) {
-                        log_error("Runtime directory %s: %s belongs to uid %u, which could replace smcd's control "
-                                  "socket: use a directory that only root%s can change.",
-                                  dir, path, (unsigned) st.st_uid, me ? " and smcd's uid" : "");
-                        return -EPERM;
-                }
-                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (top || !(st.st_mode & S_ISVTX))) {
-                        log_error("Runtime directory %s: %s is writable by %s (mode %04o): they could replace smcd's "
-                                  "control socket (%s).",
-                                  dir, path, (st.st_mode & S_IWOTH) ? "every user" : "its group",
-                                  (unsigned) (st.st_mode & 07777),
-                                  top ? "chmod go-w; mode 755 lets them reach it" : "chmod go-w, or the sticky bit");
-                        return -EPERM;
-                }
-                if (!strcmp(path, "/"))
-                        return 0;
-                slash = strrchr(path, '/');
-                if (slash == path)
-                        slash[1] = 0;
+                /* (cur, "" for /, is a directory whose owner and mode are in st) */
+                while (*c == '/')
+                        c++;
+                rest = strchr(c, '/');
+                if (rest)
+                        *rest++ = 0;
                 else
-                        *slash = 0;
-                top = false;
+                        rest = c + strlen(c);
+                while (*rest == '/')
+                        rest++;
+                last = !*c || (!*rest && !strcmp(c, "."));
+                if (st.st_uid != 0 && st.st_uid != me) {
+                        log_error("Runtime directory %s: %s belongs to uid %u, who could replace smcd's control "
+                                  "socket: use a path that only root%s can change.",
+                                  dir, what, (unsigned) st.st_uid, me ? " and smcd's uid" : "");
+                        return -EPERM;
+                }
+                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (last || !(st.st_mode & S_ISVTX))) {
+                        log_error("Runtime directory %s: %s is writable by %s (mode %04o), who could replace smcd's "
+                                  "control socket (%s).",
+                                  dir, what, (st.st_mode & S_IWOTH) ? "every user" : "its group",
+                                  (unsigned) (st.st_mode & 07777),
+                                  last ? "chmod go-w; mode 755 lets them reach it" : "chmod go-w, or the sticky bit");
+                        return -EPERM;
+                }
+                if (last)
+                        return 0;
+                if (strlen(c) >= sizeof(comp))
+                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+                strcpy(comp, c);
+                c = comp;
+                memmove(todo, rest, strlen(rest) + 1); /* (todo held c) */
+                if (!strcmp(c, "."))
+                        continue;
+                if (!strcmp(c, "..")) {
+                        char *sl = strrchr(cur, '/');
+
+                        if (sl)
+                                *sl = 0;
+                        if (lstat(cur[0] ? cur : "/", &st) < 0)
+                                return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, cur[0] ? cur : "/");
+                        continue;
+                }
+                if (strlen(cur) + 1 + strlen(c) >= sizeof(cur))
+                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+                {
+                        char next[PATH_MAX];
+                        size_t lc = strlen(cur);
+
+                        memcpy(next, cur, lc); /* (the length was checked above) */
+                        next[lc] = '/';
+                        strcpy(next + lc + 1, c);
+                        if (lstat(next, &st) < 0) {
+                                if (errno == ENOENT && existing)
+                                        return 0; /* (created next, mode 0755, ours) */
+                                return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, next);
+                        }
+                        if (S_ISLNK(st.st_mode)) {
+                                if (st.st_uid != 0 && st.st_uid != me) {
+                                        log_error("Runtime directory %s: the symbolic link %s belongs to uid %u, who "
+                                                  "could point it elsewhere: use a path that only root%s can change.",
+                                                  dir, next, (unsigned) st.st_uid, me ? " and smcd's uid" : "");
+                                        return -EPERM;
+                                }
+                                if (++links > 40)
+                                        return log_error_errno(ELOOP, "Runtime directory %s: %m", dir);
+                                n = readlink(next, link, sizeof(link) - 1);
+                                if (n < 0)
+                                        return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, next);
+                                link[n] = 0;
+                                if ((size_t) n + 1 + strlen(todo) + 1 > sizeof(todo))
+                                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.",
+                                                               dir);
+                                memmove(todo + n + 1, todo, strlen(todo) + 1);
+                                memcpy(todo, link, (size_t) n);
+                                todo[n] = '/';
+                                if (link[0] == '/')
+                                        cur[0] = 0;
+                                if (lstat(cur[0] ? cur : "/", &st) < 0)
+                                        return log_error_errno(errno, "Runtime directory %s: %s: %m", dir,
+                                                               cur[0] ? cur : "/");
+                                continue;
+                        }
+                        if (!S_ISDIR(st.st_mode))
+                                return log_error_errno(ENOTDIR, "Runtime directory %s: %s: %m", dir, next);
+                        strcpy(cur, next);
+                }
         }
 }
 
 static int lock_runtime_dir(const char *dir) {
         int fd, r;
 
+        r = runtime_dir_safe(dir, true); /* (nothing is created under a path others can change) */
+        if (r < 0)
+                return r;
         r = mkdir_p(dir, 0755);
         if (r < 0)
                 return log_error_errno(r, "Cannot create runtime directory %s: %m", dir);
         fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return log_error_errno(errno, "Cannot use runtime directory %s: %m", dir);
-        r = runtime_dir_safe(dir, fd);
+        r = runtime_dir_safe(dir, false);
         if (r < 0) {
                 close(fd);
                 return r;

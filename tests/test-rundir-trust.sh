@@ -3,8 +3,10 @@
 # directory another user renamed a socket of theirs over smcd.sock and got root's
 # HELLO, and could have handed it buffers of its own).
 #   1. smcd refuses a runtime directory that others can write (mode 0777, 0775), one
-#      owned by another user, and one under a world-writable directory without the
-#      sticky bit (exit 1, one line naming the directory); under /tmp-like 1777 it runs;
+#      owned by another user, one under a world-writable directory without the sticky
+#      bit, and paths through symbolic links others can change (exit 1, one line naming
+#      the culprit; nothing created); under /tmp-like 1777 and through root's links it
+#      runs;
 #   2. the library does not talk to a control socket served by a user who is neither
 #      root, nor its own uid, nor the owner of the socket's directory: a root client
 #      under smcrun connects over TCP with its data right, and the impostor (uid 65534,
@@ -42,8 +44,9 @@ refused() { # LABEL DIR: smcd exits 1 at once, naming DIR's problem
         local out rc
         out=$(timeout 10 "$smcd" --no-bus --runtime-dir "$2" --state-file "$tmp/state-$RANDOM.json" 2>&1)
         rc=$?
-        if [ $rc = 1 ] && echo "$out" | grep -q "could replace smcd's control socket" && [ ! -e "$2/smcd.sock" ]; then
-                ok "1: smcd refuses $1: $(echo "$out" | grep -m1 "could replace" | cut -c1-160)"
+        if [ $rc = 1 ] && echo "$out" | grep -Eq "could (replace smcd's control socket|point it elsewhere)" &&
+           [ ! -e "$2/smcd.sock" ]; then
+                ok "1: smcd refuses $1: $(echo "$out" | grep -Em1 "could (replace|point)" | cut -c1-160)"
         else
                 nok "1: smcd refuses $1 (exit $rc): $out"
         fi
@@ -58,6 +61,33 @@ refused "a mode 0777 runtime directory" "$tmp/w777"
 refused "a mode 0775 runtime directory" "$tmp/w775"
 refused "a runtime directory of uid 65534" "$tmp/other"
 refused "a runtime directory under a mode 0777 directory" "$tmp/open/sub"
+# symbolic links on the way count too (helper 122: one of uid 65534 in a sticky
+# directory was followed, and pointed elsewhere later)
+mkdir -p "$tmp/good"
+ln -s "$tmp/good" "$tmp/sticky/link-nobody" && chown -h 65534 "$tmp/sticky/link-nobody"
+refused "a path through a symbolic link of uid 65534 (in a 1777 directory)" "$tmp/sticky/link-nobody"
+ln -s "$tmp/good" "$tmp/open/link-root"
+refused "a path through a symbolic link of root's in a mode 0777 directory" "$tmp/open/link-root"
+ln -s ../w777 "$tmp/good/rel"
+refused "a relative symbolic link to a mode 0777 directory" "$tmp/good/rel"
+if [ ! -e "$tmp/open/sub/new" ] && ! timeout 10 "$smcd" --no-bus --runtime-dir "$tmp/open/sub/new/x" \
+        --state-file "$tmp/state-new.json" >/dev/null 2>&1 && [ ! -e "$tmp/open/sub/new" ]; then
+        ok "1: nothing is created under a path others can change"
+else
+        nok "1: nothing is created under a path others can change: $(ls -la "$tmp/open/sub")"
+fi
+ln -s "$tmp/sticky" "$tmp/link-root"
+"$smcd" --no-bus --runtime-dir "$tmp/link-root/sub/../sub2/./" --state-file "$tmp/state-l.json" >"$tmp/l.log" 2>&1 &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 100); do [ -S "$tmp/sticky/sub2/smcd.sock" ] && break; sleep 0.05; done
+if [ -S "$tmp/sticky/sub2/smcd.sock" ]; then
+        ok "1: smcd runs through a symbolic link of root's, with .. and . in the path (created)"
+else
+        nok "1: smcd runs through a symbolic link of root's, with .. and .: $(cat "$tmp/l.log")"
+fi
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
 "$smcd" --no-bus --runtime-dir "$tmp/sticky/sub" --state-file "$tmp/state-sticky.json" >"$tmp/sticky.log" 2>&1 &
 spid=$!
 pids+=("$spid")
