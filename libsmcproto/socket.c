@@ -3072,6 +3072,10 @@ abort:
  * come. Only a client that offered SMC, got no echo (syncookies, an SO_REUSEPORT
  * group with a plain member) and waits for the server to speak first waits it out. */
 #define SMC_DECLINE_WAIT_MS (SMC_SMCR_TIMEOUT_MS + 5000u)
+/* ... and for a connection whose SYN came before the smcd that answers marked the
+ * listener (smcd's ESTALE: an earlier smcd may have echoed it): a proposal, if any,
+ * was sent as that smcd ran, so it is queued already; a little more for one in flight */
+#define SMC_DECLINE_STALE_MS 200u
 
 /* Read up to @len bytes of @fd (MSG_PEEK in @flags: leave them) until @deadline_ms
  * (now_ms()): returns the count (fewer only at EOF or the deadline), or -errno. */
@@ -3113,13 +3117,14 @@ static ssize_t recv_until(int fd, uint8_t *buf, size_t len, int flags, uint64_t 
  * @reason, after which both ends continue on the connection as plain TCP (smc-wire
  * spec 2.7, RFC 7609), so the application never reads CLC bytes. A client DECLINE is
  * read too (no answer). Anything else (application data, EOF, nothing within
- * SMC_DECLINE_WAIT_MS: the echo was not sent) stays for the application: the app's
- * accept() waits until the first bytes come, up to that long, on this path only. Returns 0, or -ECONNRESET when
+ * @wait_ms, SMC_DECLINE_WAIT_MS or SMC_DECLINE_STALE_MS: the echo was not sent) stays
+ * for the application: the app's accept() waits until the first bytes come, up to
+ * that long, on this path only. Returns 0, or -ECONNRESET when
  * the connection cannot be given to the application (a CLC message cut short: part
  * of it is consumed; or the DECLINE cannot be sent). */
-static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
+static int accept_decline(struct smc_sock *l, int fd, uint32_t reason, unsigned wait_ms) {
         static const uint8_t eye_r[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }, eye_d[4] = { 0xE2, 0xD4, 0xC3, 0xC4 };
-        uint64_t deadline = now_ms() + SMC_DECLINE_WAIT_MS;
+        uint64_t deadline = now_ms() + wait_ms;
         struct smc_clc_decline d = { .version = 1, .diag = reason };
         uint8_t buf[SMC_CLC_MAX_LEN];
         struct smc_clc_hdr h;
@@ -3164,6 +3169,7 @@ static int accept_decline(struct smc_sock *l, int fd, uint32_t reason) {
 static int accept_smcr(struct smc_sock *l, int fd, uint32_t *ret_reason) {
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
+        unsigned wait_ms = SMC_DECLINE_WAIT_MS;
         uint32_t reason;
         int n;
 
@@ -3200,9 +3206,11 @@ static int accept_smcr(struct smc_sock *l, int fd, uint32_t *ret_reason) {
                 smc_debug("accept fd %d: SMCR seq %u (server): reply type %u: TCP", l->fd, m.hdr.seq,
                           reply.hdr.type);
         reason = reply.hdr.type == SMC_CTL_ERROR && reply.error.detail ? reply.error.detail : SMC_CLC_DECL_INTERR;
+        if (reply.hdr.type == SMC_CTL_ERROR && reply.error.error == -ESTALE)
+                wait_ms = SMC_DECLINE_STALE_MS;
 
 decline:
-        if (accept_decline(l, fd, reason) < 0) {
+        if (accept_decline(l, fd, reason, wait_ms) < 0) {
                 struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
                 /* (reset, as a connection that broke before accept) */

@@ -3884,6 +3884,17 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                 /* a connected client socket has finished its handshake: cannot be */
                 r = 0;
         }
+#if SMCD_HAVE_TCPOPT
+        if (server && r == 0 && !tcpopt_has_record(sm->tcpopt, fd)) {
+                /* its SYN came before we marked the listener: an earlier smcd may have
+                 * echoed it (a restart) and its client sent a proposal, which the
+                 * accepting library declines if it finds one queued (helper 122: the
+                 * application read it) */
+                close(fd);
+                return client_send_error(c, req->hdr.seq, ESTALE, SMC_CLC_DECL_NOSMCDEV,
+                                         "SMCR: the connection came before this smcd marked its listener");
+        }
+#endif
         if (r <= 0 && r != -EAGAIN) {
                 /* the peer is not SMC-capable (or we cannot tell): not a CLC byte */
                 close(fd);

@@ -511,6 +511,12 @@ int tcpopt_peer_has(TcpOpt *t, int fd) {
         return 0; /* marked after its handshake: no option was sent */
 }
 
+bool tcpopt_has_record(TcpOpt *t, int fd) {
+        struct smc_tcpopt_sk st;
+
+        return t && bpf_map_lookup_elem(t->marks_fd, &fd, &st) == 0;
+}
+
 /* Undo the octal escapes (\040 etc.) of a /proc/self/mountinfo field, in place. */
 static void unoctal(char *s) {
         char *w = s;

@@ -122,6 +122,12 @@ TcpOpt *tcpopt_free(TcpOpt *t);
  * CAP_SYS_ADMIN to enter another namespace; -ETIMEDOUT). Nothing is marked then. */
 int tcpopt_mark(TcpOpt *t, int fd);
 
+/* Has TCP socket @fd (borrowed) a record of this TcpOpt: marked by it, or accepted
+ * from a listener it had marked when the SYN came? An accepted socket without one
+ * came before this TcpOpt marked its listener: tcpopt_peer_has() then says 0, but an
+ * earlier smcd's program may have echoed the option (a restart). false for NULL @t. */
+bool tcpopt_has_record(TcpOpt *t, int fd);
+
 /* Undo tcpopt_mark(): no new SYN / SYN-ACK of @fd carries the option. Connections
  * whose SYN-ACK already carried the echo still report it (tcpopt_peer_has() tells the
  * truth of the wire). Not marked: 0. Errors as tcpopt_mark() (no -EISCONN/-EBUSY). */

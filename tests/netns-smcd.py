@@ -124,13 +124,17 @@ def recv_json(s):
 
 def serve(s, once):
     mode, reason = end_info(s)
-    info = {"mode": mode, "reason": reason, "sockname": list(s.getsockname()[:2]),
-            "peername": list(s.getpeername()[:2])}
     total = 0
     outcome = "eof"
+    try:
+        info = {"mode": mode, "reason": reason, "sockname": list(s.getsockname()[:2]),
+                "peername": list(s.getpeername()[:2])}
+    except OSError:  # (reset before the accept, as over TCP: ENOTCONN)
+        info = {"mode": mode, "reason": reason}
+        outcome = "reset"
     s.settimeout(15 if once else 60)
     try:
-        while True:
+        while outcome == "eof":
             hdr = recv_exact(s, 9)
             if len(hdr) < 9:
                 outcome = "eof" if not hdr else "eof (in a header)"

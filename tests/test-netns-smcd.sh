@@ -35,7 +35,10 @@
 #      their data right;
 #  14. smcd gets SIGTERM while a client's handshake waits for the server's accept: it
 #      runs on until the handshake has ended, a client connecting meanwhile gets TCP
-#      (NOSMCDEV), both clients' data right, then it exits.
+#      (NOSMCDEV), both clients' data right, then it exits;
+#  15. smcd SIGKILLed while a client's handshake waits for the server's accept, a new
+#      smcd started before the server accepts: the server's application reads no CLC
+#      byte (the library declines the proposal the old smcd's echo brought).
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -424,6 +427,45 @@ if start_server s14 "$NSB" smc --bind "$IPB" --accept-after "$tmp/go14"; then
         else
                 nok "14: smcd exited once the handshake had ended: $(tail -n 5 "$rundir/smcd.log")"
         fi
+fi
+
+# 15. an smcd that dies (SIGKILL) while a client's handshake waits for the server's
+# accept, and a new one before the server accepts: the client's connect fails
+# (ECONNRESET, documented), and the server's application must not read the client's
+# CLC proposal, which the old smcd's echo brought: the new smcd cannot know of that
+# echo (its SYN came before the new smcd marked the listener), so the library looks for
+# a queued proposal and declines it (helper 122: the application read 92 bytes of it)
+if start_smcd s15 --cross-netns yes && start_server s15 "$NSB" smc --bind "$IPB" --once --accept-after "$tmp/go15"; then
+        P15=$server_port s15pid=$server_pid
+        timeout 30 ip netns exec "$NSA" sh "$smcrun" python3 -c '
+import socket, sys
+s = socket.socket(); s.settimeout(20)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    print("connected")
+except OSError as e:
+    print("connect: %s" % e)
+' "$IPB" "$P15" >"$tmp/c15.log" 2>&1 &
+        c15=$!
+        pids+=("$c15")
+        for _ in $(seq 200); do
+                [ "$(ip netns exec "$NSA" ss -Htn state established dst "$IPB:$P15" | wc -l)" -ge 1 ] && break
+                sleep 0.05
+        done
+        sleep 0.3 # (the proposal is sent)
+        kill -KILL "$spid"
+        wait "$spid" 2>/dev/null
+        wait "$c15"
+        start_smcd s15 --cross-netns yes || nok "15: smcd does not start again: $(cat "$rundir/smcd.log")"
+        touch "$tmp/go15"
+        for _ in $(seq 200); do grep -q '^{' "$tmp/s15.log" && break; sleep 0.05; done
+        out=$(grep -m1 '^{' "$tmp/s15.log")
+        if echo "$out" | grep -Eq '"outcome": "(eof|reset)", "bytes": 0,'; then
+                ok "15: the server's application reads no CLC byte after the restart ($out; client: $(cat "$tmp/c15.log"))"
+        else
+                nok "15: the server's application reads no CLC byte after the restart: ${out:-nothing in 10 s: $(tail -n 3 "$tmp/s15.log")} (client: $(cat "$tmp/c15.log"))"
+        fi
+        kill "$s15pid" 2>/dev/null
 fi
 
 # 6. (last: another smcd, without --cross-netns)
