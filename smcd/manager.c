@@ -179,7 +179,8 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
                 log_info("Received %s, exiting.", strsignal((int) si->ssi_signo));
                 return sd_event_exit(m->event, 0);
         }
-        log_info("Received %s: exiting when the %u CLC handshakes in flight have ended (at most %llu s).",
+        log_info("Received %s: exiting when the CLC handshakes in flight (%u now, and those of connects told to "
+                 "start one in the last second) have ended (at most %llu s).",
                  strsignal((int) si->ssi_signo), smcr_handshakes(m->smcr),
                  (unsigned long long) (SMCD_STOP_DRAIN_USEC / 1000000ULL));
         if (sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, SMCD_STOP_POLL_USEC, 1000,
