@@ -76,29 +76,24 @@ if [ ! -e "$tmp/open/sub/new" ] && ! timeout 10 "$smcd" --no-bus --runtime-dir "
 else
         nok "1: nothing is created under a path others can change: $(ls -la "$tmp/open/sub")"
 fi
+runs() { # LABEL DIR REALDIR: smcd runs with --runtime-dir DIR, its socket in REALDIR
+        local spid
+        "$smcd" --no-bus --runtime-dir "$2" --state-file "$tmp/state-$RANDOM.json" >"$tmp/runs.log" 2>&1 &
+        spid=$!
+        pids+=("$spid")
+        for _ in $(seq 100); do [ -S "$3/smcd.sock" ] && break; sleep 0.05; done
+        if [ -S "$3/smcd.sock" ]; then
+                ok "1: smcd runs $1"
+        else
+                nok "1: smcd runs $1: $(cat "$tmp/runs.log")"
+        fi
+        kill "$spid" 2>/dev/null
+        wait "$spid" 2>/dev/null
+}
 ln -s "$tmp/sticky" "$tmp/link-root"
-"$smcd" --no-bus --runtime-dir "$tmp/link-root/sub/../sub2/./" --state-file "$tmp/state-l.json" >"$tmp/l.log" 2>&1 &
-spid=$!
-pids+=("$spid")
-for _ in $(seq 100); do [ -S "$tmp/sticky/sub2/smcd.sock" ] && break; sleep 0.05; done
-if [ -S "$tmp/sticky/sub2/smcd.sock" ]; then
-        ok "1: smcd runs through a symbolic link of root's, with .. and . in the path (created)"
-else
-        nok "1: smcd runs through a symbolic link of root's, with .. and .: $(cat "$tmp/l.log")"
-fi
-kill "$spid" 2>/dev/null
-wait "$spid" 2>/dev/null
-"$smcd" --no-bus --runtime-dir "$tmp/sticky/sub" --state-file "$tmp/state-sticky.json" >"$tmp/sticky.log" 2>&1 &
-spid=$!
-pids+=("$spid")
-for _ in $(seq 100); do [ -S "$tmp/sticky/sub/smcd.sock" ] && break; sleep 0.05; done
-if [ -S "$tmp/sticky/sub/smcd.sock" ]; then
-        ok "1: smcd runs in a mode 0755 directory under a mode 1777 one"
-else
-        nok "1: smcd runs in a mode 0755 directory under a mode 1777 one: $(cat "$tmp/sticky.log")"
-fi
-kill "$spid" 2>/dev/null
-wait "$spid" 2>/dev/null
+runs "through a symbolic link of root's, with .. and . in the path (created)" "$tmp/link-root/sub/../sub2/./" \
+        "$tmp/sticky/sub2"
+runs "in a mode 0755 directory under a mode 1777 one" "$tmp/sticky/sub" "$tmp/sticky/sub"
 
 # --- 2., 3. the library's check, against an impostor (uid 65534) listening on smcd.sock
 impostor() { # DIR LOG: a SEQPACKET listener at DIR/smcd.sock as uid 65534; LOG.out: "read N" lines
