@@ -501,12 +501,6 @@ static bool another_smcd(const char *runtime_dir) {
         return busy;
 }
 
-/* One smcd per runtime directory: a lock (flock) on the directory itself, taken
- * before anything is read or moved aside (two smcd started at the same moment both
- * passed another_smcd()'s connect and bound the socket path in turn: the first one's
- * exit then removed the second's socket, which no client could reach any more) and
- * held, open, until exit. No file of its own: nothing is left behind. Returns 0, 1
- * when another smcd holds it (logged), or -errno (logged). */
 /* Could a user other than root and us replace smcd's control socket in runtime
  * directory @dir, or the directory, or a directory or symbolic link on the way to it?
  * Then clients might talk to an impostor (helper 121: a socket renamed over smcd.sock
@@ -625,6 +619,13 @@ static int runtime_dir_safe(const char *dir, bool existing) {
         }
 }
 
+/* One smcd per runtime directory: a lock (flock) on the directory itself, taken
+ * before anything is read or moved aside (two smcd started at the same moment both
+ * passed another_smcd()'s connect and bound the socket path in turn: the first one's
+ * exit then removed the second's socket, which no client could reach any more) and
+ * held, open, until exit. No file of its own: nothing is left behind. The path is
+ * checked first (runtime_dir_safe()). Returns 0, 1 when another smcd holds it
+ * (logged), or -errno (logged). */
 static int lock_runtime_dir(const char *dir) {
         int fd, r;
 
