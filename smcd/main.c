@@ -519,10 +519,10 @@ static int runtime_dir_safe(const char *dir, bool existing) {
         struct stat st;
 
         if (dir[0] != '/' || strlen(dir) >= sizeof(todo))
-                return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+                return log_error_errno(ENAMETOOLONG, "Cannot use runtime directory %s: path too long.", dir);
         strcpy(todo, dir);
         if (lstat("/", &st) < 0)
-                return log_error_errno(errno, "Runtime directory %s: /: %m", dir);
+                return log_error_errno(errno, "Cannot use runtime directory %s: /: %m", dir);
         for (;;) {
                 const char *what = cur[0] ? cur : "/";
                 char *c = todo, *rest;
@@ -557,7 +557,7 @@ static int runtime_dir_safe(const char *dir, bool existing) {
                 if (last)
                         return 0;
                 if (strlen(c) >= sizeof(comp))
-                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+                        return log_error_errno(ENAMETOOLONG, "Cannot use runtime directory %s: path too long.", dir);
                 strcpy(comp, c);
                 c = comp;
                 memmove(todo, rest, strlen(rest) + 1); /* (todo held c) */
@@ -569,11 +569,12 @@ static int runtime_dir_safe(const char *dir, bool existing) {
                         if (sl)
                                 *sl = 0;
                         if (lstat(cur[0] ? cur : "/", &st) < 0)
-                                return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, cur[0] ? cur : "/");
+                                return log_error_errno(errno, "Cannot use runtime directory %s: %s: %m", dir,
+                                                       cur[0] ? cur : "/");
                         continue;
                 }
                 if (strlen(cur) + 1 + strlen(c) >= sizeof(cur))
-                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.", dir);
+                        return log_error_errno(ENAMETOOLONG, "Cannot use runtime directory %s: path too long.", dir);
                 {
                         char next[PATH_MAX];
                         size_t lc = strlen(cur);
@@ -584,7 +585,10 @@ static int runtime_dir_safe(const char *dir, bool existing) {
                         if (lstat(next, &st) < 0) {
                                 if (errno == ENOENT && existing)
                                         return 0; /* (created next, mode 0755, ours) */
-                                return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, next);
+                                return strcmp(next, dir) == 0
+                                               ? log_error_errno(errno, "Cannot use runtime directory %s: %m", dir)
+                                               : log_error_errno(errno, "Cannot use runtime directory %s: %s: %m",
+                                                                 dir, next);
                         }
                         if (S_ISLNK(st.st_mode)) {
                                 if (st.st_uid != 0 && st.st_uid != me) {
@@ -594,13 +598,16 @@ static int runtime_dir_safe(const char *dir, bool existing) {
                                         return -EPERM;
                                 }
                                 if (++links > 40)
-                                        return log_error_errno(ELOOP, "Runtime directory %s: %m", dir);
+                                        return log_error_errno(ELOOP, "Cannot use runtime directory %s: %m", dir);
                                 n = readlink(next, link, sizeof(link) - 1);
                                 if (n < 0)
-                                        return log_error_errno(errno, "Runtime directory %s: %s: %m", dir, next);
+                                        return strcmp(next, dir) == 0
+                                               ? log_error_errno(errno, "Cannot use runtime directory %s: %m", dir)
+                                               : log_error_errno(errno, "Cannot use runtime directory %s: %s: %m",
+                                                                 dir, next);
                                 link[n] = 0;
                                 if ((size_t) n + 1 + strlen(todo) + 1 > sizeof(todo))
-                                        return log_error_errno(ENAMETOOLONG, "Runtime directory %s: path too long.",
+                                        return log_error_errno(ENAMETOOLONG, "Cannot use runtime directory %s: path too long.",
                                                                dir);
                                 memmove(todo + n + 1, todo, strlen(todo) + 1);
                                 memcpy(todo, link, (size_t) n);
@@ -608,12 +615,15 @@ static int runtime_dir_safe(const char *dir, bool existing) {
                                 if (link[0] == '/')
                                         cur[0] = 0;
                                 if (lstat(cur[0] ? cur : "/", &st) < 0)
-                                        return log_error_errno(errno, "Runtime directory %s: %s: %m", dir,
+                                        return log_error_errno(errno, "Cannot use runtime directory %s: %s: %m", dir,
                                                                cur[0] ? cur : "/");
                                 continue;
                         }
                         if (!S_ISDIR(st.st_mode))
-                                return log_error_errno(ENOTDIR, "Runtime directory %s: %s: %m", dir, next);
+                                return strcmp(next, dir) == 0
+                                               ? log_error_errno(ENOTDIR, "Cannot use runtime directory %s: %m", dir)
+                                               : log_error_errno(ENOTDIR, "Cannot use runtime directory %s: %s: %m",
+                                                                 dir, next);
                         strcpy(cur, next);
                 }
         }
