@@ -227,6 +227,11 @@ static void gen_ctl(void) {
                 }
                 if (INIT(SMC_CTL_ADOPT_FD))
                         ctl_seed(&m, SMC_CTL_TO_DAEMON, "adopt-fd");
+                if (INIT(SMC_CTL_REQUEUE)) {
+                        m.requeue.listener_id = 3;
+                        m.requeue.conn_id = 0x5eed5eed5eed5eedULL;
+                        ctl_seed(&m, SMC_CTL_TO_DAEMON, "requeue");
+                }
                 if (INIT(SMC_CTL_LISTEN_DEPOSIT)) {
                         m.listen_deposit.listener_id = 3;
                         m.listen_deposit.flags = SMC_CTL_DEPOSIT_NONBLOCK;

@@ -53,6 +53,8 @@ size_t smc_ctl_msg_size_v(uint16_t type, uint16_t version) {
                 }
         if (version <= 4 && (type == SMC_CTL_LISTEN_DEPOSIT || type == SMC_CTL_FALLBACK_COUNT))
                 return 0; /* not before version 5 */
+        if (version <= 5 && type == SMC_CTL_REQUEUE)
+                return 0; /* not before version 6 */
         return smc_ctl_msg_size(type);
 }
 
@@ -77,6 +79,7 @@ size_t smc_ctl_msg_size(uint16_t type) {
         case SMC_CTL_REREG_REPLY: return sizeof(struct smc_ctl_rereg_reply);
         case SMC_CTL_REREG_DONE: return sizeof(struct smc_ctl_rereg_done);
         case SMC_CTL_ADOPT_FD: return sizeof(struct smc_ctl_adopt_fd);
+        case SMC_CTL_REQUEUE: return sizeof(struct smc_ctl_requeue);
         case SMC_CTL_OK: return sizeof(struct smc_ctl_ok);
         case SMC_CTL_ERROR: return sizeof(struct smc_ctl_error);
         default: return 0;
@@ -98,6 +101,7 @@ static bool type_dir_ok(uint16_t type, enum smc_ctl_dir dir) {
         case SMC_CTL_REREG_DONE:
         case SMC_CTL_ADOPT_FD:
         case SMC_CTL_LISTEN_DEPOSIT:
+        case SMC_CTL_REQUEUE:
                 return dir == SMC_CTL_TO_DAEMON;
         case SMC_CTL_HELLO_REPLY:
         case SMC_CTL_LISTEN_REPLY:
@@ -152,6 +156,7 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
                 return 1;
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT_FD:
+        case SMC_CTL_REQUEUE:
                 return 1;
         case SMC_CTL_ADOPT_REPLY:
                 return 3;
@@ -344,6 +349,8 @@ static int decode_body(const union smc_ctl_msg *m) {
                 return m->adopt.conn_id ? 0 : -EBADMSG;
         case SMC_CTL_ADOPT_FD:
                 return m->adopt_fd.reserved ? -EBADMSG : 0;
+        case SMC_CTL_REQUEUE:
+                return m->requeue.listener_id && m->requeue.conn_id ? 0 : -EBADMSG;
         case SMC_CTL_REREG:
                 /* an established connection of an smcd that writes DMB tokens (any
                  * smcd that tells an instance does): two different tokens, both

@@ -290,6 +290,31 @@
  *                      still be the client's. Others (not an X smcd made, a closed
  *                      endpoint, SMC-R, restored after an smcd restart, another
  *                      uid): ERROR -ENOENT. smcd closes its copy of the fd.
+ *   REQUEUE      C->D  (v6; added after FALLBACK_COUNT: an smcd without it answers
+ *                      ERROR -EOPNOTSUPP) listener id, conn id; 1 fd: X of an SMC-D
+ *                      NEW_CONN (mode SMCD, this smcd's instance in hdr.seq) that
+ *                      the client received from the accept channel of that listener
+ *                      after its UNLISTEN, i.e. queued but never accepted. As the
+ *                      kernel migrates a closed SO_REUSEPORT listener's queued
+ *                      connections to another member of its group
+ *                      (net.ipv4.tcp_migrate_req), smcd queues the connection to
+ *                      another live listener of the same address, port, network
+ *                      namespace and uid (round robin; not a full or stalled queue;
+ *                      smcd(8), "SO_REUSEPORT hand-over"): a NEW_CONN on that one's channel with
+ *                      this X, Y and both memfds, and the endpoint's owner becomes
+ *                      that listener's. smcd checks that the listener is the
+ *                      client's and was given up with connections queued (UNLISTEN
+ *                      keeps it, out of its port, until its channel hangs up), that
+ *                      the connection is an open SMC-D one queued to it, not
+ *                      accepted, and that the fd is its X (the inode recorded when
+ *                      smcd made the pair: holding X is the proof, as for ADOPT_FD).
+ *                      Reply OK (the client closes its copies: the connection is the
+ *                      other listener's), or ERROR: -ENOENT (no such listener or
+ *                      connection, or no other listener to take it), -EINVAL (not
+ *                      its X), -EAGAIN (the other listener's queue is full); the
+ *                      client then resets the connection, as before REQUEUE (and as
+ *                      TCP with net.ipv4.tcp_migrate_req=0). smcd closes its copy of
+ *                      the fd.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.
@@ -348,6 +373,7 @@ enum smc_ctl_type {
         SMC_CTL_ADOPT_FD,    /* v3 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         SMC_CTL_LISTEN_DEPOSIT, /* v5 */
         SMC_CTL_FALLBACK_COUNT, /* v5 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
+        SMC_CTL_REQUEUE,        /* v6 (added later: an older smcd answers ERROR -EOPNOTSUPP) */
         _SMC_CTL_TYPE_MAX,
 };
 
@@ -553,6 +579,15 @@ struct smc_ctl_adopt_fd {
         uint64_t reserved; /* 0 */
 };
 
+/* REQUEUE (v6): move SMC-D connection conn_id, queued on the accept channel of
+ * listener_id (given up by UNLISTEN), to another listener of its address; 1 fd, its
+ * X (see Messages). */
+struct smc_ctl_requeue {
+        struct smc_ctl_hdr hdr;
+        uint64_t listener_id;
+        uint64_t conn_id;
+};
+
 /* REREG (v3): an SMC-D endpoint set up by an earlier smcd (see Messages). */
 struct smc_ctl_rereg {
         struct smc_ctl_hdr hdr;
@@ -618,6 +653,7 @@ union smc_ctl_msg {
         struct smc_ctl_rereg rereg;
         struct smc_ctl_rereg_reply rereg_reply;
         struct smc_ctl_rereg_done rereg_done;
+        struct smc_ctl_requeue requeue;
         struct smc_ctl_ok ok;
         struct smc_ctl_error error;
         uint8_t raw[SMC_CTL_MAX_MSG];

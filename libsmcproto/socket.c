@@ -1595,15 +1595,49 @@ static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_
 /* ------------------------------------------------------------------------- */
 /* Teardown */
 
+/* Hand the SMC-D connection of NEW_CONN @m (fds @fds), queued to listener
+ * @listener_id which this process has just given up (UNLISTEN answered OK), to
+ * another listener of its SO_REUSEPORT group (REQUEUE with its X; ctl-proto.h), as
+ * the kernel migrates a closed member's queued connections
+ * (net.ipv4.tcp_migrate_req). Returns true if smcd took it (our copies of its fds
+ * are closed then); false if not (no other listener, a full queue, an smcd without
+ * REQUEUE: *@unsupported is set then, so as not to ask again). */
+static bool chan_requeue(uint64_t listener_id, const union smc_ctl_msg *m, int *fds, int n, bool *unsupported) {
+        union smc_ctl_msg req, reply;
+        int rfds[SMC_CTL_MAX_FDS], r;
+
+        if (!listener_id || *unsupported || m->conn.mode != SMC_CTL_MODE_SMCD || m->hdr.version < 6 || !m->hdr.seq ||
+            m->hdr.seq != smc_ctl_client_instance() || n < 1)
+                return false;
+        smc_ctl_init(&req, SMC_CTL_REQUEUE, 0);
+        req.requeue.listener_id = listener_id;
+        req.requeue.conn_id = m->conn.conn_id;
+        r = smc_ctl_client_call(&req, fds, 1, &reply, rfds);
+        for (int i = 0; i < r; i++)
+                sys_close(rfds[i]);
+        if (r < 0 || reply.hdr.type != SMC_CTL_OK) {
+                if (r < 0 || (reply.hdr.type == SMC_CTL_ERROR && reply.error.error == -EOPNOTSUPP))
+                        *unsupported = true;
+                return false;
+        }
+        for (int i = 0; i < n; i++)
+                sys_close(fds[i]);
+        return true;
+}
+
 /* Drain a listener's accept channel: every queued connection is refused (its
- * peer sees ECONNRESET). At most SMC_CHAN_DRAIN_MAX messages: smcd queues no more
+ * peer sees ECONNRESET), but for SMC-D ones another listener of the same address
+ * takes (chan_requeue(); @listener_id: the listener given up, 0 = none). At most
+ * SMC_CHAN_DRAIN_MAX messages: smcd queues no more
  * than a listener's backlog (SOMAXCONN at most), and a channel the program broke
  * (closed, or replaced by another file with dup2(): ENOTSOCK, EBADF) fails every
  * receive without consuming anything; it must not loop for ever (found: a process
  * spun at 100% CPU in its exit). */
 #define SMC_CHAN_DRAIN_MAX 65536
 
-static void chan_drain(int chan) {
+static void chan_drain(int chan, uint64_t listener_id) {
+        bool unsupported = false;
+
         for (unsigned k = 0; k < SMC_CHAN_DRAIN_MAX; k++) {
                 union smc_ctl_msg m;
                 int fds[SMC_CTL_MAX_FDS];
@@ -1625,6 +1659,8 @@ static void chan_drain(int chan) {
                                 sys_close(fds[i]);
                         continue;
                 }
+                if (chan_requeue(listener_id, &m, fds, n, &unsupported))
+                        continue;
                 /* SMC-D or SMC-R: reset it, so that the peer learns at once: the
                  * ABORT flags, and Y shut down (smcd holds a copy of Y, so closing
                  * ours alone would not wake a peer blocked in a receive) */
@@ -1911,7 +1947,8 @@ static void sock_teardown(struct smc_sock *s) {
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
                 if (s->chan >= 0) {
-                        chan_drain(s->chan);
+                        /* (smcd kept the listener for REQUEUE only if it said OK) */
+                        chan_drain(s->chan, n >= 0 && reply.hdr.type == SMC_CTL_OK ? s->listener_id : 0);
                         sys_close(s->chan);
                         s->chan = -1;
                 }
@@ -2457,7 +2494,7 @@ static void listen_undo(uint64_t listener_id, int chan) {
         n = smc_ctl_client_call(&m, NULL, 0, &reply, fds);
         for (int i = 0; i < n; i++)
                 sys_close(fds[i]);
-        chan_drain(chan);
+        chan_drain(chan, n >= 0 && reply.hdr.type == SMC_CTL_OK ? listener_id : 0);
         sys_close(chan);
 }
 

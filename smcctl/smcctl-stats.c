@@ -56,7 +56,7 @@ static const struct {
 static const char *const smcd_rows[] = {
         "clients", "clients_total", "clients_rejected", "clients_over_limit", "listeners", "listeners_total",
         "close_unknown", "rereg_total", "restored_loaded", "restored_swept", "restored_current", "conns_netns",
-        "spare_pairs",
+        "conns_requeued", "spare_pairs",
 };
 
 /* the SMC-R section's own keys (the connection keys are in the MODE table) */

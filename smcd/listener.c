@@ -136,7 +136,7 @@ static void listener_reinstate(Manager *m, dev_t dev, ino_t ino) {
         Listener *l, *best = NULL;
 
         LIST_FOREACH(by_port, l, m->retired)
-                if (l->sock_dev == dev && l->sock_ino == ino && (!best || l->id > best->id))
+                if (!l->unlistened && l->sock_dev == dev && l->sock_ino == ino && (!best || l->id > best->id))
                         best = l;
         if (!best)
                 return;
@@ -764,10 +764,26 @@ int client_handle_unlisten(Client *c, const struct smc_ctl_unlisten *req) {
         LIST_FOREACH(by_client, l, c->listeners)
                 if (l->id == req->listener_id)
                         break;
-        if (!l)
+        if (!l || l->unlistened)
                 return client_send_error(c, req->hdr.seq, ENOENT, 0, "no listener %" PRIu64 " of this client",
                                          req->listener_id);
-        listener_free(l);
+        if (l->channel >= 0 && l->version >= 6 && listener_queued(l) > 0) {
+                /* connections wait on its channel, which the client drains next: kept
+                 * (out of its port) so that it can hand them to another listener of
+                 * the group (REQUEUE) until its channel hangs up */
+                bool active = l->port != NULL;
+
+                listener_retire(l);
+                l->unlistened = true;
+                deposits_drop(l, l->n_deposits);
+                deposit_timer_arm(l);
+                if (active && !l->manager->exiting)
+                        listener_reinstate(l->manager, l->sock_dev, l->sock_ino);
+                log_debug("Listener %" PRIu64 " given up with %" PRIu64 " connection(s) queued; kept until its channel "
+                          "hangs up.",
+                          l->id, listener_queued(l));
+        } else
+                listener_free(l);
         smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
         return client_send(c, &msg, NULL, 0);
 }
@@ -827,6 +843,54 @@ bool listener_stalled(Listener *l, uint64_t queued) {
                          l->id, (unsigned) l->addr.port, (unsigned long long) (LISTENER_STALL_USEC / 1000000), queued);
         l->stalled = true;
         return true;
+}
+
+void listener_group_of(const Listener *l, ListenerGroup *g) {
+        *g = (ListenerGroup) {
+                .addr = l->addr,
+                .netns = l->netns,
+                .netns_cookie = l->netns_cookie,
+                .uid = l->uid,
+                .v6only = l->v6only,
+        };
+}
+
+static bool group_has(const ListenerGroup *g, const Listener *l) {
+        return l->addr.family == g->addr.family && l->addr.port == g->addr.port &&
+               memcmp(l->addr.addr, g->addr.addr, sizeof(l->addr.addr)) == 0 && l->uid == g->uid &&
+               l->v6only == g->v6only &&
+               (g->netns_cookie && l->netns_cookie ? l->netns_cookie == g->netns_cookie : l->netns == g->netns);
+}
+
+Listener *listener_group_pick(Manager *m, const ListenerGroup *g, uint16_t min_version) {
+        PortEntry *pe = u64map_get(m->ports, g->addr.port);
+        unsigned n = 0, k;
+        Listener *l;
+
+#define OK(l) (group_has(g, l) && (l)->channel >= 0 && (l)->version >= min_version && !(l)->unlistened)
+        if (!pe)
+                return NULL;
+        LIST_FOREACH(by_port, l, pe->listeners)
+                n += OK(l);
+        if (n == 0)
+                return NULL;
+        /* from the next in turn, the first that can take one more */
+        k = pe->rr++ % n;
+        for (unsigned tried = 0; tried < n; tried++, k = (k + 1) % n) {
+                unsigned i = k;
+
+                LIST_FOREACH(by_port, l, pe->listeners)
+                        if (OK(l) && i-- == 0)
+                                break;
+                if (l) {
+                        uint64_t queued = listener_queued(l);
+
+                        if (queued < l->queue_max && !listener_stalled(l, queued))
+                                return l;
+                }
+        }
+        return NULL;
+#undef OK
 }
 
 static bool match_exact(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4]) {

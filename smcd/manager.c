@@ -287,6 +287,7 @@ static bool over_limit_may(uint16_t type) {
         case SMC_CTL_HELLO:
         case SMC_CTL_ADOPT:
         case SMC_CTL_ADOPT_FD:
+        case SMC_CTL_REQUEUE:
         case SMC_CTL_REREG:
         case SMC_CTL_REREG_DONE:
         case SMC_CTL_CLOSE:
@@ -417,6 +418,8 @@ static int client_process_one(Client *c) {
                 r = client_handle_adopt_fd(c, &msg.adopt_fd, fds[0]); /* takes the fd */
                 client_adopted(c);
                 return r;
+        case SMC_CTL_REQUEUE:
+                return client_handle_requeue(c, &msg.requeue, fds[0]); /* takes the fd */
         case SMC_CTL_REREG:
                 r = client_handle_rereg(c, &msg.rereg);
                 client_adopted(c);

@@ -80,6 +80,7 @@ typedef struct Endpoint Endpoint;
 typedef struct Conn Conn;
 typedef struct ProcWatch ProcWatch;
 typedef struct PortEntry PortEntry;
+typedef struct ListenerGroup ListenerGroup;
 typedef struct UidUsage UidUsage;
 typedef struct SmcrManager SmcrManager;
 typedef struct SmcrConn SmcrConn;
@@ -239,6 +240,10 @@ struct Listener {
         bool stalled;             /* said so in the log */
         bool retired;             /* in Manager.retired instead of a port (a newer
                                    * LISTEN of its socket): back when that one goes */
+        bool unlistened;          /* retired by an UNLISTEN that found connections
+                                   * queued: kept until its channel hangs up, so that
+                                   * its client can REQUEUE them (listener.c); never
+                                   * back in a port */
         bool smcr;                /* its socket was marked for the SMC TCP option (v3) */
         /* short-lived connections (tunable short_conn_rate, conn.c, hints.h): the
          * closes of the current window, how many were short, when it began */
@@ -571,8 +576,9 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
  * connection decides (smcr_cross_netns()). */
 /* SMC-D between two network namespaces (smcr.c, --cross-netns): the client side of a
  * CLC handshake got an ACCEPT naming a server handshake of this smcd, for listener
- * @listener_id. Sets the connection up as a local one (conn.c conn_make()): NEW_CONN
- * to the listener with the server's view @s_local / @s_peer (the addresses of its
+ * @listener_id (of @group: if it went meanwhile, another listener of the group takes
+ * the connection, listener_group_pick()). Sets the connection up as a local one
+ * (conn.c conn_make()): NEW_CONN to the listener with the server's view @s_local / @s_peer (the addresses of its
  * end of the TCP connection), CONNECT_REPLY mode SMCD (seq @seq) to client @c with
  * @c_local / @c_peer; @sndbuf / @rcvbuf as in CONNECT (bytes, 0 = not set). Returns
  * 0 with the server endpoint's id in *@ret_server_ep, a fallback reason (> 0:
@@ -580,7 +586,7 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
  * (the client's endpoint is aborted with it; the listener got its end: the id is
  * set then too). */
 int conn_make_netns(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, uint64_t listener_id,
-                    const struct smc_ctl_addr *c_local, const struct smc_ctl_addr *c_peer,
+                    const ListenerGroup *group, const struct smc_ctl_addr *c_local, const struct smc_ctl_addr *c_peer,
                     const struct smc_ctl_addr *s_local, const struct smc_ctl_addr *s_peer, uint64_t *ret_server_ep);
 /* The connection of endpoint @ep_id, if it is still open, keeps @fd (taken: closed
  * with it, or now if the endpoint is gone): the idle TCP socket of a connection
@@ -590,6 +596,26 @@ bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint
                                 int tfd);
 /* The live listener with id @id, or NULL if it is gone. */
 Listener *manager_get_listener(Manager *m, uint64_t id);
+
+/* What makes listeners members of one SO_REUSEPORT group, as far as smcd can tell:
+ * the address and port they are bound to, their network namespace and uid (the
+ * kernel puts only sockets of one uid into a group, and two listeners bound to one
+ * address and port in one namespace are of one group or one socket). Listeners bound
+ * to devices (SO_BINDTODEVICE) are not told apart, as for CONNECT. */
+struct ListenerGroup {
+        struct smc_ctl_addr addr;
+        uint64_t netns, netns_cookie;
+        uid_t uid;
+        bool v6only;
+};
+void listener_group_of(const Listener *l, ListenerGroup *g);
+/* Another listener of group @g for a connection queued to one that went (its
+ * UNLISTEN, or gone during an SMC-R or cross-namespace handshake): one in a port
+ * (not retired), of ctl version >= @min_version, whose queue is neither full nor
+ * stalled (listener_stalled()), in turn (the port's round robin); NULL if none. As
+ * the kernel moves a closed SO_REUSEPORT listener's queued connections to another
+ * member (net.ipv4.tcp_migrate_req=1). */
+Listener *listener_group_pick(Manager *m, const ListenerGroup *g, uint16_t min_version);
 /* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */
 uint64_t listener_queued(Listener *l);
 /* listener_queued(@l) >= its backlog + 1. */
@@ -616,6 +642,12 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
 /* ADOPT_FD (conn.c): the same for the SMC-D endpoint whose X is @fd (received by the
  * client's process over a unix socket); takes @fd. Returns as client_handle_adopt(). */
 int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd);
+/* REQUEUE (conn.c, ctl-proto.h): the SMC-D connection @req->conn_id, queued on the
+ * channel of @c's listener @req->listener_id when @c gave it up (UNLISTEN), goes to
+ * another listener of its group (listener_group_pick()); @fd (taken) must be its X.
+ * Replies OK or ERROR (-ENOENT, -EINVAL, -EAGAIN). Returns 0 or a negative errno
+ * from sending (the client is dropped). */
+int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd);
 /* REREG (conn.c): an SMC-D endpoint set up by an earlier smcd, re-registered by its
  * process after a restart; listed and counted from now on, joined with its peer
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also

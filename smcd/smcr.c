@@ -271,6 +271,9 @@ struct SmcrHs {
         size_t have;
         uint32_t sndbuf, rcvbuf;
         uint64_t listener_id;    /* role server: the result goes to its accept channel */
+        ListenerGroup group;     /* role server: that listener's SO_REUSEPORT group,
+                                  * whose other listeners take the result if it went
+                                  * meanwhile (hs_listener()) */
         uint64_t option_deadline; /* HS_WAIT_OPTION: give up (as no option) after this */
         uid_t uid;               /* whose connection (the listener's owner / the client) */
         struct smc_ctl_addr local, peer;
@@ -2724,10 +2727,28 @@ static void hs_reply_tcp(SmcrHs *hs, uint32_t reason) {
         (void) client_send(hs->client, &msg, NULL, 0);
 }
 
+/* Role server: the listener whose accept channel gets the result: the one the
+ * connection was accepted from, or if it went meanwhile (closed: UNLISTEN, or its last
+ * holder exited) another of its SO_REUSEPORT group of ctl version >= @min_version, as
+ * the kernel moves a closed member's queued connections (listener_group_pick()); NULL
+ * if none. */
+static Listener *hs_listener(SmcrHs *hs, uint16_t min_version) {
+        Listener *l = manager_get_listener(hs->sm->m, hs->listener_id);
+
+        if (l && l->channel >= 0 && !l->unlistened)
+                return l;
+        l = listener_group_pick(hs->sm->m, &hs->group, min_version);
+        if (l)
+                log_debug("Listener %" PRIu64 " went during a handshake: its connection goes to listener %" PRIu64
+                          " of its group.",
+                          hs->listener_id, l->id);
+        return l;
+}
+
 /* Role server, fallback: hand the TCP connection to the listener's accept channel. */
 static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
         Manager *m = hs->sm->m;
-        Listener *l = manager_get_listener(m, hs->listener_id);
+        Listener *l = hs_listener(hs, 3);
         union smc_ctl_msg msg;
         int r;
 
@@ -2995,7 +3016,7 @@ static void hs_done(SmcrHs *hs) {
         SmcrManager *sm = hs->sm;
         Manager *m = sm->m;
         SmcrConn *c = hs->conn;
-        Listener *l = hs->server ? manager_get_listener(m, hs->listener_id) : NULL;
+        Listener *l = hs->server ? hs_listener(hs, 3) : NULL;
         Client *cl = hs->server ? (l ? l->owner : NULL) : hs->client;
         int a[2] = { -1, -1 }, s[2] = { -1, -1 }, one = 1, fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
@@ -3273,8 +3294,8 @@ static void hs_client_on_accept_d(SmcrHs *hs, const struct smc_clc_accept_d *a) 
                 return;
         }
         hs->version = 1;
-        r = conn_make_netns(hs->client, hs->seq, hs->sndbuf, hs->rcvbuf, srv->listener_id, &hs->local, &hs->peer,
-                            &srv->local, &srv->peer, &ep);
+        r = conn_make_netns(hs->client, hs->seq, hs->sndbuf, hs->rcvbuf, srv->listener_id, &srv->group, &hs->local,
+                            &hs->peer, &srv->local, &srv->peer, &ep);
         if (r > 0) {
                 hs_fail(hs, 0, (uint32_t) r, true); /* DECLINE: the server side goes TCP */
                 return;
@@ -3849,6 +3870,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         int type = 0, r, opt;
         socklen_t tl = sizeof(type);
         uid_t uid = c->uid; /* whose endpoint: the client's, or the listener's */
+        ListenerGroup group = { 0 };
 
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM) {
                 close(fd);
@@ -3912,6 +3934,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
                  * (daemonized): its SMC-R endpoints need an owner (hs_done) */
                 listener_adopt(l, c);
                 uid = l->uid;
+                listener_group_of(l, &group);
         }
         opt = r; /* 1, or -EAGAIN (server: not settled yet) */
         r = hs_new(sm, c, req->hdr.seq, fd, server, &hs);
@@ -3923,6 +3946,8 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         hs->rcvbuf = req->rcvbuf;
         hs->uid = uid;
         hs->listener_id = req->listener_id;
+        if (server)
+                hs->group = group;
         if (server) {
                 /* answered now; the result goes to the listener's accept channel, so the
                  * client accepts on while handshakes run (ctl-proto.h, SMCR) */

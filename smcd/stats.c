@@ -243,6 +243,7 @@ json_object *smcd_stats_to_json(const struct smcd_stats *s, const struct smc_poo
         add_u64(d, "listeners", s->listeners);
         add_u64(d, "listeners_total", s->listeners_total);
         add_u64(d, "conns_netns", s->conns_netns);
+        add_u64(d, "conns_requeued", s->conns_requeued);
         add_u64(d, "spare_pairs", s->spare_pairs);
         json_object_object_add(root, "smcd", d);
 

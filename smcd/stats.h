@@ -63,6 +63,9 @@
  *     "conns_netns"          of conns_client, those between two network namespaces
  *                            (smcd --cross-netns: set up after a CLC handshake on
  *                            the TCP connection; smcd(8), Network namespaces)
+ *     "conns_requeued"       connections queued to a listener when it was closed,
+ *                            moved to another listener of its SO_REUSEPORT group
+ *                            (REQUEUE; smcd(8), SO_REUSEPORT hand-over)
  *   Counters of connections that are still open are added when they end, so bytes,
  *   messages and flushes lag the live figures of `smcctl connections`; a reset
  *   takes the open connections' counters as their new zero.
@@ -215,6 +218,9 @@ struct smcd_stats {
         uint64_t listeners_total;
         uint64_t conns_netns;      /* SMC-D connections between two network namespaces
                                     * (--cross-netns: CLC on the TCP connection) */
+        uint64_t conns_requeued;   /* SMC-D connections queued to a listener that was
+                                    * closed, moved to another of its SO_REUSEPORT
+                                    * group (REQUEUE) */
         uint64_t spare_pairs;      /* doorbell socketpairs made ahead, now (two fds
                                     * each; manager_take_pair()) */
 

@@ -38,7 +38,13 @@
 #      (NOSMCDEV), both clients' data right, then it exits;
 #  15. smcd SIGKILLed while a client's handshake waits for the server's accept, a new
 #      smcd started before the server accepts: the server's application reads no CLC
-#      byte (the library declines the proposal the old smcd's echo brought).
+#      byte (the library declines the proposal the old smcd's echo brought);
+#  16. a server in B hands its port over between two SO_REUSEPORT listeners (nginx's
+#      binary upgrade, haproxy's reload): it accepts from A until EAGAIN, closes A,
+#      then serves from B, while 32 clients from A connect at once: every client is
+#      answered (B's namespace has net.ipv4.tcp_migrate_req=1 for the TCP connections
+#      in A's kernel queue; smcd moves A's SMC-D connections whose handshake was still
+#      running, and those queued on its accept channel, to B).
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -466,6 +472,33 @@ except OSError as e:
                 nok "15: the server's application reads no CLC byte after the restart: ${out:-nothing in 10 s: $(tail -n 3 "$tmp/s15.log")} (client: $(cat "$tmp/c15.log"))"
         fi
         kill "$s15pid" 2>/dev/null
+fi
+
+# 16. an SO_REUSEPORT listener closed while SMC-D handshakes of connections it
+# accepted still run, and connections wait on its accept channel: another listener of
+# the group gets them (helper 122: 29 of 32.7k connections lost this way)
+if [ -z "$spid" ]; then start_smcd s16 --cross-netns yes || nok "16: smcd does not start"; fi
+if [ -n "$spid" ] && ip netns exec "$NSB" sysctl -qw net.ipv4.tcp_migrate_req=1 2>/dev/null; then
+        handoff=$(dirname "$py")/apps/reuseport-handoff.py
+        rm -f "$tmp/s16.port"
+        timeout -k 5 60 ip netns exec "$NSB" sh "$smcrun" python3 "$handoff" serve --bind "$IPB" \
+                --port-file "$tmp/s16.port" >"$tmp/s16.log" 2>&1 &
+        s16pid=$!
+        pids+=("$s16pid")
+        for _ in $(seq 100); do [ -s "$tmp/s16.port" ] && break; sleep 0.05; done
+        b=$(smcd_stat conns_netns)
+        out=$(timeout -k 5 60 ip netns exec "$NSA" sh "$smcrun" python3 "$handoff" connect --addr "$IPB" \
+                --port "$(cat "$tmp/s16.port" 2>/dev/null)" --conns 32 2>&1)
+        rc=$?
+        wait "$s16pid"
+        a=$(smcd_stat conns_netns)
+        if [ $rc = 0 ]; then
+                ok "16: 32 clients all answered across the close of an SO_REUSEPORT listener ($out; server: $(cat "$tmp/s16.log"); conns_netns +$((a - b)), moved from the channel: $(grep -c 'moved to listener' "$rundir/smcd.log"), during the handshake: $(grep -c 'went during a handshake' "$rundir/smcd.log"))"
+        else
+                nok "16: 32 clients all answered across the close of an SO_REUSEPORT listener: $out (server: $(cat "$tmp/s16.log"))"
+        fi
+else
+        ok "16: skipped: no net.ipv4.tcp_migrate_req (Linux < 5.14)"
 fi
 
 # 6. (last: another smcd, without --cross-netns)

@@ -48,6 +48,7 @@ REREG_DONE = 18  # (v3) after REREG_REPLY
 ADOPT, ADOPT_REPLY = 14, 15
 ADOPT_FD = 19  # (v3) after REREG_DONE
 LISTEN_DEPOSIT = 20  # (v5)
+REQUEUE = 22  # (v6) after FALLBACK_COUNT (21)
 LISTEN_F_JOIN, LISTEN_JOINED = 0x1, 0x2  # (v5) LISTEN.flags, LISTEN_REPLY.flags
 LISTEN_NB_KNOWN, LISTEN_NONBLOCK, DEPOSIT_NONBLOCK = 0x4, 0x8, 0x1  # (v5) the sender's O_NONBLOCK
 DEPOSIT_WITHDRAW = 0x2  # (v5) LISTEN_DEPOSIT: take the newest deposit back
@@ -83,6 +84,7 @@ SIZES_V[4] = dict(SIZES_V[3])  # version 4: no new layout (listeners mark what t
 SIZES_V[5] = dict(SIZES_V[4])  # version 5: LISTEN.flags (was reserved), LISTEN_DEPOSIT
 SIZES_V[5].update({LISTEN_DEPOSIT: 32})
 SIZES_V[6] = dict(SIZES_V[5])  # version 6: LISTEN_REPLY's 2 fds (C, D), F_REVIVE, NEW_CONN.seq
+SIZES_V[6].update({REQUEUE: 32})
 
 # struct smc_dmb_hdr offsets (dmb.h)
 OFF_TYPE, OFF_PROD, OFF_CONN_FLAGS, OFF_CONS, OFF_READER_FLAGS = 0, 8, 20, 64, 76
@@ -458,6 +460,7 @@ def main():
     run_rereg_checks(binary)
     run_eptable_checks(binary)
     run_adopt_fd_checks(binary)
+    run_requeue_checks(binary)
     run_deposit_checks(binary)
     run_revive_checks(binary)
     run_x_hup_checks(binary)
@@ -2507,6 +2510,110 @@ def _run_adopt_fd_checks(d):
         c.s.close()
     chan.close()
     tcp.close()
+
+
+def run_requeue_checks(binary):
+    """REQUEUE (v6): after UNLISTEN of one SO_REUSEPORT listener, the SMC-D
+    connections found on its channel go to the other listener of the address (same
+    id, buffers, data); every wrong request (not given up, not its X, another
+    listener's connection, another uid, a second time, no other listener, malformed)
+    gets an ERROR and changes nothing."""
+    print("---- REQUEUE (connections queued on a closed SO_REUSEPORT listener)")
+    run_with_smcd(binary, "smcd-raw-requeue-", _run_requeue_checks, "REQUEUE")
+
+
+def _run_requeue_checks(d):
+    srv, cli = Client(d.sock, version=6), Client(d.sock, version=6)
+
+    def reuse_listener(port=0):
+        t = socket.socket()
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        t.bind(("127.0.0.1", port))
+        t.listen(16)
+        return t
+
+    def requeue(c, lid, conn_id, fd, version=6, length=32):
+        seq = c.next()
+        send(c.s, hdr(REQUEUE, seq, length=length, version=version) + struct.pack("<QQ", lid, conn_id)[:length - 16],
+             [fd])
+        t, rseq, data, rfds = recv_msg(c.s, version=c.version)
+        for f in rfds:
+            os.close(f)
+        if t == OK and rseq == seq:
+            return ("ok",)
+        return ("error", parse_error(data)[0]) if t == ERROR else ("type", t)
+
+    ta = reuse_listener()
+    tb = reuse_listener(ta.getsockname()[1])
+    la, cha, _ = srv.listen(ta)
+    lb, chb, _ = srv.listen(tb)
+    conns = [cli.connect(ta.getsockname()) for _ in range(4)]  # two to each, in turn
+    check(all(i["mode"] == MODE_SMCD for i, _ in conns), "4 SMC-D connections to the two listeners of one address")
+    # before the UNLISTEN: nothing to requeue
+    t, _, data, qa = recv_msg(cha, version=6)
+    qa_id = parse_conn(data)["id"]
+    r = requeue(srv, la, qa_id, qa[0])
+    check(r == ("error", -errno.ENOENT), f"REQUEUE before the UNLISTEN -> ERROR ENOENT {r}")
+    seq = srv.next()
+    t, rseq, _, _ = srv.request(srv.hdr(UNLISTEN, seq) + struct.pack("<Q", la))
+    check(t == OK and rseq == seq, "UNLISTEN of A with a connection still queued -> OK")
+    t, _, data, qa2 = recv_msg(cha, version=6)
+    qa2_id = parse_conn(data)["id"]
+    check(t == NEW_CONN and len(qa2) == 4, f"A's channel still holds its second connection ({t}, {len(qa2)} fds)")
+    r = requeue(srv, la, qa_id, qa[1])
+    check(r == ("error", -errno.EINVAL), f"REQUEUE with Y instead of X -> ERROR EINVAL {r}")
+    pr, pw = os.pipe()
+    r = requeue(srv, la, qa_id, pr)
+    check(r == ("error", -errno.EINVAL), f"REQUEUE with a pipe -> ERROR EINVAL {r}")
+    r = requeue(srv, la, qa_id, qa2[0])
+    check(r == ("error", -errno.EINVAL), f"REQUEUE with another connection's X -> ERROR EINVAL {r}")
+    r = requeue(srv, lb, qa_id, qa[0])
+    check(r == ("error", -errno.ENOENT), f"REQUEUE naming the live listener B -> ERROR ENOENT {r}")
+    res = as_uid(lambda: repr(requeue(Client(d.sock, version=6), la, qa_id, qa[0])).encode())
+    check(res == repr(("error", -errno.ENOENT)).encode(), f"REQUEUE by another uid -> ERROR ENOENT ({res})")
+    r = requeue(srv, la, qa_id, qa[0], version=5, length=32)
+    check(r[0] == "error", f"REQUEUE in version 5 -> ERROR {r}")
+    r = requeue(srv, la, qa_id, qa[0], length=24)
+    check(r == ("error", -errno.EBADMSG), f"REQUEUE without its conn id -> ERROR EBADMSG {r}")
+    r = requeue(srv, la, qa_id, qa[0])
+    check(r == ("ok",), f"REQUEUE of A's connection with its X -> OK {r}")
+    r = requeue(srv, la, qa_id, qa[0])
+    check(r == ("error", -errno.ENOENT), f"the same REQUEUE again (the connection is B's now) -> ERROR ENOENT {r}")
+    got = {}
+    while True:
+        try:
+            t, _, data, f = recv_msg(chb, timeout=0.3, version=6)
+        except (BlockingIOError, TimeoutError):
+            break
+        got[parse_conn(data)["id"]] = f
+    check(qa_id in got and len(got[qa_id]) == 4 and len(got) == 3,
+          f"B's channel: its two connections and the moved one with X, Y and both memfds ({len(got)}, "
+          f"{len(got.get(qa_id, ()))} fds)")
+    if qa_id in got:
+        st1, st2 = os.fstat(qa[0]), os.fstat(got[qa_id][0])
+        check((st1.st_dev, st1.st_ino) == (st2.st_dev, st2.st_ino), "the moved connection's X is the same socket")
+    s = d.stats()["smcd"]
+    check(s.get("conns_requeued") == 1, f"stats: conns_requeued 1 ({s.get('conns_requeued')})")
+    # no other listener: B given up too
+    seq = srv.next()
+    t, _, _, _ = srv.request(srv.hdr(UNLISTEN, seq) + struct.pack("<Q", lb))
+    r = requeue(srv, lb, qa_id, got[qa_id][0]) if qa_id in got else None
+    check(r == ("error", -errno.ENOENT), f"REQUEUE with no other listener left -> ERROR ENOENT {r}")
+    for f in [pr, pw] + qa + qa2 + [fd for v in got.values() for fd in v] + [fd for _, fs in conns for fd in fs]:
+        os.close(f)
+    cha.close()
+    chb.close()
+    s = d.stats(lambda s: s["smcd"]["listeners"] == 0 and s["smcd"]["conns_current"] == 0)["smcd"]
+    check(s["listeners"] == 0 and s["conns_current"] == 0,
+          f"channels and connections closed: no listener, no connection left ({s['listeners']}, {s['conns_current']})")
+    info, fds = cli.connect(ta.getsockname())
+    check(info["mode"] == MODE_TCP, f"smcd serves on: a CONNECT now finds no listener ({info['mode']})")
+    for f in fds:
+        os.close(f)
+    for c in (srv, cli):
+        c.s.close()
+    ta.close()
+    tb.close()
 
 
 def run_deposit_checks(binary):
