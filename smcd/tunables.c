@@ -395,6 +395,12 @@ json_object *tunables_to_json(const ManagerConfig *cfg) {
         return o;
 }
 
+/* Keys of the state file that are no tunable of this smcd (a newer smcd wrote them:
+ * a downgrade), as loaded, with their values: written back by every save, so that
+ * the newer smcd finds them again after an upgrade. Owned here; smcd's loop is its
+ * only user (load at start, saves from D-Bus calls). */
+static json_object *state_foreign;
+
 int tunables_save(const ManagerConfig *cfg, const char *path) {
         json_object *o;
         const char *text;
@@ -406,6 +412,15 @@ int tunables_save(const ManagerConfig *cfg, const char *path) {
         o = tunables_to_json(cfg);
         if (!o)
                 return -ENOMEM;
+        if (state_foreign) {
+                json_object_object_foreach(state_foreign, fk, fv) {
+                        if (json_object_object_add(o, fk, json_object_get(fv)) < 0) {
+                                json_object_put(fv);
+                                json_object_put(o);
+                                return -ENOMEM;
+                        }
+                }
+        }
         text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         r = asprintf(&data, "%s\n", text);
         json_object_put(o);
@@ -417,28 +432,43 @@ int tunables_save(const ManagerConfig *cfg, const char *path) {
         return r;
 }
 
-/* Parse the state file text @text onto @cfg. On error returns -EINVAL with a reason in
- * @err; @cfg may be partly changed (the caller works on a copy). */
-/* The state file's JSON @root (a reference is kept by the caller) into @cfg. */
-static int parse_state(ManagerConfig *cfg, json_object *root, char *err, size_t errlen) {
-        int r = 0;
-
+/* The state file's JSON @root (a reference is kept by the caller) from @path into
+ * @cfg. A file of a newer smcd (a downgrade) may hold keys this one does not know
+ * and values it refuses (a wider range, a new name): each is logged and skipped,
+ * the rest applies, and unknown keys go to *@foreign (a new object, or NULL if none)
+ * for tunables_save() to keep. The file's structure (an object of strings) is
+ * checked first, so a file that is not that applies nothing. Returns 0, or -EINVAL
+ * with a reason in @err (@cfg unchanged), -ENOMEM. */
+static int parse_state(ManagerConfig *cfg, json_object *root, const char *path, json_object **foreign, char *err,
+                       size_t errlen) {
+        *foreign = NULL;
         if (!json_object_is_type(root, json_type_object))
                 return set_err(err, errlen, "not a JSON object");
+        json_object_object_foreach(root, k0, v0) {
+                if (!json_object_is_type(v0, json_type_string))
+                        return set_err(err, errlen, "value of \"%s\" is not a string", k0);
+        }
         json_object_object_foreach(root, k, v) {
                 char e[256];
 
-                if (!json_object_is_type(v, json_type_string)) {
-                        r = set_err(err, errlen, "value of \"%s\" is not a string", k);
-                        break;
+                if (!tunable_known(k)) {
+                        log_warning("State file %s: \"%s\" is no tunable of this smcd (written by a newer one?): "
+                                    "not applied, kept in the file.",
+                                    path, k);
+                        if (!*foreign && !(*foreign = json_object_new_object()))
+                                return -ENOMEM;
+                        if (json_object_object_add(*foreign, k, json_object_get(v)) < 0) {
+                                json_object_put(v);
+                                return -ENOMEM;
+                        }
+                        continue;
                 }
-                r = tunable_parse(cfg, k, json_object_get_string(v), e, sizeof(e));
-                if (r < 0) {
-                        set_err(err, errlen, "%s", e);
-                        break;
-                }
+                if (tunable_parse(cfg, k, json_object_get_string(v), e, sizeof(e)) < 0)
+                        log_warning("State file %s: %s: not applied (written by a newer smcd?); %s keeps its "
+                                    "option or default value until it is set again.",
+                                    path, e, k);
         }
-        return r;
+        return 0;
 }
 
 int tunables_load(ManagerConfig *cfg, const char *path) {
@@ -461,10 +491,18 @@ int tunables_load(ManagerConfig *cfg, const char *path) {
                                        r == -EINVAL ? "not a regular file" : strerror(-r));
         }
         if (r == 0) {
-                r = parse_state(&tmp, root, err, sizeof(err));
+                json_object *foreign = NULL;
+
+                r = parse_state(&tmp, root, path, &foreign, err, sizeof(err));
                 json_object_put(root);
-                if (r == -ENOMEM)
+                if (r == -ENOMEM) {
+                        json_object_put(foreign);
                         return log_error_errno(r, "Out of memory.");
+                }
+                if (r == 0) {
+                        json_object_put(state_foreign);
+                        state_foreign = foreign;
+                }
         }
         if (r == 0) {
                 *cfg = tmp;

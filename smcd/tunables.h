@@ -118,8 +118,11 @@ json_object *tunables_to_json(const ManagerConfig *cfg);
 int tunables_save(const ManagerConfig *cfg, const char *path);
 
 /* Apply the state file @path on top of @cfg: the keys it holds (a file of an older
- * smcd may lack newer ones, which keep their values). A missing file is fine
- * (returns 0, @cfg unchanged). A corrupt one is logged in one line, renamed to
+ * smcd may lack newer ones, which keep their values; one of a newer smcd may hold keys
+ * this one does not know, kept for tunables_save() to write back, and values it
+ * refuses: each logged as a warning and skipped). A missing file is fine
+ * (returns 0, @cfg unchanged). A corrupt one (not a JSON object of strings, a key
+ * twice, larger than 64 KiB) is logged in one line, renamed to
  * <path>.corrupt-<unix time>, and @cfg stays unchanged; returns 0 as well. Returns
  * -errno only if the file exists but cannot be read (logged; @cfg unchanged). */
 int tunables_load(ManagerConfig *cfg, const char *path);

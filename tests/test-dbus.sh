@@ -421,8 +421,8 @@ fi
         || nok "unknown admin group: exit $rc $(cat "$tmp/err")"
 # a corrupt state file: smcd starts on the defaults (the options), the file is kept aside
 n=0
-for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate": "1"}' '{"buf_clear": "never"}' '[1, 2]' \
-               '{"rmem": 65536}' '{"buf_clear": "create\u0000junk"}'; do
+for content in '{"buf_clear": "create", ' '[1, 2]' '{"buf_clear": "create", "rmem": 65536}' \
+               '{"buf_clear": "create\u0000junk"}'; do
         n=$((n + 1))
         rm -f "$tmp/state"/tunables.json.corrupt-*
         printf '%s' "$content" >"$state"
@@ -435,6 +435,23 @@ for content in '{"buf_clear": "create", ' '{"buf_clear": "create", "frobnicate":
         else nok "corrupt state file $n ($content): buf_clear $v rmem $r; $(ls "$tmp/state"); $(cat "$tmp/smcd.log")"; fi
         stop_smcd
 done
+# a state file of a newer smcd (a downgrade): a key this one does not know and a value
+# it refuses are logged and skipped, the rest applies, the file stays; a save keeps the
+# unknown key (before: taken as corrupt, every saved tunable lost)
+rm -f "$tmp/state"/tunables.json.corrupt-*
+printf '%s' '{"buf_clear": "create", "frobnicate": "1", "inline": "sometimes", "sndbuf": "131072"}' >"$state"
+start_smcd --rmem 32K
+v=$("$smcctl" tunables get buf_clear 2>&1) s=$("$smcctl" tunables get sndbuf 2>&1) i=$("$smcctl" tunables get inline 2>&1)
+if [ "$v" = create ] && [ "$s" = 131072 ] && [ "$i" = auto ] && [ -e "$state" ] &&
+   ! ls "$tmp/state"/tunables.json.corrupt-* >/dev/null 2>&1 &&
+   [ "$(grep -c 'State file .*: not applied' "$tmp/smcd.log")" = 2 ] && grep -q '"frobnicate" is no tunable of this smcd' "$tmp/smcd.log" &&
+   "$smcctl" tunables set rmem=65536 && python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["frobnicate"] == "1" and d["rmem"] == "65536" and d["buf_clear"] == "create" and d["inline"] == "auto", d' "$state"; then
+        ok "newer state file: known keys applied, unknown key and refused value skipped and logged, the file kept, a save keeps the unknown key"
+else nok "newer state file: buf_clear $v sndbuf $s inline $i; $(ls "$tmp/state"); $(cat "$state"); $(grep -i "state file" "$tmp/smcd.log")"; fi
+stop_smcd
+rm -f "$state"
 # a save killed between creating and renaming its temporary file: smcd removes it at start
 echo '{"buf_clear": "create"' >"$state.tmp-AbC123"
 echo keep >"$state.tmp-notours"

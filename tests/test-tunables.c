@@ -328,12 +328,10 @@ static void test_state_file(void) {
         char dir[] = "/tmp/test-tunables.XXXXXX", path[PATH_MAX], err[300];
         static const char *const corrupt[] = {
                 "{\"sndbuf\": \"64K\", ",                 /* truncated */
-                "{\"sndbuf\": \"3M\"}",                   /* bad value */
                 "{\"busy_poll\": 5}",                     /* not a string */
-                "{\"frobnicate\": \"1\"}",                /* unknown key */
+                "{\"sndbuf\": \"64K\", \"busy_poll\": 5}", /* one not a string: nothing applied */
                 "[\"sndbuf\"]",                           /* not an object */
                 "{\"sndbuf\": \"64K\"} {}",               /* trailing data */
-                "{\"max_conns_per_lgr\": \"8\"}",         /* below the range */
                 "{\"sndbuf\": \"32K\", \"sndbuf\": \"64K\"}", /* a key twice (helper 121: last won) */
         };
         ManagerConfig cfg, loaded, want;
@@ -377,6 +375,46 @@ static void test_state_file(void) {
         CHECK(tunables_load(&loaded, path) == 0 && loaded.buf_clear == SMC_POOL_CLEAR_CREATE &&
               loaded.rmem == 131072 && loaded.sndbuf == 32768 && loaded.busy_poll_us == 50,
               "old state file: its keys applied, the others kept");
+
+        /* a state file of a newer smcd (a downgrade): keys this one does not know and
+         * values it refuses are skipped, the rest applied, nothing moved aside; the
+         * unknown keys are kept by the next save (before: the whole file was taken
+         * as corrupt, every saved tunable lost) */
+        {
+                int saved_level = log_get_max_level();
+                char text[4096] = "";
+                FILE *f;
+                size_t n;
+
+                write_text(path, "{\"frobnicate\": \"1\", \"sndbuf\": \"3M\", \"rmem\": \"131072\", "
+                                 "\"max_conns_per_lgr\": \"8\", \"zz_new\": \"x y\"}\n");
+                defaults(&loaded);
+                want = loaded;
+                want.rmem = 131072;
+                log_set_max_level(LOG_CRIT); /* the expected warnings */
+                CHECK(tunables_load(&loaded, path) == 0, "newer state file loads");
+                log_set_max_level(saved_level);
+                CHECK(memcmp(&loaded, &want, sizeof(want)) == 0,
+                      "newer state file: rmem applied; unknown keys, a value out of range skipped");
+                CHECK(access(path, F_OK) == 0 && count_aside(path) == 0, "newer state file: left in place");
+                CHECK(tunable_parse(&loaded, "sndbuf", "128K", err, sizeof(err)) == 0 && tunables_save(&loaded, path) == 0,
+                      "a change saved");
+                f = fopen(path, "r");
+                n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+                if (f)
+                        fclose(f);
+                text[n] = 0;
+                CHECK(strstr(text, "\"frobnicate\":\"1\"") && strstr(text, "\"zz_new\":\"x y\"") &&
+                              strstr(text, "\"sndbuf\":\"131072\"") && strstr(text, "\"max_conns_per_lgr\""),
+                      "the save keeps the unknown keys and writes every tunable: %s", text);
+                defaults(&loaded);
+                log_set_max_level(LOG_CRIT);
+                CHECK(tunables_load(&loaded, path) == 0 && loaded.sndbuf == 131072 && loaded.rmem == 131072 &&
+                              count_aside(path) == 0,
+                      "and loads again");
+                log_set_max_level(saved_level);
+                (void) unlink(path);
+        }
 
         /* corrupt ones: nothing applied, moved aside */
         for (size_t i = 0; i < sizeof(corrupt) / sizeof(corrupt[0]); i++) {
