@@ -1497,7 +1497,12 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd) 
                 e->owner = to->owner;
                 if (to->owner) {
                         LIST_PREPEND(by_client, to->owner->endpoints, e);
-                        eptable_set_owner(m->eptable, e->ept_slot1, to->owner->pid, client_pid_start(to->owner));
+                        /* (the endpoint table names the process that holds it) */
+                        if (e->ept_slot1)
+                                eptable_set_owner(m->eptable, e->ept_slot1, to->owner->pid,
+                                                  client_pid_start(to->owner));
+                        else
+                                ept_record(m, e, to->owner->pid, client_pid_start(to->owner));
                 }
                 client_owned_less(old);
         }
