@@ -156,11 +156,11 @@ int smc_ctl_msg_nfds(const union smc_ctl_msg *m) {
                 return 1;
         case SMC_CTL_SMCR:
         case SMC_CTL_ADOPT_FD:
-        case SMC_CTL_REQUEUE:
                 return 1;
         case SMC_CTL_ADOPT_REPLY:
                 return 3;
         case SMC_CTL_LISTEN_DEPOSIT:
+        case SMC_CTL_REQUEUE:
                 return 2;
         case SMC_CTL_CONNECT:
                 return m->hdr.version >= 3 ? 1 : 0;

@@ -291,23 +291,27 @@
  *                      endpoint, SMC-R, restored after an smcd restart, another
  *                      uid): ERROR -ENOENT. smcd closes its copy of the fd.
  *   REQUEUE      C->D  (v6; added after FALLBACK_COUNT: an smcd without it answers
- *                      ERROR -EOPNOTSUPP) listener id, conn id; 1 fd: X of an SMC-D
- *                      NEW_CONN (mode SMCD, this smcd's instance in hdr.seq) that
- *                      the client received from the accept channel of that listener
- *                      after its UNLISTEN, i.e. queued but never accepted. As the
+ *                      ERROR -EOPNOTSUPP) listener id, conn id; 2 fds: X and Y of a
+ *                      NEW_CONN of mode SMCD or SMCR (this smcd's instance in
+ *                      hdr.seq) that the client received from the accept channel of
+ *                      that listener after its UNLISTEN, i.e. queued but never
+ *                      accepted. As the
  *                      kernel migrates a closed SO_REUSEPORT listener's queued
  *                      connections to another member of its group
  *                      (net.ipv4.tcp_migrate_req), smcd queues the connection to
  *                      another live listener of the same address, port, network
  *                      namespace and uid (round robin; not a full or stalled queue;
- *                      smcd(8), "SO_REUSEPORT hand-over"): a NEW_CONN on that one's channel with
- *                      this X, Y and both memfds, and the endpoint's owner becomes
- *                      that listener's. smcd checks that the listener is the
+ *                      for SMC-R one of version >= 3 with an owner; smcd(8),
+ *                      "SO_REUSEPORT hand-over"): a NEW_CONN on that one's channel
+ *                      with this X, Y and both memfds, and the endpoint's owner
+ *                      becomes that listener's. smcd checks that the listener is the
  *                      client's and was given up with connections queued (UNLISTEN
  *                      keeps it, out of its port, until its channel hangs up), that
- *                      the connection is an open SMC-D one queued to it, not
- *                      accepted, and that the fd is its X (the inode recorded when
- *                      smcd made the pair: holding X is the proof, as for ADOPT_FD).
+ *                      the connection is an open one queued to it (SMC-D: not
+ *                      accepted, SMC_DMB_READER_ACCEPTED) and that the fds are its
+ *                      ends (the inodes recorded when smcd made the pairs: holding
+ *                      them is the proof, as for ADOPT_FD; SMC-D: X only, smcd sends
+ *                      its own copy of Y).
  *                      Reply OK (the client closes its copies: the connection is the
  *                      other listener's), or ERROR: -ENOENT (no such listener or
  *                      connection, or no other listener to take it), -EINVAL (not
@@ -579,9 +583,9 @@ struct smc_ctl_adopt_fd {
         uint64_t reserved; /* 0 */
 };
 
-/* REQUEUE (v6): move SMC-D connection conn_id, queued on the accept channel of
- * listener_id (given up by UNLISTEN), to another listener of its address; 1 fd, its
- * X (see Messages). */
+/* REQUEUE (v6): move SMC connection conn_id, queued on the accept channel of
+ * listener_id (given up by UNLISTEN), to another listener of its address; 2 fds, its
+ * X and Y (see Messages). */
 struct smc_ctl_requeue {
         struct smc_ctl_hdr hdr;
         uint64_t listener_id;

@@ -1595,7 +1595,7 @@ static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_
 /* ------------------------------------------------------------------------- */
 /* Teardown */
 
-/* Hand the SMC-D connection of NEW_CONN @m (fds @fds), queued to listener
+/* Hand the SMC-D or SMC-R connection of NEW_CONN @m (fds @fds), queued to listener
  * @listener_id which this process has just given up (UNLISTEN answered OK), to
  * another listener of its SO_REUSEPORT group (REQUEUE with its X; ctl-proto.h), as
  * the kernel migrates a closed member's queued connections
@@ -1606,13 +1606,13 @@ static bool chan_requeue(uint64_t listener_id, const union smc_ctl_msg *m, int *
         union smc_ctl_msg req, reply;
         int rfds[SMC_CTL_MAX_FDS], r;
 
-        if (!listener_id || *unsupported || m->conn.mode != SMC_CTL_MODE_SMCD || m->hdr.version < 6 || !m->hdr.seq ||
-            m->hdr.seq != smc_ctl_client_instance() || n < 1)
+        if (!listener_id || *unsupported || m->hdr.version < 6 || !m->hdr.seq ||
+            m->hdr.seq != smc_ctl_client_instance() || n < 2)
                 return false;
         smc_ctl_init(&req, SMC_CTL_REQUEUE, 0);
         req.requeue.listener_id = listener_id;
         req.requeue.conn_id = m->conn.conn_id;
-        r = smc_ctl_client_call(&req, fds, 1, &reply, rfds);
+        r = smc_ctl_client_call(&req, fds, 2, &reply, rfds); /* X, Y */
         for (int i = 0; i < r; i++)
                 sys_close(rfds[i]);
         if (r < 0 || reply.hdr.type != SMC_CTL_OK) {
@@ -1626,8 +1626,8 @@ static bool chan_requeue(uint64_t listener_id, const union smc_ctl_msg *m, int *
 }
 
 /* Drain a listener's accept channel: every queued connection is refused (its
- * peer sees ECONNRESET), but for SMC-D ones another listener of the same address
- * takes (chan_requeue(); @listener_id: the listener given up, 0 = none). At most
+ * peer sees ECONNRESET), but those another listener of the same address takes
+ * (chan_requeue(); @listener_id: the listener given up, 0 = none). At most
  * SMC_CHAN_DRAIN_MAX messages: smcd queues no more
  * than a listener's backlog (SOMAXCONN at most), and a channel the program broke
  * (closed, or replaced by another file with dup2(): ENOTSOCK, EBADF) fails every

@@ -1405,14 +1405,13 @@ int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd
 }
 
 /* REQUEUE (ctl-proto.h): the client gave up listener @req->listener_id (UNLISTEN)
- * and found SMC-D connection @req->conn_id queued on its channel; @fd is its X. As
+ * and found SMC connection @req->conn_id queued on its channel; @x, @y are its X, Y. As
  * the kernel moves a closed SO_REUSEPORT listener's queued connections to another
  * member of the group (tcp_migrate_req=1), it goes to another listener of the
- * address: found by a server that reloads (nginx's binary upgrade, haproxy: a new
- * listener, then the old one drained and closed), which lost the connections queued
- * to the old one meanwhile (helper 122: 29 of 32.7k between namespaces, 2 of 25.8k
- * in one). */
-int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd) {
+ * address: found by a server that reloads (a new listener, then the old one drained
+ * until EAGAIN and closed), which lost the connections queued to the old one
+ * meanwhile (helper 122: 29 of 32.7k between namespaces, 2 of 25.8k in one). */
+int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, int y) {
         Manager *m = c->manager;
         Listener *l = manager_get_listener(m, req->listener_id), *to;
         Endpoint *e = u64map_get(m->endpoints, req->conn_id), *peer;
@@ -1424,34 +1423,48 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd) 
         uint32_t flags;
         Conn *conn;
 
-        if (!l || !l->unlistened || l->uid != c->uid || !e || e->uid != c->uid || !adoptable(e) ||
-            ep_side(e) != EP_SERVER || e->conn->listener_id != l->id) {
-                close(fd);
-                return client_send_error(c, req->hdr.seq, ENOENT, 0,
-                                         "no connection %016" PRIx64 " queued to a given up listener %" PRIu64
-                                         " of this uid",
-                                         req->conn_id, req->listener_id);
+        if (!l || !l->unlistened || l->uid != c->uid || !e || e->uid != c->uid ||
+            (e->smcr ? smcr_requeue_check(e, l->id, x, y) == -ENOENT
+                     : !adoptable(e) || ep_side(e) != EP_SERVER || e->conn->listener_id != l->id)) {
+                r = client_send_error(c, req->hdr.seq, ENOENT, 0,
+                                      "no connection %016" PRIx64 " queued to a given up listener %" PRIu64
+                                      " of this uid",
+                                      req->conn_id, req->listener_id);
+                goto out;
         }
-        conn = e->conn;
-        flags = atomic_load_explicit(&((struct smc_dmb_hdr *) conn->buf[EP_SERVER]->base)->reader_flags,
-                                     memory_order_acquire);
-        if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) || e->x_ino == 0 || (uint64_t) st.st_ino != e->x_ino ||
-            (flags & SMC_DMB_READER_ACCEPTED)) {
-                close(fd);
-                return client_send_error(c, req->hdr.seq, EINVAL, 0,
-                                         "the descriptor is not connection %016" PRIx64 "'s, or it was accepted",
-                                         req->conn_id);
+        if (e->smcr)
+                r = smcr_requeue_check(e, l->id, x, y);
+        else {
+                conn = e->conn;
+                flags = atomic_load_explicit(&((struct smc_dmb_hdr *) conn->buf[EP_SERVER]->base)->reader_flags,
+                                             memory_order_acquire);
+                r = fstat(x, &st) < 0 || !S_ISSOCK(st.st_mode) || e->x_ino == 0 || (uint64_t) st.st_ino != e->x_ino ||
+                                    (flags & SMC_DMB_READER_ACCEPTED)
+                            ? -EINVAL
+                            : 0;
+        }
+        if (r < 0) {
+                r = client_send_error(c, req->hdr.seq, EINVAL, 0,
+                                      "the descriptors are not connection %016" PRIx64 "'s, or it was accepted",
+                                      req->conn_id);
+                goto out;
         }
         listener_group_of(l, &g);
-        to = listener_group_pick(m, &g, l->version);
-        if (!to) {
-                close(fd);
-                return client_send_error(c, req->hdr.seq, ENOENT, 0,
-                                         "no other listener on port %u can take connection %016" PRIx64,
-                                         (unsigned) l->addr.port, req->conn_id);
+        to = listener_group_pick(m, &g, e->smcr ? 3 : l->version);
+        if (!to || (e->smcr && !to->owner)) {
+                r = client_send_error(c, req->hdr.seq, ENOENT, 0,
+                                      "no other listener on port %u can take connection %016" PRIx64,
+                                      (unsigned) l->addr.port, req->conn_id);
+                goto out;
+        }
+        if (e->smcr) {
+                r = smcr_requeue_send(e, x, y, to);
+                goto sent;
         }
 
-        /* the NEW_CONN conn_make() sent, on @to's channel: X, Y, both memfds */
+        /* the NEW_CONN conn_make() sent, on @to's channel: X, Y, both memfds (Y:
+         * smcd's copy, which it holds for the peer endpoint) */
+        conn = e->conn;
         peer = &conn->ep[EP_CLIENT];
         smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance);
         msg.conn.conn_id = e->id;
@@ -1460,16 +1473,15 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd) 
         msg.conn.params.autocork_size = m->config.autocork_size;
         msg.conn.local = e->local;
         msg.conn.peer = e->peer;
-        fds[nfds++] = fd;
+        fds[nfds++] = x;
         if (peer->hold_fd >= 0)
                 fds[nfds++] = peer->hold_fd;
         else {
                 /* the client closed already: a dead Y, as ADOPT_REPLY's (the DMB flags
                  * say how it ended) */
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dead) < 0) {
-                        r = -errno;
-                        close(fd);
-                        return client_send_error(c, req->hdr.seq, -r, 0, "socketpair: %s", strerror(-r));
+                        r = client_send_error(c, req->hdr.seq, errno, 0, "socketpair: %m");
+                        goto out;
                 }
                 close(dead[1]);
                 fds[nfds++] = dead[0];
@@ -1478,39 +1490,47 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd) 
         describe_buf(NULL, conn->buf[EP_CLIENT], &msg.conn.tx, fds, &nfds);
         (void) smc_ctl_set_version(&msg, to->version);
         r = smc_ctl_send(to->channel, &msg, fds, nfds, MSG_DONTWAIT);
-        close(fd);
         if (dead[0] >= 0)
                 close(dead[0]);
-        if (r < 0)
-                return client_send_error(c, req->hdr.seq, r == -EAGAIN ? EAGAIN : -r, 0,
-                                         "NEW_CONN to listener %" PRIu64 " failed: %s", to->id, strerror(-r));
-        to->n_sent++;
-        conn->listener_id = to->id;
-        conn->accept_marked = to->version >= 4;
-        /* the endpoint is the new listener's owner's now (NULL: an orphan's, as
-         * conn_make() gives it) */
-        if (e->owner != to->owner) {
-                Client *old = e->owner;
+        if (r >= 0) {
+                to->n_sent++;
+                conn->listener_id = to->id;
+                conn->accept_marked = to->version >= 4;
+                /* the endpoint is the new listener's owner's now (NULL: an orphan's, as
+                 * conn_make() gives it) */
+                if (e->owner != to->owner) {
+                        Client *old = e->owner;
 
-                if (old)
-                        LIST_REMOVE(by_client, old->endpoints, e);
-                e->owner = to->owner;
-                if (to->owner) {
-                        LIST_PREPEND(by_client, to->owner->endpoints, e);
-                        /* (the endpoint table names the process that holds it) */
-                        if (e->ept_slot1)
-                                eptable_set_owner(m->eptable, e->ept_slot1, to->owner->pid,
-                                                  client_pid_start(to->owner));
-                        else
-                                ept_record(m, e, to->owner->pid, client_pid_start(to->owner));
+                        if (old)
+                                LIST_REMOVE(by_client, old->endpoints, e);
+                        e->owner = to->owner;
+                        if (to->owner) {
+                                LIST_PREPEND(by_client, to->owner->endpoints, e);
+                                /* (the endpoint table names the process that holds it) */
+                                if (e->ept_slot1)
+                                        eptable_set_owner(m->eptable, e->ept_slot1, to->owner->pid,
+                                                          client_pid_start(to->owner));
+                                else
+                                        ept_record(m, e, to->owner->pid, client_pid_start(to->owner));
+                        }
+                        client_owned_less(old);
                 }
-                client_owned_less(old);
+        }
+sent:
+        if (r < 0) {
+                r = client_send_error(c, req->hdr.seq, r == -EAGAIN ? EAGAIN : -r, 0,
+                                      "NEW_CONN to listener %" PRIu64 " failed: %s", to->id, strerror(-r));
+                goto out;
         }
         m->stats.conns_requeued++;
         log_debug("Connection %016" PRIx64 " queued to given up listener %" PRIu64 " moved to listener %" PRIu64 ".",
                   e->id, l->id, to->id);
         smc_ctl_init(&msg, SMC_CTL_OK, req->hdr.seq);
-        return client_send(c, &msg, NULL, 0);
+        r = client_send(c, &msg, NULL, 0);
+out:
+        close(x);
+        close(y);
+        return r;
 }
 
 static int reply_rereg(Client *c, uint32_t seq, uint64_t id) {

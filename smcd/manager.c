@@ -419,7 +419,7 @@ static int client_process_one(Client *c) {
                 client_adopted(c);
                 return r;
         case SMC_CTL_REQUEUE:
-                return client_handle_requeue(c, &msg.requeue, fds[0]); /* takes the fd */
+                return client_handle_requeue(c, &msg.requeue, fds[0], fds[1]); /* takes the fds */
         case SMC_CTL_REREG:
                 r = client_handle_rereg(c, &msg.rereg);
                 client_adopted(c);

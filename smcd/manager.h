@@ -642,12 +642,13 @@ int client_handle_adopt(Client *c, const struct smc_ctl_adopt *req);
 /* ADOPT_FD (conn.c): the same for the SMC-D endpoint whose X is @fd (received by the
  * client's process over a unix socket); takes @fd. Returns as client_handle_adopt(). */
 int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd);
-/* REQUEUE (conn.c, ctl-proto.h): the SMC-D connection @req->conn_id, queued on the
+/* REQUEUE (conn.c, ctl-proto.h): the SMC connection @req->conn_id, queued on the
  * channel of @c's listener @req->listener_id when @c gave it up (UNLISTEN), goes to
- * another listener of its group (listener_group_pick()); @fd (taken) must be its X.
+ * another listener of its group (listener_group_pick()); @x and @y (taken) must be
+ * the X and Y of its NEW_CONN (SMC-D: X is checked, Y not used; SMC-R: both).
  * Replies OK or ERROR (-ENOENT, -EINVAL, -EAGAIN). Returns 0 or a negative errno
  * from sending (the client is dropped). */
-int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int fd);
+int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, int y);
 /* REREG (conn.c): an SMC-D endpoint set up by an earlier smcd, re-registered by its
  * process after a restart; listed and counted from now on, joined with its peer
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -194,6 +195,9 @@ struct SmcrConn {
         uint32_t peer_rmb_size;
         int xs, ya;              /* smcd's fds (smcr.h) */
         int tcp;                 /* role server: the idle TCP connection, or -1 */
+        uint64_t listener_id;    /* role server: the listener its NEW_CONN went to */
+        uint64_t x_ino, y_ino;   /* role server: the inodes of X_a and Y_s, the ends
+                                  * the NEW_CONN carried (REQUEUE's proof) */
         uid_t uid;
         bool accounted;          /* counted in its uid's endpoints and buffer bytes (from
                                   * conn_new on, so that concurrent handshakes of one uid
@@ -3073,6 +3077,13 @@ static void hs_done(SmcrHs *hs) {
         c->client = cl;
         LIST_PREPEND(by_client, cl->endpoints, &c->ep);
         if (hs->server) {
+                struct stat st;
+
+                c->listener_id = l->id;
+                if (fstat(a[0], &st) == 0)
+                        c->x_ino = st.st_ino;
+                if (fstat(s[1], &st) == 0)
+                        c->y_ino = st.st_ino;
                 m->stats.smcr.conns_server++;
                 m->stats.smcr.conns_server_current++;
         } else {
@@ -3143,6 +3154,56 @@ static void hs_done(SmcrHs *hs) {
          * meanwhile waits for a cursor update, which only the plug of X_s lets us
          * send when the client has read (without it both sides waited for ever) */
         conn_rx_check(c);
+}
+
+int smcr_requeue_check(const Endpoint *e, uint64_t listener_id, int x, int y) {
+        const SmcrConn *c = e->smcr;
+        struct stat sx, sy;
+
+        if (!c || !e->role_server || !c->active || c->closed || e->closed || c->listener_id != listener_id)
+                return -ENOENT;
+        if (fstat(x, &sx) < 0 || fstat(y, &sy) < 0 || !S_ISSOCK(sx.st_mode) || !S_ISSOCK(sy.st_mode) || !c->x_ino ||
+            !c->y_ino || (uint64_t) sx.st_ino != c->x_ino || (uint64_t) sy.st_ino != c->y_ino)
+                return -EINVAL;
+        return 0;
+}
+
+int smcr_requeue_send(Endpoint *e, int x, int y, Listener *to) {
+        SmcrConn *c = e->smcr;
+        Manager *m = c->sm->m;
+        union smc_ctl_msg msg;
+        int fds[4] = { x, y, c->rmb->memfd, c->sndbuf->memfd }, r;
+
+        if (!to->owner)
+                return -ENOENT; /* (an SMC-R endpoint needs an owner: hs_done) */
+        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance);
+        msg.conn.conn_id = e->id;
+        msg.conn.mode = SMC_CTL_MODE_SMCR;
+        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
+        msg.conn.params.autocork_size = m->config.autocork_size;
+        msg.conn.local = e->local;
+        msg.conn.peer = e->peer;
+        msg.conn.rx = (struct smc_ctl_buf) { .id = c->rmb->id, .size = c->rmb->size, .flags = SMC_CTL_BUF_FD };
+        msg.conn.tx = (struct smc_ctl_buf) { .id = c->sndbuf->id, .size = c->sndbuf->size, .flags = SMC_CTL_BUF_FD };
+        (void) smc_ctl_set_version(&msg, to->version);
+        r = smc_ctl_send(to->channel, &msg, fds, 4, MSG_DONTWAIT);
+        if (r < 0)
+                return r;
+        to->n_sent++;
+        c->listener_id = to->id;
+        /* it ends with its owner's control connection (smcr_client_gone()): the
+         * process that will accept it now */
+        c->client = to->owner;
+        if (e->owner != to->owner) {
+                Client *old = e->owner;
+
+                if (old)
+                        LIST_REMOVE(by_client, old->endpoints, e);
+                e->owner = to->owner;
+                LIST_PREPEND(by_client, to->owner->endpoints, e);
+                client_owned_less(old);
+        }
+        return 0;
 }
 
 /* An LLC step the handshake waited for is done (smcr.c lgr_on_llc / flows). */

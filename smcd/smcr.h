@@ -104,6 +104,14 @@ void smcr_endpoint_info(const Endpoint *e, SmcrEndpointInfo *ret);
 
 /* Client @c goes away: cancel its handshakes in progress (answering nobody). */
 void smcr_client_gone(Client *c);
+/* REQUEUE of an SMC-R server endpoint @e (conn.c client_handle_requeue()): is it an
+ * active one whose NEW_CONN went to listener @listener_id, with @x and @y (borrowed)
+ * the X and Y that NEW_CONN carried? Returns 0, -ENOENT or -EINVAL. */
+int smcr_requeue_check(const Endpoint *e, uint64_t listener_id, int x, int y);
+/* Send @e's NEW_CONN again, with @x and @y (borrowed) and both memfds, on listener
+ * @to's channel; @e then belongs to @to and its owner. Returns 0, -ENOENT (@to has no
+ * owner) or -errno from sending (-EAGAIN: its channel is full). */
+int smcr_requeue_send(Endpoint *e, int x, int y, Listener *to);
 
 /* One link group as `smcctl linkgroups` shows it (linkgroups-bus.c has the schema). */
 typedef struct SmcrLgrInfo {

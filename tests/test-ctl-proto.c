@@ -1232,14 +1232,14 @@ static void test_rereg(void) {
         CHECK(fds_after == fds_before, "fds open after the REREG checks: %d, before %d", fds_after, fds_before);
 }
 
-/* REQUEUE: v6 only, to the daemon, exactly one fd, listener and conn id not 0 */
+/* REQUEUE: v6 only, to the daemon, exactly two fds, listener and conn id not 0 */
 static void test_requeue(void) {
         union smc_ctl_msg m, r, c;
         int fds[SMC_CTL_MAX_FDS], pfd[2], n, fds_before = count_fds();
 
         if (pipe(pfd) < 0)
                 abort();
-        int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] };
+        int one[1] = { pfd[0] }, two[2] = { pfd[0], pfd[1] }, three[3] = { pfd[0], pfd[1], pfd[0] };
 
         CHECK(SMC_CTL_REQUEUE == 22 && sizeof(struct smc_ctl_requeue) == 32, "REQUEUE type 22, 32 bytes");
         CHECK(smc_ctl_msg_size_v(SMC_CTL_REQUEUE, 6) == 32 && smc_ctl_msg_size_v(SMC_CTL_REQUEUE, 5) == 0 &&
@@ -1248,28 +1248,29 @@ static void test_requeue(void) {
         smc_ctl_init(&m, SMC_CTL_REQUEUE, 23);
         m.requeue.listener_id = 7;
         m.requeue.conn_id = 0x1234567890abcdefULL;
-        CHECK(smc_ctl_msg_nfds(&m) == 1, "REQUEUE carries one fd");
-        CHECK(smc_ctl_send(sp[0], &m, one, 1, 0) == 0, "send REQUEUE");
+        CHECK(smc_ctl_msg_nfds(&m) == 2, "REQUEUE carries two fds");
+        CHECK(smc_ctl_send(sp[0], &m, two, 2, 0) == 0, "send REQUEUE");
         memset(&r, 0xa5, sizeof(r));
         n = smc_ctl_recv(sp[1], &r, fds, SMC_CTL_TO_DAEMON, MSG_DONTWAIT);
-        CHECK(n == 1 && r.hdr.type == SMC_CTL_REQUEUE && r.hdr.seq == 23 && r.requeue.listener_id == 7 &&
-                      r.requeue.conn_id == 0x1234567890abcdefULL && fd_open(fds[0]),
+        CHECK(n == 2 && r.hdr.type == SMC_CTL_REQUEUE && r.hdr.seq == 23 && r.requeue.listener_id == 7 &&
+                      r.requeue.conn_id == 0x1234567890abcdefULL && fd_open(fds[0]) && fd_open(fds[1]),
               "REQUEUE round trip: %d", n);
         for (int i = 0; i < n && n > 0; i++)
                 close(fds[i]);
         expect_bad("REQUEUE without an fd", &m, m.hdr.len, NULL, 0, SMC_CTL_TO_DAEMON, -EBADF);
-        expect_bad("REQUEUE with 2 fds", &m, m.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADF);
-        expect_bad("REQUEUE to a client", &m, m.hdr.len, one, 1, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
+        expect_bad("REQUEUE with 1 fd", &m, m.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("REQUEUE with 3 fds", &m, m.hdr.len, three, 3, SMC_CTL_TO_DAEMON, -EBADF);
+        expect_bad("REQUEUE to a client", &m, m.hdr.len, two, 2, SMC_CTL_TO_CLIENT, -EOPNOTSUPP);
         c = m;
         c.requeue.listener_id = 0;
-        expect_bad("REQUEUE listener 0", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("REQUEUE listener 0", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.requeue.conn_id = 0;
-        expect_bad("REQUEUE conn 0", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
-        expect_bad("REQUEUE short", &m, 24, one, 1, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("REQUEUE conn 0", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
+        expect_bad("REQUEUE short", &m, 24, two, 2, SMC_CTL_TO_DAEMON, -EBADMSG);
         c = m;
         c.hdr.version = 5;
-        expect_bad("REQUEUE in version 5", &c, c.hdr.len, one, 1, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
+        expect_bad("REQUEUE in version 5", &c, c.hdr.len, two, 2, SMC_CTL_TO_DAEMON, -EOPNOTSUPP);
         close(pfd[0]);
         close(pfd[1]);
         CHECK(count_fds() == fds_before, "REQUEUE: no fd leaked (%d -> %d)", fds_before, count_fds());

@@ -41,7 +41,8 @@
 #      byte (the library declines the proposal the old smcd's echo brought);
 #  16. a server in B hands its port over between two SO_REUSEPORT listeners (nginx's
 #      binary upgrade, haproxy's reload): it accepts from A until EAGAIN, closes A,
-#      then serves from B, while 32 clients from A connect at once: every client is
+#      then serves from B, while 32 clients from A connect at once (closing A at once,
+#      and 300 ms after the last accept): every client is
 #      answered (B's namespace has net.ipv4.tcp_migrate_req=1 for the TCP connections
 #      in A's kernel queue; smcd moves A's SMC-D connections whose handshake was still
 #      running, and those queued on its accept channel, to B).
@@ -480,23 +481,29 @@ fi
 if [ -z "$spid" ]; then start_smcd s16 --cross-netns yes || nok "16: smcd does not start"; fi
 if [ -n "$spid" ] && ip netns exec "$NSB" sysctl -qw net.ipv4.tcp_migrate_req=1 2>/dev/null; then
         handoff=$(dirname "$py")/apps/reuseport-handoff.py
-        rm -f "$tmp/s16.port"
-        timeout -k 5 60 ip netns exec "$NSB" sh "$smcrun" python3 "$handoff" serve --bind "$IPB" \
-                --port-file "$tmp/s16.port" >"$tmp/s16.log" 2>&1 &
-        s16pid=$!
-        pids+=("$s16pid")
-        for _ in $(seq 100); do [ -s "$tmp/s16.port" ] && break; sleep 0.05; done
-        b=$(smcd_stat conns_netns)
-        out=$(timeout -k 5 60 ip netns exec "$NSA" sh "$smcrun" python3 "$handoff" connect --addr "$IPB" \
-                --port "$(cat "$tmp/s16.port" 2>/dev/null)" --conns 32 2>&1)
-        rc=$?
-        wait "$s16pid"
-        a=$(smcd_stat conns_netns)
-        if [ $rc = 0 ]; then
-                ok "16: 32 clients all answered across the close of an SO_REUSEPORT listener ($out; server: $(cat "$tmp/s16.log"); conns_netns +$((a - b)), moved from the channel: $(grep -c 'moved to listener' "$rundir/smcd.log"), during the handshake: $(grep -c 'went during a handshake' "$rundir/smcd.log"))"
-        else
-                nok "16: 32 clients all answered across the close of an SO_REUSEPORT listener: $out (server: $(cat "$tmp/s16.log"))"
-        fi
+        # (0: the close comes while the handshakes run; 300 ms: after they ended, with
+        # their NEW_CONNs on A's accept channel)
+        for after in 0 300; do
+                rm -f "$tmp/s16.port"
+                timeout -k 5 60 ip netns exec "$NSB" sh "$smcrun" python3 "$handoff" serve --bind "$IPB" \
+                        --port-file "$tmp/s16.port" --close-after $after >"$tmp/s16.log" 2>&1 &
+                s16pid=$!
+                pids+=("$s16pid")
+                for _ in $(seq 100); do [ -s "$tmp/s16.port" ] && break; sleep 0.05; done
+                b=$(smcd_stat conns_netns)
+                mb=$(grep -c 'moved to listener' "$rundir/smcd.log") wb=$(grep -c 'went during a handshake' "$rundir/smcd.log")
+                out=$(timeout -k 5 60 ip netns exec "$NSA" sh "$smcrun" python3 "$handoff" connect --addr "$IPB" \
+                        --port "$(cat "$tmp/s16.port" 2>/dev/null)" --conns 32 2>&1)
+                rc=$?
+                wait "$s16pid"
+                a=$(smcd_stat conns_netns)
+                moved="moved from the channel: $(($(grep -c 'moved to listener' "$rundir/smcd.log") - mb)), during the handshake: $(($(grep -c 'went during a handshake' "$rundir/smcd.log") - wb))"
+                if [ $rc = 0 ]; then
+                        ok "16 (close after $after ms): 32 clients all answered across the close of an SO_REUSEPORT listener ($out; server: $(cat "$tmp/s16.log"); conns_netns +$((a - b)), $moved)"
+                else
+                        nok "16 (close after $after ms): 32 clients all answered across the close of an SO_REUSEPORT listener: $out (server: $(cat "$tmp/s16.log"); $moved)"
+                fi
+        done
 else
         ok "16: skipped: no net.ipv4.tcp_migrate_req (Linux < 5.14)"
 fi

@@ -2532,10 +2532,10 @@ def _run_requeue_checks(d):
         t.listen(16)
         return t
 
-    def requeue(c, lid, conn_id, fd, version=6, length=32):
+    def requeue(c, lid, conn_id, fds, version=6, length=32):
         seq = c.next()
         send(c.s, hdr(REQUEUE, seq, length=length, version=version) + struct.pack("<QQ", lid, conn_id)[:length - 16],
-             [fd])
+             fds)
         t, rseq, data, rfds = recv_msg(c.s, version=c.version)
         for f in rfds:
             os.close(f)
@@ -2552,7 +2552,7 @@ def _run_requeue_checks(d):
     # before the UNLISTEN: nothing to requeue
     t, _, data, qa = recv_msg(cha, version=6)
     qa_id = parse_conn(data)["id"]
-    r = requeue(srv, la, qa_id, qa[0])
+    r = requeue(srv, la, qa_id, qa[:2])
     check(r == ("error", -errno.ENOENT), f"REQUEUE before the UNLISTEN -> ERROR ENOENT {r}")
     seq = srv.next()
     t, rseq, _, _ = srv.request(srv.hdr(UNLISTEN, seq) + struct.pack("<Q", la))
@@ -2560,24 +2560,28 @@ def _run_requeue_checks(d):
     t, _, data, qa2 = recv_msg(cha, version=6)
     qa2_id = parse_conn(data)["id"]
     check(t == NEW_CONN and len(qa2) == 4, f"A's channel still holds its second connection ({t}, {len(qa2)} fds)")
-    r = requeue(srv, la, qa_id, qa[1])
-    check(r == ("error", -errno.EINVAL), f"REQUEUE with Y instead of X -> ERROR EINVAL {r}")
+    r = requeue(srv, la, qa_id, [qa[1], qa[0]])
+    check(r == ("error", -errno.EINVAL), f"REQUEUE with Y and X swapped -> ERROR EINVAL {r}")
     pr, pw = os.pipe()
-    r = requeue(srv, la, qa_id, pr)
+    r = requeue(srv, la, qa_id, [pr, qa[1]])
     check(r == ("error", -errno.EINVAL), f"REQUEUE with a pipe -> ERROR EINVAL {r}")
-    r = requeue(srv, la, qa_id, qa2[0])
+    r = requeue(srv, la, qa_id, qa2[:2])
     check(r == ("error", -errno.EINVAL), f"REQUEUE with another connection's X -> ERROR EINVAL {r}")
-    r = requeue(srv, lb, qa_id, qa[0])
+    r = requeue(srv, lb, qa_id, qa[:2])
     check(r == ("error", -errno.ENOENT), f"REQUEUE naming the live listener B -> ERROR ENOENT {r}")
-    res = as_uid(lambda: repr(requeue(Client(d.sock, version=6), la, qa_id, qa[0])).encode())
+    res = as_uid(lambda: repr(requeue(Client(d.sock, version=6), la, qa_id, qa[:2])).encode())
     check(res == repr(("error", -errno.ENOENT)).encode(), f"REQUEUE by another uid -> ERROR ENOENT ({res})")
-    r = requeue(srv, la, qa_id, qa[0], version=5, length=32)
+    r = requeue(srv, la, qa_id, qa[:2], version=5, length=32)
     check(r[0] == "error", f"REQUEUE in version 5 -> ERROR {r}")
-    r = requeue(srv, la, qa_id, qa[0], length=24)
+    r = requeue(srv, la, qa_id, qa[:2], length=24)
     check(r == ("error", -errno.EBADMSG), f"REQUEUE without its conn id -> ERROR EBADMSG {r}")
-    r = requeue(srv, la, qa_id, qa[0])
+    r = requeue(srv, la, qa_id, qa[:1])
+    check(r[0] == "error", f"REQUEUE with X only -> ERROR {r}")
+    r = requeue(srv, la, qa_id, qa[:2], length=24)
+    check(r == ("error", -errno.EBADMSG), f"REQUEUE without its conn id -> ERROR EBADMSG {r}")
+    r = requeue(srv, la, qa_id, qa[:2])
     check(r == ("ok",), f"REQUEUE of A's connection with its X -> OK {r}")
-    r = requeue(srv, la, qa_id, qa[0])
+    r = requeue(srv, la, qa_id, qa[:2])
     check(r == ("error", -errno.ENOENT), f"the same REQUEUE again (the connection is B's now) -> ERROR ENOENT {r}")
     got = {}
     while True:
@@ -2597,7 +2601,7 @@ def _run_requeue_checks(d):
     # no other listener: B given up too
     seq = srv.next()
     t, _, _, _ = srv.request(srv.hdr(UNLISTEN, seq) + struct.pack("<Q", lb))
-    r = requeue(srv, lb, qa_id, got[qa_id][0]) if qa_id in got else None
+    r = requeue(srv, lb, qa_id, got[qa_id][:2]) if qa_id in got else None
     check(r == ("error", -errno.ENOENT), f"REQUEUE with no other listener left -> ERROR ENOENT {r}")
     for f in [pr, pw] + qa + qa2 + [fd for v in got.values() for fd in v] + [fd for _, fs in conns for fd in fs]:
         os.close(f)

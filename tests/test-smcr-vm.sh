@@ -13,6 +13,10 @@
 # the second link (ADD LINK), connections spread over both; the second path's netdev
 # set down mid-transfer moves its connections to the first link with every byte
 # intact (failover), and the link is added again when the netdev is back.
+# An SO_REUSEPORT server on B that accepts from its old listener until EAGAIN, closes it
+# and serves from the new one while 32 clients from A connect: every client answered
+# (the SMC-R connections whose handshake ran at the close, or that waited on the old
+# listener's accept channel, go to the new listener: SMC-R hand-over).
 # smcd A stopped (SIGTERM) while a handshake waits for the server's accept: it declines
 # instead of its CONFIRM and exits after; the connection goes on as TCP.
 # Through smcrun too: sockperf ping-pong and throughput (when sockperf is installed).
@@ -20,7 +24,7 @@
 # tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC.
 # SMC_DEBUG=1: the client library's fallback / error decisions (libsmcproto(3)) go to
 # the smcr-xfer outputs (cli.PORT, srv.PORT).
-# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover,stop picks cases.
+# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover,handoff,stop picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -35,6 +39,7 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         [ -n "${SMCR_VM_KEEP:-}" ] && mkdir -p "$SMCR_VM_KEEP" && keep=(--results "$SMCR_VM_KEEP")
         exec "$runvm" "${keep[@]}" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
+                --env HANDOFF_APP="$(realpath "$(dirname "$0")")/apps/reuseport-handoff.py" \
                 --env SMCR_TESTS="${SMCR_TESTS:-all}" --env SMCD_SMCR_TRACE="${SMCD_SMCR_TRACE:-}" \
                 --env SMC_DEBUG="${SMC_DEBUG:-}" \
                 "$0" "$(realpath "$smcd")" "$(realpath "$xfer")" "${lib:+$(realpath "$lib")}" "${run:+$(realpath "$run")}"
@@ -475,6 +480,46 @@ if want failover; then
         links_added 2 && ok "the link is added again once $RXE_A2_NETDEV is up" ||
                 nok "no second link after $RXE_A2_NETDEV came up: links_added A $(stat_of a links_added) B $(stat_of b links_added)"
         run_xfer "transfers over the re-added link" 1000000,1000000,1000000,1000000 4 4
+fi
+
+if want handoff; then
+        # SO_REUSEPORT hand-over over SMC-R (tests/apps/reuseport-handoff.py): B's
+        # server accepts from listener A until EAGAIN (smcd B then runs the handshakes
+        # of what it took), closes A and serves from B; 32 clients on host A at once.
+        # The kernel moves A's queued TCP connections (tcp_migrate_req=1), smcd B the
+        # SMC-R ones (before 2026-12-07 those were reset)
+        if [ -z "$smcrun_sh" ]; then
+                echo "ok - handoff # SKIP (no smcrun)"
+        elif ! sysctl -qw net.ipv4.tcp_migrate_req=1 2>/dev/null; then
+                echo "ok - handoff # SKIP (no net.ipv4.tcp_migrate_req)"
+        else
+                handoff=$HANDOFF_APP
+                # (0: the close comes while smcd B runs the handshakes; 500 ms: after
+                # they ended, their NEW_CONNs on A's accept channel)
+                for after in 0 500; do
+                        t=$(now)
+                        kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
+                        hb=$(stat_of b handshakes_ok)
+                        mb=$(grep -c 'moved to listener' "$tmp/b.log") wb=$(grep -c 'went during a handshake' "$tmp/b.log")
+                        rm -f "$tmp/handoff.port"
+                        B env SMCRUN_LIB="$smcrun_lib" timeout 150 sh "$smcrun_sh" python3 "$handoff" serve --bind "$RXE_B_IP" \
+                                --port-file "$tmp/handoff.port" --close-after $after >"$tmp/handoff-srv.out" 2>&1 &
+                        sp=$!
+                        for _ in $(seq 100); do [ -s "$tmp/handoff.port" ] && break; sleep 0.1; done
+                        out=$(A env SMCRUN_LIB="$smcrun_lib" timeout 150 sh "$smcrun_sh" python3 "$handoff" connect \
+                                --addr "$RXE_B_IP" --port "$(cat "$tmp/handoff.port" 2>/dev/null)" --conns 32 2>&1)
+                        crc=$?
+                        wait "$sp"
+                        kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
+                        ha=$(stat_of b handshakes_ok)
+                        moved="moved from the channel $(($(grep -c 'moved to listener' "$tmp/b.log") - mb)), during the handshake $(($(grep -c 'went during a handshake' "$tmp/b.log") - wb))"
+                        if [ $crc = 0 ] && [ $((ha - hb)) -ge 1 ]; then
+                                ok "handoff (close after $after ms): 32 clients all answered across the close of an SO_REUSEPORT listener ($out; server $(cat "$tmp/handoff-srv.out"); SMC-R handshakes on B +$((ha - hb)); $moved), $(since "$t")"
+                        else
+                                nok "handoff (close after $after ms): client exit $crc: $out (server $(cat "$tmp/handoff-srv.out"); SMC-R handshakes on B +$((ha - hb)); $moved)"
+                        fi
+                done
+        fi
 fi
 
 if want stop; then

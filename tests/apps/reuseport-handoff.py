@@ -16,9 +16,10 @@
 #
 # Between network namespaces (tests/test-netns-smcd.sh; SMC-D after a CLC handshake on
 # the TCP connection, which smcd runs once the server's library accepted it):
-#   reuseport-handoff.py serve --bind IP --port-file F
+#   reuseport-handoff.py serve --bind IP --port-file F [--close-after MS]
 #       listeners A (nonblocking) and B on IP, the port written to F; once A has a
 #       connection: accept from A until EAGAIN (handshakes of those still run then),
+#       wait MS milliseconds (0: none; their results then wait on A's accept channel),
 #       close A, and serve B until nothing came for 3 s. Prints {"a": n, "b": n}.
 #   reuseport-handoff.py connect --addr IP --port P --conns N
 #       N connections at once, each sends a numbered message and waits for the
@@ -179,7 +180,9 @@ def ns_serve(a):
         t = threading.Thread(target=answer, args=(c,))
         t.start()
         threads.append(t)
-    a_ls.close()  # (SMC handshakes it started still run)
+    if a.close_after:
+        time.sleep(a.close_after / 1000)  # (SMC connections then wait on its channel)
+    a_ls.close()  # (with 0: SMC handshakes it started still run)
     b_ls.settimeout(3)
     while True:
         try:
@@ -239,6 +242,7 @@ if len(sys.argv) > 1:
     ps = sub.add_parser("serve")
     ps.add_argument("--bind", required=True)
     ps.add_argument("--port-file", required=True)
+    ps.add_argument("--close-after", type=int, default=0)
     pc = sub.add_parser("connect")
     pc.add_argument("--addr", required=True)
     pc.add_argument("--port", type=int, required=True)
