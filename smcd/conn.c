@@ -1518,7 +1518,7 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, i
         }
 sent:
         if (r < 0) {
-                r = client_send_error(c, req->hdr.seq, r == -EAGAIN ? EAGAIN : -r, 0,
+                r = client_send_error(c, req->hdr.seq, -r, 0,
                                       "NEW_CONN to listener %" PRIu64 " failed: %s", to->id, strerror(-r));
                 goto out;
         }

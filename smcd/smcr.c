@@ -4007,8 +4007,7 @@ int client_handle_smcr(Client *c, const struct smc_ctl_smcr *req, int fd) {
         hs->rcvbuf = req->rcvbuf;
         hs->uid = uid;
         hs->listener_id = req->listener_id;
-        if (server)
-                hs->group = group;
+        hs->group = group; /* (role server; zero for a client) */
         if (server) {
                 /* answered now; the result goes to the listener's accept channel, so the
                  * client accepts on while handshakes run (ctl-proto.h, SMCR) */
