@@ -1296,6 +1296,17 @@ int client_handle_close(Client *c, const struct smc_ctl_close *req) {
         return 0;
 }
 
+void endpoint_conn_msg(Manager *m, union smc_ctl_msg *msg, uint16_t type, uint32_t seq, const Endpoint *e,
+                       uint32_t mode) {
+        smc_ctl_init(msg, type, seq);
+        msg->conn.conn_id = e->id;
+        msg->conn.mode = mode;
+        msg->conn.params.busy_poll_us = m->config.busy_poll_us; /* the tunables now */
+        msg->conn.params.autocork_size = m->config.autocork_size;
+        msg->conn.local = e->local;
+        msg->conn.peer = e->peer;
+}
+
 /* ADOPT_REPLY for @e (SMC-D, open, of @c's uid): both buffers and Y, and @c as its
  * owner if it has none or @e is held (it lives on its X's copies). @how for the log.
  * Returns 0 or a negative errno from sending. */
@@ -1310,13 +1321,7 @@ static int adopt_reply(Client *c, uint32_t seq, Endpoint *e, const char *how) {
 
         side = ep_side(e);
         peer = &e->conn->ep[!side];
-        smc_ctl_init(&msg, SMC_CTL_ADOPT_REPLY, seq);
-        msg.conn.conn_id = e->id;
-        msg.conn.mode = SMC_CTL_MODE_SMCD;
-        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
-        msg.conn.params.autocork_size = m->config.autocork_size;
-        msg.conn.local = e->local;
-        msg.conn.peer = e->peer;
+        endpoint_conn_msg(m, &msg, SMC_CTL_ADOPT_REPLY, seq, e, SMC_CTL_MODE_SMCD);
         /* both memfds, whatever smcd believes this client has mapped */
         describe_buf(NULL, e->conn->buf[side], &msg.conn.rx, fds, &nfds);
         describe_buf(NULL, e->conn->buf[!side], &msg.conn.tx, fds, &nfds);
@@ -1466,13 +1471,7 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, i
          * smcd's copy, which it holds for the peer endpoint) */
         conn = e->conn;
         peer = &conn->ep[EP_CLIENT];
-        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance);
-        msg.conn.conn_id = e->id;
-        msg.conn.mode = SMC_CTL_MODE_SMCD;
-        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
-        msg.conn.params.autocork_size = m->config.autocork_size;
-        msg.conn.local = e->local;
-        msg.conn.peer = e->peer;
+        endpoint_conn_msg(m, &msg, SMC_CTL_NEW_CONN, m->instance, e, SMC_CTL_MODE_SMCD);
         fds[nfds++] = x;
         if (peer->hold_fd >= 0)
                 fds[nfds++] = peer->hold_fd;

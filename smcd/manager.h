@@ -649,6 +649,11 @@ int client_handle_adopt_fd(Client *c, const struct smc_ctl_adopt_fd *req, int fd
  * Replies OK or ERROR (-ENOENT, -EINVAL, -EAGAIN). Returns 0 or a negative errno
  * from sending (the client is dropped). */
 int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, int y);
+/* Initialize @msg as a message of @type (CONNECT_REPLY, NEW_CONN, ADOPT_REPLY) with
+ * @seq for endpoint @e: its id, @mode (SMC_CTL_MODE_*), smcd's tunables now and its
+ * addresses; buffers and fds are the caller's to add. */
+void endpoint_conn_msg(Manager *m, union smc_ctl_msg *msg, uint16_t type, uint32_t seq, const Endpoint *e,
+                       uint32_t mode);
 /* REREG (conn.c): an SMC-D endpoint set up by an earlier smcd, re-registered by its
  * process after a restart; listed and counted from now on, joined with its peer
  * endpoint when that one re-registers too (matching DMB tokens). Returns 0 (also

@@ -3176,13 +3176,7 @@ int smcr_requeue_send(Endpoint *e, int x, int y, Listener *to) {
 
         if (!to->owner)
                 return -ENOENT; /* (an SMC-R endpoint needs an owner: hs_done) */
-        smc_ctl_init(&msg, SMC_CTL_NEW_CONN, m->instance);
-        msg.conn.conn_id = e->id;
-        msg.conn.mode = SMC_CTL_MODE_SMCR;
-        msg.conn.params.busy_poll_us = m->config.busy_poll_us;
-        msg.conn.params.autocork_size = m->config.autocork_size;
-        msg.conn.local = e->local;
-        msg.conn.peer = e->peer;
+        endpoint_conn_msg(m, &msg, SMC_CTL_NEW_CONN, m->instance, e, SMC_CTL_MODE_SMCR);
         msg.conn.rx = (struct smc_ctl_buf) { .id = c->rmb->id, .size = c->rmb->size, .flags = SMC_CTL_BUF_FD };
         msg.conn.tx = (struct smc_ctl_buf) { .id = c->sndbuf->id, .size = c->sndbuf->size, .flags = SMC_CTL_BUF_FD };
         (void) smc_ctl_set_version(&msg, to->version);
