@@ -2731,6 +2731,12 @@ static void hs_reply_tcp(SmcrHs *hs, uint32_t reason) {
         (void) client_send(hs->client, &msg, NULL, 0);
 }
 
+/* What the handshake makes, for the logs: SMC-R, or SMC-D between two network
+ * namespaces of this host (--cross-netns) once the proposal or accept said so. */
+static const char *hs_kind(const SmcrHs *hs) {
+        return hs->ism ? "SMC-D (between namespaces)" : "SMC-R";
+}
+
 /* Role server: the listener whose accept channel gets the result: the one the
  * connection was accepted from, or if it went meanwhile (closed: UNLISTEN, or its last
  * holder exited) another of its SO_REUSEPORT group of ctl version >= @min_version, as
@@ -2818,12 +2824,12 @@ static void hs_fail(SmcrHs *hs, int error, uint32_t reason, bool send_decline) {
                         hs_reply_tcp(hs, reason);
                         sm->m->stats.smcr.handshakes_declined++;
                 } else {
-                        (void) client_send_error(hs->client, hs->seq, -error, reason, "SMC-R handshake failed: %s",
-                                                 strerror(-error));
+                        (void) client_send_error(hs->client, hs->seq, -error, reason, "%s handshake failed: %s",
+                                                 hs_kind(hs), strerror(-error));
                         sm->m->stats.smcr.handshakes_failed++;
                 }
         }
-        log_debug("SMC-R %s handshake: %s %s (0x%08x).", hs->server ? "server" : "client",
+        log_debug("%s %s handshake: %s %s (0x%08x).", hs_kind(hs), hs->server ? "server" : "client",
                   error ? "failed:" : "fallback:", error ? strerror(-error) : smc_clc_decl_name(reason), reason);
         hs_free(hs);
 }
@@ -3771,7 +3777,7 @@ static void hs_on_clc(SmcrHs *hs, const struct smc_clc_hdr *h, size_t len) {
         default:
                 break;
         }
-        log_debug("SMC-R %s handshake: CLC message type %u in state %d: protocol error.",
+        log_debug("%s %s handshake: CLC message type %u in state %d: protocol error.", hs_kind(hs),
                   hs->server ? "server" : "client", h->type, (int) hs->state);
         hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
 }
@@ -3789,8 +3795,8 @@ static int on_hs_io(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 if (hs->have >= SMC_CLC_HDR_LEN) {
                         int r = smc_clc_decode_hdr(hs->buf, hs->have, &h);
                         if (r < 0) {
-                                log_debug("SMC-R %s handshake: bad CLC header %02x%02x%02x%02x %02x%02x%02x%02x (state %d): %s",
-                                          hs->server ? "server" : "client", hs->buf[0], hs->buf[1], hs->buf[2],
+                                log_debug("%s %s handshake: bad CLC header %02x%02x%02x%02x %02x%02x%02x%02x (state %d): %s",
+                                          hs_kind(hs), hs->server ? "server" : "client", hs->buf[0], hs->buf[1], hs->buf[2],
                                           hs->buf[3], hs->buf[4], hs->buf[5], hs->buf[6], hs->buf[7], (int) hs->state,
                                           strerror(-r));
                                 hs_fail(hs, -EPROTO, SMC_CLC_DECL_INTERR, false);
