@@ -300,12 +300,13 @@
  *                      connections to another member of its group
  *                      (net.ipv4.tcp_migrate_req), smcd queues the connection to
  *                      another live listener of the same address, port, network
- *                      namespace and uid (round robin; not a full or stalled queue;
- *                      for SMC-R one of version >= 3 with an owner; smcd(8),
+ *                      namespace, uid and bound device (in turn, preferring one whose
+ *                      queue has room and moves; else, as the kernel, beyond its
+ *                      backlog; for SMC-R one of version >= 3 with an owner; smcd(8),
  *                      "SO_REUSEPORT hand-over"): a NEW_CONN on that one's channel
  *                      with this X, Y and both memfds, and the endpoint's owner
- *                      becomes that listener's. smcd checks that the listener is the
- *                      client's and was given up with connections queued (UNLISTEN
+ *                      becomes that listener's. smcd checks that the listener is of
+ *                      the client's uid and was given up with connections queued (UNLISTEN
  *                      keeps it, out of its port, until its channel hangs up), that
  *                      the connection is an open one queued to it (SMC-D: not
  *                      accepted, SMC_DMB_READER_ACCEPTED) and that the fds are its
@@ -315,10 +316,11 @@
  *                      Reply OK (the client closes its copies: the connection is the
  *                      other listener's), or ERROR: -ENOENT (no such listener or
  *                      connection, or no other listener to take it), -EINVAL (not
- *                      its X), -EAGAIN (the other listener's queue is full); the
- *                      client then resets the connection, as before REQUEUE (and as
- *                      TCP with net.ipv4.tcp_migrate_req=0). smcd closes its copy of
- *                      the fd.
+ *                      its X and Y, or accepted), -errno of the send on the other
+ *                      listener's channel (one that cannot take it even with its
+ *                      send buffer enlarged); the client then resets the connection,
+ *                      as before REQUEUE (and as TCP with net.ipv4.tcp_migrate_req=0).
+ *                      smcd closes its copies of the fds.
  *   OK           D->C  generic success.
  *   ERROR        D->C  error (negative errno), SMC_CLC_DECL_* detail or 0, and a
  *                      NUL-terminated message text.

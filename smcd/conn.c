@@ -898,7 +898,7 @@ static bool connect_stale(int fd) {
  * @dst / @src in the listener's family. *@ret_conn (if not NULL) gets the connection.
  * Returns 0, a fallback reason (> 0: nothing was sent nor kept; the caller answers),
  * or -errno when the reply could not be sent (the client is dropped). */
-static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, Listener *l,
+static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, Listener *l, bool handover,
                      const struct smc_ctl_addr *src0, const struct smc_ctl_addr *dst0,
                      const struct smc_ctl_addr *s_local, const struct smc_ctl_addr *s_peer, Conn **ret_conn) {
         Manager *m = c->manager;
@@ -937,9 +937,10 @@ static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, 
         if (reason)
                 return (int) reason;
 
-        /* (e) the listener's accept queue */
+        /* (e) the listener's accept queue (not for a hand-over: the kernel moves
+         * a closed member's connections whatever the other's backlog) */
         queued = listener_queued(l);
-        if (queued >= l->queue_max || listener_stalled(l, queued))
+        if (!handover && (queued >= l->queue_max || listener_stalled(l, queued)))
                 return (int) SMC_CLC_DECL_PEERDECL;
 
         /* addresses: connecting to 0.0.0.0 / :: reaches the loopback address; an
@@ -1055,8 +1056,14 @@ static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, 
          * and a parent that connects). Measured: no change in the connect rate. */
         describe_buf(NULL, sbuf, &msg.conn.rx, fds, &nfds);
         describe_buf(NULL, cbuf, &msg.conn.tx, fds, &nfds);
-        (void) smc_ctl_set_version(&msg, l->version); /* the listener's client's */
-        r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
+        if (handover)
+                r = listener_send(l, &msg, fds, nfds); /* (counts it) */
+        else {
+                (void) smc_ctl_set_version(&msg, l->version); /* the listener's client's */
+                r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
+                if (r >= 0)
+                        l->n_sent++;
+        }
         if (r < 0) {
                 u64map_remove(m->endpoints, conn->ep[0].id);
                 u64map_remove(m->endpoints, conn->ep[1].id);
@@ -1071,7 +1078,6 @@ static int conn_make(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, 
                 return (int) SMC_CLC_DECL_PEERDECL;
         }
         close(bb[0]);
-        l->n_sent++;
         /* smcd keeps Y_a: its HUP says that the last copy of X_a is gone */
         if (hold_take(m, &conn->ep[EP_CLIENT], ab[1]) < 0)
                 log_warning("Cannot watch endpoint %016" PRIx64 ": it is freed when its client exits.",
@@ -1210,7 +1216,7 @@ static int handle_connect(Client *c, const struct smc_ctl_connect *req, int fd) 
                 pm.conn.mode = SMC_CTL_MODE_SMCR_PENDING;
                 return client_send(c, &pm, NULL, 0);
         }
-        r = conn_make(c, req->hdr.seq, req->sndbuf, req->rcvbuf, l, &req->src, &req->dst, NULL, NULL, NULL);
+        r = conn_make(c, req->hdr.seq, req->sndbuf, req->rcvbuf, l, false, &req->src, &req->dst, NULL, NULL, NULL);
         return r > 0 ? reply_fallback(c, req->hdr.seq, (uint32_t) r, &req->dst, fd) : r;
 }
 
@@ -1220,12 +1226,14 @@ int conn_make_netns(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, u
         Manager *m = c->manager;
         Listener *l = manager_get_listener(m, listener_id);
         Conn *conn = NULL;
+        bool handover = false;
         uint32_t reason;
         int r;
 
         if ((!l || l->channel < 0 || l->unlistened) && group) {
                 /* its listener went meanwhile: another of its SO_REUSEPORT group */
                 l = listener_group_pick(m, group, 1);
+                handover = true;
                 if (l)
                         log_debug("Listener %" PRIu64 " went during a handshake: its connection goes to listener %" PRIu64
                                   " of its group.",
@@ -1236,7 +1244,7 @@ int conn_make_netns(Client *c, uint32_t seq, uint32_t sndbuf, uint32_t rcvbuf, u
         reason = uid_check(m, c->uid, 1, SMC_DMB_MIN_SIZE);
         if (reason)
                 return (int) reason;
-        r = conn_make(c, seq, sndbuf, rcvbuf, l, c_local, c_peer, s_local, s_peer, &conn);
+        r = conn_make(c, seq, sndbuf, rcvbuf, l, handover, c_local, c_peer, s_local, s_peer, &conn);
         if (r <= 0 && conn) {
                 /* (also when the reply failed: the listener has its end) */
                 *ret_server_ep = conn->ep[EP_SERVER].id;
@@ -1487,12 +1495,10 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, i
         }
         describe_buf(NULL, conn->buf[EP_SERVER], &msg.conn.rx, fds, &nfds);
         describe_buf(NULL, conn->buf[EP_CLIENT], &msg.conn.tx, fds, &nfds);
-        (void) smc_ctl_set_version(&msg, to->version);
-        r = smc_ctl_send(to->channel, &msg, fds, nfds, MSG_DONTWAIT);
+        r = listener_send(to, &msg, fds, nfds);
         if (dead[0] >= 0)
                 close(dead[0]);
         if (r >= 0) {
-                to->n_sent++;
                 conn->listener_id = to->id;
                 conn->accept_marked = to->version >= 4;
                 /* the endpoint is the new listener's owner's now (NULL: an orphan's, as
@@ -1511,6 +1517,11 @@ int client_handle_requeue(Client *c, const struct smc_ctl_requeue *req, int x, i
                                                           client_pid_start(to->owner));
                                 else
                                         ept_record(m, e, to->owner->pid, client_pid_start(to->owner));
+                        } else if (e->ept_slot1) {
+                                /* an orphan's (conn_make() records none): the old
+                                 * process's exit must not end it after a restart */
+                                eptable_remove(m->eptable, e->ept_slot1);
+                                e->ept_slot1 = 0;
                         }
                         client_owned_less(old);
                 }

@@ -226,6 +226,15 @@ static int check_tcp_listener(int fd, const struct smc_ctl_addr *want, Listener 
         }
         l->sock_dev = st.st_dev;
         l->sock_ino = st.st_ino;
+        {
+                /* SO_BINDTODEVICE: "" when not bound (or unreadable) */
+                socklen_t dl = sizeof(l->bound_dev);
+
+                memset(l->bound_dev, 0, sizeof(l->bound_dev));
+                if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, l->bound_dev, &dl) < 0)
+                        l->bound_dev[0] = 0;
+                l->bound_dev[sizeof(l->bound_dev) - 1] = 0;
+        }
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM) {
                 snprintf(err, errlen, "the LISTEN fd is not a SOCK_STREAM socket");
                 return -EINVAL;
@@ -853,12 +862,13 @@ void listener_group_of(const Listener *l, ListenerGroup *g) {
                 .uid = l->uid,
                 .v6only = l->v6only,
         };
+        memcpy(g->bound_dev, l->bound_dev, sizeof(g->bound_dev));
 }
 
 static bool group_has(const ListenerGroup *g, const Listener *l) {
         return l->addr.family == g->addr.family && l->addr.port == g->addr.port &&
                memcmp(l->addr.addr, g->addr.addr, sizeof(l->addr.addr)) == 0 && l->uid == g->uid &&
-               l->v6only == g->v6only &&
+               l->v6only == g->v6only && strcmp(l->bound_dev, g->bound_dev) == 0 &&
                (g->netns_cookie && l->netns_cookie ? l->netns_cookie == g->netns_cookie : l->netns == g->netns);
 }
 
@@ -874,7 +884,10 @@ Listener *listener_group_pick(Manager *m, const ListenerGroup *g, uint16_t min_v
                 n += OK(l);
         if (n == 0)
                 return NULL;
-        /* from the next in turn, the first that can take one more */
+        /* from the next in turn, the first that has room and accepts; else the next
+         * in turn whatever its queue (the kernel moves a closed member's connections
+         * to another without looking at its backlog: helper 123 found 26 of 28 reset
+         * with the other member's listen(1)) */
         k = pe->rr++ % n;
         for (unsigned tried = 0; tried < n; tried++, k = (k + 1) % n) {
                 unsigned i = k;
@@ -889,8 +902,26 @@ Listener *listener_group_pick(Manager *m, const ListenerGroup *g, uint16_t min_v
                                 return l;
                 }
         }
+        LIST_FOREACH(by_port, l, pe->listeners)
+                if (OK(l) && k-- == 0)
+                        return l;
         return NULL;
 #undef OK
+}
+
+int listener_send(Listener *l, union smc_ctl_msg *msg, const int *fds, size_t nfds) {
+        int r;
+
+        (void) smc_ctl_set_version(msg, l->version);
+        r = smc_ctl_send(l->channel, msg, fds, nfds, MSG_DONTWAIT);
+        if (r == -EAGAIN) {
+                /* beyond its backlog (a hand-over): room for one more than queued */
+                channel_set_sndbuf(l->manager, l->channel, (uint32_t) listener_queued(l) + 2);
+                r = smc_ctl_send(l->channel, msg, fds, nfds, MSG_DONTWAIT);
+        }
+        if (r >= 0)
+                l->n_sent++;
+        return r;
 }
 
 static bool match_exact(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4]) {
@@ -947,7 +978,12 @@ Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint
                 return NULL;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
 
-#define NS_OK(l) (cookie ? (l)->netns_cookie == cookie : (l)->netns == netns)
+        /* a listener bound to a device (SO_BINDTODEVICE) gets only what arrives on
+         * it, and a connection to this host arrives on lo: one bound elsewhere is not
+         * reached (helper 123: another uid's listener bound to a veth got root's
+         * connections to 127.0.0.1, which TCP never gives it) */
+#define NS_OK(l) ((cookie ? (l)->netns_cookie == cookie : (l)->netns == netns) && \
+                  (!(l)->bound_dev[0] || strcmp((l)->bound_dev, "lo") == 0))
         LIST_FOREACH(by_port, l, pe->listeners)
                 n += NS_OK(l) && match_exact(l, dst, dst_is_v4, v4);
         if (n > 0) {

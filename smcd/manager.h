@@ -223,6 +223,9 @@ struct Listener {
         dev_t sock_dev;           /* the kernel socket it stands for (fstat of the */
         ino_t sock_ino;           /* LISTEN fd): a new LISTEN of it retires this one */
         bool v6only;
+        char bound_dev[16];       /* SO_BINDTODEVICE at LISTEN (IFNAMSIZ), "" = none:
+                                   * one bound to another device than lo gets no
+                                   * connection of this host (manager_find_listener) */
         unsigned dmb_class;       /* server DMBs of a version-1 LISTEN:
                                    * smc_dmb_class(SO_RCVBUF / 2) */
         uint32_t sndbuf, rcvbuf;  /* version 2: the app's SO_SNDBUF / SO_RCVBUF, 0 =
@@ -600,22 +603,27 @@ Listener *manager_get_listener(Manager *m, uint64_t id);
 /* What makes listeners members of one SO_REUSEPORT group, as far as smcd can tell:
  * the address and port they are bound to, their network namespace and uid (the
  * kernel puts only sockets of one uid into a group, and two listeners bound to one
- * address and port in one namespace are of one group or one socket). Listeners bound
- * to devices (SO_BINDTODEVICE) are not told apart, as for CONNECT. */
+ * address and port in one namespace are of one group or one socket), and the device
+ * they are bound to (SO_BINDTODEVICE, as read at LISTEN). */
 struct ListenerGroup {
         struct smc_ctl_addr addr;
         uint64_t netns, netns_cookie;
         uid_t uid;
         bool v6only;
+        char bound_dev[16]; /* SO_BINDTODEVICE */
 };
 void listener_group_of(const Listener *l, ListenerGroup *g);
 /* Another listener of group @g for a connection queued to one that went (its
  * UNLISTEN, or gone during an SMC-R or cross-namespace handshake): one in a port
- * (not retired), of ctl version >= @min_version, whose queue is neither full nor
- * stalled (listener_stalled()), in turn (the port's round robin); NULL if none. As
- * the kernel moves a closed SO_REUSEPORT listener's queued connections to another
- * member (net.ipv4.tcp_migrate_req=1). */
+ * (not retired), of ctl version >= @min_version, in turn (the port's round robin),
+ * preferring one whose queue is neither full nor stalled (listener_stalled()); NULL
+ * if none. As the kernel moves a closed SO_REUSEPORT listener's queued connections
+ * to another member (net.ipv4.tcp_migrate_req=1), whatever its backlog. */
 Listener *listener_group_pick(Manager *m, const ListenerGroup *g, uint16_t min_version);
+/* Send @msg (restamped for @l's version) with @nfds @fds (borrowed) on @l's accept
+ * channel, also beyond its backlog (a hand-over: its channel's send buffer grows to
+ * hold one more). Counts it in l->n_sent. Returns 0 or -errno from sending. */
+int listener_send(Listener *l, union smc_ctl_msg *msg, const int *fds, size_t nfds);
 /* NEW_CONNs on @l's channel not yet received by an accepter (one SIOCOUTQ). */
 uint64_t listener_queued(Listener *l);
 /* listener_queued(@l) >= its backlog + 1. */

@@ -2740,14 +2740,16 @@ static const char *hs_kind(const SmcrHs *hs) {
 /* Role server: the listener whose accept channel gets the result: the one the
  * connection was accepted from, or if it went meanwhile (closed: UNLISTEN, or its last
  * holder exited) another of its SO_REUSEPORT group of ctl version >= @min_version, as
- * the kernel moves a closed member's queued connections (listener_group_pick()); NULL
- * if none. */
-static Listener *hs_listener(SmcrHs *hs, uint16_t min_version) {
+ * the kernel moves a closed member's queued connections (listener_group_pick()): a
+ * hand-over (*@ret_handover), which its backlog does not limit; NULL if none. */
+static Listener *hs_listener(SmcrHs *hs, uint16_t min_version, bool *ret_handover) {
         Listener *l = manager_get_listener(hs->sm->m, hs->listener_id);
 
+        *ret_handover = false;
         if (l && l->channel >= 0 && !l->unlistened)
                 return l;
         l = listener_group_pick(hs->sm->m, &hs->group, min_version);
+        *ret_handover = l != NULL;
         if (l)
                 log_debug("Listener %" PRIu64 " went during a handshake: its connection goes to listener %" PRIu64
                           " of its group.",
@@ -2758,7 +2760,8 @@ static Listener *hs_listener(SmcrHs *hs, uint16_t min_version) {
 /* Role server, fallback: hand the TCP connection to the listener's accept channel. */
 static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
         Manager *m = hs->sm->m;
-        Listener *l = hs_listener(hs, 3);
+        bool handover;
+        Listener *l = hs_listener(hs, 3, &handover);
         union smc_ctl_msg msg;
         int r;
 
@@ -2769,12 +2772,16 @@ static void hs_newconn_tcp(SmcrHs *hs, uint32_t reason) {
         msg.conn.fallback_reason = reason;
         msg.conn.local = hs->local;
         msg.conn.peer = hs->peer;
-        (void) smc_ctl_set_version(&msg, l->version);
-        r = smc_ctl_send(l->channel, &msg, &hs->fd, 1, MSG_DONTWAIT);
+        if (handover)
+                r = listener_send(l, &msg, &hs->fd, 1); /* (counts it) */
+        else {
+                (void) smc_ctl_set_version(&msg, l->version);
+                r = smc_ctl_send(l->channel, &msg, &hs->fd, 1, MSG_DONTWAIT);
+                if (r >= 0)
+                        l->n_sent++;
+        }
         if (r < 0)
                 log_debug_errno(r, "NEW_CONN (TCP) to listener %" PRIu64 " failed: %m", l->id);
-        else
-                l->n_sent++;
 }
 
 /* The handshake failed: DECLINE (if @send_decline and the TCP connection is fine),
@@ -3026,14 +3033,15 @@ static void hs_done(SmcrHs *hs) {
         SmcrManager *sm = hs->sm;
         Manager *m = sm->m;
         SmcrConn *c = hs->conn;
-        Listener *l = hs->server ? hs_listener(hs, 3) : NULL;
+        bool handover = false;
+        Listener *l = hs->server ? hs_listener(hs, 3, &handover) : NULL;
         Client *cl = hs->server ? (l ? l->owner : NULL) : hs->client;
         int a[2] = { -1, -1 }, s[2] = { -1, -1 }, one = 1, fds[SMC_CTL_MAX_FDS], r;
         union smc_ctl_msg msg;
         size_t nfds = 0;
         bool hs_server_was;
 
-        if (!cl || (hs->server && (l->channel < 0 || listener_queue_full(l)))) {
+        if (!cl || (hs->server && (l->channel < 0 || (!handover && listener_queue_full(l))))) {
                 /* nobody to hand it to (the listener went away or its queue is full):
                  * as a TCP connection reset before accept() */
                 hs->client = NULL;
@@ -3119,10 +3127,14 @@ static void hs_done(SmcrHs *hs) {
                  * connection lives: closed with it */
                 c->tcp = hs->fd;
                 hs->fd = -1;
-                (void) smc_ctl_set_version(&msg, cl->version);
-                r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
-                if (r >= 0)
-                        l->n_sent++;
+                if (handover)
+                        r = listener_send(l, &msg, fds, nfds); /* (counts it) */
+                else {
+                        (void) smc_ctl_set_version(&msg, cl->version);
+                        r = smc_ctl_send(l->channel, &msg, fds, nfds, MSG_DONTWAIT);
+                        if (r >= 0)
+                                l->n_sent++;
+                }
         } else
                 r = client_send(cl, &msg, fds, nfds);
         close(a[0]);
@@ -3185,11 +3197,9 @@ int smcr_requeue_send(Endpoint *e, int x, int y, Listener *to) {
         endpoint_conn_msg(m, &msg, SMC_CTL_NEW_CONN, m->instance, e, SMC_CTL_MODE_SMCR);
         msg.conn.rx = (struct smc_ctl_buf) { .id = c->rmb->id, .size = c->rmb->size, .flags = SMC_CTL_BUF_FD };
         msg.conn.tx = (struct smc_ctl_buf) { .id = c->sndbuf->id, .size = c->sndbuf->size, .flags = SMC_CTL_BUF_FD };
-        (void) smc_ctl_set_version(&msg, to->version);
-        r = smc_ctl_send(to->channel, &msg, fds, 4, MSG_DONTWAIT);
+        r = listener_send(to, &msg, fds, 4); /* (beyond its backlog too; counts it) */
         if (r < 0)
                 return r;
-        to->n_sent++;
         c->listener_id = to->id;
         /* it ends with its owner's control connection (smcr_client_gone()): the
          * process that will accept it now */

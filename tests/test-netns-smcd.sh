@@ -45,7 +45,11 @@
 #      and 300 ms after the last accept): every client is
 #      answered (B's namespace has net.ipv4.tcp_migrate_req=1 for the TCP connections
 #      in A's kernel queue; smcd moves A's SMC-D connections whose handshake was still
-#      running, and those queued on its accept channel, to B).
+#      running, and those queued on its accept channel, to B);
+#  17. in B, two listeners on 0.0.0.0 and one port under smcrun, one bound to the veth
+#      (SO_BINDTODEVICE, of uid 65534), one to lo: 8 connections to 127.0.0.1 from B
+#      all reach the one bound to lo, as over TCP (before: 4 went to the veth's,
+#      another uid's: helper 123).
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -506,6 +510,57 @@ if [ -n "$spid" ] && ip netns exec "$NSB" sysctl -qw net.ipv4.tcp_migrate_req=1 
         done
 else
         ok "16: skipped: no net.ipv4.tcp_migrate_req (Linux < 5.14)"
+fi
+
+# 17. a listener bound to a device (SO_BINDTODEVICE) gets only what arrives on it: a
+# connection to 127.0.0.1 never reaches one bound to the veth (of another uid here)
+if [ -n "$spid" ]; then
+        cat >"$tmp/bind17.py" <<'PY'
+import os, select, socket, sys, time
+dev, port_file = sys.argv[1], sys.argv[2]
+if dev != "lo":  # the veth's listener: of uid 65534, counts what it accepts
+    os.setgid(65534)
+    os.setuid(65534)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, dev.encode())
+s.bind(("0.0.0.0", int(open(port_file).read()) if os.path.exists(port_file) else 0))
+s.listen(16)
+if not os.path.exists(port_file):
+    open(port_file + ".tmp", "w").write(str(s.getsockname()[1]))
+    os.rename(port_file + ".tmp", port_file)
+open(port_file + "." + dev, "w").write("ready")
+n = 0
+while select.select([s], [], [], 4)[0]:
+    c, _ = s.accept()
+    c.sendall(dev.encode())
+    c.close()
+    n += 1
+print("%s accepted %d" % (dev, n), flush=True)
+PY
+        mkdir -p "$tmp/p17d" && chmod 777 "$tmp/p17d" # (the port file of uid 65534)
+        ip netns exec "$NSB" sh "$smcrun" /usr/bin/python3 "$tmp/bind17.py" "$VB" "$tmp/p17d/p" >"$tmp/s17a.log" 2>&1 &
+        s17a=$!
+        pids+=("$s17a")
+        for _ in $(seq 100); do [ -e "$tmp/p17d/p.$VB" ] && break; sleep 0.05; done
+        ip netns exec "$NSB" sh "$smcrun" /usr/bin/python3 "$tmp/bind17.py" lo "$tmp/p17d/p" >"$tmp/s17b.log" 2>&1 &
+        s17b=$!
+        pids+=("$s17b")
+        for _ in $(seq 100); do [ -e "$tmp/p17d/p.lo" ] && break; sleep 0.05; done
+        got=$(ip netns exec "$NSB" sh "$smcrun" /usr/bin/python3 -c '
+import socket, sys
+out = []
+for i in range(8):
+    c = socket.create_connection(("127.0.0.1", int(open(sys.argv[1]).read())), timeout=5)
+    out.append(c.recv(16).decode() or "EOF")
+    c.close()
+print(" ".join(out))' "$tmp/p17d/p" 2>&1)
+        wait "$s17a" "$s17b"
+        if [ "$got" = "lo lo lo lo lo lo lo lo" ] && grep -q "^$VB accepted 0" "$tmp/s17a.log"; then
+                ok "17: 8 connections to 127.0.0.1 all reach the listener bound to lo, none the one bound to $VB ($(cat "$tmp/s17a.log" "$tmp/s17b.log" | tr '\n' ' '))"
+        else
+                nok "17: connections to 127.0.0.1: $got ($(cat "$tmp/s17a.log" "$tmp/s17b.log" | tr '\n' ' '))"
+        fi
 fi
 
 # 6. (last: another smcd, without --cross-netns)

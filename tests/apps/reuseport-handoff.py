@@ -8,6 +8,9 @@
 # accepts and answers each with the sha256 of what it read.
 #   same-process: A and B in one process;
 #   two-processes: B in another process, and A's process exits right after the close;
+#   full: all N queued to A alone, then B listens with a backlog of 1 and A is
+#         closed: all go to B all the same (the kernel moves them whatever the other
+#         member's backlog; helper 123: 26 of 28 were reset);
 #   alone: A only, no other listener: A's queued connections are reset (ECONNRESET),
 #          as TCP's (nothing to move them to).
 # Before REQUEUE, the connections smcd had queued to A (every other one: smcd takes
@@ -39,8 +42,8 @@ import time
 N = 16
 
 
-def listener(port):
-    return listener_on("127.0.0.1", port)
+def listener(port, backlog=64):
+    return listener_on("127.0.0.1", port, backlog)
 
 
 def recv_exact(s, n):
@@ -101,7 +104,9 @@ def clients(port, go_w, done_r):
 def run(mode):
     # (the other processes are forked before any listener exists: a listener that a
     # fork copied is shared, and its last close happens wherever its last copy is)
-    port_r, port_w = os.pipe()  # A's port, to the others
+    port_r, port_w = os.pipe()  # A's port, to the clients
+    bport_r, bport_w = os.pipe()  # ... and to B's process (a pipe of its own: one
+    # shared with the clients let them take B's message first, and all waited)
     ready_r, ready_w = os.pipe()  # B's process: B listens
     go_r, go_w = os.pipe()  # the clients: every connection is queued
     res_r, res_w = os.pipe()  # the clients' result
@@ -109,7 +114,7 @@ def run(mode):
     if mode == "two-processes":
         child = os.fork()
         if child == 0:
-            port = struct.unpack("!H", os.read(port_r, 2))[0]
+            port = struct.unpack("!H", os.read(bport_r, 2))[0]
             b = listener(port)
             os.write(ready_w, b"1")
             time.sleep(1.5)  # (A's process closes A and exits meanwhile)
@@ -127,10 +132,12 @@ def run(mode):
     if mode == "same-process":
         b = listener(port)
     elif mode == "two-processes":
-        os.write(port_w, struct.pack("!H", port))
+        os.write(bport_w, struct.pack("!H", port))
         os.read(ready_r, 1)
     os.write(port_w, struct.pack("!H", port))  # (the clients')
     os.read(go_r, 1)  # every connection is queued now
+    if mode == "full":
+        b = listener(port, 1)
     a.close()
     if b is not None:
         serve(b, time.time() + 30)
@@ -140,7 +147,7 @@ def run(mode):
         os.waitpid(child, 0)
     if b is not None:
         b.close()
-    for fd in (port_r, port_w, ready_r, ready_w, go_r, go_w, res_r, res_w):
+    for fd in (port_r, port_w, bport_r, bport_w, ready_r, ready_w, go_r, go_w, res_r, res_w):
         os.close(fd)
     return got
 
@@ -199,11 +206,11 @@ def ns_serve(a):
     return 0
 
 
-def listener_on(host, port):
+def listener_on(host, port, backlog=64):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     s.bind((host, port))
-    s.listen(64)
+    s.listen(backlog)
     return s
 
 
@@ -253,10 +260,11 @@ if len(sys.argv) > 1:
 want = {
     "same-process": {"ok": N, "reset": 0, "wrong": 0, "timeout": 0},
     "two-processes": {"ok": N, "reset": 0, "wrong": 0, "timeout": 0},
+    "full": {"ok": N, "reset": 0, "wrong": 0, "timeout": 0},
     "alone": {"ok": 0, "reset": N, "wrong": 0, "timeout": 0},
 }
 fails = []
-for mode in ("same-process", "two-processes", "alone"):
+for mode in ("same-process", "two-processes", "full", "alone"):
     got = run(mode)
     if got != want[mode]:
         fails.append("%s: %s" % (mode, got))
@@ -264,4 +272,4 @@ if fails:
     print("reuseport-handoff: " + "; ".join(fails))
     sys.exit(1)
 print("reuseport-handoff: %d connections queued on a closed SO_REUSEPORT listener all answered by the other one "
-      "(same process, another process); without another one, reset" % N)
+      "(same process, another process, one with a backlog of 1); without another one, reset" % N)
