@@ -2536,12 +2536,7 @@ def _run_requeue_checks(d):
         seq = c.next()
         send(c.s, hdr(REQUEUE, seq, length=length, version=version) + struct.pack("<QQ", lid, conn_id)[:length - 16],
              fds)
-        t, rseq, data, rfds = recv_msg(c.s, version=c.version)
-        for f in rfds:
-            os.close(f)
-        if t == OK and rseq == seq:
-            return ("ok",)
-        return ("error", parse_error(data)[0]) if t == ERROR else ("type", t)
+        return ok_or_error(c, seq)
 
     ta = reuse_listener()
     tb = reuse_listener(ta.getsockname()[1])
@@ -2631,17 +2626,22 @@ def run_deposit_checks(binary):
     run_with_smcd(binary, "smcd-raw-deposit-", _run_deposit_checks, "LISTEN_DEPOSIT")
 
 
-def deposit(c, lid, fds, version=None, length=32, flags=0, reserved=0):
-    """LISTEN_DEPOSIT of listener @lid with @fds: ("ok",) or ("error", errno) or ("type", t)."""
-    seq = c.next()
-    send(c.s, hdr(LISTEN_DEPOSIT, seq, length=length, version=version or c.version) +
-         struct.pack("<QII", lid, flags, reserved)[:length - 16], fds)
+def ok_or_error(c, seq):
+    """The reply to request @seq of @c: ("ok",) or ("error", errno) or ("type", t)."""
     t, rseq, data, rfds = recv_msg(c.s, version=c.version)
     for f in rfds:
         os.close(f)
     if t == OK and rseq == seq:
         return ("ok",)
     return ("error", parse_error(data)[0]) if t == ERROR else ("type", t)
+
+
+def deposit(c, lid, fds, version=None, length=32, flags=0, reserved=0):
+    """LISTEN_DEPOSIT of listener @lid with @fds: ("ok",) or ("error", errno) or ("type", t)."""
+    seq = c.next()
+    send(c.s, hdr(LISTEN_DEPOSIT, seq, length=length, version=version or c.version) +
+         struct.pack("<QII", lid, flags, reserved)[:length - 16], fds)
+    return ok_or_error(c, seq)
 
 
 def _run_deposit_checks(d):
