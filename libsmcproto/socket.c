@@ -1597,11 +1597,11 @@ static void fallback_notice(int fd, const struct sockaddr *peer, socklen_t peer_
 
 /* Hand the SMC-D or SMC-R connection of NEW_CONN @m (fds @fds), queued to listener
  * @listener_id which this process has just given up (UNLISTEN answered OK), to
- * another listener of its SO_REUSEPORT group (REQUEUE with its X; ctl-proto.h), as
- * the kernel migrates a closed member's queued connections
+ * another listener of its SO_REUSEPORT group (REQUEUE with its X and Y, the proof;
+ * ctl-proto.h), as the kernel migrates a closed member's queued connections
  * (net.ipv4.tcp_migrate_req). Returns true if smcd took it (our copies of its fds
- * are closed then); false if not (no other listener, a full queue, an smcd without
- * REQUEUE: *@unsupported is set then, so as not to ask again). */
+ * are closed then); false if not (no other listener, a refused proof, an smcd
+ * without REQUEUE: *@unsupported is set then, so as not to ask again). */
 static bool chan_requeue(uint64_t listener_id, const union smc_ctl_msg *m, int *fds, int n, bool *unsupported) {
         union smc_ctl_msg req, reply;
         int rfds[SMC_CTL_MAX_FDS], r;
