@@ -14,6 +14,8 @@
  *   TCP          T (fallback, or a TCP connection accepted from T)
  *   SMCD         X, our end of the connection's socketpair (see dmb.h)
  *                                      T on the connecting side (keeps its port)
+ *   CONNECTING   T (nonblocking connect  a copy of T, its handshake's (connect_async)
+ *                over CLC under way)
  *
  * Connect asks smcd (ctl-client.c); on an SMC-D reply the buffers are mapped
  * (kept mapped in a process-wide cache by buffer id, so a reused buffer costs no
@@ -66,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -207,6 +210,9 @@ enum sock_state {
         SOCK_LISTEN_SMC, /* fd is the epoll fd E; hidden T and channel C */
         SOCK_TCP,        /* fd is T: TCP connection (fallback or accepted from T) */
         SOCK_SMCD,       /* fd is X: SMC-D connection */
+        SOCK_CONNECTING, /* fd is T: a nonblocking connect over CLC (SMC-R, SMC-D between
+                          * namespaces) under way in a thread of its own: TCP's
+                          * handshake, then smcd's (connect_async_main()) */
 };
 
 /* One option set on a socket that may become a listener, to be inherited by the SMC
@@ -243,6 +249,12 @@ struct smc_sock {
                                * end (data_sock()), else X would hand them doorbell
                                * bytes until it is closed */
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
+        /* CONNECTING: TCP's handshake is done and smcd's runs on T (no call may touch
+         * T's stream now: they wait for the end, connect_settle()) */
+        _Atomic bool connect_clc;
+        _Atomic bool connect_cancel; /* close, shutdown: the connect ends as TCP, unused */
+        int connect_err; /* positive errno: the SMC handshake broke after TCP's (the
+                          * stream is unusable): the next SO_ERROR or connect says it */
         int8_t connect_prev; /* SOCK_TCP by a connect's fallback: the state before + 1, for
                               * another try when that connect failed (0: not so) */
         bool nodelay;
@@ -580,6 +592,10 @@ static bool listen_sole(const struct smc_sock *l) {
 }
 
 static void sock_teardown(struct smc_sock *s);
+static int connect_cancel_locked(struct smc_sock *s, int how);
+static void connect_settle(struct smc_sock *s);
+static bool connect_tcp_up(struct smc_sock *s);
+static bool same_file(int a, int b);
 
 /* Enter @s at s->fd. A stale entry (its fd was closed behind our back) is torn
  * down without closing the fd. Returns 0 or -EMFILE (fd beyond the table), -ENOMEM. */
@@ -606,6 +622,7 @@ static int sock_insert(struct smc_sock *s) {
          * table until the number is closed, and the number may be ours now) */
         if (old && old != s && !atomic_load_explicit(&old->closing, memory_order_acquire)) {
                 pthread_mutex_lock(&old->lock);
+                (void) connect_cancel_locked(old, SHUT_RDWR);
                 sock_teardown(old);
                 pthread_mutex_unlock(&old->lock);
                 sock_release(old);
@@ -650,6 +667,15 @@ static void table_atfork_child(void) {
                         pthread_mutex_unlock(&s->lock);
                 else
                         pthread_mutex_init(&s->lock, NULL); /* a parent thread's */
+                if (sock_state(s) == SOCK_CONNECTING) {
+                        /* its thread is the parent's: the child's copy is T, as TCP
+                         * (the parent's connect goes on, and T's stream is its) */
+                        if (s->hidden >= 0)
+                                sys_close(s->hidden);
+                        s->hidden = -1;
+                        s->connect_prev = 0;
+                        sock_set_state(s, SOCK_TCP);
+                }
         }
 }
 
@@ -1803,10 +1829,11 @@ int smc_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *h
         if (!s)
                 return 0;
         st = sock_state(s);
-        if (st == SOCK_NEW || st == SOCK_BOUND) {
+        if (st == SOCK_NEW || st == SOCK_BOUND || st == SOCK_CONNECTING) {
                 pthread_mutex_lock(&s->lock);
                 st = sock_state(s);
-                if (s->fd == fd && (st == SOCK_NEW || st == SOCK_BOUND) && (op == EPOLL_CTL_DEL || ev)) {
+                if (s->fd == fd && (st == SOCK_NEW || st == SOCK_BOUND || st == SOCK_CONNECTING) &&
+                    (op == EPOLL_CTL_DEL || ev)) {
                         *handled = true;
                         r = prereg_epoll_ctl(s, epfd, op, ev);
                 }
@@ -2179,6 +2206,8 @@ void smc_fd_forget(int fd) {
                 pthread_mutex_unlock(&s->lock); /* its close() releases it */
                 return;
         }
+        /* (a connect under way: ended, and not onto the number, now another file's) */
+        (void) connect_cancel_locked(s, SHUT_RDWR);
         asked = sock_state(s) == SOCK_SMCD || sock_state(s) == SOCK_LISTEN_SMC;
         sock_remove(s);
         sock_teardown(s);
@@ -2208,6 +2237,18 @@ void smc_fd_dup(int oldfd, int newfd) {
                 return;
         pthread_mutex_lock(&s->lock);
         st = sock_state(s);
+        if (st == SOCK_CONNECTING) {
+                /* the copy is T: once the connect has ended, the socket's file */
+                int fl;
+
+                pthread_mutex_unlock(&s->lock);
+                connect_settle(s);
+                pthread_mutex_lock(&s->lock);
+                st = sock_state(s);
+                if (st == SOCK_SMCD && s->fd == oldfd && !atomic_load(&s->closing) &&
+                    (fl = sys_fcntl(newfd, F_GETFD, 0)) >= 0 && !same_file(newfd, oldfd))
+                        (void) sys_dup3(oldfd, newfd, (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+        }
         if (st != SOCK_SMCD && st != SOCK_LISTEN_SMC) {
                 /* unconnected, or TCP (fallback): the copy is a plain TCP socket */
                 pthread_mutex_unlock(&s->lock);
@@ -2351,6 +2392,10 @@ static bool mode_turned_blocking(struct smc_sock *s, bool was_nonblock, int flag
 bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
+        if (s && sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+                connect_settle(s); /* (its stream is smcd's until then) */
+                s = sock_lookup(fd);
+        }
         return s && sock_state(s) == SOCK_SMCD;
 }
 
@@ -3570,48 +3615,37 @@ SMC_PUBLIC int smc_accept(int fd, struct sockaddr *addr, socklen_t *len) {
 /* ------------------------------------------------------------------------- */
 /* connect */
 
-/* SMC-R (smcd said SMCR_PENDING): connect T over TCP (blocking, even for a
- * nonblocking socket: the handshake follows at once), then ask smcd to run the CLC
- * handshake on it (SMCR). Returns 1 with *reply / *fds / *n the CONNECT_REPLY of mode
- * SMCR, 2 for TCP on the connected T (*ret_reason set), or -errno: TCP's connect
- * error, or -ECONNRESET when the connection broke during the handshake. */
-static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen_t addrlen, union smc_ctl_msg *reply,
-                        int *fds, int *n, uint32_t *ret_reason) {
+/* Ask smcd to run the CLC handshake (SMCR) on T, connected over TCP (@t: the app's
+ * number, or the copy a nonblocking connect's thread holds). @sndbuf, @rcvbuf: the
+ * app's sizes (bytes, 0 = not set). Returns 1 with *reply / *fds / *n the
+ * CONNECT_REPLY of mode SMCR (or SMCD: a listener in another namespace), 2 for TCP on
+ * T (*ret_reason set), or -ECONNRESET when the connection broke during the handshake
+ * (T is shut down then), -ETIMEDOUT when the peer did not answer. */
+static int smcr_ask(int t, int sndbuf, int rcvbuf, union smc_ctl_msg *reply, int *fds, int *n, uint32_t *ret_reason) {
         union smc_ctl_msg m;
-        int fl, r;
 
-        fl = sys_fcntl(s->fd, F_GETFL, 0);
-        if (fl >= 0 && (fl & O_NONBLOCK))
-                (void) sys_fcntl(s->fd, F_SETFL, fl & ~O_NONBLOCK);
-        r = sys_connect(s->fd, addr, addrlen) < 0 ? -errno : 0;
-        if (fl >= 0 && (fl & O_NONBLOCK))
-                (void) sys_fcntl(s->fd, F_SETFL, fl);
-        if (r < 0) {
-                smc_debug("connect fd %d: SMC-R: TCP connect failed: %s", s->fd, strerror(-r));
-                return r;
-        }
         smc_ctl_init(&m, SMC_CTL_SMCR, 0);
         m.smcr.role = SMC_CTL_ROLE_CLIENT;
-        m.smcr.sndbuf = s->sndbuf > 0 ? (uint32_t) s->sndbuf : 0;
-        m.smcr.rcvbuf = s->rcvbuf > 0 ? (uint32_t) s->rcvbuf : 0;
-        *n = smc_ctl_client_call_timeout(&m, &s->fd, 1, reply, fds, SMC_SMCR_TIMEOUT_MS);
+        m.smcr.sndbuf = sndbuf > 0 ? (uint32_t) sndbuf : 0;
+        m.smcr.rcvbuf = rcvbuf > 0 ? (uint32_t) rcvbuf : 0;
+        *n = smc_ctl_client_call_timeout(&m, &t, 1, reply, fds, SMC_SMCR_TIMEOUT_MS);
         if (*n < 0) {
                 /* smcd went away during the handshake, or stalled: the stream may hold
                  * CLC bytes. Shut it for every holder: a stalled smcd that wakes up
                  * cannot send its proposal any more (an accepting library that cannot
                  * reach its smcd waits that long for one: accept_decline()) */
-                (void) sys_shutdown(s->fd, SHUT_RDWR);
-                smc_debug("connect fd %d: SMCR seq %u failed: %s: ECONNRESET", s->fd, m.hdr.seq, strerror(-*n));
+                (void) sys_shutdown(t, SHUT_RDWR);
+                smc_debug("connect T %d: SMCR seq %u failed: %s: ECONNRESET", t, m.hdr.seq, strerror(-*n));
                 *ret_reason = SMC_CLC_DECL_INTERR;
                 return -ECONNRESET;
         }
         if (reply->hdr.type == SMC_CTL_ERROR) {
-                smc_debug("connect fd %d: SMCR seq %u: ERROR %s (detail 0x%08x): %s", s->fd, m.hdr.seq,
+                smc_debug("connect T %d: SMCR seq %u: ERROR %s (detail 0x%08x): %s", t, m.hdr.seq,
                           strerror(-reply->error.error), reply->error.detail, reply->error.msg);
                 return reply->error.error == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
         }
         if (reply->hdr.type != SMC_CTL_CONNECT_REPLY) {
-                smc_debug("connect fd %d: SMCR seq %u: reply of type %u seq %u: ECONNRESET", s->fd, m.hdr.seq,
+                smc_debug("connect T %d: SMCR seq %u: reply of type %u seq %u: ECONNRESET", t, m.hdr.seq,
                           reply->hdr.type, reply->hdr.seq);
                 for (int i = 0; i < *n; i++)
                         sys_close(fds[i]);
@@ -3619,18 +3653,380 @@ static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen
         }
         if (reply->conn.mode == SMC_CTL_MODE_TCP) {
                 *ret_reason = reply->conn.fallback_reason ? reply->conn.fallback_reason : SMC_CLC_DECL_INTERR;
-                smc_debug("connect fd %d: SMCR seq %u: smcd says TCP, reason 0x%08x", s->fd, m.hdr.seq,
+                smc_debug("connect T %d: SMCR seq %u: smcd says TCP, reason 0x%08x", t, m.hdr.seq,
                           reply->conn.fallback_reason);
                 return 2;
         }
         /* (SMCD: a listener in another network namespace of this host, smcd
          * --cross-netns; the connection is a local one then) */
         if ((reply->conn.mode != SMC_CTL_MODE_SMCR && reply->conn.mode != SMC_CTL_MODE_SMCD) || *n < 2) {
-                smc_debug("connect fd %d: SMCR seq %u: reply mode %u with %d fds: ECONNRESET", s->fd, m.hdr.seq,
+                smc_debug("connect T %d: SMCR seq %u: reply mode %u with %d fds: ECONNRESET", t, m.hdr.seq,
                           reply->conn.mode, *n);
                 return -ECONNRESET;
         }
         return 1;
+}
+
+/* Whether descriptors @a and @b are the same open file (the same socket). */
+static bool same_file(int a, int b) {
+        struct stat sa, sb;
+
+        /* (the system call: the library's fstat() takes the socket's lock) */
+        return smc_syscall(SYS_fstat, a, &sa) == 0 && smc_syscall(SYS_fstat, b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+               sa.st_ino == sb.st_ino;
+}
+
+/* Set up the SMC connection of CONNECT_REPLY @reply (its descriptors @fds, @n of
+ * them; @inst: the smcd that answered, 0 = another since) on @s (locked; its number
+ * is T): map the buffers, keep T hidden (s->hidden if the caller made that copy
+ * already, else a new one) and dup3() X onto the app's number, moving its epoll
+ * registrations. @src: the local address; @addr, @addrlen: the peer's; @via_clc: T
+ * carried a CLC handshake. Returns 1 (state SMCD), 0 for TCP on T (*ret_reason
+ * INTERR; never when @via_clc) or -ECONNRESET (@via_clc: T's stream cannot serve as
+ * TCP). The reply's descriptors are kept or closed in every case. */
+static int connect_install(struct smc_sock *s, const union smc_ctl_msg *reply_in, int *fds, int n, uint32_t inst,
+                           const struct smc_ctl_addr *src_in, const struct sockaddr *addr, socklen_t addrlen,
+                           bool via_clc, uint32_t *ret_reason) {
+        union smc_ctl_msg reply = *reply_in;
+        struct smc_ctl_addr src = *src_in;
+        void *rx = NULL, *tx = NULL;
+        bool own_hidden = s->hidden < 0;
+        int r, x, y, hidden = -1, fdfl;
+
+        x = fds[0];
+        y = fds[1];
+        r = conn_map(&reply.conn, fds, n, inst, &rx, &tx);
+        if (r < 0) {
+                smc_debug("connect fd %d: seq %u, mode %u: mapping the buffers %016llx/%016llx failed: %s", s->fd,
+                          reply.hdr.seq, reply.conn.mode, (unsigned long long) reply.conn.rx.id,
+                          (unsigned long long) reply.conn.tx.id, strerror(-r));
+                goto fail;
+        }
+        fdfl = sys_fcntl(s->fd, F_GETFD, 0);
+        if (fdfl < 0) {
+                smc_debug("connect fd %d: F_GETFD failed: %m", s->fd);
+                goto fail;
+        }
+        hidden = own_hidden ? sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0) : s->hidden;
+        if (hidden < 0) {
+                smc_debug("connect fd %d: F_DUPFD_CLOEXEC failed: %m", s->fd);
+                goto fail;
+        }
+        if (!own_hidden && !same_file(s->fd, hidden)) {
+                /* (a dup2() onto the number just now, whose hook is waiting for the
+                 * lock to cancel this connect: the number is not T's any more) */
+                smc_debug("connect fd %d: the number is no longer the socket's", s->fd);
+                goto fail;
+        }
+        /* the point of no return: the app's fd number becomes X */
+        prereg_detach(s);
+        if (sys_dup3(x, s->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+                /* s->fd still is T */
+                smc_debug("connect fd %d: dup3 failed: %m", s->fd);
+                prereg_attach(s);
+                goto fail;
+        }
+        sys_close(x);
+        x = s->fd;
+        if (atomic_load(&s->nonblock))
+                (void) set_nonblock_fresh(x);
+        if (s->rcvtimeo_set) {
+                struct timeval tv;
+                socklen_t tl = sizeof(tv);
+
+                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0)
+                        (void) sys_setsockopt(x, SOL_SOCKET, SO_RCVTIMEO, &tv, tl);
+        }
+        s->hidden = hidden;
+        s->conn_id = reply.conn.conn_id;
+        s->conn_instance = smc_ctl_client_instance();
+        s->y_instance = inst;
+        note_conn_instance(s->conn_instance);
+        s->conn_role = SMC_CTL_ROLE_CLIENT;
+        s->fallback_reason = 0;
+        if (addr_for_family(&src, s->family, &s->local, &s->local_len) < 0)
+                s->local_len = 0;
+        s->peer_len = addrlen < sizeof(s->peer) ? addrlen : sizeof(s->peer);
+        memcpy(&s->peer, addr, s->peer_len);
+        r = smc_ring_init(&s->ep, rx, reply.conn.rx.size, tx, reply.conn.tx.size, x, y);
+        if (r < 0) {
+                /* cannot happen on Linux (mutex init); keep the socket consistent:
+                 * it is a dead connection now */
+                sys_close(y);
+                ctl_close_conn(reply.conn.conn_id, true, 0);
+                prereg_attach(s);
+                return r;
+        }
+        s->ep.x_mode_is_app = true;
+        smc_ring_track_dirty(&s->ep);
+        ep_tune(&s->ep, &reply);
+        if (s->cork)
+                (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */
+        if (s->linger_reset)
+                smc_ring_set_linger_reset(&s->ep, true); /* SO_LINGER set before connect() */
+        {
+                /* SO_RCVLOWAT set before connect() (here, before exec or through a
+                 * copy): on the TCP socket, T */
+                int lowat = 1;
+                socklen_t ll = sizeof(lowat);
+
+                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) == 0 && lowat > 1)
+                        smc_ring_set_rcvlowat(&s->ep, lowat);
+        }
+        s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
+        s->ep.peer_is_daemon = s->smcr;
+        s->conn_fork_gen = atomic_load(&fork_gen);
+        s->conn_euid = geteuid();
+        sock_set_state(s, SOCK_SMCD);
+        prereg_attach(s); /* X in the app's epoll sets, as T was: now that it is SMC-D */
+        return 1;
+
+fail:
+        if (hidden >= 0 && own_hidden)
+                sys_close(hidden);
+        sys_close(x);
+        sys_close(y);
+        ctl_close_conn(reply.conn.conn_id, true, 0);
+        *ret_reason = SMC_CLC_DECL_INTERR;
+        if (via_clc) {
+                /* T is connected and its CLC bytes are gone: it cannot serve as TCP */
+                smc_debug("connect fd %d: SMC-R connection %016llx aborted: ECONNRESET", s->fd,
+                          (unsigned long long) reply.conn.conn_id);
+                return -ECONNRESET;
+        }
+        smc_debug("connect fd %d: connection %016llx aborted: TCP, reason INTERR", s->fd,
+                  (unsigned long long) reply.conn.conn_id);
+        return 0;
+}
+
+/* ---- nonblocking connect over CLC ----------------------------------------------------
+ * A nonblocking connect() that goes over CLC (SMC-R, SMC-D between namespaces) says
+ * EINPROGRESS at once, as TCP's and as the kernel's SMC (smc_connect_work): a thread
+ * of its own waits for TCP's handshake on a copy of T (s->hidden), asks smcd for the
+ * CLC handshake (smcr_ask()) and installs X (connect_install()), while the socket is
+ * CONNECTING. An event loop is never held up by a dead host's SYN retries or by the
+ * peer's handshake. Meanwhile the app's number is T: poll and epoll see TCP's
+ * readiness; every call that would touch T's stream once TCP is connected (data
+ * calls, SO_ERROR, connect, ioctl, options) waits for the end (connect_settle(),
+ * milliseconds: the CLC round trips); a nonblocking data call before that says
+ * EAGAIN, as TCP's in SYN_SENT; close and shutdown before that cancel it. Epoll sets
+ * the socket is added to meanwhile are recorded and moved to X (prereg). */
+struct connect_async {
+        struct smc_sock *s;
+        int t;          /* s->hidden: the thread's copy of T */
+        uint32_t inst;  /* the smcd that answered CONNECT */
+        socklen_t addrlen;
+        struct sockaddr_storage addr;
+};
+
+static void connect_wake(struct smc_sock *s) {
+        (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+/* Wait until @s is no longer CONNECTING (no lock held). */
+static void connect_settle(struct smc_sock *s) {
+        while (sock_state(s) == SOCK_CONNECTING) {
+                struct timespec ts = { .tv_nsec = 100 * 1000000L }; /* (a lost wake-up costs this) */
+
+                (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, &ts);
+        }
+}
+
+/* Whether CONNECTING @s is past TCP's handshake (its stream is smcd's now, or is
+ * about to be). */
+static bool connect_tcp_up(struct smc_sock *s) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+
+        return atomic_load(&s->connect_clc) || sys_getpeername(s->hidden, (struct sockaddr *) &ss, &sl) == 0;
+}
+
+/* Cancel the connect of CONNECTING @s (locked; the lock is let go of meanwhile):
+ * shutdown(@how) on T (TCP's answer to a shutdown or a close in SYN_SENT: the
+ * connect ends; after it, smcd's handshake fails at once) and wait for the thread to
+ * end (state TCP then, or SMCD when it had just finished). Returns the shutdown's
+ * result (0 or -errno), 0 when not CONNECTING. */
+static int connect_cancel_locked(struct smc_sock *s, int how) {
+        int r;
+
+        if (sock_state(s) != SOCK_CONNECTING)
+                return 0;
+        atomic_store(&s->connect_cancel, true);
+        r = neg_errno(sys_shutdown(s->hidden, how));
+        while (sock_state(s) == SOCK_CONNECTING) {
+                pthread_mutex_unlock(&s->lock);
+                connect_settle(s);
+                pthread_mutex_lock(&s->lock);
+        }
+        return r;
+}
+
+/* The thread's end without SMC (locked): T stays the app's number, as TCP.
+ * @prev_retry: the connect did not get through (TCP's error is on T): a later
+ * connect gets another chance of SMC, as after any failed nonblocking connect. */
+static void connect_async_tcp(struct smc_sock *s, struct connect_async *a, bool prev_retry) {
+        s->hidden = -1;
+        s->connect_prev = prev_retry ? (int8_t) (SOCK_BOUND + 1) : 0;
+        sock_set_state(s, SOCK_TCP);
+        sys_close(a->t);
+}
+
+static void *connect_async_main(void *arg) {
+        struct connect_async *a = arg;
+        struct smc_sock *s = a->s;
+        const struct sockaddr *addr = (const struct sockaddr *) &a->addr;
+        union smc_ctl_msg reply;
+        struct smc_ctl_addr src;
+        int fds[SMC_CTL_MAX_FDS], n = 0, r;
+        uint32_t reason = 0;
+        bool up = false;
+
+        /* TCP's handshake, as long as TCP takes (SYN retries), or until a cancel */
+        while (!atomic_load(&s->connect_cancel)) {
+                struct pollfd p = { .fd = a->t, .events = POLLOUT };
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof(ss);
+
+                r = sys_poll(&p, 1, 1000);
+                if (r < 0 && errno != EINTR && errno != EAGAIN)
+                        break;
+                if (r <= 0)
+                        continue;
+                /* writable: connected, or failed (state CLOSE: ENOTCONN here; the
+                 * error stays on T for the program's SO_ERROR or connect) */
+                up = sys_getpeername(a->t, (struct sockaddr *) &ss, &sl) == 0;
+                break;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (!up || atomic_load(&s->connect_cancel)) {
+                smc_debug("connect fd %d: TCP connect %s: TCP", s->fd, up ? "cancelled" : "failed");
+                connect_async_tcp(s, a, true);
+                goto out;
+        }
+        atomic_store(&s->connect_clc, true);
+        pthread_mutex_unlock(&s->lock);
+
+        r = smcr_ask(a->t, s->sndbuf, s->rcvbuf, &reply, fds, &n, &reason);
+
+        pthread_mutex_lock(&s->lock);
+        if (atomic_load(&s->connect_cancel)) {
+                if (r == 1) {
+                        for (int i = 0; i < n; i++)
+                                sys_close(fds[i]);
+                        ctl_close_conn(reply.conn.conn_id, true, 0);
+                }
+                smc_debug("connect fd %d: cancelled during the CLC handshake", s->fd);
+                connect_async_tcp(s, a, false);
+        } else if (r == 2) {
+                s->fallback_reason = reason;
+                fallback_notice(a->t, addr, a->addrlen, SMC_CTL_ROLE_CLIENT, reason);
+                connect_async_tcp(s, a, false);
+        } else if (r < 0) {
+                s->connect_err = -r;
+                connect_async_tcp(s, a, false);
+        } else {
+                src = reply.conn.local;
+                r = connect_install(s, &reply, fds, n, a->inst != smc_ctl_client_instance() ? 0 : a->inst, &src, addr,
+                                    a->addrlen, true, &reason);
+                if (r == 1)
+                        s->connect_report = true; /* (the next connect() says 0, as TCP's) */
+                else {
+                        (void) sys_shutdown(a->t, SHUT_RDWR);
+                        s->connect_err = ECONNRESET;
+                        connect_async_tcp(s, a, false);
+                }
+        }
+out:
+        connect_wake(s);
+        pthread_mutex_unlock(&s->lock);
+        free(a);
+        return NULL;
+}
+
+/* Wait for TCP's connect on nonblocking @t, under way (no thread for it). Returns 0
+ * or -errno (TCP's error). */
+static int connect_wait_tcp(int t) {
+        struct pollfd p = { .fd = t, .events = POLLOUT };
+        int err = 0;
+        socklen_t el = sizeof(err);
+
+        while (sys_poll(&p, 1, -1) < 0 && (errno == EINTR || errno == EAGAIN))
+                ;
+        if (sys_getsockopt(t, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+                return -errno;
+        return -err;
+}
+
+/* Start the nonblocking connect of @s (locked, BOUND, its number T nonblocking) to
+ * @addr: TCP's connect, then the thread. Returns 3 (CONNECTING, the thread runs), 0
+ * when T is connected already (the caller goes on), or -errno (TCP's error). */
+static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, socklen_t addrlen, uint32_t inst) {
+        struct connect_async *a;
+        int t = -1, r;
+
+        if (sys_connect(s->fd, addr, addrlen) == 0)
+                return 0;
+        if (errno != EINPROGRESS)
+                return -errno;
+        a = in_vfork_child() ? NULL : calloc(1, sizeof(*a)); /* (a vfork() child shares our memory) */
+        if (a && (t = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+                pthread_attr_t at;
+                pthread_t th;
+                sigset_t all, old;
+
+                a->s = s;
+                a->t = t;
+                a->inst = inst;
+                a->addrlen = addrlen < sizeof(a->addr) ? addrlen : sizeof(a->addr);
+                memcpy(&a->addr, addr, a->addrlen);
+                s->hidden = t;
+                atomic_store(&s->connect_clc, false);
+                atomic_store(&s->connect_cancel, false);
+                s->connect_err = 0;
+                sock_set_state(s, SOCK_CONNECTING);
+                /* signals stay with the program's threads */
+                sigfillset(&all);
+                pthread_sigmask(SIG_SETMASK, &all, &old);
+                pthread_attr_init(&at);
+                pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+                pthread_attr_setstacksize(&at, 256u << 10);
+                r = pthread_create(&th, &at, connect_async_main, a);
+                pthread_attr_destroy(&at);
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
+                if (r == 0)
+                        return 3;
+                sock_set_state(s, SOCK_BOUND);
+                s->hidden = -1;
+                smc_debug("connect fd %d: no thread for the nonblocking connect (%s): waiting here", s->fd,
+                          strerror(r));
+        }
+        if (t >= 0)
+                sys_close(t);
+        free(a);
+        return connect_wait_tcp(s->fd);
+}
+
+/* SMC-R (smcd said SMCR_PENDING): connect T over TCP, then have smcd run the CLC
+ * handshake on it (smcr_ask()). A blocking socket waits for both here; a nonblocking
+ * one returns 3 while they run in a thread (connect_async_start()). @inst: the smcd
+ * that answered CONNECT. Returns smcr_ask()'s values, 3, or -errno: TCP's connect
+ * error. */
+static int connect_smcr(struct smc_sock *s, const struct sockaddr *addr, socklen_t addrlen, uint32_t inst,
+                        union smc_ctl_msg *reply, int *fds, int *n, uint32_t *ret_reason) {
+        int fl, r;
+
+        fl = sys_fcntl(s->fd, F_GETFL, 0);
+        if (fl >= 0 && (fl & O_NONBLOCK))
+                r = connect_async_start(s, addr, addrlen, inst);
+        else
+                r = sys_connect(s->fd, addr, addrlen) < 0 ? -errno : 0;
+        if (r == 3)
+                return 3;
+        if (r < 0) {
+                smc_debug("connect fd %d: SMC-R: TCP connect failed: %s", s->fd, strerror(-r));
+                return r;
+        }
+        return smcr_ask(s->fd, s->sndbuf, s->rcvbuf, reply, fds, n, ret_reason);
 }
 
 /* Ask smcd for an SMC-D connection to @dst. Caller holds s->lock, state is NEW or
@@ -3643,8 +4039,7 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         struct smc_ctl_addr src;
         union smc_ctl_msg m, reply;
         int fds[SMC_CTL_MAX_FDS];
-        void *rx = NULL, *tx = NULL;
-        int n, r, x, y, hidden = -1, fdfl;
+        int n, r;
         bool via_clc = false; /* T connected, CLC on it (SMC-R, or SMC-D between namespaces) */
         uint32_t inst;
 
@@ -3775,11 +4170,11 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
         }
         if (reply.conn.mode == SMC_CTL_MODE_SMCR_PENDING) {
                 via_clc = true;
-                r = connect_smcr(s, addr, addrlen, &reply, fds, &n, ret_reason);
+                r = connect_smcr(s, addr, addrlen, inst, &reply, fds, &n, ret_reason);
                 if (r <= 0)
                         return r;   /* an error of TCP's connect, or -ECONNRESET */
-                if (r == 2)
-                        return 2;   /* TCP: T is connected, *ret_reason set */
+                if (r == 2 || r == 3)
+                        return r;   /* TCP: T is connected, *ret_reason set; or under way */
                 src = reply.conn.local;
         } else if (reply.conn.mode != SMC_CTL_MODE_SMCD) {
                 *ret_reason = reply.conn.fallback_reason ? reply.conn.fallback_reason : SMC_CLC_DECL_INTERR;
@@ -3790,106 +4185,9 @@ static int connect_smc(struct smc_sock *s, const struct smc_ctl_addr *dst, const
                 return 0;
         }
 
-        x = fds[0];
-        y = fds[1];
         if (inst != smc_ctl_client_instance())
                 inst = 0; /* (an SMC-R handshake since: its reply's smcd) */
-        r = conn_map(&reply.conn, fds, n, inst, &rx, &tx);
-        if (r < 0) {
-                smc_debug("connect fd %d: seq %u, mode %u: mapping the buffers %016llx/%016llx failed: %s", s->fd,
-                          reply.hdr.seq, reply.conn.mode, (unsigned long long) reply.conn.rx.id,
-                          (unsigned long long) reply.conn.tx.id, strerror(-r));
-                goto fail;
-        }
-        fdfl = sys_fcntl(s->fd, F_GETFD, 0);
-        if (fdfl < 0) {
-                smc_debug("connect fd %d: F_GETFD failed: %m", s->fd);
-                goto fail;
-        }
-        hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-        if (hidden < 0) {
-                smc_debug("connect fd %d: F_DUPFD_CLOEXEC failed: %m", s->fd);
-                goto fail;
-        }
-        /* the point of no return: the app's fd number becomes X */
-        prereg_detach(s);
-        if (sys_dup3(x, s->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-                /* s->fd still is T */
-                smc_debug("connect fd %d: dup3 failed: %m", s->fd);
-                prereg_attach(s);
-                goto fail;
-        }
-        sys_close(x);
-        x = s->fd;
-        if (atomic_load(&s->nonblock))
-                (void) set_nonblock_fresh(x);
-        if (s->rcvtimeo_set) {
-                struct timeval tv;
-                socklen_t tl = sizeof(tv);
-
-                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0)
-                        (void) sys_setsockopt(x, SOL_SOCKET, SO_RCVTIMEO, &tv, tl);
-        }
-        s->hidden = hidden;
-        s->conn_id = reply.conn.conn_id;
-        s->conn_instance = smc_ctl_client_instance();
-        s->y_instance = inst;
-        note_conn_instance(s->conn_instance);
-        s->conn_role = SMC_CTL_ROLE_CLIENT;
-        s->fallback_reason = 0;
-        if (addr_for_family(&src, s->family, &s->local, &s->local_len) < 0)
-                s->local_len = 0;
-        s->peer_len = addrlen < sizeof(s->peer) ? addrlen : sizeof(s->peer);
-        memcpy(&s->peer, addr, s->peer_len);
-        r = smc_ring_init(&s->ep, rx, reply.conn.rx.size, tx, reply.conn.tx.size, x, y);
-        if (r < 0) {
-                /* cannot happen on Linux (mutex init); keep the socket consistent:
-                 * it is a dead connection now */
-                sys_close(y);
-                ctl_close_conn(reply.conn.conn_id, true, 0);
-                prereg_attach(s);
-                return r;
-        }
-        s->ep.x_mode_is_app = true;
-        smc_ring_track_dirty(&s->ep);
-        ep_tune(&s->ep, &reply);
-        if (s->cork)
-                (void) smc_ring_set_cork(&s->ep, true); /* TCP_CORK set before connect() */
-        if (s->linger_reset)
-                smc_ring_set_linger_reset(&s->ep, true); /* SO_LINGER set before connect() */
-        {
-                /* SO_RCVLOWAT set before connect() (here, before exec or through a
-                 * copy): on the TCP socket, T */
-                int lowat = 1;
-                socklen_t ll = sizeof(lowat);
-
-                if (sys_getsockopt(hidden, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) == 0 && lowat > 1)
-                        smc_ring_set_rcvlowat(&s->ep, lowat);
-        }
-        s->smcr = reply.conn.mode == SMC_CTL_MODE_SMCR;
-        s->ep.peer_is_daemon = s->smcr;
-        s->conn_fork_gen = atomic_load(&fork_gen);
-        s->conn_euid = geteuid();
-        sock_set_state(s, SOCK_SMCD);
-        prereg_attach(s); /* X in the app's epoll sets, as T was: now that it is SMC-D */
-        return 1;
-
-fail:
-        if (hidden >= 0)
-                sys_close(hidden);
-        sys_close(x);
-        sys_close(y);
-        ctl_close_conn(reply.conn.conn_id, true, 0);
-        *ret_reason = SMC_CLC_DECL_INTERR;
-        if (via_clc) {
-                /* T is connected and its CLC bytes are gone: it cannot serve as TCP */
-                smc_debug("connect fd %d: SMC-R connection %016llx aborted: ECONNRESET", s->fd,
-                          (unsigned long long) reply.conn.conn_id);
-                return -ECONNRESET;
-        }
-        smc_debug("connect fd %d: connection %016llx aborted: TCP, reason INTERR", s->fd,
-                  (unsigned long long) reply.conn.conn_id);
-        return 0;
+        return connect_install(s, &reply, fds, n, inst, &src, addr, addrlen, via_clc, ret_reason);
 }
 
 static int listener_disconnect(struct smc_sock *l, const struct sockaddr *addr, socklen_t len);
@@ -3935,7 +4233,28 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
         case SOCK_LISTEN_TCP:
                 pthread_mutex_unlock(&s->lock);
                 return sys_connect(fd, addr, len);
+        case SOCK_CONNECTING:
+                if (!smc_uptr_bad(addr) && len >= (socklen_t) sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+                        /* TCP's disconnect in SYN_SENT, or of the connection */
+                        (void) connect_cancel_locked(s, SHUT_RDWR);
+                        pthread_mutex_unlock(&s->lock);
+                        return smc_connect(fd, addr, len);
+                }
+                if (atomic_load(&s->nonblock) && !connect_tcp_up(s)) {
+                        pthread_mutex_unlock(&s->lock);
+                        return ret_errno(-EALREADY); /* as TCP's in SYN_SENT */
+                }
+                pthread_mutex_unlock(&s->lock);
+                connect_settle(s);
+                return smc_connect(fd, addr, len); /* (SMCD or TCP now) */
         case SOCK_TCP:
+                if (s->connect_err) {
+                        /* the SMC handshake after TCP's broke (connect_async_main) */
+                        r = -s->connect_err;
+                        s->connect_err = 0;
+                        pthread_mutex_unlock(&s->lock);
+                        return ret_errno(r);
+                }
                 prev = s->connect_prev;
                 pthread_mutex_unlock(&s->lock);
                 r = sys_connect(fd, addr, len);
@@ -4009,6 +4328,12 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 fallback_notice(fd, addr, len, SMC_CTL_ROLE_CLIENT, reason);
                 return 0;
         }
+        if (r == 3) {
+                /* CONNECTING: the rest runs in its thread (connect_async_main) */
+                pthread_mutex_unlock(&s->lock);
+                errno = EINPROGRESS;
+                return -1;
+        }
         if (r > 0) {
                 bool nb = atomic_load(&s->nonblock);
 
@@ -4069,6 +4394,8 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
 /* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
  * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
  * which gives TCP's ENOTCONN / EPIPE). */
+#define DATA_EAGAIN (-2) /* data_sock()'s *ret_fd: the call says EAGAIN */
+
 static struct smc_sock *data_sock(int fd, int *ret_fd) {
         struct smc_sock *s = sock_lookup(fd);
         int st;
@@ -4077,6 +4404,21 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
         if (!s)
                 return NULL;
         st = sock_state(s);
+        while (st == SOCK_CONNECTING) {
+                /* T's stream is smcd's until the handshake ends: never read or written
+                 * here. Before TCP's handshake is done a nonblocking call says
+                 * EAGAIN, as TCP's in SYN_SENT (a blocking one waits, as TCP's; so
+                 * does one with MSG_DONTWAIT on a blocking socket) */
+                if (atomic_load(&s->nonblock) && !connect_tcp_up(s)) {
+                        *ret_fd = DATA_EAGAIN;
+                        return NULL;
+                }
+                connect_settle(s);
+                s = sock_lookup(fd);
+                if (!s)
+                        return NULL;
+                st = sock_state(s);
+        }
         /* after the state (acquire): a teardown that changed it began with closing.
          * Another thread's close() holds the lock until the number is closed and out
          * of the table: wait for it, then look again (the kernel then says EBADF, or
@@ -4206,6 +4548,8 @@ SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_sendto(fd, buf, len, flags, NULL, 0);
         return smcd_send(s, &v, 1, flags, true);
@@ -4215,6 +4559,8 @@ SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, NULL, NULL);
         return smcd_recv(s, &v, 1, flags, false);
@@ -4235,6 +4581,8 @@ SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, co
 
         int r;
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_sendto(fd, buf, len, flags, to, tolen);
         if ((r = smc_sendto_addr_check(to, tolen)) < 0)
@@ -4248,6 +4596,8 @@ SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct
         struct smc_sock *s = data_sock(fd, &fd);
         ssize_t r;
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, from, fromlen);
         if (from && smc_uptr_bad(fromlen)) {
@@ -4285,6 +4635,8 @@ static int msg_check(const struct msghdr *msg, bool send) {
 SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s) {
                 if (smc_uptr_bad(msg) || !msg->msg_controllen)
                         return sys_sendmsg(fd, msg, flags);
@@ -4362,6 +4714,8 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
         struct smc_sock *s = data_sock(fd, &fd);
         ssize_t r;
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s) {
                 r = sys_recvmsg(fd, msg, flags);
                 if (r >= 0 && msg && msg->msg_controllen)
@@ -4383,6 +4737,8 @@ SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_read(fd, buf, len);
         return smcd_recv(s, &v, 1, 0, true);
@@ -4392,6 +4748,8 @@ SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_write(fd, buf, len);
         return smcd_send(s, &v, 1, 0, true);
@@ -4400,6 +4758,8 @@ SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
 SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_readv(fd, iov, iovcnt);
         return smcd_recv(s, iov, iovcnt, 0, true);
@@ -4408,6 +4768,8 @@ SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
 SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
         struct smc_sock *s = data_sock(fd, &fd);
 
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_writev(fd, iov, iovcnt);
         return smcd_send(s, iov, iovcnt, 0, true);
@@ -4425,6 +4787,8 @@ SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int6
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
         s = data_sock(fd, &fd);
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
         return smcd_recv(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
@@ -4436,6 +4800,8 @@ SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
         s = data_sock(fd, &fd);
+        if (fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
         return smcd_send(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
@@ -4454,6 +4820,8 @@ SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t c
         int timeo_fd;
         ssize_t r;
 
+        if (out_fd == DATA_EAGAIN)
+                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
                 return sys_sendfile(out_fd, in_fd, offset, count);
         if (offset && smc_uptr_bad(offset))
@@ -4655,8 +5023,24 @@ static int conn_disconnect(struct smc_sock *s) {
 }
 
 SMC_PUBLIC int smc_shutdown(int fd, int how) {
-        struct smc_sock *l = sock_lookup(fd), *s = data_sock(fd, &fd);
+        struct smc_sock *l = sock_lookup(fd), *s;
 
+        if (l && sock_state(l) == SOCK_CONNECTING) {
+                int r;
+
+                pthread_mutex_lock(&l->lock);
+                if (sock_state(l) == SOCK_CONNECTING && !connect_tcp_up(l) &&
+                    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
+                        /* TCP's shutdown in SYN_SENT: the connect ends (inet_shutdown) */
+                        r = connect_cancel_locked(l, how);
+                        pthread_mutex_unlock(&l->lock);
+                        return ret_errno(r);
+                }
+                pthread_mutex_unlock(&l->lock);
+                connect_settle(l); /* (then as the connection it became) */
+                l = sock_lookup(fd);
+        }
+        s = data_sock(fd, &fd);
         if (!s && l && sock_state(l) == SOCK_LISTEN_SMC && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR))
                 return listener_shutdown(l, how);
         if (!s)
@@ -4694,6 +5078,13 @@ again:
                  * and out of the table. Look again: the number is closed (the kernel
                  * says EBADF), or already another file's, which is what this close
                  * is for (EBADF from us left that file open: helper 107) */
+                pthread_mutex_unlock(&s->lock);
+                goto again;
+        }
+        if (sock_state(s) == SOCK_CONNECTING) {
+                /* TCP's close in SYN_SENT or of a connection just made: the connect
+                 * (and smcd's handshake on T) ends first */
+                (void) connect_cancel_locked(s, SHUT_RDWR);
                 pthread_mutex_unlock(&s->lock);
                 goto again;
         }
@@ -5349,6 +5740,10 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
 
         if (!s)
                 return sys_setsockopt(fd, level, name, val, len);
+        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+                connect_settle(s); /* (X takes the options recorded until then) */
+                return smc_setsockopt(fd, level, name, val, len);
+        }
         if (level == SOL_SMC) {
                 errno = ENOPROTOOPT; /* SMC_PROTO_* are read-only */
                 return -1;
@@ -5449,6 +5844,20 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         if (!s)
                 return sys_getsockopt(fd, level, name, val, len);
         st = sock_state(s);
+        if (st == SOCK_CONNECTING && connect_tcp_up(s)) {
+                /* SO_ERROR after TCP's handshake (the program saw POLLOUT) says how
+                 * the whole connect ended: the SMC handshake's milliseconds first */
+                connect_settle(s);
+                return smc_getsockopt(fd, level, name, val, len);
+        }
+        if (st == SOCK_TCP && level == SOL_SOCKET && name == SO_ERROR && s->connect_err) {
+                pthread_mutex_lock(&s->lock);
+                r = s->connect_err;
+                s->connect_err = 0;
+                pthread_mutex_unlock(&s->lock);
+                if (r)
+                        return ret_errno(put_int(val, len, r));
+        }
         if (level == SOL_SOCKET && name == SO_PEEK_OFF && st != SOCK_TCP)
                 return ret_errno(-EOPNOTSUPP); /* (smc_setsockopt) */
         if (level == IPPROTO_TCP && name == TCP_SAVE_SYN && st == SOCK_LISTEN_SMC &&
@@ -5982,6 +6391,10 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
 
         if (!s)
                 return sys_ioctl(fd, req, arg);
+        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+                connect_settle(s); /* (SIOCINQ would count CLC bytes) */
+                return smc_ioctl(fd, req, arg);
+        }
         st = atomic_load(&s->state);
         switch (req) {
         case FIOASYNC:
