@@ -31,6 +31,18 @@
 #   idle --addr A --port P --label L
 #       connect, echo 4097 bytes, ask the server to exit (X), then wait with the
 #       connection idle: the client must read EOF (within 10 s).
+#   asyncconn --addr A --port P --gated-port G --go FILE --label L
+#       nonblocking connects as event loops make them (smcrun: SMC-D over CLC). G is a
+#       server with a backlog of 1 that accepts only once FILE exists: two connects
+#       to it fill its queue (connect() must say EINPROGRESS before FILE exists: it
+#       used to wait for the server's accept), a third one's SYN is dropped and stays
+#       in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0, getpeername
+#       ENOTCONN, and close ends it at once. Then FILE is made: the two queued ones
+#       end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before
+#       connect; level-triggered, added after), connect() again once writable
+#       (hiredis), a blocking send right after EINPROGRESS (curl's pattern after
+#       poll), 20 connects at once from one thread, and 10 closed right after
+#       EINPROGRESS: every one SMC-D with its echo right.
 import argparse
 import errno
 import glob
@@ -177,7 +189,7 @@ def server(a):
     if a.reuseport:
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     ls.bind((a.bind, a.port))
-    ls.listen(128)
+    ls.listen(a.backlog)
     with open(a.port_file + ".tmp", "w") as f:
         f.write("%d\n" % ls.getsockname()[1])
     os.rename(a.port_file + ".tmp", a.port_file)
@@ -480,6 +492,147 @@ def idle(a):
     return c
 
 
+def asyncconn(a):
+    c = Checks(a.label)
+    gated = (a.addr, a.gated_port)
+    dst = (a.addr, a.port)
+    made = threading.Event()
+
+    def go_later():
+        # (so that a connect() that waits for the server's accept still ends)
+        if not made.wait(20):
+            open(a.go, "w").close()
+    threading.Thread(target=go_later, daemon=True).start()
+
+    def nb_connect(d):
+        s = socket.socket()
+        s.setblocking(False)
+        return s, s.connect_ex(d)
+
+    def errname(e):
+        return errno.errorcode.get(e, str(e)) if e else "0"
+
+    def finish(s, timeout=30):
+        """Wait until writable (poll), then SO_ERROR; the socket made blocking."""
+        p = select.poll()
+        p.register(s, select.POLLOUT)
+        if not p.poll(timeout * 1000):
+            return "not writable in %d s" % timeout
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        s.settimeout(30)
+        return errname(err)
+
+    def check_echo(s, what, size=65536):
+        mode, reason = end_info(s)
+        err, _ = echo(s, size)
+        c.check(mode == 1 and err is None, "%s: mode %s, echo of %s: %s" % (
+            what, MODES.get(mode, mode), size_name(size), err or "right"))
+
+    # 1. the gated server: queued connects (their CLC waits for the accept)
+    q = []
+    for i in range(2):
+        s, e = nb_connect(gated)
+        c.check(e == errno.EINPROGRESS and not os.path.exists(a.go),
+                "connect %d to the gated server says %s before it accepts (go file %s)" % (
+                    i + 1, errname(e), "made" if os.path.exists(a.go) else "not made"))
+        q.append(s)
+    time.sleep(0.3)  # (their TCP handshakes done: the queue is full)
+    s3, e = nb_connect(gated)
+    c.check(e == errno.EINPROGRESS, "connect 3 (SYN dropped, queue full): %s" % errname(e))
+    got = []
+    for name, f in (("send", lambda: s3.send(b"x")), ("recv", lambda: s3.recv(1))):
+        try:
+            f()
+            got.append("%s ok" % name)
+        except BlockingIOError:
+            got.append("%s EAGAIN" % name)
+        except OSError as ex:
+            got.append("%s %s" % (name, errname(ex.errno)))
+    got.append("connect " + errname(s3.connect_ex(gated)))
+    got.append("SO_ERROR " + errname(s3.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)))
+    try:
+        s3.getpeername()
+        got.append("getpeername ok")
+    except OSError as ex:
+        got.append("getpeername " + errname(ex.errno))
+    want = ["send EAGAIN", "recv EAGAIN", "connect EALREADY", "SO_ERROR 0", "getpeername ENOTCONN"]
+    c.check(got == want, "in SYN_SENT as TCP: %s" % ", ".join(got))
+    t0 = time.monotonic()
+    s3.close()
+    c.check(time.monotonic() - t0 < 5, "close in SYN_SENT returns (%.3f s)" % (time.monotonic() - t0))
+    open(a.go, "w").close()
+    made.set()
+    for i, s in enumerate(q):
+        r = finish(s)
+        c.check(r == "0", "connect %d to the gated server, once it accepts: SO_ERROR %s" % (i + 1, r))
+        if r == "0":
+            check_echo(s, "connect %d to the gated server" % (i + 1))
+        s.close()
+
+    # 2. epoll, edge-triggered, added before connect (nginx)
+    ep = select.epoll()
+    s = socket.socket()
+    s.setblocking(False)
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLET)
+    e = s.connect_ex(dst)
+    ev = ep.poll(10)
+    r = errname(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+    c.check(e == errno.EINPROGRESS and ev and (ev[0][1] & select.EPOLLOUT) and r == "0",
+            "epoll (ET, added before connect): connect %s, events %s, SO_ERROR %s" % (errname(e), ev, r))
+    # the edge of X's registration: a send that fills nothing; then the echo
+    s.settimeout(30)
+    check_echo(s, "epoll ET")
+    ep.unregister(s.fileno())
+    s.close()
+
+    # 3. epoll, level-triggered, added after connect; connect() again (hiredis)
+    s, e = nb_connect(dst)
+    ep.register(s.fileno(), select.EPOLLOUT)
+    ev = ep.poll(10)
+    again = s.connect_ex(dst)
+    c.check(e == errno.EINPROGRESS and ev and again in (0, errno.EISCONN),
+            "epoll (LT, added after connect): connect %s, events %s, connect again %s" % (
+                errname(e), ev, errname(again)))
+    ep.unregister(s.fileno())
+    s.settimeout(30)
+    check_echo(s, "epoll LT")
+    s.close()
+    ep.close()
+
+    # 4. blocking right after EINPROGRESS (the send waits for the connect, as TCP's)
+    s, e = nb_connect(dst)
+    s.settimeout(30)
+    c.check(e == errno.EINPROGRESS, "connect then a blocking send at once: connect %s" % errname(e))
+    check_echo(s, "a blocking send right after EINPROGRESS", 1 << 20)
+    s.close()
+
+    # 5. 20 at once from one thread
+    socks = [nb_connect(dst) for _ in range(20)]
+    res = [finish(s) for s, _ in socks]
+    c.check(all(e == errno.EINPROGRESS for _, e in socks) and res == ["0"] * 20,
+            "20 connects at once from one thread: %s / SO_ERROR %s" % (
+                sorted(set(errname(e) for _, e in socks)), sorted(set(res))))
+    bad = 0
+    for s, _ in socks:
+        mode, _ = end_info(s)
+        err, _ = echo(s, 4096)
+        bad += mode != 1 or err is not None
+        s.close()
+    c.check(bad == 0, "20 connects at once: %d of 20 SMC-D with their echo right" % (20 - bad))
+
+    # 6. closed right after EINPROGRESS, then one more that works
+    for _ in range(10):
+        s, e = nb_connect(dst)
+        s.close()
+    s, e = nb_connect(dst)
+    r = finish(s)
+    c.check(r == "0", "after 10 connects closed at once: the next one's SO_ERROR %s" % r)
+    if r == "0":
+        check_echo(s, "after 10 connects closed at once")
+    s.close()
+    return c
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -491,11 +644,15 @@ def main():
     x.add_argument("--port", type=int, default=0)
     x.add_argument("--reuseport", action="store_true")
     x.add_argument("--accept-after", help="a file: accept once it exists (at most 60 s)")
-    for name in ("client", "refused", "killme", "idle"):
+    x.add_argument("--backlog", type=int, default=128)
+    for name in ("client", "refused", "killme", "idle", "asyncconn"):
         x = sub.add_parser(name)
         x.add_argument("--addr", required=True)
         x.add_argument("--port", type=int, required=True)
         x.add_argument("--label", default=name)
+        if name == "asyncconn":
+            x.add_argument("--gated-port", type=int, required=True)
+            x.add_argument("--go", required=True)
         if name == "client":
             x.add_argument("--expect", choices=WANT, required=True)
             x.add_argument("--reason")
@@ -509,7 +666,7 @@ def main():
     elif a.cmd == "killme":
         killme(a)
     else:
-        c = {"client": client, "refused": refused, "idle": idle}[a.cmd](a)
+        c = {"client": client, "refused": refused, "idle": idle, "asyncconn": asyncconn}[a.cmd](a)
         sys.exit(1 if c.failed else 0)
 
 

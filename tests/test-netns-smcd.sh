@@ -50,6 +50,13 @@
 #      (SO_BINDTODEVICE, of uid 65534), one to lo: 8 connections to 127.0.0.1 from B
 #      all reach the one bound to lo, as over TCP (before: 4 went to the veth's,
 #      another uid's: helper 123).
+#  18. nonblocking connects from A as event loops make them (netns-smcd.py asyncconn):
+#      to a server in B with a backlog of 1 that accepts only later, connect() says
+#      EINPROGRESS at once (it used to wait for the accept), a connect whose SYN is
+#      dropped (queue full) answers as TCP in SYN_SENT (EAGAIN, EALREADY, SO_ERROR 0,
+#      ENOTCONN) and closes at once; then epoll ET/LT, connect() again, a blocking send
+#      right after EINPROGRESS, 20 at once from one thread, 10 closed at once: all
+#      SMC-D with their echo right; conns_netns grew by 26.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -560,6 +567,19 @@ print(" ".join(out))' "$tmp/p17d/p" 2>&1)
                 ok "17: 8 connections to 127.0.0.1 all reach the listener bound to lo, none the one bound to $VB ($(cat "$tmp/s17a.log" "$tmp/s17b.log" | tr '\n' ' '))"
         else
                 nok "17: connections to 127.0.0.1: $got ($(cat "$tmp/s17a.log" "$tmp/s17b.log" | tr '\n' ' '))"
+        fi
+fi
+
+# 18. nonblocking connects over CLC: EINPROGRESS at once, the handshakes in the
+# library's thread (before: connect() waited for TCP's handshake and the server's
+# accept, an event loop stalled)
+if [ -n "$spid" ] && start_server s18 "$NSB" smc --bind "$IPB"; then
+        P18=$server_port
+        if start_server s18g "$NSB" smc --bind "$IPB" --backlog 1 --accept-after "$tmp/go18"; then
+                b=$(smcd_stat conns_netns)
+                client "$NSA" smc 120 asyncconn --label 18 --addr "$IPB" --port "$P18" \
+                        --gated-port "$server_port" --go "$tmp/go18"
+                delta_check 18 conns_netns "$b" +26
         fi
 fi
 
