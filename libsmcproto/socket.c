@@ -3838,7 +3838,10 @@ static bool connect_tcp_up(struct smc_sock *s) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
 
-        return atomic_load(&s->connect_clc) || sys_getpeername(s->hidden, (struct sockaddr *) &ss, &sl) == 0;
+        /* (s->hidden without the lock: at worst a closed or another number, for a
+         * connect that has just ended, after which the caller looks at the state) */
+        return atomic_load(&s->connect_clc) ||
+               sys_getpeername(__atomic_load_n(&s->hidden, __ATOMIC_RELAXED), (struct sockaddr *) &ss, &sl) == 0;
 }
 
 /* Cancel the connect of CONNECTING @s (locked; the lock is let go of meanwhile):
@@ -3865,7 +3868,7 @@ static int connect_cancel_locked(struct smc_sock *s, int how) {
  * @prev_retry: the connect did not get through (TCP's error is on T): a later
  * connect gets another chance of SMC, as after any failed nonblocking connect. */
 static void connect_async_tcp(struct smc_sock *s, struct connect_async *a, bool prev_retry) {
-        s->hidden = -1;
+        __atomic_store_n(&s->hidden, -1, __ATOMIC_RELAXED);
         s->connect_prev = prev_retry ? (int8_t) (SOCK_BOUND + 1) : 0;
         sock_set_state(s, SOCK_TCP);
         sys_close(a->t);
@@ -3877,7 +3880,7 @@ static void *connect_async_main(void *arg) {
         const struct sockaddr *addr = (const struct sockaddr *) &a->addr;
         union smc_ctl_msg reply;
         struct smc_ctl_addr src;
-        int fds[SMC_CTL_MAX_FDS], n = 0, r;
+        int fds[SMC_CTL_MAX_FDS], n = 0, r, sndbuf, rcvbuf;
         uint32_t reason = 0;
         bool up = false;
 
@@ -3904,9 +3907,11 @@ static void *connect_async_main(void *arg) {
                 goto out;
         }
         atomic_store(&s->connect_clc, true);
+        sndbuf = s->sndbuf;
+        rcvbuf = s->rcvbuf;
         pthread_mutex_unlock(&s->lock);
 
-        r = smcr_ask(a->t, s->sndbuf, s->rcvbuf, &reply, fds, &n, &reason);
+        r = smcr_ask(a->t, sndbuf, rcvbuf, &reply, fds, &n, &reason);
 
         pthread_mutex_lock(&s->lock);
         if (atomic_load(&s->connect_cancel)) {
@@ -3922,7 +3927,7 @@ static void *connect_async_main(void *arg) {
                 fallback_notice(a->t, addr, a->addrlen, SMC_CTL_ROLE_CLIENT, reason);
                 connect_async_tcp(s, a, false);
         } else if (r < 0) {
-                s->connect_err = -r;
+                __atomic_store_n(&s->connect_err, -r, __ATOMIC_RELAXED);
                 connect_async_tcp(s, a, false);
         } else {
                 src = reply.conn.local;
@@ -3932,7 +3937,7 @@ static void *connect_async_main(void *arg) {
                         s->connect_report = true; /* (the next connect() says 0, as TCP's) */
                 else {
                         (void) sys_shutdown(a->t, SHUT_RDWR);
-                        s->connect_err = ECONNRESET;
+                        __atomic_store_n(&s->connect_err, ECONNRESET, __ATOMIC_RELAXED);
                         connect_async_tcp(s, a, false);
                 }
         }
@@ -5850,7 +5855,7 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                 connect_settle(s);
                 return smc_getsockopt(fd, level, name, val, len);
         }
-        if (st == SOCK_TCP && level == SOL_SOCKET && name == SO_ERROR && s->connect_err) {
+        if (st == SOCK_TCP && level == SOL_SOCKET && name == SO_ERROR && __atomic_load_n(&s->connect_err, __ATOMIC_RELAXED)) {
                 pthread_mutex_lock(&s->lock);
                 r = s->connect_err;
                 s->connect_err = 0;
@@ -7132,6 +7137,11 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
 
         *ret_undo = NULL;
         for (unsigned pos = 0; ok && (s = table_next(&pos, FD_MAX));) {
+                if (sock_state(s) == SOCK_CONNECTING && !pid_moved)
+                        /* this process's image goes, its thread with it: the connect
+                         * ends first, and goes on as any connection (a child's copy,
+                         * vfork or spawn, is T: the connect is the parent's) */
+                        connect_settle(s);
                 if (sock_state(s) != SOCK_SMCD &&
                     (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add))))
                         continue;
