@@ -594,7 +594,7 @@ static bool listen_sole(const struct smc_sock *l) {
 static void sock_teardown(struct smc_sock *s);
 static int connect_cancel_locked(struct smc_sock *s, int how);
 static void connect_settle(struct smc_sock *s);
-static bool connect_tcp_up(struct smc_sock *s);
+static bool connect_tcp_done(struct smc_sock *s);
 static bool same_file(int a, int b);
 
 /* Enter @s at s->fd. A stale entry (its fd was closed behind our back) is torn
@@ -2392,7 +2392,7 @@ static bool mode_turned_blocking(struct smc_sock *s, bool was_nonblock, int flag
 bool smc_fd_is_smc_conn(int fd) {
         struct smc_sock *s = sock_lookup(fd);
 
-        if (s && sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+        if (s && sock_state(s) == SOCK_CONNECTING && connect_tcp_done(s)) {
                 connect_settle(s); /* (its stream is smcd's until then) */
                 s = sock_lookup(fd);
         }
@@ -3832,16 +3832,15 @@ static void connect_settle(struct smc_sock *s) {
         }
 }
 
-/* Whether CONNECTING @s is past TCP's handshake (its stream is smcd's now, or is
- * about to be). */
-static bool connect_tcp_up(struct smc_sock *s) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-
+/* Whether CONNECTING @s is past TCP's handshake, connected or failed (its stream is
+ * smcd's now or about to be, or the thread is about to end as TCP); false while T is
+ * in SYN_SENT. */
+static bool connect_tcp_done(struct smc_sock *s) {
         /* (s->hidden without the lock: at worst a closed or another number, for a
          * connect that has just ended, after which the caller looks at the state) */
-        return atomic_load(&s->connect_clc) ||
-               sys_getpeername(__atomic_load_n(&s->hidden, __ATOMIC_RELAXED), (struct sockaddr *) &ss, &sl) == 0;
+        struct pollfd p = { .fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED), .events = POLLOUT };
+
+        return atomic_load(&s->connect_clc) || sys_poll(&p, 1, 0) != 0;
 }
 
 /* Cancel the connect of CONNECTING @s (locked; the lock is let go of meanwhile):
@@ -4245,7 +4244,7 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                         pthread_mutex_unlock(&s->lock);
                         return smc_connect(fd, addr, len);
                 }
-                if (atomic_load(&s->nonblock) && !connect_tcp_up(s)) {
+                if (atomic_load(&s->nonblock) && !connect_tcp_done(s)) {
                         pthread_mutex_unlock(&s->lock);
                         return ret_errno(-EALREADY); /* as TCP's in SYN_SENT */
                 }
@@ -4414,7 +4413,7 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
                  * here. Before TCP's handshake is done a nonblocking call says
                  * EAGAIN, as TCP's in SYN_SENT (a blocking one waits, as TCP's; so
                  * does one with MSG_DONTWAIT on a blocking socket) */
-                if (atomic_load(&s->nonblock) && !connect_tcp_up(s)) {
+                if (atomic_load(&s->nonblock) && !connect_tcp_done(s)) {
                         *ret_fd = DATA_EAGAIN;
                         return NULL;
                 }
@@ -5034,7 +5033,7 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 int r;
 
                 pthread_mutex_lock(&l->lock);
-                if (sock_state(l) == SOCK_CONNECTING && !connect_tcp_up(l) &&
+                if (sock_state(l) == SOCK_CONNECTING && !connect_tcp_done(l) &&
                     (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
                         /* TCP's shutdown in SYN_SENT: the connect ends (inet_shutdown) */
                         r = connect_cancel_locked(l, how);
@@ -5745,7 +5744,7 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
 
         if (!s)
                 return sys_setsockopt(fd, level, name, val, len);
-        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_done(s)) {
                 connect_settle(s); /* (X takes the options recorded until then) */
                 return smc_setsockopt(fd, level, name, val, len);
         }
@@ -5849,7 +5848,7 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         if (!s)
                 return sys_getsockopt(fd, level, name, val, len);
         st = sock_state(s);
-        if (st == SOCK_CONNECTING && connect_tcp_up(s)) {
+        if (st == SOCK_CONNECTING && connect_tcp_done(s)) {
                 /* SO_ERROR after TCP's handshake (the program saw POLLOUT) says how
                  * the whole connect ended: the SMC handshake's milliseconds first */
                 connect_settle(s);
@@ -6396,7 +6395,7 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
 
         if (!s)
                 return sys_ioctl(fd, req, arg);
-        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_up(s)) {
+        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_done(s)) {
                 connect_settle(s); /* (SIOCINQ would count CLC bytes) */
                 return smc_ioctl(fd, req, arg);
         }

@@ -41,8 +41,10 @@
 #       end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before
 #       connect; level-triggered, added after), connect() again once writable
 #       (hiredis), a blocking send right after EINPROGRESS (curl's pattern after
-#       poll), 20 connects at once from one thread, and 10 closed right after
-#       EINPROGRESS: every one SMC-D with its echo right.
+#       poll), 20 connects at once from one thread, 10 closed right after
+#       EINPROGRESS, and (--refused-port R) a connect refused, then ECONNABORTED, then
+#       the same socket to P: every one SMC-D with its echo right (--want-mode 3: SMC-R; the
+#       test-smcr-vm.sh case async runs it between two soft-RoCE hosts).
 import argparse
 import errno
 import glob
@@ -60,7 +62,7 @@ import time
 SOL_SMC = 286
 SMC_PROTO_MODE = 0x5301
 SMC_PROTO_FALLBACK_REASON = 0x5302
-MODES = {1: "SMC-D", 2: "TCP", None: "plain (no library)"}
+MODES = {1: "SMC-D", 2: "TCP", 3: "SMC-R", None: "plain (no library)"}
 WANT = {"smcd": 1, "tcp": 2, "plain": None}
 
 
@@ -525,7 +527,7 @@ def asyncconn(a):
     def check_echo(s, what, size=65536):
         mode, reason = end_info(s)
         err, _ = echo(s, size)
-        c.check(mode == 1 and err is None, "%s: mode %s, echo of %s: %s" % (
+        c.check(mode == a.want_mode and err is None, "%s: mode %s, echo of %s: %s" % (
             what, MODES.get(mode, mode), size_name(size), err or "right"))
 
     # 1. the gated server: queued connects (their CLC waits for the accept)
@@ -616,11 +618,28 @@ def asyncconn(a):
     for s, _ in socks:
         mode, _ = end_info(s)
         err, _ = echo(s, 4096)
-        bad += mode != 1 or err is not None
+        bad += mode != a.want_mode or err is not None
         s.close()
-    c.check(bad == 0, "20 connects at once: %d of 20 SMC-D with their echo right" % (20 - bad))
+    c.check(bad == 0, "20 connects at once: %d of 20 %s with their echo right" % (20 - bad, MODES[a.want_mode]))
 
-    # 6. closed right after EINPROGRESS, then one more that works
+    # 6. refused (a port nobody listens on), then again on the same socket: as TCP's
+    # (SO_ERROR ECONNREFUSED, then ECONNABORTED), and a third connect to the live port
+    # gets SMC again
+    if a.refused_port:
+        s, e = nb_connect((a.addr, a.refused_port))
+        r = finish(s) if e == errno.EINPROGRESS else errname(e)
+        s.setblocking(False)
+        e2 = s.connect_ex((a.addr, a.refused_port))
+        e3 = s.connect_ex(dst)
+        r3 = finish(s) if e3 == errno.EINPROGRESS else errname(e3)
+        c.check(r == "ECONNREFUSED" and e2 == errno.ECONNABORTED and r3 == "0",
+                "refused, then the same socket again: SO_ERROR %s, connect %s, to the live port %s / %s" % (
+                    r, errname(e2), errname(e3), r3))
+        if r3 == "0":
+            check_echo(s, "the same socket after a refused connect")
+        s.close()
+
+    # 7. closed right after EINPROGRESS, then one more that works
     for _ in range(10):
         s, e = nb_connect(dst)
         s.close()
@@ -653,6 +672,8 @@ def main():
         if name == "asyncconn":
             x.add_argument("--gated-port", type=int, required=True)
             x.add_argument("--go", required=True)
+            x.add_argument("--want-mode", type=int, default=1, help="SMC_PROTO_MODE (1 SMC-D, 3 SMC-R)")
+            x.add_argument("--refused-port", type=int, help="a port nobody listens on at --addr")
         if name == "client":
             x.add_argument("--expect", choices=WANT, required=True)
             x.add_argument("--reason")

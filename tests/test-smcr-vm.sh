@@ -24,7 +24,7 @@
 # tools. SMCR_VM_KEEP=DIR keeps smcd's logs. SMCD_SMCR_TRACE=1 traces every CDC.
 # SMC_DEBUG=1: the client library's fallback / error decisions (libsmcproto(3)) go to
 # the smcr-xfer outputs (cli.PORT, srv.PORT).
-# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover,handoff,stop picks cases.
+# SMCR_TESTS=sizes,parallel,plain,kill,held,sockperf,pnet,inline,cqpoll,linkdown,failover,handoff,async,stop picks cases.
 # TAP-ish output; exit 0 if all passed.
 set -u
 
@@ -40,6 +40,7 @@ if [ -z "${SMCD_TEST_IN_VM:-}" ]; then
         exec "$runvm" "${keep[@]}" --timeout "${SMCR_VM_TIMEOUT:-900}" --mem 2048 --env SMCD_TEST_IN_VM=1 \
                 --env RXE_PAIR_SETUP="$(realpath "$(dirname "$0")")/vm/rxe-pair-setup.sh" \
                 --env HANDOFF_APP="$(realpath "$(dirname "$0")")/apps/reuseport-handoff.py" \
+                --env NETNS_APP="$(realpath "$(dirname "$0")")/netns-smcd.py" \
                 --env SMCR_TESTS="${SMCR_TESTS:-all}" --env SMCD_SMCR_TRACE="${SMCD_SMCR_TRACE:-}" \
                 --env SMC_DEBUG="${SMC_DEBUG:-}" \
                 "$0" "$(realpath "$smcd")" "$(realpath "$xfer")" "${lib:+$(realpath "$lib")}" "${run:+$(realpath "$run")}"
@@ -519,6 +520,42 @@ if want handoff; then
                                 nok "handoff (close after $after ms): client exit $crc: $out (server $(cat "$tmp/handoff-srv.out"); SMC-R handshakes on B +$((ha - hb)); $moved)"
                         fi
                 done
+        fi
+fi
+
+if want async; then
+        # nonblocking connects over SMC-R as event loops make them (tests/netns-smcd.py
+        # asyncconn): EINPROGRESS before the gated server accepts, SYN_SENT answered as
+        # TCP, epoll ET / LT, connect again, a blocking send at once, 20 at once, 10
+        # closed at once, refused then the same socket again (before 2026-12-07 connect() waited for both handshakes and
+        # for the server's accept)
+        if [ -z "$smcrun_sh" ]; then
+                echo "ok - async # SKIP (no smcrun)"
+        else
+                t=$(now)
+                rm -f "$tmp/as.port" "$tmp/asg.port" "$tmp/as.go"
+                B env SMCRUN_LIB="$smcrun_lib" timeout 200 sh "$smcrun_sh" python3 "$NETNS_APP" server --bind "$RXE_B_IP" \
+                        --port-file "$tmp/as.port" >"$tmp/as-srv.out" 2>&1 &
+                pids+=($!)
+                B env SMCRUN_LIB="$smcrun_lib" timeout 200 sh "$smcrun_sh" python3 "$NETNS_APP" server --bind "$RXE_B_IP" \
+                        --port-file "$tmp/asg.port" --backlog 1 --accept-after "$tmp/as.go" >"$tmp/asg-srv.out" 2>&1 &
+                pids+=($!)
+                for _ in $(seq 100); do [ -s "$tmp/as.port" ] && [ -s "$tmp/asg.port" ] && break; sleep 0.1; done
+                kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
+                hb=$(stat_of b handshakes_ok)
+                out=$(A env SMCRUN_LIB="$smcrun_lib" timeout 150 sh "$smcrun_sh" python3 "$NETNS_APP" asyncconn --label async \
+                        --addr "$RXE_B_IP" --port "$(cat "$tmp/as.port" 2>/dev/null)" \
+                        --gated-port "$(cat "$tmp/asg.port" 2>/dev/null)" --go "$tmp/as.go" --want-mode 3 \
+                        --refused-port 9 2>&1)
+                crc=$?
+                kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
+                ha=$(stat_of b handshakes_ok)
+                echo "$out" | sed 's/^/# /'
+                if [ $crc = 0 ] && ! echo "$out" | grep -q "^not ok" && [ $((ha - hb)) -ge 27 ]; then
+                        ok "async: nonblocking connects over SMC-R as event loops make them, $(echo "$out" | grep -c '^ok') checks (SMC-R handshakes on B +$((ha - hb))), $(since "$t")"
+                else
+                        nok "async: client exit $crc, $(echo "$out" | grep -c '^not ok') checks failed (SMC-R handshakes on B +$((ha - hb)); servers: $(cat "$tmp/as-srv.out" "$tmp/asg-srv.out" | tail -3))"
+                fi
         fi
 fi
 
