@@ -966,49 +966,78 @@ static bool ns_has_addr(Manager *m, bool smcd_ns, const NsV4 *known, int tfd, co
         return smcd_ns_v4_has(known, v4);
 }
 
+/* A listener's preference for @dst among those that match, as the kernel's
+ * compute_score() (inet_hashtables.c, inet6_hashtables.c): one bound to a device
+ * (here only lo can match) before one that is not, and for an IPv4 destination an
+ * AF_INET listener before a dual-stack AF_INET6 one (those are never one
+ * SO_REUSEPORT group: the kernel gives every IPv4 connection to the AF_INET one). */
+static int listener_score(const Listener *l, bool dst_is_v4) {
+        return (l->bound_dev[0] ? 2 : 1) + (dst_is_v4 && l->addr.family == AF_INET);
+}
+
+/* Whether listener @l may get a connection of the namespace @cookie / @netns to
+ * @dst (an exact or, @wildcard, a wildcard match). A listener bound to a device
+ * (SO_BINDTODEVICE) gets only what arrives on it, and a connection to this host
+ * arrives on lo: one bound elsewhere is not reached (helper 123: another uid's
+ * listener bound to a veth got root's connections to 127.0.0.1, which TCP never
+ * gives it). */
+static bool listener_candidate(const Listener *l, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4],
+                               bool wildcard, uint64_t cookie, uint64_t netns) {
+        if (!(cookie ? l->netns_cookie == cookie : l->netns == netns))
+                return false;
+        if (l->bound_dev[0] && strcmp(l->bound_dev, "lo") != 0)
+                return false;
+        return wildcard ? match_wildcard(l, dst, dst_is_v4) : match_exact(l, dst, dst_is_v4, v4);
+}
+
+/* Of @pe's candidates (listener_candidate()), the best scored, in turn (SO_REUSEPORT
+ * members score alike). */
+static Listener *listener_pick(PortEntry *pe, const struct smc_ctl_addr *dst, bool dst_is_v4, const uint8_t v4[4],
+                               bool wildcard, uint64_t cookie, uint64_t netns) {
+        unsigned n = 0, k;
+        int best = 0, sc;
+        Listener *l;
+
+        LIST_FOREACH(by_port, l, pe->listeners) {
+                if (!listener_candidate(l, dst, dst_is_v4, v4, wildcard, cookie, netns))
+                        continue;
+                sc = listener_score(l, dst_is_v4);
+                if (sc > best) {
+                        best = sc;
+                        n = 0;
+                }
+                n += sc == best;
+        }
+        if (n == 0)
+                return NULL;
+        k = pe->rr++ % n;
+        LIST_FOREACH(by_port, l, pe->listeners)
+                if (listener_candidate(l, dst, dst_is_v4, v4, wildcard, cookie, netns) &&
+                    listener_score(l, dst_is_v4) == best && k-- == 0)
+                        return l;
+        return NULL;
+}
+
 Listener *manager_find_listener(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,
                                 int tfd) {
         PortEntry *pe = u64map_get(m->ports, dst->port);
         uint8_t v4[4];
         bool dst_is_v4;
-        unsigned n = 0, k;
         Listener *l;
 
         if (!pe)
                 return NULL;
         dst_is_v4 = smcd_addr_get_v4(dst, v4);
-
-        /* a listener bound to a device (SO_BINDTODEVICE) gets only what arrives on
-         * it, and a connection to this host arrives on lo: one bound elsewhere is not
-         * reached (helper 123: another uid's listener bound to a veth got root's
-         * connections to 127.0.0.1, which TCP never gives it) */
-#define NS_OK(l) ((cookie ? (l)->netns_cookie == cookie : (l)->netns == netns) && \
-                  (!(l)->bound_dev[0] || strcmp((l)->bound_dev, "lo") == 0))
-        LIST_FOREACH(by_port, l, pe->listeners)
-                n += NS_OK(l) && match_exact(l, dst, dst_is_v4, v4);
-        if (n > 0) {
-                k = pe->rr++ % n;
-                LIST_FOREACH(by_port, l, pe->listeners)
-                        if (NS_OK(l) && match_exact(l, dst, dst_is_v4, v4) && k-- == 0)
-                                return l;
-        }
-
+        l = listener_pick(pe, dst, dst_is_v4, v4, false, cookie, netns);
+        if (l)
+                return l;
         /* a wildcard listener: for its namespace's loopback and interface addresses
          * (of a namespace other than smcd's, the IPv4 ones that the connecting socket
          * @tfd's namespace, this one, has) */
         if (!smcd_addr_is_loopback(dst) && !smcd_addr_is_any(dst) &&
             !ns_has_addr(m, cookie ? cookie == m->netns_cookie : netns == m->netns, NULL, tfd, dst))
                 return NULL;
-        LIST_FOREACH(by_port, l, pe->listeners)
-                n += NS_OK(l) && match_wildcard(l, dst, dst_is_v4);
-        if (n == 0)
-                return NULL;
-        k = pe->rr++ % n;
-        LIST_FOREACH(by_port, l, pe->listeners)
-                if (NS_OK(l) && match_wildcard(l, dst, dst_is_v4) && k-- == 0)
-                        return l;
-        return NULL;
-#undef NS_OK
+        return listener_pick(pe, dst, dst_is_v4, v4, true, cookie, netns);
 }
 
 bool manager_listener_elsewhere(Manager *m, const struct smc_ctl_addr *dst, uint64_t cookie, uint64_t netns,

@@ -12,7 +12,8 @@
 # edges compared with TCP (edge-calls.py),
 # connections queued on a listener that goes away are reset (listener-reset.py),
 # but those queued on a closed SO_REUSEPORT listener go to another one of its group
-# (reuseport-handoff.py),
+# (reuseport-handoff.py), an IPv4 connection reaches an AF_INET listener before a
+# dual-stack [::] one of the same port, as the kernel's (listener-score.py),
 # a listener inherited across exec shares its queue with the old holders (listener-exec.py),
 # posix_spawn file actions that dup2 a connection onto the child's stdin/stdout (spawn-actions.py),
 # a listener handed to workers (multiprocessing spawn, send_fds, node child.send) keeps one queue
@@ -72,7 +73,7 @@ for bad in /etc/passwd /nonexistent/libsmcrun.so /tmp; do
                 failed=1
         fi
 done
-for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile netns-isolation preadv2 reconnect shutdown-wake close-quiet reuseport-handoff; do
+for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-splice sa-restart mixed-worlds exec-inherit stdio-inetd select-spin epoll-exclusive raw-close pass-fds epoll-preconnect vfork-dup rcvtimeo listener-reset listener-exec spawn-actions listener-pass accept-emfile connect-emfile netns-isolation preadv2 reconnect shutdown-wake close-quiet reuseport-handoff listener-score; do
         if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
                 echo "ok - $app: $out"
         else
