@@ -4395,12 +4395,13 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
  * and any other flag is ignored, as by tcp_recvmsg(). */
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM | MSG_DONTROUTE)
 
-/* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
- * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
- * which gives TCP's ENOTCONN / EPIPE). */
 #define DATA_EAGAIN (-2) /* data_sock()'s *ret_fd: the call says EAGAIN */
 
-static struct smc_sock *data_sock(int fd, int *ret_fd) {
+/* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
+ * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
+ * which gives TCP's ENOTCONN / EPIPE), or DATA_EAGAIN (a connect under way, the call
+ * nonblocking: O_NONBLOCK, or @dontwait for its MSG_DONTWAIT / RWF_NOWAIT). */
+static struct smc_sock *data_sock(int fd, int *ret_fd, bool dontwait) {
         struct smc_sock *s = sock_lookup(fd);
         int st;
 
@@ -4410,10 +4411,10 @@ static struct smc_sock *data_sock(int fd, int *ret_fd) {
         st = sock_state(s);
         while (st == SOCK_CONNECTING) {
                 /* T's stream is smcd's until the handshake ends: never read or written
-                 * here. Before TCP's handshake is done a nonblocking call says
-                 * EAGAIN, as TCP's in SYN_SENT (a blocking one waits, as TCP's; so
-                 * does one with MSG_DONTWAIT on a blocking socket) */
-                if (atomic_load(&s->nonblock) && !connect_tcp_done(s)) {
+                 * here. Before TCP's handshake is done a nonblocking call (or one with
+                 * MSG_DONTWAIT, RWF_NOWAIT: @dontwait) says EAGAIN, as TCP's in
+                 * SYN_SENT (a blocking one waits, as TCP's) */
+                if ((dontwait || atomic_load(&s->nonblock)) && !connect_tcp_done(s)) {
                         *ret_fd = DATA_EAGAIN;
                         return NULL;
                 }
@@ -4550,7 +4551,7 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
 
 SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4561,7 +4562,7 @@ SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
 
 SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4581,7 +4582,7 @@ int smc_sendto_addr_check(const struct sockaddr *to, socklen_t tolen) {
 SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                               socklen_t tolen) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
 
         int r;
 
@@ -4597,7 +4598,7 @@ SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, co
 SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                                 socklen_t *fromlen) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
         ssize_t r;
 
         if (fd == DATA_EAGAIN)
@@ -4637,7 +4638,7 @@ static int msg_check(const struct msghdr *msg, bool send) {
 }
 
 SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4715,7 +4716,7 @@ static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
 }
 
 SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
         ssize_t r;
 
         if (fd == DATA_EAGAIN)
@@ -4739,7 +4740,7 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
 
 SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, false);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4750,7 +4751,7 @@ SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
 
 SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, false);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4760,7 +4761,7 @@ SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
 }
 
 SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, false);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4770,7 +4771,7 @@ SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
 }
 
 SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd);
+        struct smc_sock *s = data_sock(fd, &fd, false);
 
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
@@ -4790,7 +4791,7 @@ SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int6
          * same for the socket pair as for a TCP socket, before any I/O */
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
-        s = data_sock(fd, &fd);
+        s = data_sock(fd, &fd, (flags & RWF_NOWAIT) != 0);
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
@@ -4803,7 +4804,7 @@ SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int
 
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
-        s = data_sock(fd, &fd);
+        s = data_sock(fd, &fd, (flags & RWF_NOWAIT) != 0);
         if (fd == DATA_EAGAIN)
                 return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
         if (!s)
@@ -4819,7 +4820,7 @@ SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int
  * ESPIPE with it, as from the kernel for a TCP socket. */
 #define SENDFILE_MAX_COUNT 0x7ffff000u /* the kernel's MAX_RW_COUNT on 4 KiB pages */
 SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
-        struct smc_sock *s = data_sock(out_fd, &out_fd);
+        struct smc_sock *s = data_sock(out_fd, &out_fd, false);
         int64_t pos;
         int timeo_fd;
         ssize_t r;
@@ -5044,7 +5045,7 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 connect_settle(l); /* (then as the connection it became) */
                 l = sock_lookup(fd);
         }
-        s = data_sock(fd, &fd);
+        s = data_sock(fd, &fd, false);
         if (!s && l && sock_state(l) == SOCK_LISTEN_SMC && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR))
                 return listener_shutdown(l, how);
         if (!s)

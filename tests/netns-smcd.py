@@ -31,20 +31,22 @@
 #   idle --addr A --port P --label L
 #       connect, echo 4097 bytes, ask the server to exit (X), then wait with the
 #       connection idle: the client must read EOF (within 10 s).
-#   asyncconn --addr A --port P --gated-port G --go FILE --label L
+#   asyncconn --addr A --port P --gated-port G --go FILE --label L [--want-mode M]
+#             [--refused-port R]
 #       nonblocking connects as event loops make them (smcrun: SMC-D over CLC). G is a
 #       server with a backlog of 1 that accepts only once FILE exists: two connects
 #       to it fill its queue (connect() must say EINPROGRESS before FILE exists: it
 #       used to wait for the server's accept), a third one's SYN is dropped and stays
 #       in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0, getpeername
-#       ENOTCONN, and close ends it at once. Then FILE is made: the two queued ones
-#       end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before
-#       connect; level-triggered, added after), connect() again once writable
-#       (hiredis), a blocking send right after EINPROGRESS (curl's pattern after
-#       poll), 20 connects at once from one thread, 10 closed right after
-#       EINPROGRESS, and (--refused-port R) a connect refused, then ECONNABORTED, then
-#       the same socket to P: every one SMC-D with its echo right (--want-mode 3: SMC-R; the
-#       test-smcr-vm.sh case async runs it between two soft-RoCE hosts).
+#       ENOTCONN (a fourth, blocking, with MSG_DONTWAIT: EAGAIN), and close ends it at
+#       once. Then FILE is made: the two queued ones end SMC-D with SO_ERROR 0 and
+#       echo. To P: epoll (edge-triggered, added before connect; level-triggered,
+#       added after), connect() again once writable (hiredis), a blocking send right
+#       after EINPROGRESS (curl's pattern after poll), 20 connects at once from one
+#       thread, 10 closed right after EINPROGRESS, and (R) a connect refused, then
+#       ECONNABORTED, then the same socket to P: every one SMC-D with its echo right
+#       (M 3: SMC-R; the test-smcr-vm.sh case async runs it between two soft-RoCE
+#       hosts).
 import argparse
 import errno
 import glob
@@ -559,6 +561,22 @@ def asyncconn(a):
         got.append("getpeername " + errname(ex.errno))
     want = ["send EAGAIN", "recv EAGAIN", "connect EALREADY", "SO_ERROR 0", "getpeername ENOTCONN"]
     c.check(got == want, "in SYN_SENT as TCP: %s" % ", ".join(got))
+    # a blocking socket (after its nonblocking connect) with MSG_DONTWAIT: EAGAIN too
+    s4, e = nb_connect(gated)
+    s4.setblocking(True)
+    got = []
+    for name, f in (("send", lambda: s4.send(b"x", socket.MSG_DONTWAIT)),
+                    ("recv", lambda: s4.recv(1, socket.MSG_DONTWAIT))):
+        try:
+            f()
+            got.append("%s ok" % name)
+        except BlockingIOError:
+            got.append("%s EAGAIN" % name)
+        except OSError as ex:
+            got.append("%s %s" % (name, errname(ex.errno)))
+    c.check(e == errno.EINPROGRESS and got == ["send EAGAIN", "recv EAGAIN"],
+            "in SYN_SENT, a blocking socket with MSG_DONTWAIT: connect %s, %s" % (errname(e), ", ".join(got)))
+    s4.close()
     t0 = time.monotonic()
     s3.close()
     c.check(time.monotonic() - t0 < 5, "close in SYN_SENT returns (%.3f s)" % (time.monotonic() - t0))
