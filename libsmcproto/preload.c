@@ -1241,8 +1241,11 @@ _public_ int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts, c
         __typeof__(ppoll) *f;
 
         if (nfds > 0 && !smc_uptr_bad(fds) && (smc_ewatch_any() || any_managed(fds, nfds))) {
-                int r = smc_poll_rings_first(fds, nfds, true, false);
+                int r = ts && smc_uptr_bad(ts) ? -2 : smc_ppoll_connecting(fds, nfds, ts, mask);
 
+                if (r != -2)
+                        return r;
+                r = smc_poll_rings_first(fds, nfds, true, false);
                 if (r != -2)
                         return r;
         }

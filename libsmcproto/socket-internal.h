@@ -364,5 +364,12 @@ void smc_ewatch_stop_all(void);
  * only the epoll sets among @fds are looked at before the kernel's answer. */
 int smc_poll_rings_first(struct pollfd *fds, nfds_t n, bool sticky, bool sets_only);
 
+/* ppoll(2) when one of @fds (@n) is a socket whose nonblocking connect is under way
+ * (socket.c "nonblocking connect over CLC"): it is not ready until the connection
+ * is, as poll() sees it (poll_connecting()); @ts: the timeout (NULL: none), @mask:
+ * set around the wait (not atomically). Returns ppoll's result (-1 with errno), or
+ * -2 when no such socket is among @fds (the kernel's ppoll answers). */
+int smc_ppoll_connecting(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask);
+
 /* Whether any epoll set is recorded (a relaxed load). */
 bool smc_ewatch_any(void);

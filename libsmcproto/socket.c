@@ -253,6 +253,8 @@ struct smc_sock {
          * T's stream now: they wait for the end, connect_settle()) */
         _Atomic bool connect_clc;
         _Atomic bool connect_cancel; /* close, shutdown: the connect ends as TCP, unused */
+        int connect_shut; /* CONNECTING: shutdown()s made past TCP's handshake, for
+                           * the connection (1 SHUT_RD, 2 SHUT_WR: how + 1 bits) */
         int connect_err; /* positive errno: the SMC handshake broke after TCP's (the
                           * stream is unusable): the next SO_ERROR or connect says it */
         int8_t connect_prev; /* SOCK_TCP by a connect's fallback: the state before + 1, for
@@ -327,6 +329,7 @@ struct smc_sock {
         struct listen_xreg {
                 int epfd;
                 struct epoll_event ev;
+                bool disarmed; /* prereg: an EPOLLONESHOT one that had fired */
         } xreg[LISTEN_XREG_MAX];
         unsigned n_xreg;
         /* epoll sets the app added the socket to before connect() (nginx adds its
@@ -1777,12 +1780,21 @@ static bool xreg_prune(struct smc_sock *s) {
         return s->n_xreg < LISTEN_XREG_MAX;
 }
 
-/* epoll_ctl on a socket that is not connected yet (SOCK_NEW, SOCK_BOUND: fd is T):
- * done here, and recorded for connect_smc(). Lock held. Returns 0 or -errno. */
+#define EP_PRIVATE_BITS (EPOLLWAKEUP | EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE) /* (eventpoll.c) */
+
+/* epoll_ctl on a socket that is not connected yet (SOCK_NEW, SOCK_BOUND: fd is T;
+ * CONNECTING: T's copy s->hidden stands in, with no events: prereg_quiet()): done
+ * here, and recorded for connect_smc(). Lock held. Returns 0 or -errno. */
 static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_event *ev) {
+        bool quiet = sock_state(s) == SOCK_CONNECTING;
+        struct epoll_event qev;
         unsigned i;
 
-        if (sys_epoll_ctl(epfd, op, s->fd, ev) < 0)
+        if (ev && quiet) {
+                qev = *ev;
+                qev.events &= EP_PRIVATE_BITS;
+        }
+        if (sys_epoll_ctl(epfd, op, quiet ? s->hidden : s->fd, ev && quiet ? &qev : ev) < 0)
                 return -errno;
         for (i = 0; i < s->n_prereg && s->prereg[i].epfd != epfd; i++)
                 ;
@@ -1792,7 +1804,7 @@ static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_e
                 else
                         s->prereg_unknown = true; /* (added through another number) */
         } else if (i < s->n_prereg && op == EPOLL_CTL_MOD)
-                s->prereg[i].ev = *ev;
+                s->prereg[i].ev = *ev, s->prereg[i].disarmed = false;
         else if (i == s->n_prereg && op == EPOLL_CTL_ADD && i < PREREG_MAX)
                 s->prereg[s->n_prereg++] = (struct listen_xreg) { .epfd = epfd, .ev = *ev };
         else
@@ -1800,24 +1812,76 @@ static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_e
         return 0;
 }
 
-/* Before T leaves the app's number: take it out of the recorded sets (those it is
- * no longer in, an epoll descriptor closed or reused since, are forgotten). */
-static void prereg_detach(struct smc_sock *s) {
+
+/* Whether @fd's registration in epoll set @epfd is an EPOLLONESHOT one that has
+ * fired (its events are then only the private bits: /proc/PID/fdinfo of the set,
+ * eventpoll.c ep_show_fdinfo()). False when that cannot be read. */
+static bool epoll_oneshot_fired(int epfd, int fd) {
+        char path[64], buf[4096];
+        ssize_t n;
+        int f;
+        bool fired = false;
+
+        (void) snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+        f = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return false;
+        n = sys_read(f, buf, sizeof(buf) - 1);
+        sys_close(f);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        for (char *l = buf; (l = strstr(l, "tfd:")); l++) {
+                int tfd;
+                unsigned ev;
+
+                if (sscanf(l, "tfd: %d events: %x", &tfd, &ev) == 2 && tfd == fd) {
+                        fired = (ev & ~(unsigned) EP_PRIVATE_BITS) == 0;
+                        break;
+                }
+        }
+        return fired;
+}
+
+/* Take @fd (T, or its copy standing in for it) out of the recorded sets (those it is
+ * no longer in, an epoll descriptor closed or reused since, are forgotten). An
+ * EPOLLONESHOT registration that has fired stays disarmed on X (helper 124: re-added,
+ * it fired again, so two threads of a pool could take one socket). */
+static void prereg_detach_fd(struct smc_sock *s, int fd) {
         for (unsigned i = 0; i < s->n_prereg;) {
-                if (sys_epoll_ctl(s->prereg[i].epfd, EPOLL_CTL_DEL, s->fd, NULL) == 0)
+                struct listen_xreg *r = &s->prereg[i];
+
+                r->disarmed = r->disarmed || ((r->ev.events & EPOLLONESHOT) && epoll_oneshot_fired(r->epfd, fd));
+                if (sys_epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL) == 0)
                         i++;
                 else
-                        s->prereg[i] = s->prereg[--s->n_prereg];
+                        *r = s->prereg[--s->n_prereg];
         }
 }
 
-/* ... and put what now has the number (X; T again if the switch failed) into them,
- * with the app's events and data. */
+/* ... and put @fd into them: with the app's events and data, or (@quiet) with none
+ * (a CONNECTING socket's copy of T: its readiness is TCP's, not the connection's, as
+ * kernel SMC's socket shows none until its handshake ends; EPOLLHUP and EPOLLERR
+ * still come, for a broken connect). */
+static void prereg_add_fd(struct smc_sock *s, int fd, bool quiet) {
+        for (unsigned i = 0; i < s->n_prereg; i++) {
+                struct epoll_event ev = s->prereg[i].ev;
+
+                if (quiet || s->prereg[i].disarmed)
+                        ev.events &= EP_PRIVATE_BITS;
+                if (sys_epoll_ctl(s->prereg[i].epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+                        smc_debug("connect fd %d: adding %d to epoll set %d failed: %m", s->fd, fd, s->prereg[i].epfd);
+        }
+}
+
+/* Before T leaves the app's number (locked). */
+static void prereg_detach(struct smc_sock *s) {
+        prereg_detach_fd(s, s->fd);
+}
+
+/* After: what now has the number (X; T again if the switch failed) goes in. */
 static void prereg_attach(struct smc_sock *s) {
-        for (unsigned i = 0; i < s->n_prereg; i++)
-                if (sys_epoll_ctl(s->prereg[i].epfd, EPOLL_CTL_ADD, s->fd, &s->prereg[i].ev) < 0)
-                        smc_debug("connect fd %d: adding it to epoll set %d again failed: %m", s->fd,
-                                  s->prereg[i].epfd);
+        prereg_add_fd(s, s->fd, false);
         s->n_prereg = 0;
 }
 
@@ -3642,11 +3706,15 @@ static int smcr_ask(int t, int sndbuf, int rcvbuf, union smc_ctl_msg *reply, int
         if (reply->hdr.type == SMC_CTL_ERROR) {
                 smc_debug("connect T %d: SMCR seq %u: ERROR %s (detail 0x%08x): %s", t, m.hdr.seq,
                           strerror(-reply->error.error), reply->error.detail, reply->error.msg);
+                /* the stream may hold CLC bytes (helper 124: a DECLINE read as data
+                 * after ETIMEDOUT): it ends here, for every holder */
+                (void) sys_shutdown(t, SHUT_RDWR);
                 return reply->error.error == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
         }
         if (reply->hdr.type != SMC_CTL_CONNECT_REPLY) {
                 smc_debug("connect T %d: SMCR seq %u: reply of type %u seq %u: ECONNRESET", t, m.hdr.seq,
                           reply->hdr.type, reply->hdr.seq);
+                (void) sys_shutdown(t, SHUT_RDWR);
                 for (int i = 0; i < *n; i++)
                         sys_close(fds[i]);
                 return -ECONNRESET;
@@ -3662,6 +3730,9 @@ static int smcr_ask(int t, int sndbuf, int rcvbuf, union smc_ctl_msg *reply, int
         if ((reply->conn.mode != SMC_CTL_MODE_SMCR && reply->conn.mode != SMC_CTL_MODE_SMCD) || *n < 2) {
                 smc_debug("connect T %d: SMCR seq %u: reply mode %u with %d fds: ECONNRESET", t, m.hdr.seq,
                           reply->conn.mode, *n);
+                (void) sys_shutdown(t, SHUT_RDWR);
+                for (int i = 0; i < *n; i++)
+                        sys_close(fds[i]);
                 return -ECONNRESET;
         }
         return 1;
@@ -3674,6 +3745,20 @@ static bool same_file(int a, int b) {
         /* (the system call: the library's fstat() takes the socket's lock) */
         return smc_syscall(SYS_fstat, a, &sa) == 0 && smc_syscall(SYS_fstat, b, &sb) == 0 && sa.st_dev == sb.st_dev &&
                sa.st_ino == sb.st_ino;
+}
+
+/* Give up the connection of CONNECT_REPLY @reply (its X and Y @x, @y, closed here)
+ * before the program had it: a connect cancelled or failed at its set-up. The peer
+ * learns of it as of a process that died holding it (FIN): for SMC-D set up by the
+ * smcd we talk to (@inst), which holds a copy of Y, by the hang-up of X; else (SMC-R,
+ * or an smcd that restarted since) by a CLOSE with abort. (A CLOSE for the former
+ * closed smcd's endpoint without a word to the peer, whose read waited for ever:
+ * helper 124.) */
+static void conn_discard(const union smc_ctl_msg *reply, int x, int y, uint32_t inst) {
+        sys_close(x);
+        sys_close(y);
+        if (reply->conn.mode == SMC_CTL_MODE_SMCR || !inst)
+                ctl_close_conn(reply->conn.conn_id, true, 0);
 }
 
 /* Set up the SMC connection of CONNECT_REPLY @reply (its descriptors @fds, @n of
@@ -3719,7 +3804,7 @@ static int connect_install(struct smc_sock *s, const union smc_ctl_msg *reply_in
                 goto fail;
         }
         /* the point of no return: the app's fd number becomes X */
-        prereg_detach(s);
+        prereg_detach_fd(s, own_hidden ? s->fd : hidden); /* (CONNECTING: T's copy stood in) */
         if (sys_dup3(x, s->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
                 /* s->fd still is T */
                 smc_debug("connect fd %d: dup3 failed: %m", s->fd);
@@ -3784,9 +3869,7 @@ static int connect_install(struct smc_sock *s, const union smc_ctl_msg *reply_in
 fail:
         if (hidden >= 0 && own_hidden)
                 sys_close(hidden);
-        sys_close(x);
-        sys_close(y);
-        ctl_close_conn(reply.conn.conn_id, true, 0);
+        conn_discard(&reply, x, y, inst);
         *ret_reason = SMC_CLC_DECL_INTERR;
         if (via_clc) {
                 /* T is connected and its CLC bytes are gone: it cannot serve as TCP */
@@ -3832,6 +3915,17 @@ static void connect_settle(struct smc_sock *s) {
         }
 }
 
+/* Wait until CONNECTING @s's thread has seen TCP's handshake end: connected (the CLC
+ * handshake runs, connect_clc) or not (the connect has ended). Microseconds, once T
+ * is done (connect_tcp_done()). No lock held. */
+static void connect_settle_tcp(struct smc_sock *s) {
+        while (sock_state(s) == SOCK_CONNECTING && !atomic_load(&s->connect_clc)) {
+                struct timespec ts = { .tv_nsec = 10 * 1000000L };
+
+                (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, &ts);
+        }
+}
+
 /* Whether CONNECTING @s is past TCP's handshake, connected or failed (its stream is
  * smcd's now or about to be, or the thread is about to end as TCP); false while T is
  * in SYN_SENT. */
@@ -3867,6 +3961,15 @@ static int connect_cancel_locked(struct smc_sock *s, int how) {
  * @prev_retry: the connect did not get through (TCP's error is on T): a later
  * connect gets another chance of SMC, as after any failed nonblocking connect. */
 static void connect_async_tcp(struct smc_sock *s, struct connect_async *a, bool prev_retry) {
+        if (s->connect_shut && same_file(s->fd, a->t))
+                (void) sys_shutdown(s->fd, s->connect_shut - 1); /* (smc_shutdown) */
+        s->connect_shut = 0;
+        /* T back in the sets its copy stood in for (unless the number is another
+         * file's now: a dup2() onto it) */
+        prereg_detach_fd(s, a->t);
+        if (same_file(s->fd, a->t))
+                prereg_add_fd(s, s->fd, false);
+        s->n_prereg = 0;
         __atomic_store_n(&s->hidden, -1, __ATOMIC_RELAXED);
         s->connect_prev = prev_retry ? (int8_t) (SOCK_BOUND + 1) : 0;
         sock_set_state(s, SOCK_TCP);
@@ -3901,11 +4004,13 @@ static void *connect_async_main(void *arg) {
         }
         pthread_mutex_lock(&s->lock);
         if (!up || atomic_load(&s->connect_cancel)) {
-                smc_debug("connect fd %d: TCP connect %s: TCP", s->fd, up ? "cancelled" : "failed");
+                smc_debug("connect fd %d: TCP connect %s: TCP", s->fd,
+                          atomic_load(&s->connect_cancel) ? "cancelled" : "failed");
                 connect_async_tcp(s, a, true);
                 goto out;
         }
         atomic_store(&s->connect_clc, true);
+        connect_wake(s); /* (connect_settle_tcp) */
         sndbuf = s->sndbuf;
         rcvbuf = s->rcvbuf;
         pthread_mutex_unlock(&s->lock);
@@ -3915,9 +4020,14 @@ static void *connect_async_main(void *arg) {
         pthread_mutex_lock(&s->lock);
         if (atomic_load(&s->connect_cancel)) {
                 if (r == 1) {
-                        for (int i = 0; i < n; i++)
-                                sys_close(fds[i]);
-                        ctl_close_conn(reply.conn.conn_id, true, 0);
+                        void *rx, *tx;
+                        uint32_t inst = a->inst != smc_ctl_client_instance() ? 0 : a->inst;
+
+                        /* (the buffers into the mapping cache, as smcd believes we
+                         * hold them: else a later connection reusing them fails,
+                         * helper 124) */
+                        (void) conn_map(&reply.conn, fds, n, inst, &rx, &tx);
+                        conn_discard(&reply, fds[0], fds[1], inst);
                 }
                 smc_debug("connect fd %d: cancelled during the CLC handshake", s->fd);
                 connect_async_tcp(s, a, false);
@@ -3932,8 +4042,12 @@ static void *connect_async_main(void *arg) {
                 src = reply.conn.local;
                 r = connect_install(s, &reply, fds, n, a->inst != smc_ctl_client_instance() ? 0 : a->inst, &src, addr,
                                     a->addrlen, true, &reason);
-                if (r == 1)
+                if (r == 1) {
                         s->connect_report = true; /* (the next connect() says 0, as TCP's) */
+                        if (s->connect_shut)
+                                (void) smc_ring_shutdown(&s->ep, s->connect_shut - 1);
+                        s->connect_shut = 0;
+                }
                 else {
                         (void) sys_shutdown(a->t, SHUT_RDWR);
                         __atomic_store_n(&s->connect_err, ECONNRESET, __ATOMIC_RELAXED);
@@ -3987,6 +4101,13 @@ static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, 
                 atomic_store(&s->connect_clc, false);
                 atomic_store(&s->connect_cancel, false);
                 s->connect_err = 0;
+                s->connect_shut = 0;
+                /* the program's epoll sets get T's copy instead, with no events, until
+                 * the connect ends (prereg_add_fd(): else TCP's handshake made the
+                 * socket writable for them before the connection was, and a
+                 * level-triggered loop spun, or waited in SO_ERROR: helper 124) */
+                prereg_detach(s);
+                prereg_add_fd(s, t, true);
                 sock_set_state(s, SOCK_CONNECTING);
                 /* signals stay with the program's threads */
                 sigfillset(&all);
@@ -4000,6 +4121,8 @@ static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, 
                 if (r == 0)
                         return 3;
                 sock_set_state(s, SOCK_BOUND);
+                prereg_detach_fd(s, t);
+                prereg_add_fd(s, s->fd, false);
                 s->hidden = -1;
                 smc_debug("connect fd %d: no thread for the nonblocking connect (%s): waiting here", s->fd,
                           strerror(r));
@@ -4239,14 +4362,40 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
                 return sys_connect(fd, addr, len);
         case SOCK_CONNECTING:
                 if (!smc_uptr_bad(addr) && len >= (socklen_t) sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
-                        /* TCP's disconnect in SYN_SENT, or of the connection */
+                        /* TCP's disconnect in SYN_SENT, or of the connection: the
+                         * socket is unconnected again, and its next connect gets SMC
+                         * another chance (helper 124: it stayed TCP) */
                         (void) connect_cancel_locked(s, SHUT_RDWR);
+                        if (sock_state(s) != SOCK_TCP) {
+                                pthread_mutex_unlock(&s->lock);
+                                return smc_connect(fd, addr, len); /* (SMCD: just made) */
+                        }
+                        r = neg_errno(sys_connect(fd, addr, len));
+                        if (r == 0) {
+                                struct sockaddr_storage ss;
+                                socklen_t sl = sizeof(ss);
+                                bool bound = sys_getsockname(fd, (struct sockaddr *) &ss, &sl) == 0 &&
+                                             ((ss.ss_family == AF_INET && ((struct sockaddr_in *) &ss)->sin_port) ||
+                                              (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *) &ss)->sin6_port));
+
+                                sock_set_state(s, bound ? SOCK_BOUND : SOCK_NEW);
+                                s->connect_prev = 0;
+                                s->fallback_reason = 0;
+                                s->connect_err = 0;
+                        }
                         pthread_mutex_unlock(&s->lock);
-                        return smc_connect(fd, addr, len);
+                        return ret_errno(r);
                 }
-                if (atomic_load(&s->nonblock) && !connect_tcp_done(s)) {
+                if (atomic_load(&s->nonblock)) {
+                        bool done = !atomic_load(&s->connect_clc) && connect_tcp_done(s);
+
                         pthread_mutex_unlock(&s->lock);
-                        return ret_errno(-EALREADY); /* as TCP's in SYN_SENT */
+                        if (!done)
+                                return ret_errno(-EALREADY); /* as TCP's, and kernel SMC's */
+                        /* TCP's handshake ended: failed (its error, as TCP's connect
+                         * says it), or the SMC handshake runs (EALREADY) */
+                        connect_settle_tcp(s);
+                        return smc_connect(fd, addr, len);
                 }
                 pthread_mutex_unlock(&s->lock);
                 connect_settle(s);
@@ -4411,10 +4560,10 @@ static struct smc_sock *data_sock(int fd, int *ret_fd, bool dontwait) {
         st = sock_state(s);
         while (st == SOCK_CONNECTING) {
                 /* T's stream is smcd's until the handshake ends: never read or written
-                 * here. Before TCP's handshake is done a nonblocking call (or one with
-                 * MSG_DONTWAIT, RWF_NOWAIT: @dontwait) says EAGAIN, as TCP's in
-                 * SYN_SENT (a blocking one waits, as TCP's) */
-                if ((dontwait || atomic_load(&s->nonblock)) && !connect_tcp_done(s)) {
+                 * here. A nonblocking call (or one with MSG_DONTWAIT, RWF_NOWAIT:
+                 * @dontwait) says EAGAIN, as TCP's in SYN_SENT and kernel SMC's until
+                 * its handshake ends; a blocking one waits, as theirs */
+                if (dontwait || atomic_load(&s->nonblock)) {
                         *ret_fd = DATA_EAGAIN;
                         return NULL;
                 }
@@ -5040,6 +5189,14 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                         r = connect_cancel_locked(l, how);
                         pthread_mutex_unlock(&l->lock);
                         return ret_errno(r);
+                }
+                if (sock_state(l) == SOCK_CONNECTING && atomic_load(&l->connect_clc) &&
+                    (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR)) {
+                        /* of the connection being made: for it, once made (a nonblocking
+                         * program must not wait for the handshake here either) */
+                        l->connect_shut |= how + 1;
+                        pthread_mutex_unlock(&l->lock);
+                        return 0;
                 }
                 pthread_mutex_unlock(&l->lock);
                 connect_settle(l); /* (then as the connection it became) */
@@ -5745,10 +5902,6 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
 
         if (!s)
                 return sys_setsockopt(fd, level, name, val, len);
-        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_done(s)) {
-                connect_settle(s); /* (X takes the options recorded until then) */
-                return smc_setsockopt(fd, level, name, val, len);
-        }
         if (level == SOL_SMC) {
                 errno = ENOPROTOOPT; /* SMC_PROTO_* are read-only */
                 return -1;
@@ -5849,11 +6002,17 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
         if (!s)
                 return sys_getsockopt(fd, level, name, val, len);
         st = sock_state(s);
-        if (st == SOCK_CONNECTING && connect_tcp_done(s)) {
-                /* SO_ERROR after TCP's handshake (the program saw POLLOUT) says how
-                 * the whole connect ended: the SMC handshake's milliseconds first */
-                connect_settle(s);
-                return smc_getsockopt(fd, level, name, val, len);
+        if (st == SOCK_CONNECTING && level == SOL_SOCKET && name == SO_ERROR) {
+                /* under way: 0, as TCP's in SYN_SENT and kernel SMC's during its
+                 * handshake; once TCP's handshake ended, the thread's look first
+                 * (a failure's error is T's, as TCP's) */
+                if (!atomic_load(&s->connect_clc) && connect_tcp_done(s))
+                        connect_settle_tcp(s);
+                if (sock_state(s) == SOCK_CONNECTING && atomic_load(&s->connect_clc))
+                        return ret_errno(put_int(val, len, 0));
+                if (sock_state(s) == SOCK_CONNECTING)
+                        return sys_getsockopt(fd, level, name, val, len); /* (T, in SYN_SENT) */
+                return smc_getsockopt(fd, level, name, val, len); /* (ended: as what it became) */
         }
         if (st == SOCK_TCP && level == SOL_SOCKET && name == SO_ERROR && __atomic_load_n(&s->connect_err, __ATOMIC_RELAXED)) {
                 pthread_mutex_lock(&s->lock);
@@ -6136,6 +6295,79 @@ static void ts_from_ns(struct timespec *ts, int64_t ns) {
         ts->tv_nsec = ns % 1000000000;
 }
 
+static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout);
+
+/* select()/pselect() with a socket whose nonblocking connect is under way among
+ * the sets: as poll_connecting() (which leaves it out while it is not ready), the
+ * result written back as the kernel's select writes it (fs/select.c: POLLIN_SET,
+ * POLLOUT_SET, POLLEX_SET; the time not slept in *@ts). @mask is set around the wait
+ * (not atomically as pselect's). Returns the number of bits set, or -1 with errno. */
+static int select_connecting(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts,
+                             const sigset_t *mask) {
+        struct pollfd *fds = calloc((size_t) nfds, sizeof(*fds));
+        uint64_t t0 = now_ns();
+        int64_t tns = ts ? (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+        sigset_t old;
+        nfds_t n = 0;
+        int r;
+
+        if (!fds) {
+                errno = ENOMEM;
+                return -1;
+        }
+        for (int fd = 0; fd < nfds; fd++) {
+                short ev = (short) ((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+                                    (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+
+                if (ev)
+                        fds[n++] = (struct pollfd) { .fd = fd, .events = ev };
+        }
+        if (mask)
+                pthread_sigmask(SIG_SETMASK, mask, &old);
+        r = poll_connecting(fds, n, tns < 0 ? -1 : (int) ((tns + 999999) / 1000000 > INT_MAX ? INT_MAX : (tns + 999999) / 1000000));
+        if (mask) {
+                int saved = errno;
+
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
+                errno = saved;
+        }
+        if (r >= 0) {
+                for (nfds_t i = 0; i < n; i++)
+                        if (fds[i].revents & POLLNVAL) {
+                                free(fds);
+                                errno = EBADF;
+                                return -1;
+                        }
+                if (rd)
+                        memset(rd, 0, ((size_t) nfds + 63) / 64 * 8);
+                if (wr)
+                        memset(wr, 0, ((size_t) nfds + 63) / 64 * 8);
+                if (ex)
+                        memset(ex, 0, ((size_t) nfds + 63) / 64 * 8);
+                r = 0;
+                for (nfds_t i = 0; i < n; i++) {
+                        short re = fds[i].revents;
+
+                        if ((fds[i].events & POLLIN) && (re & (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR))) {
+                                FD_SET(fds[i].fd, rd);
+                                r++;
+                        }
+                        if ((fds[i].events & POLLOUT) && (re & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR))) {
+                                FD_SET(fds[i].fd, wr);
+                                r++;
+                        }
+                        if ((fds[i].events & POLLPRI) && (re & POLLPRI)) {
+                                FD_SET(fds[i].fd, ex);
+                                r++;
+                        }
+                }
+        }
+        if (ts)
+                ts_from_ns(ts, tns - (int64_t) (now_ns() - t0));
+        free(fds);
+        return r;
+}
+
 int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts, const sigset_t *mask) {
         struct pollfd stack_fds[64], *fds = stack_fds;
         struct smc_sock *stack_socks[64], **socks = stack_socks;
@@ -6157,6 +6389,13 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                  * not show) */
                 timeout_ns = ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1
                                                                       : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
+        }
+        for (int fd = 0; fd < nfds; fd++) {
+                struct smc_sock *s;
+
+                if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) && (s = sock_lookup(fd)) &&
+                    sock_state(s) == SOCK_CONNECTING)
+                        return select_connecting(nfds, rd, wr, ex, timeout_ns < 0 ? NULL : ts, mask);
         }
         for (int fd = 0; fd < nfds; fd++) {
                 struct smc_sock *s;
@@ -6291,7 +6530,114 @@ out:
         return r;
 }
 
+static int poll_main(struct pollfd *fds, nfds_t n, int timeout);
+
+/* poll() with a socket whose nonblocking connect is under way (CONNECTING) among
+ * @fds (@n, @timeout ms as poll's): past TCP's handshake such a socket is not ready
+ * (T's readiness is TCP's; the connection's comes with X), as kernel SMC's until its
+ * handshake ends. It is left out (a negative fd), and the rest polled in slices of
+ * 1 .. 8 ms until something is ready, the connect has ended or @timeout passed. */
+static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
+        uint64_t deadline = timeout > 0 ? now_ns() + (uint64_t) timeout * 1000000u : 0;
+        int stack_saved[64], *saved = stack_saved; /* the fd of an entry left out, else -1 */
+        int slice = 1, r, t;
+
+        if (n > 64 && !(saved = calloc(n, sizeof(*saved)))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        for (;;) {
+                bool connecting = false, masked = false;
+
+                for (nfds_t i = 0; i < n; i++) {
+                        struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
+
+                        saved[i] = -1;
+                        if (!s || sock_state(s) != SOCK_CONNECTING)
+                                continue;
+                        connecting = true;
+                        if (atomic_load(&s->connect_clc) || connect_tcp_done(s)) {
+                                saved[i] = fds[i].fd;
+                                fds[i].fd = -1;
+                                masked = true;
+                        }
+                }
+                t = timeout;
+                if (timeout > 0) {
+                        uint64_t now = now_ns();
+
+                        t = now >= deadline ? 0 : (int) ((deadline - now + 999999u) / 1000000u);
+                }
+                if (!connecting) {
+                        r = poll_main(fds, n, t);
+                        break;
+                }
+                if (masked && t != 0)
+                        t = t > 0 && t < slice ? t : slice;
+                r = poll_main(fds, n, t);
+                for (nfds_t i = 0; i < n; i++) {
+                        struct smc_sock *s;
+
+                        if (saved[i] >= 0) {
+                                fds[i].fd = saved[i];
+                                fds[i].revents = 0;
+                                continue;
+                        }
+                        /* T in SYN_SENT said its handshake ended: not ready yet either
+                         * (the thread looks first: connect_tcp_done()) */
+                        if (r > 0 && fds[i].fd >= 0 && fds[i].revents && (s = sock_lookup(fds[i].fd)) &&
+                            sock_state(s) == SOCK_CONNECTING) {
+                                fds[i].revents = 0;
+                                r--;
+                        }
+                }
+                if (r != 0 || timeout == 0 || (timeout > 0 && now_ns() >= deadline))
+                        break;
+                slice = slice < 8 ? slice * 2 : 8;
+        }
+        if (saved != stack_saved)
+                free(saved);
+        return r;
+}
+
+int smc_ppoll_connecting(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) {
+        sigset_t old;
+        int64_t ms;
+        int r, saved;
+        bool any = false;
+
+        for (nfds_t i = 0; i < n && !any; i++) {
+                struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
+
+                any = s && sock_state(s) == SOCK_CONNECTING;
+        }
+        if (!any)
+                return -2;
+        if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L))
+                return ret_errno(-EINVAL);
+        ms = !ts ? -1 : ts->tv_sec > INT_MAX / 1000 ? INT_MAX : ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+        if (mask)
+                pthread_sigmask(SIG_SETMASK, mask, &old);
+        r = poll_connecting(fds, n, (int) ms);
+        saved = errno;
+        if (mask)
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
+        errno = saved;
+        return r;
+}
+
 SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
+        if (n > 0 && fds && !smc_uptr_bad(fds))
+                for (nfds_t i = 0; i < n; i++) {
+                        struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
+
+                        if (s && sock_state(s) == SOCK_CONNECTING)
+                                return poll_connecting(fds, n, timeout);
+                }
+        return poll_main(fds, n, timeout);
+}
+
+static int poll_main(struct pollfd *fds, nfds_t n, int timeout) {
         struct smc_sock *stack_socks[64], **socks = stack_socks;
         uint64_t deadline = 0, budget;
         sigset_t old;
@@ -6396,9 +6742,13 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
 
         if (!s)
                 return sys_ioctl(fd, req, arg);
-        if (sock_state(s) == SOCK_CONNECTING && connect_tcp_done(s)) {
-                connect_settle(s); /* (SIOCINQ would count CLC bytes) */
-                return smc_ioctl(fd, req, arg);
+        if (sock_state(s) == SOCK_CONNECTING &&
+            (req == SIOCINQ || req == SIOCOUTQ || req == SIOCOUTQNSD || req == SIOCATMARK)) {
+                /* nothing to read or unsent yet (T's queues hold CLC bytes) */
+                if (smc_uptr_bad(arg))
+                        return ret_errno(-EFAULT);
+                *(int *) arg = 0;
+                return 0;
         }
         st = atomic_load(&s->state);
         switch (req) {
@@ -7137,10 +7487,11 @@ char **smc_exec_prepare(char *const envp[], bool preloaded, bool may_stub, bool 
 
         *ret_undo = NULL;
         for (unsigned pos = 0; ok && (s = table_next(&pos, FD_MAX));) {
-                if (sock_state(s) == SOCK_CONNECTING && !pid_moved)
+                if (sock_state(s) == SOCK_CONNECTING && !pid_moved && !(sys_fcntl(s->fd, F_GETFD, 0) & FD_CLOEXEC))
                         /* this process's image goes, its thread with it: the connect
                          * ends first, and goes on as any connection (a child's copy,
-                         * vfork or spawn, is T: the connect is the parent's) */
+                         * vfork or spawn, is T: the connect is the parent's; one
+                         * closed at the exec is not waited for) */
                         connect_settle(s);
                 if (sock_state(s) != SOCK_SMCD &&
                     (sock_state(s) != SOCK_LISTEN_SMC || (!may_stub && !(child && child->can_add))))

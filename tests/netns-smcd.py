@@ -31,15 +31,17 @@
 #   idle --addr A --port P --label L
 #       connect, echo 4097 bytes, ask the server to exit (X), then wait with the
 #       connection idle: the client must read EOF (within 10 s).
-#   asyncconn --addr A --port P --gated-port G --go FILE --label L [--want-mode M]
-#             [--refused-port R]
+#   asyncconn --addr A --port P --gated-port G --go FILE --dead-addr D --label L
+#             [--want-mode M] [--refused-port R]
 #       nonblocking connects as event loops make them (smcrun: SMC-D over CLC). G is a
-#       server with a backlog of 1 that accepts only once FILE exists: two connects
-#       to it fill its queue (connect() must say EINPROGRESS before FILE exists: it
-#       used to wait for the server's accept), a third one's SYN is dropped and stays
-#       in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0, getpeername
-#       ENOTCONN (a fourth, blocking, with MSG_DONTWAIT: EAGAIN), and close ends it at
-#       once. Then FILE is made: the two queued ones end SMC-D with SO_ERROR 0 and
+#       server that accepts only once FILE exists: two connects to it say EINPROGRESS
+#       before FILE exists (they used to wait for the server's accept), and until it
+#       accepts they are not writable (poll, epoll), send says EAGAIN, SO_ERROR 0,
+#       connect EALREADY, none of them waiting; a third one's shutdown(SHUT_WR) returns
+#       at once and applies once it accepts (EOF both ways). A connect to D:P (SYNs go nowhere)
+#       stays in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0,
+#       getpeername ENOTCONN (another, blocking, with MSG_DONTWAIT: EAGAIN), and close
+#       ends it at once. Then FILE is made: the two queued ones end SMC-D with SO_ERROR 0 and
 #       echo. To P: epoll (edge-triggered, added before connect; level-triggered,
 #       added after), connect() again once writable (hiredis), a blocking send right
 #       after EINPROGRESS (curl's pattern after poll), 20 connects at once from one
@@ -527,8 +529,8 @@ def asyncconn(a):
         return errname(err)
 
     def check_echo(s, what, size=65536):
-        mode, reason = end_info(s)
         err, _ = echo(s, size)
+        mode, reason = end_info(s)  # (after: a blocking send waits for the connect)
         c.check(mode == a.want_mode and err is None, "%s: mode %s, echo of %s: %s" % (
             what, MODES.get(mode, mode), size_name(size), err or "right"))
 
@@ -540,9 +542,44 @@ def asyncconn(a):
                 "connect %d to the gated server says %s before it accepts (go file %s)" % (
                     i + 1, errname(e), "made" if os.path.exists(a.go) else "not made"))
         q.append(s)
-    time.sleep(0.3)  # (their TCP handshakes done: the queue is full)
-    s3, e = nb_connect(gated)
-    c.check(e == errno.EINPROGRESS, "connect 3 (SYN dropped, queue full): %s" % errname(e))
+    time.sleep(0.3)  # (their TCP handshakes done: queued)
+    # their SMC handshakes wait for the server's accept: not writable (as kernel SMC's
+    # socket), and no call waits for it (an event loop goes on: helper 124's nginx
+    # froze for 30 s in SO_ERROR)
+    s1 = q[0]
+    t0 = time.monotonic()
+    p = select.poll()
+    p.register(s1, select.POLLOUT)
+    ev_poll = p.poll(200)
+    ep = select.epoll()
+    ep.register(s1.fileno(), select.EPOLLOUT)
+    ev_epoll = ep.poll(0.2)
+    ep.close()
+    try:
+        s1.send(b"x")
+        snd = "sent"
+    except BlockingIOError:
+        snd = "EAGAIN"
+    err = errname(s1.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+    again = errname(s1.connect_ex(gated))
+    took = time.monotonic() - t0
+    c.check(not ev_poll and not ev_epoll and snd == "EAGAIN" and err == "0" and again == "EALREADY" and took < 2,
+            "while the server has not accepted: poll %s, epoll %s, send %s, SO_ERROR %s, connect %s (%.2f s)" % (
+                ev_poll, ev_epoll, snd, err, again, took))
+    # a shutdown(SHUT_WR) meanwhile: at once, and for the connection once made (the
+    # server reads EOF, and so does the client then)
+    s5, e5 = nb_connect(gated)
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    try:
+        s5.shutdown(socket.SHUT_WR)
+        shut = "0"
+    except OSError as ex:
+        shut = errname(ex.errno)
+    shut_took = time.monotonic() - t0
+    dead = (a.dead_addr, a.port)
+    s3, e = nb_connect(dead)
+    c.check(e == errno.EINPROGRESS, "connect 3 (to %s, whose SYNs go nowhere): %s" % (a.dead_addr, errname(e)))
     got = []
     for name, f in (("send", lambda: s3.send(b"x")), ("recv", lambda: s3.recv(1))):
         try:
@@ -552,7 +589,7 @@ def asyncconn(a):
             got.append("%s EAGAIN" % name)
         except OSError as ex:
             got.append("%s %s" % (name, errname(ex.errno)))
-    got.append("connect " + errname(s3.connect_ex(gated)))
+    got.append("connect " + errname(s3.connect_ex(dead)))
     got.append("SO_ERROR " + errname(s3.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)))
     try:
         s3.getpeername()
@@ -562,7 +599,7 @@ def asyncconn(a):
     want = ["send EAGAIN", "recv EAGAIN", "connect EALREADY", "SO_ERROR 0", "getpeername ENOTCONN"]
     c.check(got == want, "in SYN_SENT as TCP: %s" % ", ".join(got))
     # a blocking socket (after its nonblocking connect) with MSG_DONTWAIT: EAGAIN too
-    s4, e = nb_connect(gated)
+    s4, e = nb_connect(dead)
     s4.setblocking(True)
     got = []
     for name, f in (("send", lambda: s4.send(b"x", socket.MSG_DONTWAIT)),
@@ -582,6 +619,15 @@ def asyncconn(a):
     c.check(time.monotonic() - t0 < 5, "close in SYN_SENT returns (%.3f s)" % (time.monotonic() - t0))
     open(a.go, "w").close()
     made.set()
+    r5 = finish(s5)
+    try:
+        got5 = "EOF" if s5.recv(10) == b"" else "data"
+    except OSError as ex:
+        got5 = errname(ex.errno)
+    c.check(e5 == errno.EINPROGRESS and shut == "0" and shut_took < 1 and r5 == "0" and got5 == "EOF",
+            "shutdown(SHUT_WR) while the server has not accepted: %s in %.3f s; once it accepts SO_ERROR %s, "
+            "then the client reads %s (mode %s)" % (shut, shut_took, r5, got5, MODES.get(end_info(s5)[0])))
+    s5.close()
     for i, s in enumerate(q):
         r = finish(s)
         c.check(r == "0", "connect %d to the gated server, once it accepts: SO_ERROR %s" % (i + 1, r))
@@ -604,6 +650,23 @@ def asyncconn(a):
     check_echo(s, "epoll ET")
     ep.unregister(s.fileno())
     s.close()
+    ep.close()
+
+    # 2b. EPOLLONESHOT: one event, as TCP's (helper 124: the move to X re-armed it)
+    ep = select.epoll()
+    s = socket.socket()
+    s.setblocking(False)
+    ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLONESHOT)
+    e = s.connect_ex(dst)
+    evs = [ep.poll(0.5) for _ in range(3)]
+    c.check(e == errno.EINPROGRESS and [len(x) for x in evs] == [1, 0, 0],
+            "epoll EPOLLONESHOT: events %s (one, as TCP's)" % evs)
+    s.settimeout(30)
+    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+        check_echo(s, "epoll EPOLLONESHOT")
+    ep.close()
+    s.close()
+    ep = select.epoll()
 
     # 3. epoll, level-triggered, added after connect; connect() again (hiredis)
     s, e = nb_connect(dst)
@@ -692,6 +755,8 @@ def main():
             x.add_argument("--go", required=True)
             x.add_argument("--want-mode", type=int, default=1, help="SMC_PROTO_MODE (1 SMC-D, 3 SMC-R)")
             x.add_argument("--refused-port", type=int, help="a port nobody listens on at --addr")
+            x.add_argument("--dead-addr", required=True,
+                           help="an address whose SYNs go nowhere, that smcd takes for a listener's of P")
         if name == "client":
             x.add_argument("--expect", choices=WANT, required=True)
             x.add_argument("--reason")

@@ -51,13 +51,13 @@
 #      all reach the one bound to lo, as over TCP (before: 4 went to the veth's,
 #      another uid's: helper 123).
 #  18. nonblocking connects from A as event loops make them (netns-smcd.py asyncconn):
-#      to a server in B with a backlog of 1 that accepts only later, connect() says
-#      EINPROGRESS at once (it used to wait for the accept), a connect whose SYN is
-#      dropped (queue full) answers as TCP in SYN_SENT (EAGAIN, EALREADY, SO_ERROR 0,
-#      ENOTCONN) and closes at once; then epoll ET/LT, connect() again, a blocking send
-#      right after EINPROGRESS, 20 at once from one thread, 10 closed at once, a
-#      refused connect then the same socket again: all SMC-D with their echo right;
-#      conns_netns grew by 27.
+#      to a server in B that accepts only later, connect() says EINPROGRESS at once
+#      (it used to wait for the accept) and the socket is not writable until then,
+#      with no call waiting; a connect whose SYNs go nowhere answers as TCP in
+#      SYN_SENT (EAGAIN, EALREADY, SO_ERROR 0, ENOTCONN) and closes at once; then epoll
+#      ET/LT/ONESHOT, connect() again, a blocking send right after EINPROGRESS, 20 at
+#      once from one thread, 10 closed at once, a refused connect then the same socket
+#      again: all SMC-D with their echo right; conns_netns grew by 29.
 # Before the feature, 0 and the SMC-D and conns_netns checks of 1 and 2 failed (10:
 # the worker's handshake request was refused, and it read the CLC proposal as data;
 # 11: the plain member echoed the option for the other one: clients reset).
@@ -574,13 +574,17 @@ fi
 # 18. nonblocking connects over CLC: EINPROGRESS at once, the handshakes in the
 # library's thread (before: connect() waited for TCP's handshake and the server's
 # accept, an event loop stalled)
-if [ -n "$spid" ] && start_server s18 "$NSB" smc --bind "$IPB"; then
+# (a dead address: B has $NET.3, so smcd takes it for its wildcard listener's, but A
+# sends it to a MAC nobody has: its SYNs go nowhere)
+if [ -n "$spid" ] && ip -n "$NSB" addr add "$NET.3/32" dev "$VB" &&
+        ip -n "$NSA" neigh replace "$NET.3" lladdr 02:00:00:00:00:03 dev "$VA" nud permanent &&
+        start_server s18 "$NSB" smc --bind 0.0.0.0; then
         P18=$server_port
-        if start_server s18g "$NSB" smc --bind "$IPB" --backlog 1 --accept-after "$tmp/go18"; then
+        if start_server s18g "$NSB" smc --bind "$IPB" --accept-after "$tmp/go18"; then
                 b=$(smcd_stat conns_netns)
                 client "$NSA" smc 120 asyncconn --label 18 --addr "$IPB" --port "$P18" \
-                        --gated-port "$server_port" --go "$tmp/go18" --refused-port 9
-                delta_check 18 conns_netns "$b" +27
+                        --gated-port "$server_port" --go "$tmp/go18" --dead-addr "$NET.3" --refused-port 9
+                delta_check 18 conns_netns "$b" +29
         fi
 fi
 

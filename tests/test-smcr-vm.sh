@@ -525,8 +525,8 @@ fi
 
 if want async; then
         # nonblocking connects over SMC-R as event loops make them (tests/netns-smcd.py
-        # asyncconn): EINPROGRESS before the gated server accepts, SYN_SENT answered as
-        # TCP, epoll ET / LT, connect again, a blocking send at once, 20 at once, 10
+        # asyncconn): EINPROGRESS before the gated server accepts (not writable, no call
+        # waits meanwhile), SYN_SENT answered as TCP, epoll ET / LT / ONESHOT, connect again, a blocking send at once, 20 at once, 10
         # closed at once, refused then the same socket again (before 2026-12-07 connect() waited for both handshakes and
         # for the server's accept)
         if [ -z "$smcrun_sh" ]; then
@@ -538,20 +538,26 @@ if want async; then
                         --port-file "$tmp/as.port" >"$tmp/as-srv.out" 2>&1 &
                 pids+=($!)
                 B env SMCRUN_LIB="$smcrun_lib" timeout 200 sh "$smcrun_sh" python3 "$NETNS_APP" server --bind "$RXE_B_IP" \
-                        --port-file "$tmp/asg.port" --backlog 1 --accept-after "$tmp/as.go" >"$tmp/asg-srv.out" 2>&1 &
+                        --port-file "$tmp/asg.port" --accept-after "$tmp/as.go" >"$tmp/asg-srv.out" 2>&1 &
                 pids+=($!)
                 for _ in $(seq 100); do [ -s "$tmp/as.port" ] && [ -s "$tmp/asg.port" ] && break; sleep 0.1; done
                 kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
                 hb=$(stat_of b handshakes_ok)
+                # (a dead address on A's link: its SYNs go to a MAC nobody has)
+                dead=${RXE_B_IP%.*}.99
+                ip route replace "$dead/32" dev "$RXE_A_NETDEV" src "$RXE_A_IP"
+                ip neigh replace "$dead" lladdr 02:00:00:00:00:99 dev "$RXE_A_NETDEV" nud permanent
                 out=$(A env SMCRUN_LIB="$smcrun_lib" timeout 150 sh "$smcrun_sh" python3 "$NETNS_APP" asyncconn --label async \
                         --addr "$RXE_B_IP" --port "$(cat "$tmp/as.port" 2>/dev/null)" \
                         --gated-port "$(cat "$tmp/asg.port" 2>/dev/null)" --go "$tmp/as.go" --want-mode 3 \
-                        --refused-port 9 2>&1)
+                        --refused-port 9 --dead-addr "$dead" 2>&1)
                 crc=$?
+                ip neigh del "$dead" dev "$RXE_A_NETDEV" 2>/dev/null
+                ip route del "$dead/32" 2>/dev/null
                 kill -USR1 "$pid_b" 2>/dev/null; sleep 0.5
                 ha=$(stat_of b handshakes_ok)
                 echo "$out" | sed 's/^/# /'
-                if [ $crc = 0 ] && ! echo "$out" | grep -q "^not ok" && [ $((ha - hb)) -ge 27 ]; then
+                if [ $crc = 0 ] && ! echo "$out" | grep -q "^not ok" && [ $((ha - hb)) -ge 29 ]; then
                         ok "async: nonblocking connects over SMC-R as event loops make them, $(echo "$out" | grep -c '^ok') checks (SMC-R handshakes on B +$((ha - hb))), $(since "$t")"
                 else
                         nok "async: client exit $crc, $(echo "$out" | grep -c '^not ok') checks failed (SMC-R handshakes on B +$((ha - hb)); servers: $(cat "$tmp/as-srv.out" "$tmp/asg-srv.out" | tail -3))"
