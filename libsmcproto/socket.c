@@ -1393,6 +1393,26 @@ static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cond; /* CLOCK_MONOTONIC (hold_init) */
 static struct smc_sock *hold_head, *hold_tail;
 static bool hold_thread_started; /* in this process (cleared in a fork child) */
+
+/* A detached thread of the library's running @fn(@arg) with a stack of @stack bytes,
+ * all signals blocked in it (they stay with the program's threads). Returns 0 or
+ * pthread_create()'s error (positive). */
+static int lib_thread_start(void *(*fn)(void *), void *arg, size_t stack) {
+        pthread_attr_t a;
+        pthread_t t;
+        sigset_t all, old;
+        int r;
+
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, stack);
+        r = pthread_create(&t, &a, fn, arg);
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return r;
+}
 static bool hold_idle;           /* the thread waits without a deadline */
 static bool hold_any;            /* a socket was ever queued in this process */
 
@@ -1488,20 +1508,8 @@ static void hold_queue(struct smc_ring_ep *ep) {
                 hold_append(s, now_ns() + HOLD_CEILING_NS);
         }
         if (!hold_thread_started && !in_vfork_child()) { /* (a vfork() child shares our memory) */
-                pthread_attr_t a;
-                pthread_t t;
-                sigset_t all, old;
-                int r;
+                int r = lib_thread_start(hold_main, NULL, 64u << 10);
 
-                /* signals stay with the program's threads */
-                sigfillset(&all);
-                pthread_sigmask(SIG_SETMASK, &all, &old);
-                pthread_attr_init(&a);
-                pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-                pthread_attr_setstacksize(&a, 64u << 10);
-                r = pthread_create(&t, &a, hold_main, NULL);
-                pthread_attr_destroy(&a);
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
                 if (r == 0)
                         hold_thread_started = true;
                 else /* (the next held batch tries again; until then, as before: held
@@ -3888,12 +3896,14 @@ fail:
  * of its own waits for TCP's handshake on a copy of T (s->hidden), asks smcd for the
  * CLC handshake (smcr_ask()) and installs X (connect_install()), while the socket is
  * CONNECTING. An event loop is never held up by a dead host's SYN retries or by the
- * peer's handshake. Meanwhile the app's number is T: poll and epoll see TCP's
- * readiness; every call that would touch T's stream once TCP is connected (data
- * calls, SO_ERROR, connect, ioctl, options) waits for the end (connect_settle(),
- * milliseconds: the CLC round trips); a nonblocking data call before that says
- * EAGAIN, as TCP's in SYN_SENT; close and shutdown before that cancel it. Epoll sets
- * the socket is added to meanwhile are recorded and moved to X (prereg). */
+ * server's accept. Meanwhile the app's number is T, but the socket is not ready, as
+ * kernel SMC's until its handshake ends: the program's epoll sets hold T's copy
+ * without events (prereg_add_fd()), poll/ppoll/select/pselect leave it out once TCP's
+ * handshake is done (poll_connecting()). No call touches T's stream: a nonblocking one
+ * answers at once (EAGAIN, EALREADY, SO_ERROR 0, a shutdown kept for the connection),
+ * a blocking one waits for the end (connect_settle()); close and a connect to
+ * AF_UNSPEC cancel it, and a connection already made is then closed as by a dying
+ * process (conn_discard()). */
 struct connect_async {
         struct smc_sock *s;
         int t;          /* s->hidden: the thread's copy of T */
@@ -4088,10 +4098,6 @@ static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, 
                 return -errno;
         a = in_vfork_child() ? NULL : calloc(1, sizeof(*a)); /* (a vfork() child shares our memory) */
         if (a && (t = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
-                pthread_attr_t at;
-                pthread_t th;
-                sigset_t all, old;
-
                 a->s = s;
                 a->t = t;
                 a->inst = inst;
@@ -4109,15 +4115,7 @@ static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, 
                 prereg_detach(s);
                 prereg_add_fd(s, t, true);
                 sock_set_state(s, SOCK_CONNECTING);
-                /* signals stay with the program's threads */
-                sigfillset(&all);
-                pthread_sigmask(SIG_SETMASK, &all, &old);
-                pthread_attr_init(&at);
-                pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-                pthread_attr_setstacksize(&at, 256u << 10);
-                r = pthread_create(&th, &at, connect_async_main, a);
-                pthread_attr_destroy(&at);
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
+                r = lib_thread_start(connect_async_main, a, 256u << 10);
                 if (r == 0)
                         return 3;
                 sock_set_state(s, SOCK_BOUND);

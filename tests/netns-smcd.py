@@ -518,6 +518,19 @@ def asyncconn(a):
     def errname(e):
         return errno.errorcode.get(e, str(e)) if e else "0"
 
+    def outcomes(calls):
+        """What each (name, call) says: "name ok", "name EAGAIN", "name ERRNO"."""
+        got = []
+        for name, f in calls:
+            try:
+                f()
+                got.append("%s ok" % name)
+            except BlockingIOError:
+                got.append("%s EAGAIN" % name)
+            except OSError as ex:
+                got.append("%s %s" % (name, errname(ex.errno)))
+        return got
+
     def finish(s, timeout=30):
         """Wait until writable (poll), then SO_ERROR; the socket made blocking."""
         p = select.poll()
@@ -580,37 +593,17 @@ def asyncconn(a):
     dead = (a.dead_addr, a.port)
     s3, e = nb_connect(dead)
     c.check(e == errno.EINPROGRESS, "connect 3 (to %s, whose SYNs go nowhere): %s" % (a.dead_addr, errname(e)))
-    got = []
-    for name, f in (("send", lambda: s3.send(b"x")), ("recv", lambda: s3.recv(1))):
-        try:
-            f()
-            got.append("%s ok" % name)
-        except BlockingIOError:
-            got.append("%s EAGAIN" % name)
-        except OSError as ex:
-            got.append("%s %s" % (name, errname(ex.errno)))
+    got = outcomes((("send", lambda: s3.send(b"x")), ("recv", lambda: s3.recv(1))))
     got.append("connect " + errname(s3.connect_ex(dead)))
     got.append("SO_ERROR " + errname(s3.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)))
-    try:
-        s3.getpeername()
-        got.append("getpeername ok")
-    except OSError as ex:
-        got.append("getpeername " + errname(ex.errno))
+    got += outcomes((("getpeername", s3.getpeername),))
     want = ["send EAGAIN", "recv EAGAIN", "connect EALREADY", "SO_ERROR 0", "getpeername ENOTCONN"]
     c.check(got == want, "in SYN_SENT as TCP: %s" % ", ".join(got))
     # a blocking socket (after its nonblocking connect) with MSG_DONTWAIT: EAGAIN too
     s4, e = nb_connect(dead)
     s4.setblocking(True)
-    got = []
-    for name, f in (("send", lambda: s4.send(b"x", socket.MSG_DONTWAIT)),
-                    ("recv", lambda: s4.recv(1, socket.MSG_DONTWAIT))):
-        try:
-            f()
-            got.append("%s ok" % name)
-        except BlockingIOError:
-            got.append("%s EAGAIN" % name)
-        except OSError as ex:
-            got.append("%s %s" % (name, errname(ex.errno)))
+    got = outcomes((("send", lambda: s4.send(b"x", socket.MSG_DONTWAIT)),
+                    ("recv", lambda: s4.recv(1, socket.MSG_DONTWAIT))))
     c.check(e == errno.EINPROGRESS and got == ["send EAGAIN", "recv EAGAIN"],
             "in SYN_SENT, a blocking socket with MSG_DONTWAIT: connect %s, %s" % (errname(e), ", ".join(got)))
     s4.close()
