@@ -6295,6 +6295,38 @@ static void ts_from_ns(struct timespec *ts, int64_t ns) {
 
 static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout);
 
+/* Write the result of a select over @nfds descriptors, polled as @fds (@n), into
+ * @rd, @wr, @ex as the kernel's select writes it: the words that hold bits below
+ * @nfds (fs/select.c set_fd_set), the poll bits mapped as POLLIN_SET etc. Returns
+ * the number of bits set. */
+static int select_result(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct pollfd *fds, nfds_t n) {
+        int r = 0;
+
+        if (rd)
+                memset(rd, 0, ((size_t) nfds + 63) / 64 * 8);
+        if (wr)
+                memset(wr, 0, ((size_t) nfds + 63) / 64 * 8);
+        if (ex)
+                memset(ex, 0, ((size_t) nfds + 63) / 64 * 8);
+        for (nfds_t i = 0; i < n; i++) {
+                short re = fds[i].revents;
+
+                if ((fds[i].events & POLLIN) && (re & (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR))) {
+                        FD_SET(fds[i].fd, rd);
+                        r++;
+                }
+                if ((fds[i].events & POLLOUT) && (re & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR))) {
+                        FD_SET(fds[i].fd, wr);
+                        r++;
+                }
+                if ((fds[i].events & POLLPRI) && (re & POLLPRI)) {
+                        FD_SET(fds[i].fd, ex);
+                        r++;
+                }
+        }
+        return r;
+}
+
 /* select()/pselect() with a socket whose nonblocking connect is under way among
  * the sets: as poll_connecting() (which leaves it out while it is not ready), the
  * result written back as the kernel's select writes it (fs/select.c: POLLIN_SET,
@@ -6336,29 +6368,7 @@ static int select_connecting(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struc
                                 errno = EBADF;
                                 return -1;
                         }
-                if (rd)
-                        memset(rd, 0, ((size_t) nfds + 63) / 64 * 8);
-                if (wr)
-                        memset(wr, 0, ((size_t) nfds + 63) / 64 * 8);
-                if (ex)
-                        memset(ex, 0, ((size_t) nfds + 63) / 64 * 8);
-                r = 0;
-                for (nfds_t i = 0; i < n; i++) {
-                        short re = fds[i].revents;
-
-                        if ((fds[i].events & POLLIN) && (re & (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR))) {
-                                FD_SET(fds[i].fd, rd);
-                                r++;
-                        }
-                        if ((fds[i].events & POLLOUT) && (re & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR))) {
-                                FD_SET(fds[i].fd, wr);
-                                r++;
-                        }
-                        if ((fds[i].events & POLLPRI) && (re & POLLPRI)) {
-                                FD_SET(fds[i].fd, ex);
-                                r++;
-                        }
-                }
+                r = select_result(nfds, rd, wr, ex, fds, n);
         }
         if (ts)
                 ts_from_ns(ts, tns - (int64_t) (now_ns() - t0));
@@ -6495,31 +6505,7 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
         if (ts)
                 ts_from_ns(ts, timeout_ns - (int64_t) (now_ns() - t0));
 
-        /* as the kernel's select writes its result: the words that hold bits below
-         * nfds (fs/select.c set_fd_set), its poll bits mapped as POLLIN_SET etc. */
-        if (rd)
-                memset(rd, 0, ((size_t) nfds + 63) / 64 * 8);
-        if (wr)
-                memset(wr, 0, ((size_t) nfds + 63) / 64 * 8);
-        if (ex)
-                memset(ex, 0, ((size_t) nfds + 63) / 64 * 8);
-        r = 0;
-        for (nfds_t i = 0; i < n; i++) {
-                short re = fds[i].revents;
-
-                if ((fds[i].events & POLLIN) && (re & (POLLIN | POLLRDNORM | POLLHUP | POLLERR))) {
-                        FD_SET(fds[i].fd, rd);
-                        r++;
-                }
-                if ((fds[i].events & POLLOUT) && (re & (POLLOUT | POLLWRNORM | POLLERR))) {
-                        FD_SET(fds[i].fd, wr);
-                        r++;
-                }
-                if ((fds[i].events & POLLPRI) && (re & POLLPRI)) {
-                        FD_SET(fds[i].fd, ex);
-                        r++;
-                }
-        }
+        r = select_result(nfds, rd, wr, ex, fds, n);
 out:
         if (fds != stack_fds) {
                 free(fds);
