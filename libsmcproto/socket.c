@@ -249,8 +249,9 @@ struct smc_sock {
                                * end (data_sock()), else X would hand them doorbell
                                * bytes until it is closed */
         bool connect_report; /* nonblocking SMC-D connect said EINPROGRESS: next connect returns 0 */
-        /* CONNECTING: TCP's handshake is done and smcd's runs on T (no call may touch
-         * T's stream now: they wait for the end, connect_settle()) */
+        /* CONNECTING: TCP's handshake is done and smcd's runs on T (no call touches
+         * T's stream: a nonblocking one answers, a blocking one waits for the end,
+         * connect_settle()) */
         _Atomic bool connect_clc;
         _Atomic bool connect_cancel; /* close, shutdown: the connect ends as TCP, unused */
         int connect_shut; /* CONNECTING: shutdown()s made past TCP's handshake, for
@@ -1389,11 +1390,6 @@ __attribute__((constructor)) static void rereg_init(void) {
 #define HOLD_RETRY_NS (20u * 1000000u)
 #define HOLD_IDLE_TICKS 10u
 
-static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hold_cond; /* CLOCK_MONOTONIC (hold_init) */
-static struct smc_sock *hold_head, *hold_tail;
-static bool hold_thread_started; /* in this process (cleared in a fork child) */
-
 /* A detached thread of the library's running @fn(@arg) with a stack of @stack bytes,
  * all signals blocked in it (they stay with the program's threads). Returns 0 or
  * pthread_create()'s error (positive). */
@@ -1413,6 +1409,11 @@ static int lib_thread_start(void *(*fn)(void *), void *arg, size_t stack) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         return r;
 }
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond; /* CLOCK_MONOTONIC (hold_init) */
+static struct smc_sock *hold_head, *hold_tail;
+static bool hold_thread_started; /* in this process (cleared in a fork child) */
 static bool hold_idle;           /* the thread waits without a deadline */
 static bool hold_any;            /* a socket was ever queued in this process */
 
@@ -1791,7 +1792,7 @@ static bool xreg_prune(struct smc_sock *s) {
 #define EP_PRIVATE_BITS (EPOLLWAKEUP | EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE) /* (eventpoll.c) */
 
 /* epoll_ctl on a socket that is not connected yet (SOCK_NEW, SOCK_BOUND: fd is T;
- * CONNECTING: T's copy s->hidden stands in, with no events: prereg_quiet()): done
+ * CONNECTING: T's copy s->hidden stands in, with no events: prereg_add_fd()): done
  * here, and recorded for connect_smc(). Lock held. Returns 0 or -errno. */
 static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_event *ev) {
         bool quiet = sock_state(s) == SOCK_CONNECTING;
@@ -1820,34 +1821,44 @@ static int prereg_epoll_ctl(struct smc_sock *s, int epfd, int op, struct epoll_e
         return 0;
 }
 
-
 /* Whether @fd's registration in epoll set @epfd is an EPOLLONESHOT one that has
  * fired (its events are then only the private bits: /proc/PID/fdinfo of the set,
  * eventpoll.c ep_show_fdinfo()). False when that cannot be read. */
 static bool epoll_oneshot_fired(int epfd, int fd) {
-        char path[64], buf[4096];
+        char path[64], buf[4096 + 128];
+        size_t have = 0;
         ssize_t n;
         int f;
-        bool fired = false;
+        bool fired = false, found = false;
 
         (void) snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
         f = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
         if (f < 0)
                 return false;
-        n = sys_read(f, buf, sizeof(buf) - 1);
-        sys_close(f);
-        if (n <= 0)
-                return false;
-        buf[n] = 0;
-        for (char *l = buf; (l = strstr(l, "tfd:")); l++) {
-                int tfd;
-                unsigned ev;
+        /* line by line ("tfd: %8d events: %8x data: ..."; a set of many sockets has
+         * a long one: read through it, a line cut at a chunk's end carried over) */
+        while (!found && (n = sys_read(f, buf + have, sizeof(buf) - 1 - have)) > 0) {
+                char *l = buf, *nl;
 
-                if (sscanf(l, "tfd: %d events: %x", &tfd, &ev) == 2 && tfd == fd) {
-                        fired = (ev & ~(unsigned) EP_PRIVATE_BITS) == 0;
-                        break;
+                have += (size_t) n;
+                buf[have] = 0;
+                while (!found && (nl = strchr(l, '\n'))) {
+                        int tfd;
+                        unsigned ev;
+
+                        *nl = 0;
+                        if (sscanf(l, "tfd: %d events: %x", &tfd, &ev) == 2 && tfd == fd) {
+                                fired = (ev & ~(unsigned) EP_PRIVATE_BITS) == 0;
+                                found = true;
+                        }
+                        l = nl + 1;
                 }
+                have -= (size_t) (l - buf);
+                if (have >= sizeof(buf) - 1)
+                        have = 0; /* (no line is that long) */
+                memmove(buf, l, have);
         }
+        sys_close(f);
         return fired;
 }
 
