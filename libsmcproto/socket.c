@@ -4068,8 +4068,7 @@ static void *connect_async_main(void *arg) {
                         if (s->connect_shut)
                                 (void) smc_ring_shutdown(&s->ep, s->connect_shut - 1);
                         s->connect_shut = 0;
-                }
-                else {
+                } else {
                         (void) sys_shutdown(a->t, SHUT_RDWR);
                         __atomic_store_n(&s->connect_err, ECONNRESET, __ATOMIC_RELAXED);
                         connect_async_tcp(s, a, false);
@@ -6338,6 +6337,23 @@ static int select_result(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const str
         return r;
 }
 
+/* Whether @fd is the library's socket with a nonblocking connect under way
+ * (CONNECTING): the poll family treats such a socket apart (poll_connecting(),
+ * select_connecting()). */
+static bool fd_connecting(int fd) {
+        struct smc_sock *s = fd >= 0 ? sock_lookup(fd) : NULL;
+
+        return s && sock_state(s) == SOCK_CONNECTING;
+}
+
+/* Whether any of @fds (@n entries, readable memory) is fd_connecting(). */
+static bool pollfds_connecting(const struct pollfd *fds, nfds_t n) {
+        for (nfds_t i = 0; i < n; i++)
+                if (fd_connecting(fds[i].fd))
+                        return true;
+        return false;
+}
+
 /* select()/pselect() with a socket whose nonblocking connect is under way among
  * the sets: as poll_connecting() (which leaves it out while it is not ready), the
  * result written back as the kernel's select writes it (fs/select.c: POLLIN_SET,
@@ -6409,13 +6425,9 @@ int smc_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timespec *ts
                 timeout_ns = ts->tv_sec > INT64_MAX / 1000000000 - 1 ? -1
                                                                       : (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
         }
-        for (int fd = 0; fd < nfds; fd++) {
-                struct smc_sock *s;
-
-                if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) && (s = sock_lookup(fd)) &&
-                    sock_state(s) == SOCK_CONNECTING)
+        for (int fd = 0; fd < nfds; fd++)
+                if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr))) && fd_connecting(fd))
                         return select_connecting(nfds, rd, wr, ex, timeout_ns < 0 ? NULL : ts, mask);
-        }
         for (int fd = 0; fd < nfds; fd++) {
                 struct smc_sock *s;
 
@@ -6571,8 +6583,6 @@ static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
                         t = t > 0 && t < slice ? t : slice;
                 r = poll_main(fds, n, t);
                 for (nfds_t i = 0; i < n; i++) {
-                        struct smc_sock *s;
-
                         if (saved[i] >= 0) {
                                 fds[i].fd = saved[i];
                                 fds[i].revents = 0;
@@ -6580,8 +6590,7 @@ static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
                         }
                         /* T in SYN_SENT said its handshake ended: not ready yet either
                          * (the thread looks first: connect_tcp_done()) */
-                        if (r > 0 && fds[i].fd >= 0 && fds[i].revents && (s = sock_lookup(fds[i].fd)) &&
-                            sock_state(s) == SOCK_CONNECTING) {
+                        if (r > 0 && fds[i].revents && fd_connecting(fds[i].fd)) {
                                 fds[i].revents = 0;
                                 r--;
                         }
@@ -6599,14 +6608,8 @@ int smc_ppoll_connecting(struct pollfd *fds, nfds_t n, const struct timespec *ts
         sigset_t old;
         int64_t ms;
         int r, saved;
-        bool any = false;
 
-        for (nfds_t i = 0; i < n && !any; i++) {
-                struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
-
-                any = s && sock_state(s) == SOCK_CONNECTING;
-        }
-        if (!any)
+        if (!pollfds_connecting(fds, n))
                 return -2;
         if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L))
                 return ret_errno(-EINVAL);
@@ -6622,13 +6625,8 @@ int smc_ppoll_connecting(struct pollfd *fds, nfds_t n, const struct timespec *ts
 }
 
 SMC_PUBLIC int smc_poll(struct pollfd *fds, nfds_t n, int timeout) {
-        if (n > 0 && fds && !smc_uptr_bad(fds))
-                for (nfds_t i = 0; i < n; i++) {
-                        struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
-
-                        if (s && sock_state(s) == SOCK_CONNECTING)
-                                return poll_connecting(fds, n, timeout);
-                }
+        if (n > 0 && fds && !smc_uptr_bad(fds) && pollfds_connecting(fds, n))
+                return poll_connecting(fds, n, timeout);
         return poll_main(fds, n, timeout);
 }
 
