@@ -70,6 +70,7 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <linux/sockios.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -166,6 +167,9 @@ static void ew_atfork_kid_child(void);
 static void ew_atfork_parent(void);
 static void ew_atfork_child(void);
 static void lshare_atfork_prepare(void);
+static void cwait_atfork_prepare(void);
+static void cwait_atfork_parent(void);
+static void cwait_atfork_child(void);
 static void lshare_atfork_release(void);
 static void table_atfork_prepare(void);
 static void table_atfork_parent(void);
@@ -175,8 +179,11 @@ static void env_init(void) {
         const char *e;
         uint32_t v;
 
-        /* first: its prepare runs last, its child handler first (before those that
-         * take socket locks in the child) */
+        /* first: its prepare runs last, after the others have taken their locks (a
+         * thread holding cwait_lock takes no other lock) */
+        pthread_atfork(cwait_atfork_prepare, cwait_atfork_parent, cwait_atfork_child);
+        /* next: its prepare runs next to last, its child handler early (before those
+         * that take socket locks in the child) */
         pthread_atfork(table_atfork_prepare, table_atfork_parent, table_atfork_child);
         pthread_atfork(ew_atfork_prepare, ew_atfork_parent, ew_atfork_child);
         pthread_atfork(NULL, atfork_count, atfork_count);
@@ -3923,8 +3930,66 @@ struct connect_async {
         struct sockaddr_storage addr;
 };
 
+/* Sleepers of the poll family with a connecting socket among their fds
+ * (poll_connecting()): each waits on an eventfd of its own besides the program's
+ * fds, and connect_wake() writes to every one, so that a connection made (or TCP's
+ * handshake done) wakes them at once. Entries live on the sleepers' stacks. */
+struct connect_waiter {
+        int efd;
+        struct connect_waiter *next;
+};
+static pthread_mutex_t cwait_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct connect_waiter *cwait_list;
+
+static void cwait_atfork_prepare(void) {
+        pthread_mutex_lock(&cwait_lock);
+}
+
+static void cwait_atfork_parent(void) {
+        pthread_mutex_unlock(&cwait_lock);
+}
+
+static void cwait_atfork_child(void) {
+        cwait_list = NULL; /* (the sleepers are the parent's threads) */
+        pthread_mutex_unlock(&cwait_lock);
+}
+
+/* Add @w (its eventfd made here) to the sleepers; false: no eventfd (EMFILE ..). */
+static bool cwait_add(struct connect_waiter *w) {
+        w->efd = (int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w->efd < 0)
+                return false;
+        pthread_mutex_lock(&cwait_lock);
+        w->next = cwait_list;
+        cwait_list = w;
+        pthread_mutex_unlock(&cwait_lock);
+        return true;
+}
+
+static void cwait_remove(struct connect_waiter *w) {
+        if (w->efd < 0)
+                return;
+        pthread_mutex_lock(&cwait_lock);
+        for (struct connect_waiter **pp = &cwait_list; *pp; pp = &(*pp)->next)
+                if (*pp == w) {
+                        *pp = w->next;
+                        break;
+                }
+        pthread_mutex_unlock(&cwait_lock);
+        (void) sys_close(w->efd);
+        w->efd = -1;
+}
+
+/* A connecting socket changed (TCP's handshake done, or the connect ended): wake
+ * connect_settle()'s waiters (futex on s->state) and poll_connecting()'s. */
 static void connect_wake(struct smc_sock *s) {
+        uint64_t one = 1;
+
         (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, INT_MAX);
+        pthread_mutex_lock(&cwait_lock);
+        for (struct connect_waiter *w = cwait_list; w; w = w->next)
+                (void) sys_write(w->efd, &one, sizeof(one));
+        pthread_mutex_unlock(&cwait_lock);
 }
 
 /* Wait until @s is no longer CONNECTING (no lock held). */
@@ -6542,30 +6607,35 @@ static int poll_main(struct pollfd *fds, nfds_t n, int timeout);
 /* poll() with a socket whose nonblocking connect is under way (CONNECTING) among
  * @fds (@n, @timeout ms as poll's): past TCP's handshake such a socket is not ready
  * (T's readiness is TCP's; the connection's comes with X), as kernel SMC's until its
- * handshake ends. It is left out (a negative fd), and the rest polled in slices of
- * 1 .. 8 ms until something is ready, the connect has ended or @timeout passed. */
+ * handshake ends. A copy of @fds is polled, with such a socket left out (a negative
+ * fd) and an eventfd that connect_wake() writes to added (cwait_add()), until
+ * something is ready, the connect has ended or @timeout passed; without an eventfd
+ * (none left) in slices of 1 .. 8 ms. */
 static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
         uint64_t deadline = timeout > 0 ? now_ns() + (uint64_t) timeout * 1000000u : 0;
-        int stack_saved[64], *saved = stack_saved; /* the fd of an entry left out, else -1 */
+        struct pollfd stack_w[64], *w = stack_w; /* @fds, then the eventfd */
+        struct connect_waiter waiter = { .efd = -1 };
         int slice = 1, r, t;
 
-        if (n > 64 && !(saved = calloc(n, sizeof(*saved)))) {
+        if (n >= 64 && !(w = calloc(n + 1, sizeof(*w)))) {
                 errno = ENOMEM;
                 return -1;
         }
+        /* (before the states are read: a change after that wakes the poll) */
+        (void) cwait_add(&waiter);
         for (;;) {
                 bool connecting = false, masked = false;
+                nfds_t nw = n;
 
                 for (nfds_t i = 0; i < n; i++) {
                         struct smc_sock *s = fds[i].fd >= 0 ? sock_lookup(fds[i].fd) : NULL;
 
-                        saved[i] = -1;
+                        w[i] = fds[i];
                         if (!s || sock_state(s) != SOCK_CONNECTING)
                                 continue;
                         connecting = true;
                         if (atomic_load(&s->connect_clc) || connect_tcp_done(s)) {
-                                saved[i] = fds[i].fd;
-                                fds[i].fd = -1;
+                                w[i].fd = -1;
                                 masked = true;
                         }
                 }
@@ -6579,15 +6649,19 @@ static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
                         r = poll_main(fds, n, t);
                         break;
                 }
-                if (masked && t != 0)
+                if (waiter.efd >= 0)
+                        w[nw++] = (struct pollfd) { .fd = waiter.efd, .events = POLLIN };
+                else if (masked && t != 0)
                         t = t > 0 && t < slice ? t : slice;
-                r = poll_main(fds, n, t);
+                r = poll_main(w, nw, t);
+                if (r > 0 && nw > n && w[n].revents) {
+                        uint64_t v;
+
+                        (void) sys_read(waiter.efd, &v, sizeof(v));
+                        r--;
+                }
                 for (nfds_t i = 0; i < n; i++) {
-                        if (saved[i] >= 0) {
-                                fds[i].fd = saved[i];
-                                fds[i].revents = 0;
-                                continue;
-                        }
+                        fds[i].revents = w[i].fd == fds[i].fd ? w[i].revents : 0;
                         /* T in SYN_SENT said its handshake ended: not ready yet either
                          * (the thread looks first: connect_tcp_done()) */
                         if (r > 0 && fds[i].revents && fd_connecting(fds[i].fd)) {
@@ -6599,8 +6673,9 @@ static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
                         break;
                 slice = slice < 8 ? slice * 2 : 8;
         }
-        if (saved != stack_saved)
-                free(saved);
+        cwait_remove(&waiter);
+        if (w != stack_w)
+                free(w);
         return r;
 }
 

@@ -41,8 +41,9 @@
 #       at once and applies once it accepts (EOF both ways). A connect to D:P (SYNs go nowhere)
 #       stays in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0,
 #       getpeername ENOTCONN (another, blocking, with MSG_DONTWAIT: EAGAIN), and close
-#       ends it at once. Then FILE is made: the two queued ones end SMC-D with SO_ERROR 0 and
-#       echo. To P: epoll (edge-triggered, added before connect; level-triggered,
+#       ends it at once. Then FILE is made (a poll() and a select() sleep on the two
+#       queued ones meanwhile: woken by the connection, not polling in slices): the two
+#       queued ones end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before connect; level-triggered,
 #       added after), connect() again once writable (hiredis), a blocking send right
 #       after EINPROGRESS (curl's pattern after poll), 20 connects at once from one
 #       thread, 10 closed right after EINPROGRESS, and (R) a connect refused, then
@@ -610,8 +611,40 @@ def asyncconn(a):
     t0 = time.monotonic()
     s3.close()
     c.check(time.monotonic() - t0 < 5, "close in SYN_SENT returns (%.3f s)" % (time.monotonic() - t0))
+    # poll() and select() sleeping on a socket whose connect waits for the accept
+    # are woken by the connection (the library's eventfd), not polling in slices of
+    # 1-8 ms meanwhile: their thread's voluntary context switches over the wait
+    # count the sleeps (slices: ~60 in 0.5 s)
+    sleeps = {}
+
+    def switches():
+        with open("/proc/self/task/%d/status" % threading.get_native_id()) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+        return -1
+
+    def sleeper(name, s):
+        n0 = switches()
+        if name == "poll":
+            p = select.poll()
+            p.register(s, select.POLLOUT)
+            ready = bool(p.poll(30000))
+        else:
+            ready = bool(select.select([], [s], [], 30)[1])
+        sleeps[name] = (ready, switches() - n0)
+    waiters = [threading.Thread(target=sleeper, args=(name, s)) for name, s in (("poll", q[0]), ("select", q[1]))]
+    for t in waiters:
+        t.start()
+    time.sleep(0.5)
     open(a.go, "w").close()
     made.set()
+    for t in waiters:
+        t.join(40)
+    for name in ("poll", "select"):
+        ready, n = sleeps.get(name, (False, -1))
+        c.check(ready and 0 <= n <= 12, "%s() on a connect waiting for the accept: %s, %d sleeps over the 0.5 s "
+                "wait (woken by the connection, not in slices)" % (name, "writable" if ready else "not writable", n))
     r5 = finish(s5)
     try:
         got5 = "EOF" if s5.recv(10) == b"" else "data"

@@ -53,7 +53,8 @@
 #  18. nonblocking connects from A as event loops make them (netns-smcd.py asyncconn):
 #      to a server in B that accepts only later, connect() says EINPROGRESS at once
 #      (it used to wait for the accept) and the socket is not writable until then,
-#      with no call waiting; a connect whose SYNs go nowhere answers as TCP in
+#      with no call waiting (poll() and select() sleeping on it are woken by the
+#      connection); a connect whose SYNs go nowhere answers as TCP in
 #      SYN_SENT (EAGAIN, EALREADY, SO_ERROR 0, ENOTCONN) and closes at once; then epoll
 #      ET/LT/ONESHOT, connect() again, a blocking send right after EINPROGRESS, 20 at
 #      once from one thread, 10 closed at once, a refused connect then the same socket
