@@ -4617,13 +4617,55 @@ SMC_PUBLIC int smc_connect(int fd, const struct sockaddr *addr, socklen_t len) {
  * and any other flag is ignored, as by tcp_recvmsg(). */
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM | MSG_DONTROUTE)
 
-#define DATA_EAGAIN (-2) /* data_sock()'s *ret_fd: the call says EAGAIN */
+#define DATA_FAIL (-2) /* data_sock()'s *ret_fd: the call fails, errno set */
+#define DS_DONTWAIT 1u  /* data_sock(): the call does not block (MSG_DONTWAIT, RWF_NOWAIT) */
+#define DS_RX 2u        /* ... it receives (SO_RCVTIMEO bounds a wait for a connect) */
+#define DS_TX 4u        /* ... it sends (SO_SNDTIMEO) */
+
+/* A blocking data call (@f: DS_RX or DS_TX) on @s, whose connect is under way, waits
+ * for its end as TCP's in SYN_SENT (sk_stream_wait_connect(), tcp_recvmsg()): up to
+ * T's SO_SNDTIMEO or SO_RCVTIMEO (-EAGAIN after it); a signal handler ends the wait
+ * with -EINTR, unless no timeout is set and the program's handlers have SA_RESTART
+ * (restart_after_signal()), as the kernel restarts the call then. Without a
+ * direction it waits for the end. Returns 0 once @s is not CONNECTING. */
+static int data_connect_wait(struct smc_sock *s, unsigned f) {
+        struct timeval tv = { 0 };
+        socklen_t tl = sizeof(tv);
+        uint64_t deadline = 0;
+
+        if (!(f & (DS_RX | DS_TX))) {
+                connect_settle(s);
+                return 0;
+        }
+        if (sys_getsockopt(s->fd, SOL_SOCKET, (f & DS_TX) ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, &tl) == 0 &&
+            (tv.tv_sec > 0 || tv.tv_usec > 0))
+                deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
+        while (sock_state(s) == SOCK_CONNECTING) {
+                struct timespec ts = { .tv_nsec = 100 * 1000000L }; /* (a lost wake-up costs this) */
+
+                if (deadline) {
+                        uint64_t now = now_ns();
+
+                        if (now >= deadline)
+                                return -EAGAIN;
+                        if (deadline - now < 100 * 1000000u)
+                                ts.tv_nsec = (long) (deadline - now);
+                }
+                /* (EINTR: a handler ran; a futex wait is never restarted) */
+                if (smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, &ts) < 0 &&
+                    errno == EINTR && (deadline || !restart_after_signal()))
+                        return -EINTR;
+        }
+        return 0;
+}
 
 /* The connection for a data call on @fd: the SMC-D socket, or NULL with *ret_fd
  * the descriptor to pass the call to (the fd itself, or a listener's hidden T,
- * which gives TCP's ENOTCONN / EPIPE), or DATA_EAGAIN (a connect under way, the call
- * nonblocking: O_NONBLOCK, or @dontwait for its MSG_DONTWAIT / RWF_NOWAIT). */
-static struct smc_sock *data_sock(int fd, int *ret_fd, bool dontwait) {
+ * which gives TCP's ENOTCONN / EPIPE), or DATA_FAIL with errno set: a connect under
+ * way and the call nonblocking (O_NONBLOCK, or DS_DONTWAIT in @f for its
+ * MSG_DONTWAIT / RWF_NOWAIT: EAGAIN), or blocking and its wait for the connect ended
+ * by a timeout or a signal (data_connect_wait()). */
+static struct smc_sock *data_sock(int fd, int *ret_fd, unsigned f) {
         struct smc_sock *s = sock_lookup(fd);
         int st;
 
@@ -4633,14 +4675,16 @@ static struct smc_sock *data_sock(int fd, int *ret_fd, bool dontwait) {
         st = sock_state(s);
         while (st == SOCK_CONNECTING) {
                 /* T's stream is smcd's until the handshake ends: never read or written
-                 * here. A nonblocking call (or one with MSG_DONTWAIT, RWF_NOWAIT:
-                 * @dontwait) says EAGAIN, as TCP's in SYN_SENT and kernel SMC's until
-                 * its handshake ends; a blocking one waits, as theirs */
-                if (dontwait || atomic_load(&s->nonblock)) {
-                        *ret_fd = DATA_EAGAIN;
+                 * here. A nonblocking call (or one with MSG_DONTWAIT, RWF_NOWAIT)
+                 * says EAGAIN, as TCP's in SYN_SENT and kernel SMC's until its
+                 * handshake ends; a blocking one waits, as theirs */
+                int r = (f & DS_DONTWAIT) || atomic_load(&s->nonblock) ? -EAGAIN : data_connect_wait(s, f);
+
+                if (r < 0) {
+                        errno = -r;
+                        *ret_fd = DATA_FAIL;
                         return NULL;
                 }
-                connect_settle(s);
                 s = sock_lookup(fd);
                 if (!s)
                         return NULL;
@@ -4773,10 +4817,10 @@ static ssize_t smcd_recv(struct smc_sock *s, const struct iovec *iov, int iovcnt
 
 SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_TX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_sendto(fd, buf, len, flags, NULL, 0);
         return smcd_send(s, &v, 1, flags, true);
@@ -4784,10 +4828,10 @@ SMC_PUBLIC ssize_t smc_send(int fd, const void *buf, size_t len, int flags) {
 
 SMC_PUBLIC ssize_t smc_recv(int fd, void *buf, size_t len, int flags) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_RX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, NULL, NULL);
         return smcd_recv(s, &v, 1, flags, false);
@@ -4804,12 +4848,12 @@ int smc_sendto_addr_check(const struct sockaddr *to, socklen_t tolen) {
 SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                               socklen_t tolen) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_TX);
 
         int r;
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_sendto(fd, buf, len, flags, to, tolen);
         if ((r = smc_sendto_addr_check(to, tolen)) < 0)
@@ -4820,11 +4864,11 @@ SMC_PUBLIC ssize_t smc_sendto(int fd, const void *buf, size_t len, int flags, co
 SMC_PUBLIC ssize_t smc_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                                 socklen_t *fromlen) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_RX);
         ssize_t r;
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_recvfrom(fd, buf, len, flags, from, fromlen);
         if (from && smc_uptr_bad(fromlen)) {
@@ -4860,10 +4904,10 @@ static int msg_check(const struct msghdr *msg, bool send) {
 }
 
 SMC_PUBLIC ssize_t smc_sendmsg(int fd, const struct msghdr *msg, int flags) {
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_TX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s) {
                 if (smc_uptr_bad(msg) || !msg->msg_controllen)
                         return sys_sendmsg(fd, msg, flags);
@@ -4938,11 +4982,11 @@ static void recv_put_inq(struct smc_sock *s, struct msghdr *msg) {
 }
 
 SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
-        struct smc_sock *s = data_sock(fd, &fd, (flags & MSG_DONTWAIT) != 0);
+        struct smc_sock *s = data_sock(fd, &fd, ((flags & MSG_DONTWAIT) ? DS_DONTWAIT : 0) | DS_RX);
         ssize_t r;
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s) {
                 r = sys_recvmsg(fd, msg, flags);
                 if (r >= 0 && msg && msg->msg_controllen)
@@ -4962,10 +5006,10 @@ SMC_PUBLIC ssize_t smc_recvmsg(int fd, struct msghdr *msg, int flags) {
 
 SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
         struct iovec v = { .iov_base = buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, false);
+        struct smc_sock *s = data_sock(fd, &fd, DS_RX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_read(fd, buf, len);
         return smcd_recv(s, &v, 1, 0, true);
@@ -4973,30 +5017,30 @@ SMC_PUBLIC ssize_t smc_read(int fd, void *buf, size_t len) {
 
 SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
         struct iovec v = { .iov_base = (void *) buf, .iov_len = rw_count(len) };
-        struct smc_sock *s = data_sock(fd, &fd, false);
+        struct smc_sock *s = data_sock(fd, &fd, DS_TX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_write(fd, buf, len);
         return smcd_send(s, &v, 1, 0, true);
 }
 
 SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd, false);
+        struct smc_sock *s = data_sock(fd, &fd, DS_RX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_readv(fd, iov, iovcnt);
         return smcd_recv(s, iov, iovcnt, 0, true);
 }
 
 SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd, false);
+        struct smc_sock *s = data_sock(fd, &fd, DS_TX);
 
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_writev(fd, iov, iovcnt);
         return smcd_send(s, iov, iovcnt, 0, true);
@@ -5013,9 +5057,9 @@ SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int6
          * same for the socket pair as for a TCP socket, before any I/O */
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
-        s = data_sock(fd, &fd, (flags & RWF_NOWAIT) != 0);
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        s = data_sock(fd, &fd, ((flags & RWF_NOWAIT) ? DS_DONTWAIT : 0) | DS_RX);
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
         return smcd_recv(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
@@ -5026,9 +5070,9 @@ SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int
 
         if (offset != -1 || (flags & ~RWF_SOCKET_OK))
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
-        s = data_sock(fd, &fd, (flags & RWF_NOWAIT) != 0);
-        if (fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        s = data_sock(fd, &fd, ((flags & RWF_NOWAIT) ? DS_DONTWAIT : 0) | DS_TX);
+        if (fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
         return smcd_send(s, iov, iovcnt, (flags & RWF_NOWAIT) ? MSG_DONTWAIT : 0, true);
@@ -5042,13 +5086,13 @@ SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int
  * ESPIPE with it, as from the kernel for a TCP socket. */
 #define SENDFILE_MAX_COUNT 0x7ffff000u /* the kernel's MAX_RW_COUNT on 4 KiB pages */
 SMC_PUBLIC ssize_t smc_sendfile(int out_fd, int in_fd, int64_t *offset, size_t count) {
-        struct smc_sock *s = data_sock(out_fd, &out_fd, false);
+        struct smc_sock *s = data_sock(out_fd, &out_fd, DS_TX);
         int64_t pos;
         int timeo_fd;
         ssize_t r;
 
-        if (out_fd == DATA_EAGAIN)
-                return ret_errno_ssize(-EAGAIN); /* (CONNECTING: connect_settle) */
+        if (out_fd == DATA_FAIL)
+                return -1; /* (CONNECTING: data_connect_wait()) */
         if (!s)
                 return sys_sendfile(out_fd, in_fd, offset, count);
         if (offset && smc_uptr_bad(offset))
@@ -5275,7 +5319,7 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 connect_settle(l); /* (then as the connection it became) */
                 l = sock_lookup(fd);
         }
-        s = data_sock(fd, &fd, false);
+        s = data_sock(fd, &fd, 0);
         if (!s && l && sock_state(l) == SOCK_LISTEN_SMC && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR))
                 return listener_shutdown(l, how);
         if (!s)

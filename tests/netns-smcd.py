@@ -38,18 +38,20 @@
 #       before FILE exists (they used to wait for the server's accept), and until it
 #       accepts they are not writable (poll, epoll), send says EAGAIN, SO_ERROR 0,
 #       connect EALREADY, none of them waiting; a third one's shutdown(SHUT_WR) returns
-#       at once and applies once it accepts (EOF both ways). A connect to D:P (SYNs go nowhere)
-#       stays in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0,
+#       at once and applies once it accepts (EOF both ways). A connect to D:P (SYNs go
+#       nowhere) stays in SYN_SENT: send/recv say EAGAIN, connect EALREADY, SO_ERROR 0,
 #       getpeername ENOTCONN (another, blocking, with MSG_DONTWAIT: EAGAIN), and close
-#       ends it at once. Then FILE is made (a poll() and a select() sleep on the two
+#       ends it at once. Blocking recv/send on three more end as TCP's in SYN_SENT:
+#       EAGAIN after SO_RCVTIMEO / SO_SNDTIMEO, EINTR at a signal (their connects then
+#       complete and echo). Then FILE is made (a poll() and a select() sleep on the two
 #       queued ones meanwhile: woken by the connection, not polling in slices): the two
-#       queued ones end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before connect; level-triggered,
-#       added after), connect() again once writable (hiredis), a blocking send right
-#       after EINPROGRESS (curl's pattern after poll), 20 connects at once from one
-#       thread, 10 closed right after EINPROGRESS, and (R) a connect refused, then
-#       ECONNABORTED, then the same socket to P: every one SMC-D with its echo right
-#       (M 3: SMC-R; the test-smcr-vm.sh case async runs it between two soft-RoCE
-#       hosts).
+#       queued ones end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered,
+#       added before connect; level-triggered, added after), connect() again once
+#       writable (hiredis), a blocking send right after EINPROGRESS (curl's pattern
+#       after poll), 20 connects at once from one thread, 10 closed right after
+#       EINPROGRESS, and (R) a connect refused, then ECONNABORTED, then the same socket
+#       to P: every one SMC-D with its echo right (M 3: SMC-R; the test-smcr-vm.sh case
+#       async runs it between two soft-RoCE hosts).
 import argparse
 import errno
 import glob
@@ -58,6 +60,7 @@ import json
 import os
 import re
 import select
+import signal
 import socket
 import struct
 import sys
@@ -611,6 +614,47 @@ def asyncconn(a):
     t0 = time.monotonic()
     s3.close()
     c.check(time.monotonic() - t0 < 5, "close in SYN_SENT returns (%.3f s)" % (time.monotonic() - t0))
+    # blocking calls waiting for a connect under way end as TCP's in SYN_SENT: after
+    # SO_RCVTIMEO / SO_SNDTIMEO (EAGAIN), and at a signal whose handler raises
+    # (EINTR: Python runs the handler); the connects then complete all the same
+    waits = []
+    for opt in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO, None):
+        s, e = nb_connect(gated)
+        time.sleep(0.1)  # (TCP's handshake done: the SMC one waits for the accept)
+        s.setblocking(True)
+        if opt is not None:
+            s.setsockopt(socket.SOL_SOCKET, opt, struct.pack("ll", 0, 300000))
+
+        class Alarm(Exception):
+            pass
+
+        def on_alarm(_sig, _frame):
+            raise Alarm()
+        old_handler = signal.signal(signal.SIGALRM, on_alarm)
+        if opt is None:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+        t0 = time.monotonic()
+        try:
+            if opt == socket.SO_SNDTIMEO:
+                s.send(b"x")
+            else:
+                s.recv(1)
+            got = "returned"
+        except Alarm:
+            got = "EINTR"
+        except BlockingIOError:
+            got = "EAGAIN"
+        except OSError as ex:
+            got = errname(ex.errno)
+        took = time.monotonic() - t0
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        what = {socket.SO_RCVTIMEO: "recv with SO_RCVTIMEO 0.3 s", socket.SO_SNDTIMEO: "send with SO_SNDTIMEO 0.3 s",
+                None: "recv interrupted by a signal after 0.3 s"}[opt]
+        c.check(e == errno.EINPROGRESS and got == ("EINTR" if opt is None else "EAGAIN") and 0.25 <= took < 3,
+                "a blocking %s while the server has not accepted: %s after %.2f s (as TCP's in SYN_SENT)" % (
+                    what, got, took))
+        waits.append(s)
     # poll() and select() sleeping on a socket whose connect waits for the accept
     # are woken by the connection (the library's eventfd), not polling in slices of
     # 1-8 ms meanwhile: their thread's voluntary context switches over the wait
@@ -654,6 +698,12 @@ def asyncconn(a):
             "shutdown(SHUT_WR) while the server has not accepted: %s in %.3f s; once it accepts SO_ERROR %s, "
             "then the client reads %s (mode %s)" % (shut, shut_took, r5, got5, MODES.get(end_info(s5)[0])))
     s5.close()
+    for s in waits:
+        s.settimeout(None)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+        check_echo(s, "a connect whose blocking call was ended by a timeout or a signal", 4096)
+        s.close()
     for i, s in enumerate(q):
         r = finish(s)
         c.check(r == "0", "connect %d to the gated server, once it accepts: SO_ERROR %s" % (i + 1, r))
