@@ -3060,7 +3060,7 @@ static void accept_room_after(const int *fds, int n) {
  * closed again); false when they would not fit. */
 static bool fd_room(int ref, int need) {
         uint64_t until = atomic_load_explicit(&fd_pressure_until, memory_order_relaxed);
-        int probe[SMC_CTL_MAX_FDS + 1], n = 0;
+        int probe[SMC_CTL_MAX_FDS + 2], n = 0;
         bool ok = true;
 
         if (__builtin_expect(until == 0, 1) || now_ms() > until)
@@ -3087,8 +3087,10 @@ static bool accept_room(int chan) {
         return fd_room(chan, SMC_CTL_MAX_FDS);
 }
 
-/* Before a CONNECT: room for its reply's descriptors and for the copy of T the
- * connection keeps (`hidden`). A reply whose descriptors do not fit is cut short by
+/* Before a CONNECT: room for its reply's descriptors, for the copy of T the
+ * connection keeps (`hidden`) and, when this is the process's first request, for the
+ * control connection it opens (helper 125: one short, a connect over CLC with five
+ * free was reset). A reply whose descriptors do not fit is cut short by
  * the kernel (MSG_CTRUNC), and the client goes on over TCP, while smcd has queued
  * the SMC-D connection to the listener already: the server accepted a connection
  * nobody used, at EOF at once, beside the client's real one (helper 112: a process
@@ -3097,9 +3099,11 @@ static bool accept_room(int chan) {
 static bool connect_room(int t) {
         uint64_t lim = nofile_soft();
 
+        int ctl[2];
+
         if (lim > 0 && (uint64_t) t + 2u * SMC_CTL_MAX_FDS >= lim)
                 fd_pressure_note();
-        return fd_room(t, SMC_CTL_MAX_FDS + 1);
+        return fd_room(t, SMC_CTL_MAX_FDS + 1 + (smc_ctl_client_fds(ctl) == 0 ? 1 : 0));
 }
 
 static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len, int flags) {
@@ -3932,10 +3936,12 @@ struct connect_async {
 
 /* Sleepers of the poll family with a connecting socket among their fds
  * (poll_connecting()): each waits on an eventfd of its own besides the program's
- * fds, and connect_wake() writes to every one, so that a connection made (or TCP's
- * handshake done) wakes them at once. Entries live on the sleepers' stacks. */
+ * fds, and connect_wake() writes to those with the socket among their fds when its
+ * connect ends, so that they see it at once. Entries live on the sleepers' stacks. */
 struct connect_waiter {
         int efd;
+        const struct pollfd *fds; /* the call's (poll_connecting()'s @fds, @n): only a */
+        nfds_t n;                 /* connect among them wakes it */
         struct connect_waiter *next;
 };
 static pthread_mutex_t cwait_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -3950,15 +3956,46 @@ static void cwait_atfork_parent(void) {
 }
 
 static void cwait_atfork_child(void) {
-        cwait_list = NULL; /* (the sleepers are the parent's threads) */
+        /* the sleepers are the parent's threads: their eventfds are not the child's
+         * (helper 125: they leaked into it) */
+        for (struct connect_waiter *w = cwait_list; w; w = w->next)
+                (void) sys_close(w->efd);
+        cwait_list = NULL;
         pthread_mutex_unlock(&cwait_lock);
 }
 
-/* Add @w (its eventfd made here) to the sleepers; false: no eventfd (EMFILE ..). */
-static bool cwait_add(struct connect_waiter *w) {
-        w->efd = (int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (w->efd < 0)
+/* Add @w (its eventfd made here) to the sleepers, for a connect among @fds (@n);
+ * false: no eventfd, and the caller looks every 1 .. 8 ms instead. Not made, or
+ * given up (helper 125): when none is left; when its number is within 8 of
+ * RLIMIT_NOFILE (a connection being made needs the descriptors left); when @fds
+ * holds its number (the program's entry was closed: the kernel must say POLLNVAL for
+ * it, not poll the eventfd). Numbers 0 .. 2 are not used: a program that closed its
+ * stdin may dup2() onto 0 meanwhile. */
+static bool cwait_add(struct connect_waiter *w, const struct pollfd *fds, nfds_t n) {
+        uint64_t lim = nofile_soft();
+        int e = (int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+        w->efd = -1;
+        if (e >= 0 && e < 3) {
+                int h = sys_fcntl(e, F_DUPFD_CLOEXEC, 3);
+
+                (void) sys_close(e);
+                e = h;
+        }
+        if (e < 0)
                 return false;
+        if (lim > 0 && (uint64_t) e + 8u >= lim) {
+                (void) sys_close(e);
+                return false;
+        }
+        for (nfds_t i = 0; i < n; i++)
+                if (fds[i].fd == e) {
+                        (void) sys_close(e);
+                        return false;
+                }
+        w->efd = e;
+        w->fds = fds;
+        w->n = n;
         pthread_mutex_lock(&cwait_lock);
         w->next = cwait_list;
         cwait_list = w;
@@ -3980,15 +4017,23 @@ static void cwait_remove(struct connect_waiter *w) {
         w->efd = -1;
 }
 
-/* A connecting socket changed (TCP's handshake done, or the connect ended): wake
- * connect_settle()'s waiters (futex on s->state) and poll_connecting()'s. */
-static void connect_wake(struct smc_sock *s) {
+/* A connecting socket changed (TCP's handshake done, or, @ended, the connect
+ * ended): wake connect_settle()'s waiters (futex on s->state) and, at the end, the
+ * poll_connecting() sleepers with @s among their fds (before it, such a sleeper polls
+ * T itself, whose handshake wakes it). */
+static void connect_wake(struct smc_sock *s, bool ended) {
         uint64_t one = 1;
 
         (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, INT_MAX);
+        if (!ended)
+                return;
         pthread_mutex_lock(&cwait_lock);
         for (struct connect_waiter *w = cwait_list; w; w = w->next)
-                (void) sys_write(w->efd, &one, sizeof(one));
+                for (nfds_t i = 0; i < w->n; i++)
+                        if (w->fds[i].fd == s->fd) {
+                                (void) sys_write(w->efd, &one, sizeof(one));
+                                break;
+                        }
         pthread_mutex_unlock(&cwait_lock);
 }
 
@@ -4096,7 +4141,7 @@ static void *connect_async_main(void *arg) {
                 goto out;
         }
         atomic_store(&s->connect_clc, true);
-        connect_wake(s); /* (connect_settle_tcp) */
+        connect_wake(s, false); /* (connect_settle_tcp) */
         sndbuf = s->sndbuf;
         rcvbuf = s->rcvbuf;
         pthread_mutex_unlock(&s->lock);
@@ -4140,7 +4185,7 @@ static void *connect_async_main(void *arg) {
                 }
         }
 out:
-        connect_wake(s);
+        connect_wake(s, true);
         pthread_mutex_unlock(&s->lock);
         free(a);
         return NULL;
@@ -5320,6 +5365,8 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 l = sock_lookup(fd);
         }
         s = data_sock(fd, &fd, 0);
+        if (fd == DATA_FAIL)
+                return -1; /* (a connect begun meanwhile by another thread) */
         if (!s && l && sock_state(l) == SOCK_LISTEN_SMC && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR))
                 return listener_shutdown(l, how);
         if (!s)
@@ -6666,7 +6713,7 @@ static int poll_connecting(struct pollfd *fds, nfds_t n, int timeout) {
                 return -1;
         }
         /* (before the states are read: a change after that wakes the poll) */
-        (void) cwait_add(&waiter);
+        (void) cwait_add(&waiter, fds, n);
         for (;;) {
                 bool connecting = false, masked = false;
                 nfds_t nw = n;

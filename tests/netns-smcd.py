@@ -43,15 +43,16 @@
 #       getpeername ENOTCONN (another, blocking, with MSG_DONTWAIT: EAGAIN), and close
 #       ends it at once. Blocking recv/send on three more end as TCP's in SYN_SENT:
 #       EAGAIN after SO_RCVTIMEO / SO_SNDTIMEO, EINTR at a signal (their connects then
-#       complete and echo). Then FILE is made (a poll() and a select() sleep on the two
-#       queued ones meanwhile: woken by the connection, not polling in slices): the two
-#       queued ones end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered,
-#       added before connect; level-triggered, added after), connect() again once
-#       writable (hiredis), a blocking send right after EINPROGRESS (curl's pattern
-#       after poll), 20 connects at once from one thread, 10 closed right after
-#       EINPROGRESS, and (R) a connect refused, then ECONNABORTED, then the same socket
-#       to P: every one SMC-D with its echo right (M 3: SMC-R; the test-smcr-vm.sh case
-#       async runs it between two soft-RoCE hosts).
+#       complete and echo); a closed fd polled beside one: POLLNVAL (select: EBADF).
+#       Then FILE is made (a poll() and a select() sleep on the two queued ones
+#       meanwhile: woken by the connection, not polling in slices): the two queued ones
+#       end SMC-D with SO_ERROR 0 and echo. To P: epoll (edge-triggered, added before
+#       connect; level-triggered, added after), connect() again once writable (hiredis),
+#       a blocking send right after EINPROGRESS (curl's pattern after poll), 20 connects
+#       at once from one thread, 10 closed right after EINPROGRESS, and (R) a connect
+#       refused, then ECONNABORTED, then the same socket to P: every one SMC-D with its
+#       echo right (M 3: SMC-R; the test-smcr-vm.sh case async runs it between two
+#       soft-RoCE hosts).
 import argparse
 import errno
 import glob
@@ -655,6 +656,25 @@ def asyncconn(a):
                 "a blocking %s while the server has not accepted: %s after %.2f s (as TCP's in SYN_SENT)" % (
                     what, got, took))
         waits.append(s)
+    # a descriptor the program closed, polled beside a connecting socket: POLLNVAL at
+    # once (select: EBADF), as the kernel says (helper 125: the library's eventfd took
+    # the number, and the poll slept its timeout)
+    n = os.open("/dev/null", os.O_RDONLY)
+    os.close(n)
+    p = select.poll()
+    p.register(waits[0], select.POLLOUT)
+    p.register(n, select.POLLIN)
+    t0 = time.monotonic()
+    ev = p.poll(2000)
+    took = time.monotonic() - t0
+    try:
+        select.select([n], [waits[0]], [], 2)
+        sel = "returned"
+    except OSError as ex:
+        sel = errname(ex.errno)
+    c.check(ev == [(n, select.POLLNVAL)] and took < 1 and sel == "EBADF",
+            "a closed fd %d beside a connecting socket: poll %s after %.3f s, select %s (as the kernel: POLLNVAL, "
+            "EBADF)" % (n, ev, took, sel))
     # poll() and select() sleeping on a socket whose connect waits for the accept
     # are woken by the connection (the library's eventfd), not polling in slices of
     # 1-8 ms meanwhile: their thread's voluntary context switches over the wait
