@@ -3964,6 +3964,22 @@ static void cwait_atfork_child(void) {
         pthread_mutex_unlock(&cwait_lock);
 }
 
+/* cwait_lock with the thread's signals blocked: poll() is async-signal-safe, and a
+ * handler that polls a connecting socket must not find its own thread holding it
+ * (helper 125). *@old: the mask to give back. */
+static void cwait_lock_take(sigset_t *old) {
+        sigset_t all;
+
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, old);
+        pthread_mutex_lock(&cwait_lock);
+}
+
+static void cwait_lock_give(const sigset_t *old) {
+        pthread_mutex_unlock(&cwait_lock);
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 /* Add @w (its eventfd made here) to the sleepers, for a connect among @fds (@n);
  * false: no eventfd, and the caller looks every 1 .. 8 ms instead. Not made, or
  * given up (helper 125): when none is left; when its number is within 8 of
@@ -3972,6 +3988,7 @@ static void cwait_atfork_child(void) {
  * it, not poll the eventfd). Numbers 0 .. 2 are not used: a program that closed its
  * stdin may dup2() onto 0 meanwhile. */
 static bool cwait_add(struct connect_waiter *w, const struct pollfd *fds, nfds_t n) {
+        sigset_t old;
         uint64_t lim = nofile_soft();
         int e = (int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
 
@@ -3996,23 +4013,25 @@ static bool cwait_add(struct connect_waiter *w, const struct pollfd *fds, nfds_t
         w->efd = e;
         w->fds = fds;
         w->n = n;
-        pthread_mutex_lock(&cwait_lock);
+        cwait_lock_take(&old);
         w->next = cwait_list;
         cwait_list = w;
-        pthread_mutex_unlock(&cwait_lock);
+        cwait_lock_give(&old);
         return true;
 }
 
 static void cwait_remove(struct connect_waiter *w) {
+        sigset_t old;
+
         if (w->efd < 0)
                 return;
-        pthread_mutex_lock(&cwait_lock);
+        cwait_lock_take(&old);
         for (struct connect_waiter **pp = &cwait_list; *pp; pp = &(*pp)->next)
                 if (*pp == w) {
                         *pp = w->next;
                         break;
                 }
-        pthread_mutex_unlock(&cwait_lock);
+        cwait_lock_give(&old);
         (void) sys_close(w->efd);
         w->efd = -1;
 }
