@@ -628,6 +628,15 @@ pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid) {
         return p;
 }
 
+bool smc_ctl_client_daemon_outside(unsigned timeout_ms) {
+        bool r;
+
+        pthread_mutex_lock(&ctl_lock);
+        r = ensure_locked(timeout_ms, true, false) == 0 && ctl_daemon_pid == 0;
+        pthread_mutex_unlock(&ctl_lock);
+        return r;
+}
+
 int smc_ctl_client_send_instance(union smc_ctl_msg *req, uint32_t instance) {
         int r = -ENOTCONN;
 

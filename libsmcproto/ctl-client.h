@@ -83,6 +83,12 @@ pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
  * reached). */
 pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid);
 
+/* Does smcd run outside this process's pid namespace (a container's): connected
+ * (waiting up to @timeout_ms, ms), and its SO_PEERCRED pid is 0 here? Its doorbell
+ * pairs then say pid 0 too, as any socket made outside the namespace: smcd must be
+ * asked which are its own. false if smcd cannot be reached. */
+bool smc_ctl_client_daemon_outside(unsigned timeout_ms);
+
 /* Was @pid one of the last smcd processes that served the runtime directory (the
  * pids in its instance file, ctl-proto.h SMC_CTL_INSTANCE_PIDS_OFF)? false if not, or
  * if the file cannot be read. One open and pread(2), no smcd round trip. */

@@ -236,10 +236,7 @@ void smc_exec_adopt_inherited(void);
  * is shared from now on (as after fork()), its held bytes published; each SMC
  * listener must go as its TCP socket: returns @msg, or @copy with the control data
  * copied into @cbuf (@cbuf_len bytes; NULL, or too small: the listener goes as it
- * is) and the listeners replaced; send what it returns. Sent on @via to a process
- * without the library (its /proc/PID/maps, PID from SO_PEERCRED), an SMC connection
- * goes as a reset TCP socket made here: up to SMC_SCM_FDS_MAX such in @standins
- * (*@n_standins), for the caller to close after the send.
+ * is) and the listeners replaced; send what it returns.
  * smc_fds_sent(): after the sendmsg(2) of what smc_fds_passing() returned for @msg
  * (@sent: it did not fail): a listener's deposit with smcd is taken back when the
  * message did not go (LISTEN_DEPOSIT, SMC_CTL_DEPOSIT_WITHDRAW), as no receiver will
@@ -253,9 +250,7 @@ union smc_scm_buf {
         struct cmsghdr align;
         char buf[4096]; /* bytes of control data a copy can hold (SCM_MAX_FD fds fit) */
 };
-#define SMC_SCM_FDS_MAX 253 /* descriptors one message carries at most (SCM_MAX_FD) */
-const struct msghdr *smc_fds_passing(int via, const struct msghdr *msg, struct msghdr *copy, void *cbuf,
-                                     size_t cbuf_len, int *standins, size_t *n_standins);
+const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len);
 void smc_fds_sent(const struct msghdr *msg, bool sent);
 /* sendto(2)'s checks of its address on a connected stream socket, which ignores it
  * but copies it in first: 0, -EINVAL (too long) or -EFAULT (in the first page). */

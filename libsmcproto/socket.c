@@ -4701,22 +4701,28 @@ static int data_connect_wait(struct smc_sock *s, unsigned f) {
                 connect_settle(s);
                 return 0;
         }
+        /* (a timeout of more than ~292 years: none, as the kernel's never ends either) */
         if (sys_getsockopt(s->fd, SOL_SOCKET, (f & DS_TX) ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, &tl) == 0 &&
-            (tv.tv_sec > 0 || tv.tv_usec > 0))
+            (tv.tv_sec > 0 || tv.tv_usec > 0) && (uint64_t) tv.tv_sec < (UINT64_MAX >> 1) / 1000000000u)
                 deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
         while (sock_state(s) == SOCK_CONNECTING) {
-                struct timespec ts = { .tv_nsec = 100 * 1000000L }; /* (a lost wake-up costs this) */
+                struct timespec ts;
 
+                /* one sleep until the deadline (or none): the connect thread's
+                 * connect_wake() follows every change of the state, and the futex
+                 * compares it first. No slices: a signal that came as one timed out
+                 * ran its handler without EINTR (helper 126) */
                 if (deadline) {
                         uint64_t now = now_ns();
 
                         if (now >= deadline)
                                 return -EAGAIN;
-                        if (deadline - now < 100 * 1000000u)
-                                ts.tv_nsec = (long) (deadline - now);
+                        ts.tv_sec = (time_t) ((deadline - now) / 1000000000u);
+                        ts.tv_nsec = (long) ((deadline - now) % 1000000000u);
                 }
                 /* (EINTR: a handler ran; a futex wait is never restarted) */
-                if (smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, &ts) < 0 &&
+                if (smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, deadline ? &ts : NULL) <
+                            0 &&
                     errno == EINTR && (deadline || !restart_after_signal()))
                         return -EINTR;
         }
@@ -8068,96 +8074,19 @@ static void listen_deposit(struct smc_sock *s, bool withdraw) {
                   (unsigned long long) s->listener_id);
 }
 
-struct passing {
-        const struct msghdr *msg;
-        struct msghdr *copy; /* set up once a listener is replaced */
-        void *cbuf;
-        size_t cbuf_len;
-        bool copied;
-        int via;      /* the unix socket the message goes out on */
-        int receiver; /* peer_has_library(via) once asked, else -2 */
-        int *standins; /* reset TCP sockets sent in connections' places (closed after
-                        * the send), SMC_SCM_FDS_MAX room */
-        size_t n_standins;
-};
-
-/* Whether the process at the other end of unix socket @via runs this library
- * (linked, or under smcrun): 1 yes; 0 no (its /proc/PID/maps maps neither
- * libsmcproto.so nor libsmcrun.so); -1 not known: a message with its own address
- * (@msg's msg_name), no peer credentials (a connected datagram socket), a peer
- * outside our pid namespace, maps unreadable (another uid, not dumpable), a socket
- * pair this process made (its credentials are the maker's on both ends, whoever
- * holds the other end now). PID is SO_PEERCRED's: the process that connected, or
- * that listened; a pre-fork worker holding the other end shares its image. */
-static int peer_has_library(int via, const struct msghdr *msg) {
-        static const char *const names[] = { "/libsmcproto.so", "/libsmcrun.so" };
-        struct ucred cr;
-        socklen_t cl = sizeof(cr);
-        char path[64], buf[4096 + 32];
-        size_t keep = 0;
-        ssize_t n;
-        int f, r = 0;
-
-        if (msg->msg_name || msg->msg_namelen)
-                return -1;
-        if (sys_getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.pid <= 0)
-                return -1;
-        if (cr.pid == getpid())
-                return -1;
-        (void) snprintf(path, sizeof(path), "/proc/%d/maps", (int) cr.pid);
-        f = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -1;
-        /* (a name cut at a chunk's end: the chunk's last 31 bytes carried over) */
-        while (r == 0 && (n = sys_read(f, buf + keep, sizeof(buf) - 1 - keep)) > 0) {
-                size_t have = keep + (size_t) n;
-
-                buf[have] = 0;
-                for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-                        if (memmem(buf, have, names[i], strlen(names[i])))
-                                r = 1;
-                keep = have < 31 ? have : 31;
-                memmove(buf, buf + have - keep, keep);
-        }
-        if (n < 0 && r == 0)
-                r = -1; /* (EACCES at the read: not dumpable) */
-        sys_close(f);
-        return r;
-}
-
 /* @fd goes to another process: an SMC-D connection is shared from now on, as after
  * fork() (either copy's close lets go of it only; sends take the cross-process lock),
  * and what TCP_CORK or MSG_MORE held back is published first: the receiver starts
  * from what the peer can see. An SMC listener (an epoll descriptor here) goes as its
- * TCP socket: returns that descriptor to send in @fd's place, else -1. An SMC
- * connection (SMC-D or SMC-R) to a receiver without the library, which would read
- * its doorbell bytes as data (peer_has_library() 0), goes as a reset TCP socket, as
- * over an exec into such an image: returns it (*@standin set: to be closed after the
- * send); the connection stays this process's alone. */
-static int fd_passing(int fd, struct passing *p, bool *standin) {
+ * TCP socket: returns that descriptor to send in @fd's place, else -1. */
+static int fd_passing(int fd) {
         struct smc_sock *s = sock_lookup(fd);
         int t = -1;
 
-        *standin = false;
         if (!s)
                 return -1;
         pthread_mutex_lock(&s->lock);
-        if (s->fd == fd && sock_state(s) == SOCK_SMCD && p->receiver == -2)
-                p->receiver = peer_has_library(p->via, p->msg);
-        if (s->fd == fd && sock_state(s) == SOCK_SMCD && p->receiver == 0) {
-                int fl = sys_fcntl(fd, F_GETFL, 0);
-
-                t = reset_socket(s->family);
-                if (t >= 0) {
-                        if (fl >= 0 && (fl & O_NONBLOCK))
-                                (void) set_nonblock(t, true);
-                        *standin = true;
-                        smc_debug("fd %d: the receiver runs without the library: a reset TCP socket sent in the "
-                                  "place of SMC connection %016llx",
-                                  fd, (unsigned long long) s->conn_id);
-                } else
-                        t = -1;
-        } else if (s->fd == fd && sock_state(s) == SOCK_SMCD && !s->smcr) {
+        if (s->fd == fd && sock_state(s) == SOCK_SMCD && !s->smcr) {
                 s->conn_fork_gen = ~0u;
                 s->ew_foreign = true;
                 smc_ring_set_shared(&s->ep);
@@ -8177,23 +8106,23 @@ static int fd_passing(int fd, struct passing *p, bool *standin) {
         return t;
 }
 
+struct passing {
+        const struct msghdr *msg;
+        struct msghdr *copy; /* set up once a listener is replaced */
+        void *cbuf;
+        size_t cbuf_len;
+        bool copied;
+};
+
 static void fd_passing_at(int fd, size_t off, void *arg) {
         struct passing *p = arg;
-        bool standin;
-        int t = fd_passing(fd, p, &standin);
+        int t = fd_passing(fd);
 
         if (t < 0)
                 return;
-        if (standin) {
-                if (p->n_standins >= SMC_SCM_FDS_MAX) {
-                        sys_close(t); /* (no more fit in one message anyway) */
-                        return;
-                }
-                p->standins[p->n_standins++] = t;
-        }
         if (!p->copied) {
                 if (!p->copy || !p->cbuf || p->msg->msg_controllen > p->cbuf_len) {
-                        smc_debug("fd %d: SMC socket passed as itself: no room to replace it", fd);
+                        smc_debug("fd %d: SMC listener passed as itself: no room to replace it", fd);
                         return;
                 }
                 memcpy(p->cbuf, p->msg->msg_control, p->msg->msg_controllen);
@@ -8204,16 +8133,13 @@ static void fd_passing_at(int fd, size_t off, void *arg) {
         memcpy((char *) p->cbuf + off, &t, sizeof(t));
 }
 
-const struct msghdr *smc_fds_passing(int via, const struct msghdr *msg, struct msghdr *copy, void *cbuf,
-                                     size_t cbuf_len, int *standins, size_t *n_standins) {
-        struct passing p = { .msg = msg, .copy = copy, .cbuf = cbuf, .cbuf_len = cbuf_len, .via = via,
-                             .receiver = -2, .standins = standins };
+const struct msghdr *smc_fds_passing(const struct msghdr *msg, struct msghdr *copy, void *cbuf, size_t cbuf_len) {
+        struct passing p = { .msg = msg, .copy = copy, .cbuf = cbuf, .cbuf_len = cbuf_len };
         int saved = errno;
 
         smc_ewatch_handed_on(); /* (whatever is sent: a forked child's parent re-arms no watch) */
         lshare_taint_all();     /* (the same for a listener passed on) */
         scm_rights_each(msg, fd_passing_at, &p);
-        *n_standins = p.n_standins;
         errno = saved;
         return p.copied ? copy : msg;
 }
@@ -8250,8 +8176,6 @@ ssize_t smc_sendmsg_passing(int fd, const struct msghdr *msg, int flags,
         char *buf = cb.buf, *heap = NULL;
         size_t len = sizeof(cb.buf);
         const struct msghdr *out;
-        int standins[SMC_SCM_FDS_MAX];
-        size_t n_standins;
         ssize_t r;
         int saved;
 
@@ -8259,11 +8183,9 @@ ssize_t smc_sendmsg_passing(int fd, const struct msghdr *msg, int flags,
                 buf = heap;
                 len = msg->msg_controllen;
         }
-        out = smc_fds_passing(fd, msg, &copy, buf, len, standins, &n_standins);
+        out = smc_fds_passing(msg, &copy, buf, len);
         r = send_fn(fd, out, flags);
         saved = errno;
-        for (size_t i = 0; i < n_standins; i++)
-                sys_close(standins[i]); /* (the receiver holds its copy) */
         smc_fds_sent(msg, r >= 0);
         free(heap);
         errno = saved;
@@ -8372,9 +8294,10 @@ static bool unmanaged_unix(int fd, int type, struct ucred *cr) {
         int v, t;
         socklen_t vl = sizeof(v), tl = sizeof(t), cl = sizeof(*cr);
 
+        /* (pid 0: made outside our pid namespace) */
         return fd >= 0 && sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) == 0 && v == AF_UNIX &&
                sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &tl) == 0 && t == type && !sock_lookup(fd) &&
-               sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0 && cr->pid > 0;
+               sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0 && cr->pid >= 0;
 }
 
 /* Could @fd be the X of a doorbell pair (a received or inherited SMC-D connection)?
@@ -8399,6 +8322,7 @@ static void fd_received(int fd, size_t off, void *arg) {
         struct ucred cr;
         struct smc_inherit_entry e;
         pid_t daemon;
+        bool maybe;
 
         (void) off;
         (void) arg;
@@ -8412,14 +8336,21 @@ static void fd_received(int fd, size_t off, void *arg) {
          * to smcd (a process that never used SMC would connect to it) */
         if (!doorbell_x_like(fd, &cr))
                 return;
+        /* its maker outside our pid namespace (pid 0), as smcd is when we run in a
+         * container's: then smcd tells by its inode, and a descriptor it does not
+         * know is left as it is (helper 126: an SMC-D connection passed between two
+         * processes in a pid namespace arrived bare, its doorbell bytes read as data) */
+        maybe = cr.pid == 0;
+        if (maybe && !smc_ctl_client_daemon_outside(SMC_ADOPT_TIMEOUT_MS))
+                return; /* (smcd is in our namespace, or out of reach: not its) */
         daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
-        if (daemon <= 0) {
+        if (daemon <= 0 && !maybe) {
                 /* smcd out of reach (no descriptor left to reach it, say): reset such a
                  * descriptor rather than hand it over bare */
                 r = -ENOTCONN;
                 goto reset;
         }
-        if (cr.pid != daemon)
+        if (cr.pid != daemon && !maybe)
                 return;
         /* a doorbell end made by smcd: apps hold only X ends, which are useless bare */
         if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
@@ -8429,12 +8360,16 @@ static void fd_received(int fd, size_t off, void *arg) {
         smc_ctl_init(&m, SMC_CTL_ADOPT_FD, 0);
         n = smc_ctl_client_call_timeout(&m, &fd, 1, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
         if (n < 0) {
+                if (maybe)
+                        return;
                 r = n;
                 goto reset;
         }
         if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3) {
                 for (int i = 0; i < n; i++)
                         sys_close(fds[i]);
+                if (maybe)
+                        return; /* (not smcd's, or not to be told) */
                 r = reply.hdr.type == SMC_CTL_ERROR ? reply.error.error : -EPROTO;
                 goto reset;
         }
@@ -8507,7 +8442,14 @@ static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
         uid_t duid = 0;
         pid_t daemon;
 
-        if (cr->pid <= 0 || cr->pid == getpid())
+        if (cr->pid == 0) {
+                /* made outside our pid namespace: smcd's if it runs there (it checks
+                 * what we then ask); with no smcd to ask, as any other maker */
+                if (smc_ctl_client_daemon_outside(SMC_ADOPT_TIMEOUT_MS))
+                        return true;
+                return !need_smcd && smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS) <= 0;
+        }
+        if (cr->pid < 0 || cr->pid == getpid())
                 return false;
         daemon = smc_ctl_client_daemon_cred(SMC_ADOPT_TIMEOUT_MS, &duid);
         if (daemon <= 0)

@@ -25,7 +25,8 @@
 # (exec-over-limit.py, under a second smcd with a limit of 1),
 # sendmmsg/recvmmsg/splice (mmsg-splice.py), preadv2/pwritev2 at offset -1 (preadv2.py), a connect again after a refused nonblocking one (reconnect.py), one wakeup for shutdown(SHUT_RDWR) (shutdown-wake.py), no edge nor SIGIO at a close after both FINs (close-quiet.py), signals and SA_RESTART (sa-restart.py),
 # plain TCP peers on either side with the reason recorded (mixed-worlds.py),
-# SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py), C stdio on SMC
+# SMC-D sockets inherited across execve() (tests/apps/exec-inherit.py; it and
+# pass-fds.py also in a pid namespace of their own, smcd outside), C stdio on SMC
 # connections: inetd's pattern with tr/sed/grep/sort/sha256sum/... (stdio-inetd.py) and
 # fdopen/dprintf/dup2 onto stdin/stdout/stderr (tests/stdio-smc.c); programs that use
 # io_uring get TCP (SMCD_DECL_IOURING), every byte right (tests/iouring-smc.c; liburing
@@ -81,6 +82,22 @@ for app in asyncio-echo exit-without-close sendfile fork-share dup-share mmsg-sp
                 failed=1
         fi
 done
+# in a pid namespace of their own with smcd outside it (a container's view: the
+# doorbell pairs' SO_PEERCRED says pid 0, as smcd's own does): connections passed
+# over unix sockets and inherited across exec are still recognised (helper 126: they
+# arrived bare, their doorbell bytes read as data)
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+        for app in pass-fds exec-inherit; do
+                if out=$(timeout 60 unshare --pid --fork --mount-proc sh "$smcrun" python3 "$here/apps/$app.py" 2>&1); then
+                        echo "ok - $app in a pid namespace: $out"
+                else
+                        echo "not ok - $app in a pid namespace: $out"
+                        failed=1
+                fi
+        done
+else
+        echo "ok - pid namespace: skipped: unshare --pid --mount-proc not permitted"
+fi
 # node (libuv closes descriptors with syscall(SYS_close)): its connections over SMC-D
 # (smcd's client connection counter grows by all 120), as over TCP
 smcd_stat() { # NAME: smcd's counter NAME now
