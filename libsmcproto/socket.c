@@ -3098,7 +3098,6 @@ static bool accept_room(int chan) {
  * about full (the lowest free one when the socket was made). */
 static bool connect_room(int t) {
         uint64_t lim = nofile_soft();
-
         int ctl[2];
 
         if (lim > 0 && (uint64_t) t + 2u * SMC_CTL_MAX_FDS >= lim)
@@ -4046,7 +4045,7 @@ static void connect_wake(struct smc_sock *s, bool ended) {
         (void) smc_syscall(SYS_futex, &s->state, FUTEX_WAKE_PRIVATE, INT_MAX);
         if (!ended)
                 return;
-        pthread_mutex_lock(&cwait_lock);
+        pthread_mutex_lock(&cwait_lock); /* (the connect thread: signals blocked) */
         for (struct connect_waiter *w = cwait_list; w; w = w->next)
                 for (nfds_t i = 0; i < w->n; i++)
                         if (w->fds[i].fd == s->fd) {
@@ -4696,6 +4695,7 @@ static int data_connect_wait(struct smc_sock *s, unsigned f) {
         struct timeval tv = { 0 };
         socklen_t tl = sizeof(tv);
         uint64_t deadline = 0;
+        long r;
 
         if (!(f & (DS_RX | DS_TX))) {
                 connect_settle(s);
@@ -4721,9 +4721,8 @@ static int data_connect_wait(struct smc_sock *s, unsigned f) {
                         ts.tv_nsec = (long) ((deadline - now) % 1000000000u);
                 }
                 /* (EINTR: a handler ran; a futex wait is never restarted) */
-                if (smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, deadline ? &ts : NULL) <
-                            0 &&
-                    errno == EINTR && (deadline || !restart_after_signal()))
+                r = smc_syscall(SYS_futex, &s->state, FUTEX_WAIT_PRIVATE, SOCK_CONNECTING, deadline ? &ts : NULL);
+                if (r < 0 && errno == EINTR && (deadline || !restart_after_signal()))
                         return -EINTR;
         }
         return 0;
