@@ -30,7 +30,8 @@ static unsigned fork_gen; /* bumped in every child (pthread_atfork): a getpid()
 static uint32_t ctl_seq;  /* last seq used */
 static uint16_t ctl_version; /* negotiated by HELLO; 0 while not connected */
 static uint32_t ctl_instance; /* HELLO_REPLY.instance; 0 while not connected */
-static pid_t ctl_daemon_pid;  /* SO_PEERCRED of the control socket; 0 while not connected */
+static pid_t ctl_daemon_pid;  /* SO_PEERCRED of the control socket (0: smcd is outside our pid
+                               * namespace; -1: unreadable) */
 static uid_t ctl_daemon_uid;  /* ... and its uid */
 static bool ctl_forked;       /* we are a child of a process that had a control
                                * connection (closed at the fork): notices connect */
@@ -237,6 +238,8 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                         drop_locked();
                         continue;
                 }
+                for (int i = 0; i < r; i++)
+                        mfds[i] = sys_fd_off_stdio(mfds[i]); /* (an X is put on the app's number later) */
                 deliver_locked(&m, mfds, r);
         }
         for (pp = &ctl_waiters; *pp; pp = &(*pp)->next)
@@ -332,7 +335,7 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
         if (ctl_path(sa.sun_path, sizeof(sa.sun_path)) < 0)
                 return -ENOTCONN;
 
-        ctl_fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        ctl_fd = sys_fd_off_stdio(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
         if (ctl_fd < 0) {
                 ctl_fd = -1;
                 return -ENOTCONN;
@@ -397,8 +400,11 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
                 struct ucred cr;
                 socklen_t cl = sizeof(cr);
 
-                ctl_daemon_pid = sys_getsockopt(ctl_fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? cr.pid : 0;
-                ctl_daemon_uid = ctl_daemon_pid ? cr.uid : 0;
+                /* (-1 if it cannot be read: then no descriptor is taken for smcd's) */
+                if (sys_getsockopt(ctl_fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
+                        cr = (struct ucred) { .pid = -1, .uid = (uid_t) -1, .gid = (gid_t) -1 };
+                ctl_daemon_pid = cr.pid;
+                ctl_daemon_uid = cr.uid;
         }
         pthread_cond_broadcast(&ctl_cond); /* the threads waiting in ensure_locked() */
         return 0;
@@ -612,28 +618,22 @@ uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms) {
         return i;
 }
 
-pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms) {
-        return smc_ctl_client_daemon_cred(timeout_ms, NULL);
-}
-
-pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid) {
+int smc_ctl_client_daemon(unsigned timeout_ms, pid_t *ret_pid, uid_t *ret_uid) {
         pid_t p = 0;
+        uid_t u = 0;
+        int r;
 
         pthread_mutex_lock(&ctl_lock);
-        if (ensure_locked(timeout_ms, true, false) == 0)
+        r = ensure_locked(timeout_ms, true, false) == 0 ? 0 : -ENOTCONN;
+        if (r == 0) {
                 p = ctl_daemon_pid;
+                u = ctl_daemon_uid;
+        }
+        pthread_mutex_unlock(&ctl_lock);
+        if (ret_pid)
+                *ret_pid = p;
         if (ret_uid)
-                *ret_uid = p ? ctl_daemon_uid : 0;
-        pthread_mutex_unlock(&ctl_lock);
-        return p;
-}
-
-bool smc_ctl_client_daemon_outside(unsigned timeout_ms) {
-        bool r;
-
-        pthread_mutex_lock(&ctl_lock);
-        r = ensure_locked(timeout_ms, true, false) == 0 && ctl_daemon_pid == 0;
-        pthread_mutex_unlock(&ctl_lock);
+                *ret_uid = u;
         return r;
 }
 

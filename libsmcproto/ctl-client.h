@@ -72,22 +72,15 @@ uint32_t smc_ctl_client_instance(void);
  * in that time. */
 uint32_t smc_ctl_client_ensure_instance(unsigned timeout_ms);
 
-/* The process id of the smcd at the other end of the control connection (its
- * SO_PEERCRED), connecting first if there is none (waiting up to @timeout_ms, ms);
- * 0 if smcd cannot be reached. The doorbell pairs of SMC-D connections are made by
- * that process (their SO_PEERCRED says so): smc_fds_received() asks smcd only about
- * such descriptors. */
-pid_t smc_ctl_client_daemon_pid(unsigned timeout_ms);
-
-/* The same, and smcd's uid into *@ret_uid (if not NULL; 0 when smcd cannot be
- * reached). */
-pid_t smc_ctl_client_daemon_cred(unsigned timeout_ms, uid_t *ret_uid);
-
-/* Does smcd run outside this process's pid namespace (a container's): connected
- * (waiting up to @timeout_ms, ms), and its SO_PEERCRED pid is 0 here? Its doorbell
- * pairs then say pid 0 too, as any socket made outside the namespace: smcd must be
- * asked which are its own. false if smcd cannot be reached. */
-bool smc_ctl_client_daemon_outside(unsigned timeout_ms);
+/* The credentials of the smcd at the other end of the control connection (its
+ * SO_PEERCRED), connecting first if there is none (waiting up to @timeout_ms, ms).
+ * Returns 0 with smcd's pid in *@ret_pid and its uid in *@ret_uid (either may be
+ * NULL), or -ENOTCONN if smcd cannot be reached (both then 0). The pid is 0 when smcd
+ * runs outside this process's pid namespace (a container's): the doorbell pairs of
+ * SMC-D connections then say pid 0 too, as any socket made outside the namespace, so
+ * smcd must be asked which are its own; otherwise they name smcd's pid, and
+ * smc_fds_received() asks smcd only about such descriptors. */
+int smc_ctl_client_daemon(unsigned timeout_ms, pid_t *ret_pid, uid_t *ret_uid);
 
 /* Was @pid one of the last smcd processes that served the runtime directory (the
  * pids in its instance file, ctl-proto.h SMC_CTL_INSTANCE_PIDS_OFF)? false if not, or

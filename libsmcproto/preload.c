@@ -1567,7 +1567,7 @@ _public_ int chroot(const char *path) {
         __typeof__(chroot) *f = real_chroot();
 
         if (!smcrun_disabled())
-                (void) smc_ctl_client_daemon_pid(CHROOT_CTL_TIMEOUT_MS);
+                (void) smc_ctl_client_daemon(CHROOT_CTL_TIMEOUT_MS, NULL, NULL);
         return f ? f(path) : (int) smc_syscall(SYS_chroot, path);
 }
 

@@ -2226,7 +2226,7 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x) {
         y = __atomic_load_n(&src->y_peer, __ATOMIC_RELAXED);
         if (y < 0)
                 return -ENOTCONN;
-        y = sys_fcntl(y, F_DUPFD_CLOEXEC, 0);
+        y = sys_fcntl(y, F_DUPFD_CLOEXEC, 3); /* (sys_fd_off_stdio()) */
         if (y < 0)
                 return -errno;
         pthread_mutex_lock(&src->tx_lock);

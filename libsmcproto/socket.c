@@ -2351,18 +2351,18 @@ void smc_fd_dup(int oldfd, int newfd) {
         }
         sock_copy_options(d, s);
         d->fallback_reason = s->fallback_reason;
-        if (s->hidden >= 0 && (d->hidden = sys_fcntl(s->hidden, F_DUPFD_CLOEXEC, 0)) < 0) {
+        if (s->hidden >= 0 && (d->hidden = sys_fcntl(s->hidden, F_DUPFD_CLOEXEC, 3)) < 0) {
                 r = -errno;
                 d->hidden = -1;
                 goto fail;
         }
         if (st == SOCK_LISTEN_SMC) {
-                if (s->chan >= 0 && (d->chan = sys_fcntl(s->chan, F_DUPFD_CLOEXEC, 0)) < 0) {
+                if (s->chan >= 0 && (d->chan = sys_fcntl(s->chan, F_DUPFD_CLOEXEC, 3)) < 0) {
                         r = -errno;
                         d->chan = -1;
                         goto fail;
                 }
-                if (s->dchan >= 0 && (d->dchan = sys_fcntl(s->dchan, F_DUPFD_CLOEXEC, 0)) < 0) {
+                if (s->dchan >= 0 && (d->dchan = sys_fcntl(s->dchan, F_DUPFD_CLOEXEC, 3)) < 0) {
                         r = -errno;
                         d->dchan = -1;
                         goto fail;
@@ -2397,7 +2397,7 @@ void smc_fd_dup(int oldfd, int newfd) {
                          * it the copy makes its own when asked) */
                         int t = s->optsock >= 0 ? s->optsock : optsock_make(s);
 
-                        if (t >= 0 && (d->optsock = sys_fcntl(t, F_DUPFD_CLOEXEC, 0)) < 0)
+                        if (t >= 0 && (d->optsock = sys_fcntl(t, F_DUPFD_CLOEXEC, 3)) < 0)
                                 d->optsock = -1;
                 }
                 r = smc_ring_copy(&d->ep, &s->ep, newfd);
@@ -2696,7 +2696,7 @@ static int listen_install(struct smc_sock *s, int chan) {
                 return -errno;
         cloexec = fdfl & FD_CLOEXEC;
 
-        hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+        hidden = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 3); /* (sys_fd_off_stdio()) */
         if (hidden < 0)
                 return -errno;
         ep = sys_epoll_create1(EPOLL_CLOEXEC);
@@ -3163,7 +3163,9 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
                 return -EPROTO;
         }
         accept_room_after(fds, n);
-        x = fds[0];
+        x = fds[0]; /* (the lowest number free, as TCP's accept gives) */
+        for (int i = 1; i < n; i++)
+                fds[i] = sys_fd_off_stdio(fds[i]); /* Y and the memfds stay ours */
         /* (v6) the smcd that sent it: the channel may have been revived since
          * (listen_revive()), with connections of the earlier smcd still queued */
         inst = m.hdr.version >= 6 && m.hdr.seq ? m.hdr.seq : l->listen_instance;
@@ -3821,7 +3823,7 @@ static int connect_install(struct smc_sock *s, const union smc_ctl_msg *reply_in
                 smc_debug("connect fd %d: F_GETFD failed: %m", s->fd);
                 goto fail;
         }
-        hidden = own_hidden ? sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0) : s->hidden;
+        hidden = own_hidden ? sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 3) : s->hidden;
         if (hidden < 0) {
                 smc_debug("connect fd %d: F_DUPFD_CLOEXEC failed: %m", s->fd);
                 goto fail;
@@ -4235,7 +4237,7 @@ static int connect_async_start(struct smc_sock *s, const struct sockaddr *addr, 
         if (errno != EINPROGRESS)
                 return -errno;
         a = in_vfork_child() ? NULL : calloc(1, sizeof(*a)); /* (a vfork() child shares our memory) */
-        if (a && (t = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+        if (a && (t = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 3)) >= 0) {
                 a->s = s;
                 a->t = t;
                 a->inst = inst;
@@ -5309,7 +5311,7 @@ static int conn_disconnect(struct smc_sock *s) {
         }
         fdfl = sys_fcntl(fd, F_GETFD, 0);
         o = opt_fd(s);
-        if (fdfl < 0 || o < 0 || (t = sys_fcntl(o, F_DUPFD_CLOEXEC, 0)) < 0 ||
+        if (fdfl < 0 || o < 0 || (t = sys_fcntl(o, F_DUPFD_CLOEXEC, 3)) < 0 ||
             !(n = sock_alloc(fd, s->family, SOCK_NEW, atomic_load(&s->nonblock)))) {
                 r = fdfl < 0 || t < 0 ? -errno : -ENOMEM;
                 if (t >= 0)
@@ -7413,7 +7415,7 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
                         }
                         return true;
                 }
-                saved = sys_fcntl(x, F_DUPFD_CLOEXEC, 0);
+                saved = sys_fcntl(x, F_DUPFD_CLOEXEC, 3);
                 if (saved < 0)
                         return true;
                 r = stub_in_place(x, s->family);
@@ -7566,7 +7568,7 @@ static bool exec_prepare_listener(struct smc_sock *s, bool preloaded, bool pid_m
                         (void) set_cloexec(le.dchan, true);
                 return false;
         }
-        saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+        saved = sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
         if (saved < 0 || sys_dup3(s->hidden, s->fd, 0) < 0) {
                 if (saved >= 0)
                         sys_close(saved);
@@ -8299,6 +8301,36 @@ static bool unmanaged_unix(int fd, int type, struct ucred *cr) {
                sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0 && cr->pid >= 0;
 }
 
+/* Could the unix socket pair whose creator's credentials are @cr (SO_PEERCRED of
+ * either end: a socketpair's ends carry their creator's) be an smcd's: the running
+ * one, or an earlier one (a process of the running smcd's uid that is gone, and that
+ * the instance file lists as an smcd of this runtime directory)? Never one this
+ * process made (exec keeps the pid), nor one of another process: an entry that names
+ * the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them alone. With no
+ * smcd to ask: false if @need_smcd, else any other creator (a connection's X is then
+ * reset rather than handed over bare; the caller checks the doorbell's send buffer
+ * first). A creator outside our pid namespace (pid 0) is smcd's exactly when smcd
+ * runs there too (smcd then tells by the inode what the caller asks about). */
+static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
+        uid_t duid;
+        pid_t daemon;
+
+        if (cr->pid < 0 || cr->pid == getpid())
+                return false;
+        if (smc_ctl_client_daemon(SMC_ADOPT_TIMEOUT_MS, &daemon, &duid) < 0)
+                return !need_smcd;
+        if (cr->pid == daemon)
+                /* (both 0: made outside our pid namespace, where smcd runs; it checks
+                 * what we then ask) */
+                return true;
+        if (cr->pid == 0 || daemon <= 0)
+                /* made outside our pid namespace, smcd inside; or smcd outside, the
+                 * maker inside (an earlier smcd's pids in the instance file are
+                 * those of smcd's namespace, not ours) */
+                return false;
+        return cr->uid == duid && smc_ctl_client_was_daemon(cr->pid) && kill(cr->pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Could @fd be the X of a doorbell pair (a received or inherited SMC-D connection)?
  * An unmanaged unix stream socket made by another process, with the kernel's
  * smallest send buffer (smcd asks for 1 byte). Its SO_PEERCRED in @cr, for the
@@ -8320,7 +8352,6 @@ static void fd_received(int fd, size_t off, void *arg) {
         int fds[SMC_CTL_MAX_FDS], n, r;
         struct ucred cr;
         struct smc_inherit_entry e;
-        pid_t daemon;
         bool maybe;
 
         (void) off;
@@ -8332,24 +8363,18 @@ static void fd_received(int fd, size_t off, void *arg) {
                 return;
         }
         /* any other unix stream socket is the program's own, and costs no round trip
-         * to smcd (a process that never used SMC would connect to it) */
+         * to smcd (a process that never used SMC would connect to it). One made by
+         * smcd (or, smcd out of reach, by another process: no descriptor left to
+         * reach it, say) is asked about, and reset rather than handed over bare if
+         * it cannot be taken over. Its maker outside our pid namespace (pid 0), as
+         * smcd is when we run in a container's: smcd must be there to tell by its
+         * inode, and a descriptor it does not know is left as it is (helper 126: an
+         * SMC-D connection passed between two processes in a pid namespace arrived
+         * bare, its doorbell bytes read as data). */
         if (!doorbell_x_like(fd, &cr))
                 return;
-        /* its maker outside our pid namespace (pid 0), as smcd is when we run in a
-         * container's: then smcd tells by its inode, and a descriptor it does not
-         * know is left as it is (helper 126: an SMC-D connection passed between two
-         * processes in a pid namespace arrived bare, its doorbell bytes read as data) */
         maybe = cr.pid == 0;
-        if (maybe && !smc_ctl_client_daemon_outside(SMC_ADOPT_TIMEOUT_MS))
-                return; /* (smcd is in our namespace, or out of reach: not its) */
-        daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
-        if (daemon <= 0 && !maybe) {
-                /* smcd out of reach (no descriptor left to reach it, say): reset such a
-                 * descriptor rather than hand it over bare */
-                r = -ENOTCONN;
-                goto reset;
-        }
-        if (cr.pid != daemon && !maybe)
+        if (!made_by_smcd(&cr, maybe))
                 return;
         /* a doorbell end made by smcd: apps hold only X ends, which are useless bare */
         if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
@@ -8424,38 +8449,7 @@ static bool inherit_chan_ok(int chan) {
         if (!unmanaged_unix(chan, SOCK_SEQPACKET, &cr) ||
             sys_getpeername(chan, (struct sockaddr *) &peer, &pl) < 0 || pl > sizeof(sa_family_t))
                 return false;
-        daemon = smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS);
-        return daemon > 0 && cr.pid == daemon;
-}
-
-/* Could the unix socket pair whose creator's credentials are @cr (SO_PEERCRED of
- * either end: a socketpair's ends carry their creator's) be an smcd's: the running
- * one, or an earlier one (a process of the running smcd's uid that is gone, and that
- * the instance file lists as an smcd of this runtime directory)? Never one this
- * process made (exec keeps the pid), nor one of another process: an entry that names
- * the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them alone. With no
- * smcd to ask: false if @need_smcd, else any other creator (a connection's X is then
- * reset rather than handed over bare; the caller checks the doorbell's send buffer
- * first). */
-static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
-        uid_t duid = 0;
-        pid_t daemon;
-
-        if (cr->pid == 0) {
-                /* made outside our pid namespace: smcd's if it runs there (it checks
-                 * what we then ask); with no smcd to ask, as any other maker */
-                if (smc_ctl_client_daemon_outside(SMC_ADOPT_TIMEOUT_MS))
-                        return true;
-                return !need_smcd && smc_ctl_client_daemon_pid(SMC_ADOPT_TIMEOUT_MS) <= 0;
-        }
-        if (cr->pid < 0 || cr->pid == getpid())
-                return false;
-        daemon = smc_ctl_client_daemon_cred(SMC_ADOPT_TIMEOUT_MS, &duid);
-        if (daemon <= 0)
-                return !need_smcd;
-        if (cr->pid == daemon)
-                return true;
-        return cr->uid == duid && smc_ctl_client_was_daemon(cr->pid) && kill(cr->pid, 0) < 0 && errno == ESRCH;
+        return smc_ctl_client_daemon(SMC_ADOPT_TIMEOUT_MS, &daemon, NULL) == 0 && daemon > 0 && cr.pid == daemon;
 }
 
 /* Are @chan and @dchan the two ends of one socketpair an smcd made (an earlier one

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
+#include <fcntl.h>
 
 #if defined(__x86_64__) || defined(__aarch64__)
 #define SMC_RAW_SYSCALL 1
@@ -114,6 +115,25 @@ static inline int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l) { re
 static inline int sys_fcntl(int fd, int cmd, long arg) { return (int) smc_syscall(SYS_fcntl, fd, cmd, arg); }
 static inline int sys_ioctl(int fd, unsigned long req, void *arg) { return (int) smc_syscall(SYS_ioctl, fd, req, arg); }
 static inline int sys_dup3(int o, int n, int f) { return (int) smc_syscall(SYS_dup3, o, n, f); }
+/* The library's own descriptors (a connection's Y and hidden TCP socket, a listener's
+ * channels, the control connection, the memfds it maps) never keep the numbers 0..2:
+ * a program started with stdio closed takes open()'s 0 for its stdin, or dup2()s
+ * /dev/null onto 0..2, which would close one of ours under us (a daemon's usual
+ * start; the kernel gives the lowest free number). @fd moved to the lowest free
+ * number >= 3, close-on-exec, if it is one of them; kept where it is if that fails
+ * (EMFILE). Returns the descriptor; errno kept. */
+static inline int sys_fd_off_stdio(int fd) {
+        int n, e;
+
+        if (fd < 0 || fd > 2)
+                return fd;
+        e = errno;
+        n = sys_fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (n >= 0)
+                (void) sys_close(fd);
+        errno = e;
+        return n >= 0 ? n : fd;
+}
 static inline int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s) {
         return (int) smc_syscall(SYS_ppoll, p, n, t, s, s ? _NSIG / 8 : 0);
 }

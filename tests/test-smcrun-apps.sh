@@ -280,6 +280,10 @@ over_both pollout-owed
 # TCP_INQ's control message on recvmsg(2) (recv-inq.py: the bytes left, 1 at EOF, cut
 # with MSG_CTRUNC to a small buffer, inherited from the listener: TCP's results)
 over_both recv-inq
+# a program run with stdin, stdout and stderr closed: its sockets take 0, 1, 2 as
+# over TCP, never the library's own descriptors, so a daemon's /dev/null check and its
+# writes to stdout do not land in them (closed-stdio.py)
+over_both closed-stdio
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
