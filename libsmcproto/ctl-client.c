@@ -141,6 +141,19 @@ static uint32_t next_seq_locked(void) {
         return ctl_seq;
 }
 
+/* Move the @n descriptors of a reply off 0..2 (sys_fd_off_stdio(): an X is put on
+ * the app's number later); false if one could not be moved (no number above 2
+ * free). */
+static bool fds_off_stdio(int *fds, int n) {
+        bool ok = true;
+
+        for (int i = 0; i < n; i++) {
+                fds[i] = sys_fd_off_stdio(fds[i]);
+                ok = ok && fds[i] > 2;
+        }
+        return ok;
+}
+
 /* After -ECONNRESET from @fd: what smcd queued before it closed, if anything. A unix
  * socket closed by its peer with our message unread reports ECONNRESET before the
  * messages queued for us (the kernel's sock_error() comes first), and EOF afterwards
@@ -226,6 +239,10 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                 }
                 if (r == -EAGAIN || r == -EINTR)
                         continue;
+                if (r > 0 && !fds_off_stdio(mfds, r)) {
+                        close_fds(mfds, r);
+                        r = -EMFILE; /* as if they had not fit (smc_ctl_recv()) */
+                }
                 if (r >= 0 && ctl_version && m.hdr.version != ctl_version) {
                         close_fds(mfds, r);
                         r = -EPROTONOSUPPORT; /* not the version we agreed on */
@@ -238,8 +255,6 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                         drop_locked();
                         continue;
                 }
-                for (int i = 0; i < r; i++)
-                        mfds[i] = sys_fd_off_stdio(mfds[i]); /* (an X is put on the app's number later) */
                 deliver_locked(&m, mfds, r);
         }
         for (pp = &ctl_waiters; *pp; pp = &(*pp)->next)
@@ -336,6 +351,12 @@ static int connect_locked(unsigned timeout_ms, bool hold) {
                 return -ENOTCONN;
 
         ctl_fd = sys_fd_off_stdio(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+        if (ctl_fd >= 0 && ctl_fd <= 2) {
+                /* no number above 2 free: none of the program's 0..2 is taken for
+                 * it (smcd is out of reach: TCP) */
+                sys_close(ctl_fd);
+                ctl_fd = -1;
+        }
         if (ctl_fd < 0) {
                 ctl_fd = -1;
                 return -ENOTCONN;

@@ -3166,6 +3166,14 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         x = fds[0]; /* (the lowest number free, as TCP's accept gives) */
         for (int i = 1; i < n; i++)
                 fds[i] = sys_fd_off_stdio(fds[i]); /* Y and the memfds stay ours */
+        if (fds[1] <= 2 || (n > 2 && fds[2] <= 2) || (n > 3 && fds[3] <= 2)) {
+                /* no number above 2 free for them: as if they had not fit */
+                for (int i = 2; i < n; i++)
+                        sys_close(fds[i]);
+                fd_pressure_note();
+                r = -EMFILE;
+                goto abort;
+        }
         /* (v6) the smcd that sent it: the channel may have been revived since
          * (listen_revive()), with connections of the earlier smcd still queued */
         inst = m.hdr.version >= 6 && m.hdr.seq ? m.hdr.seq : l->listen_instance;
@@ -5615,7 +5623,7 @@ static int get_int(const void *val, socklen_t len, int *v) {
  * family that stores the options, starting with what the listener's options gave
  * the connection (opt_inherit()). Returns it, or -1. */
 static int optsock_make(struct smc_sock *s) {
-        int t = sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int t = sys_fd_off_stdio(sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0));
 
         for (unsigned i = 0; t >= 0 && i < s->n_inh; i++)
                 (void) sys_setsockopt(t, s->inh[i].level, s->inh[i].name, s->inh[i].val, s->inh[i].len);
@@ -8307,10 +8315,11 @@ static bool unmanaged_unix(int fd, int type, struct ucred *cr) {
  * the instance file lists as an smcd of this runtime directory)? Never one this
  * process made (exec keeps the pid), nor one of another process: an entry that names
  * the program's own sockets (a hand-set SMCRUN_INHERIT) leaves them alone. With no
- * smcd to ask: false if @need_smcd, else any other creator (a connection's X is then
- * reset rather than handed over bare; the caller checks the doorbell's send buffer
- * first). A creator outside our pid namespace (pid 0) is smcd's exactly when smcd
- * runs there too (smcd then tells by the inode what the caller asks about). */
+ * smcd to ask: false if @need_smcd, else any creator, outside our pid namespace too
+ * (a connection's X is then reset rather than handed over bare; the caller checks the
+ * doorbell's send buffer first). A creator outside our pid namespace (pid 0) is
+ * smcd's exactly when smcd runs there too (smcd then tells by the inode what the
+ * caller asks about). */
 static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
         uid_t duid;
         pid_t daemon;
@@ -8318,6 +8327,8 @@ static bool made_by_smcd(const struct ucred *cr, bool need_smcd) {
         if (cr->pid < 0 || cr->pid == getpid())
                 return false;
         if (smc_ctl_client_daemon(SMC_ADOPT_TIMEOUT_MS, &daemon, &duid) < 0)
+                /* no smcd to ask: the instance file cannot tell either (removed with
+                 * the directory, or pids of smcd's own namespace: helper 128) */
                 return !need_smcd;
         if (cr->pid == daemon)
                 /* (both 0: made outside our pid namespace, where smcd runs; it checks
@@ -8364,18 +8375,17 @@ static void fd_received(int fd, size_t off, void *arg) {
         }
         /* any other unix stream socket is the program's own, and costs no round trip
          * to smcd (a process that never used SMC would connect to it). One made by
-         * smcd (or, smcd out of reach, by another process: no descriptor left to
-         * reach it, say) is asked about, and reset rather than handed over bare if
-         * it cannot be taken over. Its maker outside our pid namespace (pid 0), as
-         * smcd is when we run in a container's: smcd must be there to tell by its
-         * inode, and a descriptor it does not know is left as it is (helper 126: an
-         * SMC-D connection passed between two processes in a pid namespace arrived
-         * bare, its doorbell bytes read as data). */
-        if (!doorbell_x_like(fd, &cr))
+         * smcd (or, smcd out of reach, by any other process: it stopped, no
+         * descriptor left to reach it; nothing else can tell) is asked about, and
+         * reset rather than handed over bare if it cannot be taken over. Its maker
+         * outside our pid namespace (pid 0), as smcd is when we run in a
+         * container's: smcd tells by its inode, and a descriptor it says it does
+         * not know is left as it is (helper 126: an SMC-D connection passed between
+         * two processes in a pid namespace arrived bare, its doorbell bytes read as
+         * data; helper 128: so did one passed while smcd was stopped) */
+        if (!doorbell_x_like(fd, &cr) || !made_by_smcd(&cr, false))
                 return;
         maybe = cr.pid == 0;
-        if (!made_by_smcd(&cr, maybe))
-                return;
         /* a doorbell end made by smcd: apps hold only X ends, which are useless bare */
         if (atomic_load_explicit(&tcp_only_reason, memory_order_relaxed)) {
                 r = -ECANCELED; /* (io_uring) this image must not have SMC sockets */
@@ -8384,9 +8394,7 @@ static void fd_received(int fd, size_t off, void *arg) {
         smc_ctl_init(&m, SMC_CTL_ADOPT_FD, 0);
         n = smc_ctl_client_call_timeout(&m, &fd, 1, &reply, fds, SMC_ADOPT_TIMEOUT_MS);
         if (n < 0) {
-                if (maybe)
-                        return;
-                r = n;
+                r = n; /* (no answer: unsure, as with smcd out of reach) */
                 goto reset;
         }
         if (reply.hdr.type != SMC_CTL_ADOPT_REPLY || n != 3) {

@@ -697,6 +697,29 @@ static int check_paths(const ManagerConfig *cfg) {
         return 0;
 }
 
+/* Started with stdin, stdout or stderr closed (`smcd 2>&-`, a supervisor that closes
+ * them): /dev/null in their place, as systemd gives a service, before the daemon
+ * opens anything that stays open. Otherwise the runtime directory's lock, the control socket or a client's
+ * connection would take 0..2, and the log's writes to stderr (and anything written to
+ * stdout) would land in them. Returns 0 or -errno (/dev/null cannot be opened). */
+static int stdio_fill(void) {
+        for (int fd = 0; fd <= 2; fd++) {
+                int n;
+
+                if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+                        continue;
+                /* the lowest free number: this one, as the lower ones are open */
+                n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+                if (n < 0)
+                        return -errno;
+                if (n != fd) {
+                        (void) close(n); /* (cannot happen: the lower ones are open) */
+                        return -EBADF;
+                }
+        }
+        return 0;
+}
+
 static void raise_nofile_limit(void) {
         struct rlimit rl;
 
@@ -754,6 +777,12 @@ int main(int argc, char *argv[]) {
                 return r < 0 ? EXIT_USAGE : EXIT_SUCCESS;
         }
 
+        /* (after --help and --version, whose closed output is an error) */
+        r = stdio_fill();
+        if (r < 0) {
+                manager_config_done(&cfg);
+                return EXIT_FAILURE; /* (nowhere to say why: no stderr) */
+        }
         if (check_paths(&cfg) < 0) {
                 manager_config_done(&cfg);
                 return EXIT_USAGE;

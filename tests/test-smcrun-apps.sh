@@ -52,6 +52,10 @@
 # Bad pointers (in the first page) given to every intercepted call: the kernel's
 # EFAULT, never a crash in the library; the transcript compared with TCP's line by
 # line (bad-pointers.c).
+# Programs and an smcd run with stdin, stdout and stderr closed: the programs' sockets
+# on 0..2 as over TCP, never the library's own (closed-stdio.py), smcd's 0..2 on
+# /dev/null; a program's own socket pair that looks like a doorbell, passed on, arrives
+# as it is (own-pair-pass.py).
 # Args: SMCD LIBSMCRUN SMCRUN STDIO_SMC IOURING_SMC SECCOMP_SMC CLONE_SMC BAD_POINTERS
 set -u
 smcd=$1 lib=$2 smcrun=$3 stdio_smc=$4 iouring_smc=$5 seccomp_smc=$6 clone_smc=$7 bad_pointers=$8
@@ -284,6 +288,15 @@ over_both recv-inq
 # over TCP, never the library's own descriptors, so a daemon's /dev/null check and its
 # writes to stdout do not land in them (closed-stdio.py)
 over_both closed-stdio
+# the program's own socket pair with a doorbell's send buffer (1 byte), an end passed
+# to an exec'd worker: it arrives as it is (own-pair-pass.py; smcd says it is none of
+# its own; with no smcd to ask it is reset, as nothing else can tell it from one)
+if out=$(timeout 60 sh "$smcrun" python3 "$here/apps/own-pair-pass.py" 2>&1); then
+        echo "ok - $out"
+else
+        echo "not ok - $out"
+        failed=1
+fi
 # a process that changes its root before its first SMC call: still SMC-D (root only)
 before=$(smcd_stat conns_client)
 out=$(timeout 60 sh "$smcrun" python3 "$here/apps/chroot-smc.py" 2>&1); rc=$?
@@ -460,6 +473,27 @@ fi
 kill $lpid 2>/dev/null
 wait $lpid 2>/dev/null
 rm -rf "$lim"
+# smcd started with stdin, stdout and stderr closed (`<&- >&- 2>&-`): /dev/null in
+# their place (before, its runtime directory, control socket and event loop took
+# 0..2, and its log went into them); a program with its own stdio closed then gets
+# SMC-D through it, its sockets on 0..2 (closed-stdio.py)
+cl=$(mktemp -d /tmp/smcd-test-stdio.XXXXXX)
+chmod 755 "$cl"
+"$smcd" --no-bus --short-conn-rate=0 --state-file "$cl/state.json" --runtime-dir "$cl" <&- >&- 2>&- &
+cpid=$!
+for _ in $(seq 100); do [ -S "$cl/smcd.sock" ] && break; sleep 0.05; done
+std=$(for k in 0 1 2; do readlink "/proc/$cpid/fd/$k"; done | paste -sd' ')
+if [ "$std" = "/dev/null /dev/null /dev/null" ] &&
+        out=$(SMCD_RUNTIME_DIR=$cl SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/closed-stdio.py" 2>&1); then
+        echo "ok - smcd with stdio closed: fds 0..2 $std; $out"
+else
+        echo "not ok - smcd with stdio closed: fds 0..2 '$std'; ${out:-}"
+        failed=1
+fi
+kill $cpid 2>/dev/null
+wait $cpid 2>/dev/null
+rm -rf "$cl"
+out=
 kill -USR1 $spid
 sleep 0.5
 python3 - "$rundir/stats.json" <<'PY' || failed=1

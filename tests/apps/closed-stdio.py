@@ -2,7 +2,7 @@
 `<&- >&- 2>&-`, or one that closed them): its sockets take the numbers 0, 1, 2 as
 over TCP (the kernel gives the lowest free number), and the library's own descriptors
 (a listener's TCP socket and channels, a connection's Y, the control connection, an
-async connect's copy) never sit there. Before, they took 0..2 first: the program's
+async connect's copy, an accepted connection's option socket) never sit there. Before, they took 0..2 first: the program's
 sockets got other numbers, and a daemon's usual check (open /dev/null where 0..2 are
 not open) found them open, so its writes to stdout went into the library's sockets,
 and a dup2() onto them closed them under the library. Also passes over plain TCP."""
@@ -103,7 +103,27 @@ for i in range(3):
     check(echo_ok(c, a, 1 << 16, b"after%d" % i), "connection %d after /dev/null: echo wrong" % i)
     c.close()
     a.close()
+
+# 4. an option set on an accepted connection (the library keeps it on a socket of
+# its own, made then) once the listener's 0 is free: 0 stays the program's
+c = socket.create_connection(ls.getsockname())
+a, _ = ls.accept()
 ls.close()
+a.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+n = os.open("/dev/null", os.O_RDONLY)
+check(n == 0, "open() after SO_KEEPALIVE on the accepted connection got fd %d (TCP: 0)" % n)
+try:
+    check(a.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1, "SO_KEEPALIVE not kept")
+except OSError as e:
+    fails.append("getsockopt(SO_KEEPALIVE) on the accepted connection: %s" % e)
+check(echo_ok(c, a, 1 << 16, b"keepalive"), "connection with SO_KEEPALIVE: echo wrong")
+c.close()
+a.close()
+try:
+    fd0 = os.readlink("/proc/self/fd/0")
+except OSError:
+    fd0 = "closed"
+check(fd0 == "/dev/null", "fd 0 after the close: %s (TCP: /dev/null)" % fd0)
 
 os.dup2(report, 1)
-smcapp.finish("closed-stdio", fails, "sockets on 0..2 as over TCP, 5 connections right")
+smcapp.finish("closed-stdio", fails, "sockets on 0..2 as over TCP, 6 connections right")
