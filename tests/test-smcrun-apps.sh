@@ -460,29 +460,42 @@ fi
 # beyond max_clients_per_uid: an exec'd image still takes its inherited connection over,
 # a new connection goes to TCP with its reason (exec-over-limit.py), under a second
 # private smcd that allows one control connection per uid
+# side_smcd DIR STDIO ARGS...: another private smcd on DIR (made here, mode 755; pid
+# $side_pid), its log in DIR/smcd.log, or (STDIO=closed) with stdin, stdout and
+# stderr closed; side_smcd_stop DIR: stop it and remove DIR
+side_smcd() {
+        local dir=$1 stdio=$2
+        shift 2
+        chmod 755 "$dir"
+        if [ "$stdio" = closed ]; then
+                "$smcd" "$@" --runtime-dir "$dir" <&- >&- 2>&- &
+        else
+                "$smcd" "$@" --runtime-dir "$dir" >"$dir/smcd.log" 2>&1 &
+        fi
+        side_pid=$!
+        for _ in $(seq 100); do [ -S "$dir/smcd.sock" ] && break; sleep 0.05; done
+}
+side_smcd_stop() {
+        kill "$side_pid" 2>/dev/null
+        wait "$side_pid" 2>/dev/null
+        rm -rf "$1"
+}
 lim=$(mktemp -d /tmp/smcd-test-limit.XXXXXX)
-"$smcd" --short-conn-rate=0 --max-clients-per-uid 1 --runtime-dir "$lim" >"$lim/smcd.log" 2>&1 &
-lpid=$!
-for _ in $(seq 100); do [ -S "$lim/smcd.sock" ] && break; sleep 0.05; done
+side_smcd "$lim" log --short-conn-rate=0 --max-clients-per-uid 1
 if out=$(SMCD_RUNTIME_DIR=$lim timeout 60 sh "$smcrun" python3 "$here/apps/exec-over-limit.py" 2>&1); then
         echo "ok - exec-over-limit: $out"
 else
         echo "not ok - exec-over-limit: $out"
         failed=1
 fi
-kill $lpid 2>/dev/null
-wait $lpid 2>/dev/null
-rm -rf "$lim"
+side_smcd_stop "$lim"
 # smcd started with stdin, stdout and stderr closed (`<&- >&- 2>&-`): /dev/null in
 # their place (before, its runtime directory, control socket and event loop took
 # 0..2, and its log went into them); a program with its own stdio closed then gets
 # SMC-D through it, its sockets on 0..2 (closed-stdio.py)
 cl=$(mktemp -d /tmp/smcd-test-stdio.XXXXXX)
-chmod 755 "$cl"
-"$smcd" --no-bus --short-conn-rate=0 --state-file "$cl/state.json" --runtime-dir "$cl" <&- >&- 2>&- &
-cpid=$!
-for _ in $(seq 100); do [ -S "$cl/smcd.sock" ] && break; sleep 0.05; done
-std=$(for k in 0 1 2; do readlink "/proc/$cpid/fd/$k"; done | paste -sd' ')
+side_smcd "$cl" closed --no-bus --short-conn-rate=0 --state-file "$cl/state.json"
+std=$(for k in 0 1 2; do readlink "/proc/$side_pid/fd/$k"; done | paste -sd' ')
 if [ "$std" = "/dev/null /dev/null /dev/null" ] &&
         out=$(SMCD_RUNTIME_DIR=$cl SMC_EXPECT=1 timeout 60 sh "$smcrun" python3 "$here/apps/closed-stdio.py" 2>&1); then
         echo "ok - smcd with stdio closed: fds 0..2 $std; $out"
@@ -490,9 +503,7 @@ else
         echo "not ok - smcd with stdio closed: fds 0..2 '$std'; ${out:-}"
         failed=1
 fi
-kill $cpid 2>/dev/null
-wait $cpid 2>/dev/null
-rm -rf "$cl"
+side_smcd_stop "$cl"
 out=
 kill -USR1 $spid
 sleep 0.5
