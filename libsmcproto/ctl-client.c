@@ -141,19 +141,6 @@ static uint32_t next_seq_locked(void) {
         return ctl_seq;
 }
 
-/* Move the @n descriptors of a reply off 0..2 (sys_fd_off_stdio(): an X is put on
- * the app's number later); false if one could not be moved (no number above 2
- * free). */
-static bool fds_off_stdio(int *fds, int n) {
-        bool ok = true;
-
-        for (int i = 0; i < n; i++) {
-                fds[i] = sys_fd_off_stdio(fds[i]);
-                ok = ok && fds[i] > 2;
-        }
-        return ok;
-}
-
 /* After -ECONNRESET from @fd: what smcd queued before it closed, if anything. A unix
  * socket closed by its peer with our message unread reports ECONNRESET before the
  * messages queued for us (the kernel's sock_error() comes first), and EOF afterwards
@@ -239,7 +226,9 @@ static int wait_reply_locked(uint32_t seq, union smc_ctl_msg *reply, int *fds, u
                 }
                 if (r == -EAGAIN || r == -EINTR)
                         continue;
-                if (r > 0 && !fds_off_stdio(mfds, r)) {
+                /* (a reply's descriptors are the library's: an X is put on the app's
+                 * number later) */
+                if (r > 0 && !sys_fds_off_stdio(mfds, r)) {
                         close_fds(mfds, r);
                         r = -EMFILE; /* as if they had not fit (smc_ctl_recv()) */
                 }

@@ -3164,10 +3164,9 @@ static int accept_chan(struct smc_sock *l, struct sockaddr *addr, socklen_t *len
         }
         accept_room_after(fds, n);
         x = fds[0]; /* (the lowest number free, as TCP's accept gives) */
-        for (int i = 1; i < n; i++)
-                fds[i] = sys_fd_off_stdio(fds[i]); /* Y and the memfds stay ours */
-        if (fds[1] <= 2 || (n > 2 && fds[2] <= 2) || (n > 3 && fds[3] <= 2)) {
-                /* no number above 2 free for them: as if they had not fit */
+        if (!sys_fds_off_stdio(fds + 1, n - 1)) {
+                /* Y and the memfds stay ours: with no number above 2 free for
+                 * them, as if they had not fit */
                 for (int i = 2; i < n; i++)
                         sys_close(fds[i]);
                 fd_pressure_note();

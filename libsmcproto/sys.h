@@ -115,11 +115,11 @@ static inline int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l) { re
 static inline int sys_fcntl(int fd, int cmd, long arg) { return (int) smc_syscall(SYS_fcntl, fd, cmd, arg); }
 static inline int sys_ioctl(int fd, unsigned long req, void *arg) { return (int) smc_syscall(SYS_ioctl, fd, req, arg); }
 static inline int sys_dup3(int o, int n, int f) { return (int) smc_syscall(SYS_dup3, o, n, f); }
-/* The library's own descriptors (a connection's Y and hidden TCP socket, a listener's
- * channels, the control connection, the memfds it maps) never keep the numbers 0..2:
- * a program started with stdio closed takes open()'s 0 for its stdin, or dup2()s
- * /dev/null onto 0..2, which would close one of ours under us (a daemon's usual
- * start; the kernel gives the lowest free number). @fd moved to the lowest free
+/* The library's own descriptors (a connection's Y, hidden TCP socket and option
+ * socket, a listener's channels, the control connection, the memfds it maps) never
+ * keep the numbers 0..2: a program started with stdio closed takes open()'s 0 for
+ * its stdin, or dup2()s /dev/null onto 0..2, which would close one of ours under us
+ * (a daemon's usual start; the kernel gives the lowest free number). @fd moved to the lowest free
  * number >= 3, close-on-exec, if it is one of them; kept where it is if that fails
  * (EMFILE). Returns the descriptor; errno kept. */
 static inline int sys_fd_off_stdio(int fd) {
@@ -133,6 +133,17 @@ static inline int sys_fd_off_stdio(int fd) {
                 (void) sys_close(fd);
         errno = e;
         return n >= 0 ? n : fd;
+}
+/* The same for each of the @n descriptors in @fds (replaced by their new numbers);
+ * false if one could not be moved (no number above 2 free). */
+static inline bool sys_fds_off_stdio(int *fds, int n) {
+        bool ok = true;
+
+        for (int i = 0; i < n; i++) {
+                fds[i] = sys_fd_off_stdio(fds[i]);
+                ok = ok && fds[i] > 2;
+        }
+        return ok;
 }
 static inline int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s) {
         return (int) smc_syscall(SYS_ppoll, p, n, t, s, s ? _NSIG / 8 : 0);
