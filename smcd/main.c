@@ -699,9 +699,10 @@ static int check_paths(const ManagerConfig *cfg) {
 
 /* Started with stdin, stdout or stderr closed (`smcd 2>&-`, a supervisor that closes
  * them): /dev/null in their place, as systemd gives a service, before the daemon
- * opens anything that stays open. Otherwise the runtime directory's lock, the control socket or a client's
- * connection would take 0..2, and the log's writes to stderr (and anything written to
- * stdout) would land in them. Returns 0 or -errno (/dev/null cannot be opened). */
+ * opens anything that stays open. Otherwise the runtime directory's lock, the
+ * control socket or a client's connection would take 0..2, and the log's writes to
+ * stderr (and anything written to stdout) would land in them. Returns 0 or -errno
+ * (/dev/null cannot be opened). */
 static int stdio_fill(void) {
         for (int fd = 0; fd <= 2; fd++) {
                 int n;
