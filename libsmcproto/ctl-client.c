@@ -592,8 +592,8 @@ static bool instance_file_read(void *buf, size_t len, off_t off) {
         if (smc_ctl_client_file_path(SMC_CTL_INSTANCE_NAME, path, sizeof(path)) < 0)
                 return false;
         /* (O_NOCTTY: a terminal put in its place must not become ours) */
-        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
-                               O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        fd = sys_fd_off_stdio((int) smc_syscall(SYS_openat, AT_FDCWD, path,
+                                                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
         if (fd < 0)
                 return false;
         ok = sys_pread(fd, buf, len, off) == (ssize_t) len;

@@ -75,8 +75,8 @@ static void hint_read_locked(void) {
 
         if (smc_ctl_client_file_path(SMC_HINTS_NAME, path, sizeof(path)) == 0)
                 /* (O_NOCTTY: a terminal put in its place must not become ours) */
-                fd = (int) smc_syscall(SYS_openat, AT_FDCWD, path,
-                                       O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+                fd = sys_fd_off_stdio((int) smc_syscall(SYS_openat, AT_FDCWD, path,
+                                                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
         if (fd >= 0) {
                 na = sys_pread(fd, &a, sizeof(a), 0);
                 nb = sys_pread(fd, &b, sizeof(b), 0);

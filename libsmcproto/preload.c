@@ -281,12 +281,17 @@ static int uring_lib_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 /* Does this process hold an io_uring descriptor? */
 static bool uring_fd_present(void) {
-        DIR *d = opendir("/proc/self/fd");
+        int fd = sys_fd_off_stdio(
+                (int) smc_syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
         struct dirent *de;
         bool found = false;
 
-        if (!d)
+        if (!d) {
+                if (fd >= 0)
+                        sys_close(fd);
                 return false;
+        }
         while (!found && (de = readdir(d))) {
                 char link[64];
                 ssize_t n;
@@ -991,6 +996,7 @@ static int splice_wait(int fd, short events) {
 static int priv_pipe_open(int priv[2], int extra) {
         if (pipe2(priv, O_CLOEXEC | extra) < 0)
                 return -1;
+        (void) sys_fds_off_stdio(priv, 2);
         (void) sys_fcntl(priv[1], F_SETPIPE_SZ, (long) SPLICE_BUF);
         return 0;
 }
@@ -1938,7 +1944,7 @@ static bool exec_loads_us(int dirfd, const char *path, bool search, char *const 
                                 return true; /* not found: the exec fails anyway */
                 }
         }
-        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+        fd = sys_fd_off_stdio(openat(dirfd, path, O_RDONLY | O_CLOEXEC));
         if (fd < 0)
                 return true;
         r = fd_elf_dynamic(fd);

@@ -1839,7 +1839,7 @@ static bool epoll_oneshot_fired(int epfd, int fd) {
         bool fired = false, found = false;
 
         (void) snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
-        f = (int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        f = sys_fd_off_stdio((int) smc_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
         if (f < 0)
                 return false;
         /* line by line ("tfd: %8d events: %8x data: ..."; a set of many sockets has
@@ -3998,14 +3998,12 @@ static void cwait_lock_give(const sigset_t *old) {
 static bool cwait_add(struct connect_waiter *w, const struct pollfd *fds, nfds_t n) {
         sigset_t old;
         uint64_t lim = nofile_soft();
-        int e = (int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+        int e = sys_fd_off_stdio((int) smc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK));
 
         w->efd = -1;
         if (e >= 0 && e < 3) {
-                int h = sys_fcntl(e, F_DUPFD_CLOEXEC, 3);
-
-                (void) sys_close(e);
-                e = h;
+                (void) sys_close(e); /* (no number above 2 free) */
+                e = -1;
         }
         if (e < 0)
                 return false;
@@ -5272,7 +5270,7 @@ static void disconnected_like_tcp(int t, int family) {
                 ((struct sockaddr_in6 *) &ss)->sin6_addr = in6addr_loopback;
         else
                 ((struct sockaddr_in *) &ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        l = sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        l = sys_fd_off_stdio(sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (l < 0)
                 return;
         if (sys_bind(l, (struct sockaddr *) &ss, sl) < 0 || sys_listen(l, 1) < 0 ||
@@ -5285,7 +5283,7 @@ static void disconnected_like_tcp(int t, int family) {
         p = (struct pollfd) { .fd = t, .events = POLLOUT };
         if (sys_poll(&p, 1, 200) <= 0 || (p.revents & (POLLERR | POLLHUP)))
                 goto out;
-        a = sys_accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        a = sys_fd_off_stdio(sys_accept4(l, NULL, NULL, SOCK_CLOEXEC));
         (void) sys_connect(t, &un, sizeof(un)); /* RST to a; ECONNRESET pending on t */
 out:
         (void) set_nonblock(t, false);
@@ -5699,7 +5697,7 @@ static void opt_record(struct smc_sock *s, int level, int name, const void *val,
  * for socket activation). About 45 system calls, once per listen. Caller holds
  * s->lock. */
 static void opt_capture(struct smc_sock *s, int t) {
-        int fresh = sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0), v = 0, w = 0;
+        int fresh = sys_fd_off_stdio(sys_socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0)), v = 0, w = 0;
         socklen_t vl = sizeof(v), wl = sizeof(w);
         struct linger lg;
         socklen_t ll = sizeof(lg);
@@ -5808,7 +5806,8 @@ static bool tcp_timestamps(void) {
         if (ts)
                 return ts == 2;
         ts = 2; /* the default: on */
-        fd = (int) smc_syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_timestamps", O_RDONLY | O_CLOEXEC);
+        fd = sys_fd_off_stdio((int) smc_syscall(SYS_openat, AT_FDCWD, "/proc/sys/net/ipv4/tcp_timestamps",
+                                                O_RDONLY | O_CLOEXEC));
         if (fd >= 0) {
                 if (sys_read(fd, b, sizeof(b) - 1) > 0 && b[0] == '0')
                         ts = 1;
@@ -5821,7 +5820,7 @@ static bool tcp_timestamps(void) {
 /* The MTU of the route to @s's peer (SMC-R: another host), from a UDP socket
  * connected to it (nothing is sent); 0 if unknown. */
 static int route_mtu(struct smc_sock *s) {
-        int fd = sys_socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+        int fd = sys_fd_off_stdio(sys_socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0)), mtu = 0;
         socklen_t l = sizeof(mtu);
 
         if (fd < 0)
@@ -5956,7 +5955,7 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
                         klen = kl;
         }
         if (klen == 0) {
-                int t = sys_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                int t = sys_fd_off_stdio(sys_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
                 socklen_t kl = sizeof(k);
 
                 klen = sizeof(*ti);
@@ -7268,7 +7267,7 @@ static int reset_socket(int family) {
                         ((struct sockaddr_in6 *) &ss)->sin6_addr = in6addr_loopback;
                 else
                         ((struct sockaddr_in *) &ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                l = sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                l = sys_fd_off_stdio(sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
                 if (l < 0)
                         continue;
                 if (sys_bind(l, (struct sockaddr *) &ss, sl) < 0 || sys_listen(l, 1) < 0 ||
@@ -7276,13 +7275,13 @@ static int reset_socket(int family) {
                         goto next;
                 /* nonblocking and bounded: a firewall that drops loopback SYNs must not
                  * stall an exec or a program's start */
-                c = sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                c = sys_fd_off_stdio(sys_socket(fams[k], SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
                 if (c < 0 || (sys_connect(c, (struct sockaddr *) &ss, sl) < 0 && errno != EINPROGRESS))
                         goto next;
                 p = (struct pollfd) { .fd = l, .events = POLLIN };
                 if (sys_poll(&p, 1, 200) <= 0)
                         goto next;
-                a = sys_accept4(l, NULL, NULL, SOCK_CLOEXEC);
+                a = sys_fd_off_stdio(sys_accept4(l, NULL, NULL, SOCK_CLOEXEC));
                 if (a < 0 || sys_setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) < 0)
                         goto next;
                 p = (struct pollfd) { .fd = c, .events = POLLOUT };
@@ -7302,7 +7301,7 @@ static int reset_socket(int family) {
         }
         family = family == AF_INET6 ? AF_INET6 : AF_INET;
         {
-                int t = sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                int t = sys_fd_off_stdio(sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
 
                 return t < 0 ? -errno : t;
         }

@@ -116,8 +116,9 @@ static inline int sys_fcntl(int fd, int cmd, long arg) { return (int) smc_syscal
 static inline int sys_ioctl(int fd, unsigned long req, void *arg) { return (int) smc_syscall(SYS_ioctl, fd, req, arg); }
 static inline int sys_dup3(int o, int n, int f) { return (int) smc_syscall(SYS_dup3, o, n, f); }
 /* The library's own descriptors (a connection's Y, hidden TCP socket and option
- * socket, a listener's channels, the control connection, the memfds it maps) never
- * keep the numbers 0..2: a program started with stdio closed takes open()'s 0 for
+ * socket, a listener's channels, the control connection, the memfds it maps, and the
+ * temporaries of one call: probe and stub sockets, a splice's pipe, files it reads)
+ * never keep the numbers 0..2: a program started with stdio closed takes open()'s 0 for
  * its stdin, or dup2()s /dev/null onto 0..2, which would close one of ours under us
  * (a daemon's usual start; the kernel gives the lowest free number). @fd moved to the lowest free
  * number >= 3, close-on-exec, if it is one of them; kept where it is if that fails

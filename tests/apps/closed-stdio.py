@@ -2,8 +2,8 @@
 `<&- >&- 2>&-`, or one that closed them): its sockets take the numbers 0, 1, 2 as
 over TCP (the kernel gives the lowest free number), and the library's own descriptors
 (a listener's TCP socket and channels, a connection's Y, the control connection, an
-async connect's copy, an accepted connection's option socket) never sit there. Before, they took 0..2 first: the program's
-sockets got other numbers, and a daemon's usual check (open /dev/null where 0..2 are
+async connect's copy, an accepted connection's option socket, a splice's pipe) never
+sit there. Before, they took 0..2 first: the program's sockets got other numbers, and a daemon's usual check (open /dev/null where 0..2 are
 not open) found them open, so its writes to stdout went into the library's sockets,
 and a dup2() onto them closed them under the library. Also passes over plain TCP."""
 import hashlib
@@ -125,5 +125,28 @@ except OSError:
     fd0 = "closed"
 check(fd0 == "/dev/null", "fd 0 after the close: %s (TCP: /dev/null)" % fd0)
 
+# 5. a blocking splice() from a connection into a pipe (the library's own pipe for
+# the call lives while it waits) with 0 free: another thread's open() gets 0
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(8)
+c = socket.create_connection(ls.getsockname())
+a, _ = ls.accept()
+pr, pw = os.pipe()
+os.close(0)
+spliced = []
+t = threading.Thread(target=lambda: spliced.append(os.splice(a.fileno(), pw, 100)))
+t.start()
+t.join(0.3)  # (in the splice's wait by then, or the open below proves nothing)
+n = os.open("/dev/null", os.O_RDONLY)
+check(n == 0, "open() during a splice from the connection got fd %d (TCP: 0)" % n)
+c.sendall(b"spliced")
+t.join()
+check(spliced == [7] and os.read(pr, 100) == b"spliced", "splice moved %s" % spliced)
+for f in (c, a, ls):
+    f.close()
+os.close(pr)
+os.close(pw)
+
 os.dup2(report, 1)
-smcapp.finish("closed-stdio", fails, "sockets on 0..2 as over TCP, 6 connections right")
+smcapp.finish("closed-stdio", fails, "sockets on 0..2 as over TCP, 7 connections right")
