@@ -95,6 +95,7 @@
 #include <limits.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -1300,6 +1301,19 @@ static bool tx_lock_or_sleeper(struct smc_ring_ep *ep) {
         }
 }
 
+/* The bytes of @total a sendfile from @src would read: for a regular file, no more
+ * than are left from its offset (or file position) to its end; else @total. */
+static size_t tx_file_left(const struct tx_src *src, size_t total) {
+        struct stat st;
+        int64_t pos = src->file_pos >= 0 ? src->file_pos : sys_lseek(src->file_fd, 0, SEEK_CUR);
+
+        if (pos < 0 || sys_fstat(src->file_fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return total;
+        if (st.st_size <= pos)
+                return 0;
+        return (uint64_t) (st.st_size - pos) < total ? (size_t) (st.st_size - pos) : total;
+}
+
 static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total, int flags, bool nonblock,
                        struct tx_deadline *dl) {
         bool sendfile = src->file_fd >= 0;
@@ -1328,11 +1342,16 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
         hold = __atomic_load_n(&ep->corked, __ATOMIC_RELAXED) || (flags & MSG_MORE);
         /* the one send TCP takes after the peer's close (tx_take_send_after_fin): a
          * held one is only accepted, as TCP holds it, and the next push is the taken
-         * send; a zero-length one takes nothing */
-        if (!sendfile && tx_send_after_close(ep, r, total > 0 && !hold)) {
+         * send; a zero-length one takes nothing. A sendfile takes what the file would
+         * give (none at its end: 0, and nothing is taken) */
+        if (sendfile && total > 0 && tx_send_after_close(ep, r, false))
+                total = tx_file_left(src, total);
+        if (tx_send_after_close(ep, r, total > 0 && !hold)) {
                 ep->held_after_close = total > 0 && hold;
                 if (total > 0 && !hold)
                         tx_hup_after_close(ep);
+                if (sendfile && src->file_pos < 0 && total > 0)
+                        (void) sys_lseek(src->file_fd, (int64_t) total, SEEK_CUR);
                 sent = total;
                 r = 0;
                 goto out;

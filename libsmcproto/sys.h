@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -90,6 +91,7 @@ static inline ssize_t sys_pwritev2(int fd, const struct iovec *v, int n, int64_t
                            (unsigned long) (sizeof(long) >= 8 ? 0 : (uint64_t) off >> 32), flags);
 }
 static inline int64_t sys_lseek(int fd, int64_t off, int whence) { return smc_syscall(SYS_lseek, fd, off, whence); }
+static inline int sys_fstat(int fd, struct stat *st) { return (int) smc_syscall(SYS_fstat, fd, st); }
 static inline ssize_t sys_sendfile(int out, int in, int64_t *off, size_t n) { return smc_syscall(SYS_sendfile, out, in, off, n); }
 static inline ssize_t sys_writev(int fd, const struct iovec *v, int n) { return smc_syscall(SYS_writev, fd, v, n); }
 static inline int sys_close(int fd) { return (int) smc_syscall(SYS_close, fd); }

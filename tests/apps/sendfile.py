@@ -2,7 +2,8 @@
 # with the file position or offset moved by exactly what was sent. Cases: an offset,
 # the file position (offset None), a nonblocking socket with a file larger than the
 # ring (short sends, EAGAIN), a count past the end of the file, a pipe (EINVAL, as TCP),
-# TCP_CORK around writev + sendfile (nginx), SO_SNDTIMEO against a peer that does not read.
+# TCP_CORK around writev + sendfile (nginx), SO_SNDTIMEO against a peer that does not read,
+# the first sendfile after the peer's close or shutdown(SHUT_RDWR) (taken, as TCP's).
 # The server (a thread) answers each connection with "LENGTH SHA256" after EOF.
 import hashlib, os, select, socket, struct, sys, tempfile, threading
 
@@ -205,5 +206,63 @@ with open(tmp.name, "rb") as f:
     c.close()
     q.close()
 quiet.close()
+
+# 8. the first send after the peer's close or shutdown(SHUT_RDWR) is taken, as TCP's
+# (tcp_rcv_state_process() answers it with RST): sendfile too (before, it failed with
+# EPIPE after a close and went into the ring of a peer that had shut down both ways):
+# what the file gives is counted and dropped, the position moves, the peer that holds
+# the socket gets ECONNRESET with its unread bytes left as they were, an empty file
+# gives 0 and takes nothing
+import errno
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(4)
+empty = tempfile.NamedTemporaryFile()
+
+
+def after_peer_end(how, path, start, count):
+    c = socket.create_connection(ls.getsockname())
+    p, _ = ls.accept()
+    if how == "close":
+        p.close()  # (in order: nothing of ours unread)
+    else:
+        c.sendall(b"u" * 86)  # (left unread)
+        time.sleep(0.02)
+        p.shutdown(socket.SHUT_RDWR)
+    time.sleep(0.02)
+    fd = os.open(path, os.O_RDONLY)
+    os.lseek(fd, start, os.SEEK_SET)
+    out = []
+    for _ in range(2):
+        try:
+            out.append(os.sendfile(c.fileno(), fd, None, count) if not out else c.send(b"y"))
+        except OSError as e:
+            out.append(errno.errorcode[e.errno])
+    out.append(os.lseek(fd, 0, os.SEEK_CUR))
+    os.close(fd)
+    if how != "close":
+        time.sleep(0.02)
+        out.append(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+        out.append(p.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+        out.append(len(p.recv(200, socket.MSG_DONTWAIT)))
+        p.close()
+    c.close()
+    return out
+
+
+for how, path, start, count, want in (
+        ("close", tmp.name, 0, 4096, [4096, "EPIPE", 4096]),
+        ("close", tmp.name, len(data) - 1000, 4096, [1000, "EPIPE", len(data)]),
+        ("close", empty.name, 0, 4096, [0, 1, 0]),
+        ("shut", tmp.name, 0, 4096, [4096, "EPIPE", 4096, 0, errno.ECONNRESET, 86])):
+    got = after_peer_end(how, path, start, count)
+    if got == want:
+        print("ok - sendfile after the peer's %s (%d of the file at %d): %s" % (how, count, start, got))
+    else:
+        print("not ok - sendfile after the peer's %s (%d at %d): %s, want %s (as TCP)" % (how, count, start,
+                                                                                      got, want))
+        failed += 1
+ls.close()
+empty.close()
 tmp.close()  # (deletes it: left to the interpreter's exit it stayed in /tmp, 4 MB a run)
 sys.exit(1 if failed else 0)
