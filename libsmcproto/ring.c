@@ -686,8 +686,16 @@ static bool tx_take_send_after_fin(struct smc_ring_ep *ep, bool take) {
                          SMC_DMB_PROD_SENT_AFTER_CLOSE);
         if (atomic_fetch_or(&ep->tx_hdr->prod_flags, SMC_DMB_PROD_SENT_AFTER_CLOSE) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
                 return false;
-        if (!(f & SMC_DMB_CONN_CLOSED))
+        if (!(f & SMC_DMB_CONN_CLOSED)) {
+                int y = __atomic_load_n(&ep->y_peer, __ATOMIC_RELAXED);
+
                 atomic_fetch_or(&ep->tx_hdr->conn_flags, SMC_DMB_CONN_ABORT); /* the peer's RST */
+                /* ... and its wakeup (tcp_reset(): a new edge for edge-triggered
+                 * epoll): its X shut its read side already, so shutting our end's
+                 * write side changes nothing there but wakes its waiters */
+                if (y >= 0)
+                        (void) sys_shutdown(y, SHUT_WR);
+        }
         return true;
 }
 

@@ -336,15 +336,21 @@ def case11():
 def case12():
     out("case 12: s shuts down both ways but keeps its socket; c sends once, then again")
     c, s, ep = et_pair()
+    eps = select.epoll()  # (s's reset is a new edge too: helper 129 found none)
+    eps.register(s.fileno(), ALL | select.EPOLLET)
     ep.poll(SETTLE)
+    eps.poll(SETTLE)
     s.shutdown(socket.SHUT_RDWR)
     time.sleep(SETTLE)
-    out("  s SHUT_RDWR: c %s; edge %s" % (masks(c), [names(m) for _, m in ep.poll(0)]))
+    out("  s SHUT_RDWR: c %s; edge %s; s's edge %s" % (masks(c), [names(m) for _, m in ep.poll(0)],
+                                                        [names(m) for _, m in eps.poll(0)]))
     out("  c %s" % send_result(c, b"after shutdown"))
     time.sleep(SETTLE)
-    out("  after the send: c %s; edge %s; s %s" % (masks(c),
-                                                   [names(m) for _, m in ep.poll(0)],
-                                                   masks(s)))
+    out("  after the send: c %s; edge %s; s %s; s's edge %s" % (masks(c),
+                                                                [names(m) for _, m in ep.poll(0)],
+                                                                masks(s),
+                                                                [names(m) for _, m in eps.poll(0)]))
+    eps.close()
     out("  c %s, SO_ERROR %s, %s; s %s" % (recv_result(c), so_error(c), send_result(c, b"again"),
                                           recv_result(s)))
     ep.close()
