@@ -206,7 +206,14 @@ struct smc_dmb_hdr {
          * holding the socket (fork, exec, SCM_RIGHTS) sees the one value, as the
          * kernel's sk_rcvlowat. Written by the owner's setsockopt (socket.c). */
         _Atomic uint32_t rcvlowat;
-        uint8_t pad1[64 - 44];
+        /* Doorbell bytes owed: bells a receive took (ring.c R1) whose bytes are still
+         * in X, to be read once the ring is empty. Here, not per process or
+         * descriptor, since X's queue is one for every copy of the socket (dup, fork,
+         * exec, SCM_RIGHTS): a copy that reads the ring empty reads the bytes
+         * another copy's bell left, or X stayed readable on an empty ring (helper
+         * 129: a stale EPOLLIN after a dup's read). Library-private, the owner's. */
+        _Atomic uint32_t owed;
+        uint8_t pad1[64 - 48];
         /* cache line 2: cold statistics, written by the writer only */
         _Atomic uint64_t prod_sendfile_calls; /* sendfile calls that moved data in */
         _Atomic uint64_t prod_sendfile_bytes; /* ... and their bytes (also in prod_bytes) */
@@ -263,6 +270,7 @@ _Static_assert(offsetof(struct smc_dmb_hdr, token) == 152, "DMB header: token in
 _Static_assert(offsetof(struct smc_dmb_hdr, data_dirty) / 64 == 2, "DMB header: data_dirty in the cold line");
 _Static_assert(offsetof(struct smc_dmb_hdr, prod_held) / 64 == 2, "DMB header: prod_held in the cold line");
 _Static_assert(offsetof(struct smc_dmb_hdr, rcvlowat) / 64 == 1, "DMB header: rcvlowat in the reader's line");
+_Static_assert(offsetof(struct smc_dmb_hdr, owed) / 64 == 1, "DMB header: owed in the reader's line");
 
 /* Compressed size c (0..6) for a wanted ring size in bytes, rounding up as Linux
  * does (wire spec 6.1): 0 for <= 16 KiB, at most 6 (1 MiB). */

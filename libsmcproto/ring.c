@@ -1684,6 +1684,45 @@ static void rx_unplug_writer(struct smc_ring_ep *ep) {
         atomic_store(&ep->rx_hdr->draining, 0);
 }
 
+/* Owed doorbell bytes (dmb.h rx_hdr->owed, one count for every copy of the socket):
+ * a taken bell adds one; a reader claims what it will read before its recv from X
+ * and gives back what it did not get, so that two copies never read one byte twice
+ * (the second would eat the byte of a bell set meanwhile: X not readable while the
+ * ring holds data). Claims at most @max, leaving @keep. */
+static void owed_add(struct smc_ring_ep *ep, uint32_t n) {
+        if (n > 0)
+                atomic_fetch_add(&ep->rx_hdr->owed, n);
+}
+
+static uint32_t owed_claim(struct smc_ring_ep *ep, uint32_t max, uint32_t keep) {
+        uint32_t o = atomic_load(&ep->rx_hdr->owed), k;
+
+        do {
+                if (o <= keep)
+                        return 0;
+                k = o - keep < max ? o - keep : max;
+        } while (!atomic_compare_exchange_weak(&ep->rx_hdr->owed, &o, o - k));
+        return k;
+}
+
+static uint32_t owed_get(struct smc_ring_ep *ep) {
+        return atomic_load_explicit(&ep->rx_hdr->owed, memory_order_relaxed);
+}
+
+/* Read up to @max of the owed bytes from X, leaving @keep owed: the bytes read
+ * (0: X at EOF; -1 with errno from the recv; -2: none owed, or another copy took
+ * them). */
+static ssize_t owed_read(struct smc_ring_ep *ep, uint8_t *buf, uint32_t max, uint32_t keep) {
+        uint32_t want = owed_claim(ep, max, keep);
+        ssize_t n;
+
+        if (want == 0)
+                return -2;
+        n = sys_recvfrom(ep->x, buf, want, MSG_DONTWAIT, NULL, NULL);
+        owed_add(ep, want - (n > 0 ? (uint32_t) n : 0));
+        return n;
+}
+
 /* The drain protocol (R1, R2, then read owed bytes while the ring is empty). Returns
  * 1 if the ring is non-empty, 0 if empty, 2 if empty and X is at EOF. */
 static int rx_settle(struct smc_ring_ep *ep) {
@@ -1696,23 +1735,20 @@ static int rx_settle(struct smc_ring_ep *ep) {
         while (b == SMC_DMB_BELL_SET && !atomic_compare_exchange_weak(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE))
                 ;
         if (b == SMC_DMB_BELL_SET)
-                ep->owed++;
+                owed_add(ep, 1);
         if (rx_avail(ep, cons) > 0) /* R2 */
                 return 1; /* keep the owed byte(s) in X: X stays readable, data is pending */
-        for (unsigned tries = 0; ep->owed > 0;) {
-                size_t want = ep->owed < sizeof(buf) ? ep->owed : sizeof(buf);
-                ssize_t n = sys_recvfrom(ep->x, buf, want, MSG_DONTWAIT, NULL, NULL);
+        for (unsigned tries = 0; owed_get(ep) > 0;) {
+                ssize_t n = owed_read(ep, buf, sizeof(buf), 0);
                 struct pollfd p = { .fd = ep->x, .events = POLLIN };
 
-                if (n > 0) {
-                        ep->owed -= (uint32_t) n;
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
+                if (n == -2)
+                        break; /* (another copy read them) */
+                if (n > 0 || (n < 0 && errno == EINTR))
                         continue;
                 if (n == 0) {
                         /* the writer died between setting bell and writing the byte */
-                        ep->owed = 0;
+                        atomic_store(&ep->rx_hdr->owed, 0);
                         return 2;
                 }
                 if (n < 0 && errno != EAGAIN)
@@ -1742,7 +1778,7 @@ static bool rx_x_eof(struct smc_ring_ep *ep) {
         uint8_t b;
         ssize_t n;
 
-        if (ep->owed > 0)
+        if (owed_get(ep) > 0)
                 return false; /* owed bytes come first; rx_settle() sees the EOF after them */
         do
                 n = sys_recvfrom(ep->x, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
@@ -2022,8 +2058,11 @@ ssize_t smc_ring_recv(struct smc_ring_ep *ep, const struct iovec *iov, int iovcn
                                         break;
                                 }
                         } else if (w < 0) {
-                                /* EINTR (no SA_RESTART), EAGAIN (SO_RCVTIMEO), EBADF ... */
-                                r = -errno;
+                                /* EINTR (no SA_RESTART), EAGAIN (SO_RCVTIMEO), EBADF ...;
+                                 * a zero-length receive whose wait ended so returns 0,
+                                 * as tcp_recvmsg(), whose loop ends with len 0 after
+                                 * sk_wait_data() (helper 129) */
+                                r = total == 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
                                 break;
                         }
                         if (spinning)
@@ -2272,7 +2311,6 @@ int smc_ring_copy(struct smc_ring_ep *dst, struct smc_ring_ep *src, int x) {
         }
         dst->x = x;
         dst->y_peer = y;
-        dst->owed = 0; /* doorbell bytes in X are the original's to read */
         atomic_store_explicit(&dst->plug_owed, true, memory_order_relaxed); /* (a new X) */
         dst->corked = false;
         dst->tx_sleeping = false;
@@ -2414,13 +2452,13 @@ void smc_ring_take_bell(struct smc_ring_ep *ep) {
             pthread_mutex_trylock(&ep->rx_lock) != 0)
                 return;
         if (atomic_compare_exchange_strong(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE)) /* R1 */
-                ep->owed++;
+                owed_add(ep, 1);
         pthread_mutex_unlock(&ep->rx_lock);
 }
 
 bool smc_ring_x_rung(struct smc_ring_ep *ep) {
         return atomic_load_explicit(&ep->rx_hdr->bell, memory_order_relaxed) == SMC_DMB_BELL_SET ||
-               __atomic_load_n(&ep->owed, __ATOMIC_RELAXED) > 0;
+               owed_get(ep) > 0;
 }
 
 bool smc_ring_is_watched(struct smc_ring_ep *ep) {
@@ -2444,21 +2482,15 @@ uint32_t smc_ring_fionread(struct smc_ring_ep *ep) {
         /* R1 (seq_cst, before the load of prod in rx_avail): from here on a writer
          * that publishes rings again */
         if (atomic_compare_exchange_strong(&ep->rx_hdr->bell, &b, SMC_DMB_BELL_NONE))
-                ep->owed++;
+                owed_add(ep, 1);
         n = rx_avail(ep, atomic_load(&ep->rx_hdr->cons));
         if (n == 0)
                 (void) rx_settle(ep); /* nothing to read: X must not stay readable */
         else
                 /* the ring is not empty: one owed byte keeps X readable (level-triggered
                  * pollers), the others go, so X never fills with doorbell bytes */
-                while (ep->owed > 1) {
-                        ssize_t k = sys_recvfrom(ep->x, buf, ep->owed - 1 < sizeof(buf) ? ep->owed - 1 : sizeof(buf),
-                                                 MSG_DONTWAIT, NULL, NULL);
-
-                        if (k <= 0)
-                                break; /* (in flight: the next settle reads it) */
-                        ep->owed -= (uint32_t) k;
-                }
+                while (owed_read(ep, buf, sizeof(buf), 1) > 0)
+                        ; /* (in flight: the next settle reads it) */
         pthread_mutex_unlock(&ep->rx_lock);
         return n;
 }
@@ -2474,8 +2506,11 @@ bool smc_ring_tcp_closed(struct smc_ring_ep *ep) {
                 return true;
         if (atomic_load_explicit(&ep->tx_hdr->prod_flags, memory_order_relaxed) & SMC_DMB_PROD_SENT_AFTER_CLOSE)
                 return true;
-        return (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)) &&
-               __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
+        return (f & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED)) && wr_shut_any(ep);
+}
+
+bool smc_ring_wr_shut(struct smc_ring_ep *ep) {
+        return wr_shut_any(ep);
 }
 
 bool smc_ring_error_pending(struct smc_ring_ep *ep) {

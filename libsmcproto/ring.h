@@ -54,7 +54,6 @@ struct smc_ring_ep {
 
         pthread_mutex_t tx_lock;
         pthread_mutex_t rx_lock;
-        uint32_t owed;        /* doorbell bytes still to read from x (rx_lock) */
         bool plug_wait_gave_up; /* rx_unplug_writer() waited out a stopped writer's
                                  * plug_pending (rx_lock) */
         uint64_t tx_prod;     /* our producer cursor, published or not (tx_lock) */
@@ -373,3 +372,7 @@ bool smc_ring_error_pending(struct smc_ring_ep *ep);
  * answered by RST), or both directions were shut in order (FINs both ways). TCP then
  * answers getpeername(2) and shutdown(2) with ENOTCONN, and TCP_INFO says CLOSE. */
 bool smc_ring_tcp_closed(struct smc_ring_ep *ep);
+
+/* Whether this socket's write side is shut (shutdown(SHUT_WR), a close), through any
+ * of its copies (dup, fork, exec: the flag in the peer's DMB header). */
+bool smc_ring_wr_shut(struct smc_ring_ep *ep);

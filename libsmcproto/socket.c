@@ -5102,8 +5102,26 @@ SMC_PUBLIC ssize_t smc_write(int fd, const void *buf, size_t len) {
         return smcd_send(s, &v, 1, 0, true);
 }
 
+/* readv(2), writev(2) and their p*v2 forms move nothing when the vector's lengths add
+ * up to 0: the kernel returns 0 before it reaches the socket (do_iter_read(),
+ * do_iter_write()), where a send or receive would report the socket's state or error
+ * (helper 129: EPIPE after SHUT_WR, and a reset taken). True for such a vector; a bad
+ * one is left to the call, whose error comes first. */
+static bool iov_nothing(const struct iovec *iov, int iovcnt) {
+        if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && smc_uptr_bad(iov)))
+                return false;
+        for (int i = 0; i < iovcnt; i++)
+                if (iov[i].iov_len)
+                        return false;
+        return true;
+}
+
 SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd, DS_RX);
+        struct smc_sock *s;
+
+        if (iov_nothing(iov, iovcnt))
+                return sys_readv(fd, iov, iovcnt); /* (0, as TCP's, also while connecting) */
+        s = data_sock(fd, &fd, DS_RX);
 
         if (fd == DATA_FAIL)
                 return -1; /* (CONNECTING: data_connect_wait()) */
@@ -5113,7 +5131,11 @@ SMC_PUBLIC ssize_t smc_readv(int fd, const struct iovec *iov, int iovcnt) {
 }
 
 SMC_PUBLIC ssize_t smc_writev(int fd, const struct iovec *iov, int iovcnt) {
-        struct smc_sock *s = data_sock(fd, &fd, DS_TX);
+        struct smc_sock *s;
+
+        if (iov_nothing(iov, iovcnt))
+                return sys_writev(fd, iov, iovcnt);
+        s = data_sock(fd, &fd, DS_TX);
 
         if (fd == DATA_FAIL)
                 return -1; /* (CONNECTING: data_connect_wait()) */
@@ -5131,7 +5153,7 @@ SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int6
 
         /* another offset (ESPIPE, EINVAL) or flag (EOPNOTSUPP): the kernel says the
          * same for the socket pair as for a TCP socket, before any I/O */
-        if (offset != -1 || (flags & ~RWF_SOCKET_OK))
+        if (offset != -1 || (flags & ~RWF_SOCKET_OK) || iov_nothing(iov, iovcnt))
                 return sys_preadv2(fd, iov, iovcnt, offset, flags);
         s = data_sock(fd, &fd, ((flags & RWF_NOWAIT) ? DS_DONTWAIT : 0) | DS_RX);
         if (fd == DATA_FAIL)
@@ -5144,7 +5166,7 @@ SMC_PUBLIC ssize_t smc_preadv2(int fd, const struct iovec *iov, int iovcnt, int6
 SMC_PUBLIC ssize_t smc_pwritev2(int fd, const struct iovec *iov, int iovcnt, int64_t offset, int flags) {
         struct smc_sock *s;
 
-        if (offset != -1 || (flags & ~RWF_SOCKET_OK))
+        if (offset != -1 || (flags & ~RWF_SOCKET_OK) || iov_nothing(iov, iovcnt))
                 return sys_pwritev2(fd, iov, iovcnt, offset, flags);
         s = data_sock(fd, &fd, ((flags & RWF_NOWAIT) ? DS_DONTWAIT : 0) | DS_TX);
         if (fd == DATA_FAIL)
@@ -5970,7 +5992,7 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
         atomic_store_explicit(&tcp_info_klen, klen, memory_order_relaxed);
 
         flags = atomic_load_explicit(&ep->rx_hdr->conn_flags, memory_order_acquire);
-        wr_shut = __atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED);
+        wr_shut = smc_ring_wr_shut(ep); /* (also through another copy: a dup, fork) */
         if (smc_ring_tcp_closed(ep))
                 ti->tcpi_state = TCPI_STATE_CLOSE; /* reset, or FINs both ways */
         else if (flags & (SMC_DMB_CONN_DONE_WRITING | SMC_DMB_CONN_CLOSED))
@@ -7455,7 +7477,7 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
                                  (s->nodelay ? SMC_INHERIT_F_NODELAY : 0) |
                                  (s->rcvtimeo_set ? SMC_INHERIT_F_RCVTIMEO : 0) |
                                  (pid_moved || s->conn_fork_gen != atomic_load(&fork_gen) ? SMC_INHERIT_F_SHARED : 0),
-                        .owed = __atomic_load_n(&ep->owed, __ATOMIC_RELAXED),
+                        .owed = 0, /* (now in the DMB header: dmb.h owed) */
                 };
                 char buf[160];
                 bool locked, txl;
@@ -7471,8 +7493,6 @@ static bool exec_prepare_one(struct smc_sock *s, int x, int x_fdfl, bool preload
                                         e.tx_id = b->id;
                         }
                 exec_unlock(&buf_lock, locked);
-                if (e.owed > SMC_INHERIT_OWED_MAX)
-                        e.owed = SMC_INHERIT_OWED_MAX;
                 /* what is still unpublished goes with the entry: this image forgets it
                  * (a vfork() parent would publish it again later, over the new
                  * image's data); smc_exec_finish() gives it back if the exec fails */
@@ -7933,16 +7953,16 @@ static int adopt_install(const struct smc_inherit_entry *e, const union smc_ctl_
         }
         s->ep.x_mode_is_app = true;
         ep_tune(&s->ep, rp);
-        /* the local state of the ring that lives in no DMB header: doorbell bytes the
-         * old image owed, and bytes it had copied into the peer's ring but not
-         * published (they must fit in the free space) */
+        /* the local state of the ring that lives in no DMB header: bytes the old
+         * image had copied into the peer's ring but not published (they must fit in
+         * the free space). (The doorbell bytes it owed are in the header: an entry's
+         * owed, from an older library, is not added again) */
         if (e->unpub > smc_ring_tx_space_for(&s->ep)) {
                 sys_close(y);
                 smc_ring_fini(&s->ep);
                 sock_release(s);
                 return -EPROTO;
         }
-        s->ep.owed = e->owed;
         if (e->unpub > 0) {
                 s->ep.tx_prod = smc_curs_add(s->ep.tx_prod, e->unpub, s->ep.tx_size);
                 s->ep.tx_unpub = e->unpub;

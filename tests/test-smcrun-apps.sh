@@ -248,6 +248,9 @@ over_both() {
 }
 # SO_RCVLOWAT on blocking receives (rcvlowat.py: its checks are TCP's results)
 over_both rcvlowat
+# FIONREAD through one copy, the read through another (a dup, a forked child): no
+# stale EPOLLIN after it (owed-share.py; helper 129)
+over_both owed-share
 # calls from a second thread while the first sleeps in a blocking send for room
 # (send-lock.py: a nonblocking send, TCP_CORK, TCP_NODELAY return at once, as TCP's;
 # every byte read)

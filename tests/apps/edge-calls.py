@@ -14,6 +14,11 @@
 #     TCP's buffers) we filled, the peer not reading: level- and edge-triggered epoll
 #     and poll report it at once (a plug in the doorbell socket kept it away), and the
 #     next send fails with EPIPE.
+#  5. a blocking zero-length receive that SO_RCVTIMEO ends: 0 (it said EAGAIN).
+#  6. writev/readv with only empty vectors after our SHUT_WR or the peer's reset: 0,
+#     and the reset stays pending in SO_ERROR (they sent EPIPE, or took the reset).
+#  7. TCP_INFO's state after shutdown(SHUT_RDWR) through a dup: FIN_WAIT2 for the
+#     original too (it said ESTABLISHED: the flag was the copy's own).
 # SMC_EXPECT=1: every connection must be SMC-D.
 import ctypes
 import errno
@@ -197,6 +202,52 @@ def case4():
         s.close()
 
 
-for fn in (case1, case2, case3, case4):
+def case5():
+    out("5. a blocking zero-length receive whose SO_RCVTIMEO ends the wait: 0, as TCP's")
+    c, s = smcapp.pair()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 50000))
+    for name, r in zero_calls(s.fileno(), 0):
+        out("  nothing to read, blocking, %s: %s" % (name, r))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+    c.close()
+    s.close()
+
+
+def case6():
+    out("6. writev/readv with only empty vectors: 0, the socket's state and error untouched")
+    for state in ("own SHUT_WR", "peer reset"):
+        c, s = smcapp.pair()
+        if state == "own SHUT_WR":
+            s.shutdown(socket.SHUT_WR)
+        else:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+        time.sleep(0.05)
+        iovs = (iovec * 2)((ctypes.cast(buf, ctypes.c_void_p).value, 0), (None, 0))
+        w = res(libc.writev(s.fileno(), iovs, 2))
+        r = res(libc.readv(s.fileno(), iovs, 2))
+        w0 = res(libc.writev(s.fileno(), None, 0))
+        out("  %s: writev %s, readv %s, writev of none %s; then SO_ERROR %d" %
+            (state, w, r, w0, s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)))
+        if state == "own SHUT_WR":
+            c.close()
+        s.close()
+
+
+def case7():
+    out("7. TCP_INFO's state after shutdown(SHUT_RDWR) through a dup: for the original too")
+    c, s = smcapp.pair()
+    d = s.dup()
+    d.shutdown(socket.SHUT_RDWR)
+    time.sleep(0.05)  # (TCP: the FIN's ACK)
+    states = {1: "ESTABLISHED", 4: "FIN_WAIT1", 5: "FIN_WAIT2", 7: "CLOSE", 8: "CLOSE_WAIT"}
+    st = [states.get(x.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0], "?") for x in (s, d, c)]
+    out("  the original %s, the dup %s, the peer %s" % tuple(st))
+    d.close()
+    s.close()
+    c.close()
+
+
+for fn in (case1, case2, case3, case4, case5, case6, case7):
     fn()
 sys.exit(0)
