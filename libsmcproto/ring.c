@@ -1309,17 +1309,38 @@ static bool tx_lock_or_sleeper(struct smc_ring_ep *ep) {
         }
 }
 
-/* The bytes of @total a sendfile from @src would read: for a regular file, no more
- * than are left from its offset (or file position) to its end; else @total. */
-static size_t tx_file_left(const struct tx_src *src, size_t total) {
+/* Take what a sendfile of @total bytes from @src would read, for the send taken after
+ * the peer's close (dropped): for a regular file of a known size, no more than is
+ * left from its offset (or file position, then moved past them) to its end; else
+ * read to count them (a /proc file says size 0: helper 131), at most
+ * TX_FILE_TAKE_MAX, as TCP's first send takes about a socket buffer. Returns the
+ * bytes taken. */
+#define TX_FILE_TAKE_MAX (1u << 20)
+static size_t tx_file_take(const struct tx_src *src, size_t total) {
         struct stat st;
         int64_t pos = src->file_pos >= 0 ? src->file_pos : sys_lseek(src->file_fd, 0, SEEK_CUR);
+        uint8_t buf[4096];
+        size_t n = 0;
 
-        if (pos < 0 || sys_fstat(src->file_fd, &st) < 0 || !S_ISREG(st.st_mode))
-                return total;
-        if (st.st_size <= pos)
-                return 0;
-        return (uint64_t) (st.st_size - pos) < total ? (size_t) (st.st_size - pos) : total;
+        if (pos >= 0 && sys_fstat(src->file_fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+                if (st.st_size > pos)
+                        n = (uint64_t) (st.st_size - pos) < total ? (size_t) (st.st_size - pos) : total;
+                if (src->file_pos < 0 && n > 0)
+                        (void) sys_lseek(src->file_fd, (int64_t) n, SEEK_CUR);
+                return n;
+        }
+        if (total > TX_FILE_TAKE_MAX)
+                total = TX_FILE_TAKE_MAX;
+        while (n < total) {
+                size_t want = total - n < sizeof(buf) ? total - n : sizeof(buf);
+                ssize_t k = src->file_pos >= 0 ? sys_pread(src->file_fd, buf, want, src->file_pos + (int64_t) n)
+                                               : sys_read(src->file_fd, buf, want);
+
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+        }
+        return n;
 }
 
 static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total, int flags, bool nonblock,
@@ -1353,13 +1374,11 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
          * send; a zero-length one takes nothing. A sendfile takes what the file would
          * give (none at its end: 0, and nothing is taken) */
         if (sendfile && total > 0 && tx_send_after_close(ep, r, false))
-                total = tx_file_left(src, total);
+                total = tx_file_take(src, total); /* (the file position moved) */
         if (tx_send_after_close(ep, r, total > 0 && !hold)) {
                 ep->held_after_close = total > 0 && hold;
                 if (total > 0 && !hold)
                         tx_hup_after_close(ep);
-                if (sendfile && src->file_pos < 0 && total > 0)
-                        (void) sys_lseek(src->file_fd, (int64_t) total, SEEK_CUR);
                 sent = total;
                 r = 0;
                 goto out;

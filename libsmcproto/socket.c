@@ -5679,6 +5679,15 @@ static const struct {
         { IPPROTO_TCP, TCP_USER_TIMEOUT }, { IPPROTO_TCP, TCP_LINGER2 },      { IPPROTO_TCP, TCP_NOTSENT_LOWAT },
         { IPPROTO_TCP, TCP_WINDOW_CLAMP }, { IPPROTO_IP, IP_TOS },            { IPPROTO_IP, IP_TTL },
         { IPPROTO_IPV6, IPV6_TCLASS },     { IPPROTO_IPV6, IPV6_UNICAST_HOPS }, { IPPROTO_TCP, TCP_INQ },
+        /* (helper 130: these went back to their defaults) */
+        { SOL_SOCKET, SO_BINDTODEVICE },   { SOL_SOCKET, SO_DONTROUTE },      { SOL_SOCKET, SO_BROADCAST },
+        { SOL_SOCKET, SO_TIMESTAMP },      { SOL_SOCKET, SO_TIMESTAMPNS },    { SOL_SOCKET, SO_BUSY_POLL },
+        { SOL_SOCKET, SO_MARK },           { SOL_SOCKET, SO_ZEROCOPY },       { IPPROTO_TCP, TCP_SYNCNT },
+        { IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS }, { IPPROTO_TCP, TCP_SAVE_SYN }, { IPPROTO_IP, IP_MTU_DISCOVER },
+        { IPPROTO_IP, IP_RECVTOS },        { IPPROTO_IP, IP_PKTINFO },        { IPPROTO_IP, IP_FREEBIND },
+        { IPPROTO_IP, IP_TRANSPARENT },    { IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT }, { IPPROTO_IP, IP_RECVTTL },
+        { IPPROTO_IPV6, IPV6_V6ONLY },     { IPPROTO_IPV6, IPV6_RECVTCLASS }, { IPPROTO_IPV6, IPV6_MTU_DISCOVER },
+        { IPPROTO_IPV6, IPV6_RECVPKTINFO },
 };
 
 static bool opt_inheritable(int level, int name) {
@@ -5736,6 +5745,10 @@ static void opt_capture(struct smc_sock *s, int t) {
                 uint8_t a[OPT_VAL_MAX] = { 0 }, b[OPT_VAL_MAX] = { 0 };
                 socklen_t al = sizeof(a), bl = sizeof(b);
 
+                /* (TCP_SAVE_SYN may be the library's own: syn_offered_smc()) */
+                if (inherit_opts[i].level == IPPROTO_TCP && inherit_opts[i].name == TCP_SAVE_SYN &&
+                    !__atomic_load_n(&s->app_save_syn, __ATOMIC_RELAXED))
+                        continue;
                 if (sys_getsockopt(t, inherit_opts[i].level, inherit_opts[i].name, a, &al) < 0 ||
                     sys_getsockopt(fresh, inherit_opts[i].level, inherit_opts[i].name, b, &bl) < 0)
                         continue; /* (IPPROTO_IP on an IPv6 socket...) */
@@ -6160,6 +6173,20 @@ SMC_PUBLIC int smc_setsockopt(int fd, int level, int name, const void *val, sock
                         s->cork = v != 0; /* not connected yet: for the ring to come */
                 goto out;
         }
+        if (smcd && level == IPPROTO_TCP && name == TCP_WINDOW_CLAMP && !s->smcr && get_int(val, len, &v) == 0 &&
+            v == 0) {
+                r = -EINVAL; /* (TCP's: clamp 0 only while CLOSE; helper 131) */
+                goto out;
+        }
+        if (smcd && level == IPPROTO_TCP && (name == TCP_FASTOPEN || name == TCP_FASTOPEN_CONNECT)) {
+                /* a connected TCP socket refuses both (do_tcp_setsockopt(): only in
+                 * CLOSE or LISTEN); the socket that stores options is not connected
+                 * (helper 130) */
+                r = get_int(val, len, &v);
+                if (r == 0)
+                        r = -EINVAL;
+                goto out;
+        }
         t = opt_fd(s);
         r = t < 0 ? -ENOMEM : neg_errno(sys_setsockopt(t, level, name, val, len));
         if (r == 0 && !smcd && sock_state(s) != SOCK_TCP) {
@@ -6286,6 +6313,15 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                                 return ret_errno(put_int(val, len, (int) (2 * s->ep.tx_size)));
                         case SO_RCVBUF:
                                 return ret_errno(put_int(val, len, (int) (2 * s->ep.rx_size)));
+                        case SO_INCOMING_CPU: { /* TCP's: the CPU its last segment came in
+                                                 * on; here the CPU the peer last
+                                                 * published from, else ours (TCP's
+                                                 * handshake's); -1 only unconnected */
+                                uint32_t c = atomic_load_explicit(&s->ep.rx_hdr->writer_cpu, memory_order_relaxed);
+                                int cpu = c > 0 ? (int) c - 1 : sched_getcpu();
+
+                                return ret_errno(put_int(val, len, cpu >= 0 ? cpu : 0));
+                        }
                         case SO_RCVLOWAT: { /* the mark in the shared rx header: what
                                              * every copy's receive waits for, in any
                                              * process (smc_ring_set_rcvlowat() maps as
@@ -6306,6 +6342,29 @@ SMC_PUBLIC int smc_getsockopt(int fd, int level, int name, void *val, socklen_t 
                                 return ret_errno(put_int(val, len, s->nodelay));
                         if (name == TCP_CORK)
                                 return ret_errno(put_int(val, len, __atomic_load_n(&s->ep.corked, __ATOMIC_RELAXED)));
+                        if (name == TCP_WINDOW_CLAMP && !s->smcr) {
+                                /* TCP's: the largest window it offers, from its receive
+                                 * space; here the ring, unless the program set one (kept
+                                 * by the option socket: helper 130 found 0) */
+                                int v = 0;
+                                socklen_t vl = sizeof(v);
+
+                                pthread_mutex_lock(&s->lock);
+                                t = opt_fd(s);
+                                if (t >= 0)
+                                        (void) sys_getsockopt(t, level, name, &v, &vl);
+                                pthread_mutex_unlock(&s->lock);
+                                return ret_errno(put_int(val, len, v > 0 ? v : (int) s->ep.rx_size));
+                        }
+                } else if ((level == IPPROTO_IP && name == IP_MTU) ||
+                           (level == IPPROTO_IPV6 && name == IPV6_MTU && s->family == AF_INET6)) {
+                        /* a connected TCP socket's path MTU: its route to the peer's
+                         * address (lo for SMC-D); the socket that stores options is
+                         * not connected: ENOTCONN (helper 130) */
+                        int mtu = route_mtu(s);
+
+                        if (mtu > 0)
+                                return ret_errno(put_int(val, len, mtu));
                 }
         }
         pthread_mutex_lock(&s->lock);
@@ -8769,8 +8828,15 @@ struct ew_set {
         bool ring_turn; /* the last merge left ring data out (maxevents): the next one
                          * looks at the rings before it asks the kernel */
         uint32_t gen;   /* ew_merge() calls (seen_gen) */
+        /* sets added to this one edge-triggered (EW_INNER_ET_MAX; never removed: sets
+         * are never freed, and a stale entry costs a doorbell at most); more than
+         * that: inner_et_all, every nested set is armed */
+        _Atomic(struct ew_set *) inner_et[8];
+        _Atomic bool inner_et_all;
         struct ew_set *next; /* ew_all */
 };
+#define EW_INNER_ET_MAX 8
+#define EW_NEST_DEPTH 4 /* levels of sets in sets armed (the kernel allows 4, EP_MAX_NESTS) */
 
 /* members that are active or owe an edge (set->n_hot counts them) */
 static void ew_hot(struct ew_set *set, struct ew_member *m, bool active, bool edge) {
@@ -9047,6 +9113,9 @@ static struct ew_set *ew_get_or_make(int epfd) {
                 set->born = false;
                 set->nested = false;
                 set->n_hot = 0;
+                for (unsigned k = 0; k < EW_INNER_ET_MAX; k++)
+                        atomic_store(&set->inner_et[k], NULL);
+                atomic_store(&set->inner_et_all, false);
                 set->hdirty = true;
                 set->epfd = epfd;
                 pthread_mutex_unlock(&set->lock);
@@ -9129,6 +9198,70 @@ static int ew_lookup(struct ew_set *set, uint64_t data) {
         return -1;
 }
 
+/* Set @inner was added to set @epfd edge-triggered. The kernel wakes the outer set at
+ * every wakeup of a connection in the inner one, and TCP wakes at every arrival; a
+ * connection's X is woken only by a doorbell byte, which its writer sends only while
+ * the bell is not set: once the outer set reported, the inner connections' bells are
+ * taken (ew_inner_et_arm()), so that the next arrival is an edge there too (helper
+ * 130: an outer set left asleep by a second arrival before the first was read). */
+static void ew_nest_et(int epfd, struct ew_set *inner) {
+        struct ew_set *outer = ew_get_or_make(epfd);
+
+        if (!outer || outer == inner)
+                return;
+        for (unsigned k = 0; k < EW_INNER_ET_MAX; k++) {
+                struct ew_set *cur = NULL;
+
+                if (atomic_compare_exchange_strong(&outer->inner_et[k], &cur, inner) || cur == inner)
+                        return;
+        }
+        atomic_store(&outer->inner_et_all, true); /* (more than EW_INNER_ET_MAX: helper 131) */
+}
+
+static void ew_inner_arm_one(struct ew_set *inner, unsigned depth);
+
+/* The bells of @set's nested sets, @depth levels down at most. */
+static void ew_inner_arm_sets(struct ew_set *set, unsigned depth) {
+        if (depth == 0)
+                return;
+        if (atomic_load_explicit(&set->inner_et_all, memory_order_relaxed)) {
+                /* every nested set (ew_global: the list; sets are never freed) */
+                struct ew_set *v[64];
+                unsigned n = 0;
+
+                pthread_mutex_lock(&ew_global);
+                for (struct ew_set *x = ew_all; x && n < 64; x = x->next)
+                        if (x != set && __atomic_load_n(&x->nested, __ATOMIC_RELAXED))
+                                v[n++] = x;
+                pthread_mutex_unlock(&ew_global);
+                for (unsigned i = 0; i < n; i++)
+                        ew_inner_arm_one(v[i], 1);
+                return;
+        }
+        for (unsigned k = 0; k < EW_INNER_ET_MAX; k++) {
+                struct ew_set *inner = atomic_load_explicit(&set->inner_et[k], memory_order_relaxed);
+
+                if (!inner)
+                        return;
+                ew_inner_arm_one(inner, depth);
+        }
+}
+
+static void ew_inner_arm_one(struct ew_set *inner, unsigned depth) {
+        pthread_mutex_lock(&inner->lock);
+        for (unsigned i = 0; i < inner->n; i++)
+                if (inner->m[i].events & EPOLLIN)
+                        smc_ring_take_bell(&inner->m[i].s->ep);
+        pthread_mutex_unlock(&inner->lock);
+        ew_inner_arm_sets(inner, depth - 1); /* (a set in a set in a set: helper 131) */
+}
+
+/* After a wait in @set: take the bells of the connections of the sets nested in it
+ * edge-triggered (ew_nest_et()), and of theirs. */
+static void ew_inner_et_arm(struct ew_set *set) {
+        ew_inner_arm_sets(set, EW_NEST_DEPTH);
+}
+
 void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
         struct smc_sock *s;
         struct ew_set *set, *inner;
@@ -9141,6 +9274,8 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
                 ew_set_nest(inner);
                 pthread_mutex_unlock(&inner->lock);
         }
+        if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && ev && (ev->events & EPOLLET) && (inner = ew_get(fd)))
+                ew_nest_et(epfd, inner);
         s = sock_lookup(fd);
         if (!s || sock_state(s) != SOCK_SMCD || s->fd != fd) {
                 set = op == EPOLL_CTL_ADD ? NULL : ew_get(epfd);
@@ -9608,6 +9743,9 @@ int smc_ewatch_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms, 
         }
         pthread_mutex_unlock(&set->lock);
 out:
+        if (n > 0 && (atomic_load_explicit(&set->inner_et[0], memory_order_relaxed) ||
+                      atomic_load_explicit(&set->inner_et_all, memory_order_relaxed)))
+                ew_inner_et_arm(set);
         atomic_fetch_sub(&set->waiters, 1);
         return n;
 }

@@ -7,7 +7,10 @@
  *
  *   SO_TYPE / SO_DOMAIN / SO_PROTOCOL / SO_ACCEPTCONN / SO_ERROR, SO_KEEPALIVE with
  *   TCP_KEEPIDLE / KEEPINTVL / KEEPCNT, SO_LINGER, SO_REUSEADDR / SO_REUSEPORT,
- *   TCP_NODELAY, TCP_CORK, TCP_USER_TIMEOUT, TCP_CONGESTION (default, set, unknown
+ *   TCP_NODELAY, TCP_CORK, TCP_USER_TIMEOUT, SO_DONTROUTE, SO_TIMESTAMP, TCP_SYNCNT,
+ *   IP_RECVTOS / IPV6_RECVTCLASS, IP_FREEBIND, IPV6_V6ONLY (inherited by the accepted
+ *   socket), IP_MTU / IPV6_MTU, TCP_FASTOPEN(_CONNECT) set when connected (EINVAL),
+ *   TCP_CONGESTION (default, set, unknown
  *   name: ENOENT), SO_SNDBUF / SO_RCVBUF (twice the ring, as TCP doubles), TCP_MAXSEG
  *   (listener; connected: TCP's advmss bounded by half the peer's ring; set before
  *   connect; bad values), TCP_INFO (length rules, state through shutdown and reset,
@@ -91,6 +94,26 @@ static int apply_opts(const struct sock_ops *o, int fd, bool listener) {
         v = 5;
         if (o->setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof(v)) < 0)
                 return -errno;
+        /* options the accepted socket has from the listener too (helper 130: they
+         * went back to their defaults) */
+        if (o->setsockopt(fd, SOL_SOCKET, SO_DONTROUTE, &one, sizeof(one)) < 0 ||
+            o->setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)) < 0)
+                return -errno;
+        v = 3;
+        if (o->setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &v, sizeof(v)) < 0)
+                return -errno;
+        {
+                int fam = AF_INET;
+                socklen_t fl = sizeof(fam);
+
+                (void) o->getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &fam, &fl);
+                if (fam == AF_INET && (o->setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) < 0 ||
+                                       o->setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0))
+                        return -errno;
+                if (fam == AF_INET6 && (o->setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)) < 0 ||
+                                        o->setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0))
+                        return -errno;
+        }
         if (o->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
                 return -errno;
         if (o->setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)) < 0)
@@ -306,6 +329,15 @@ static void options(const struct conn *t, const struct conn *s) {
         CMP_INT(t, s, IPPROTO_TCP, TCP_NODELAY);
         CMP_INT(t, s, IPPROTO_TCP, TCP_CORK);
         CMP_INT(t, s, IPPROTO_TCP, TCP_USER_TIMEOUT);
+        CMP_INT(t, s, SOL_SOCKET, SO_DONTROUTE);
+        CMP_INT(t, s, SOL_SOCKET, SO_TIMESTAMP);
+        CMP_INT(t, s, IPPROTO_TCP, TCP_SYNCNT);
+        CMP_INT(t, s, IPPROTO_IP, IP_RECVTOS);
+        CMP_INT(t, s, IPPROTO_IP, IP_FREEBIND);
+        CMP_INT(t, s, IPPROTO_IPV6, IPV6_RECVTCLASS);
+        CMP_INT(t, s, IPPROTO_IPV6, IPV6_V6ONLY);
+        CMP_INT(t, s, IPPROTO_IP, IP_MTU);
+        CMP_INT(t, s, IPPROTO_IPV6, IPV6_MTU);
         cmp_opt(t, s, SOL_SOCKET, SO_LINGER, "SO_LINGER", sizeof(struct linger));
         cmp_opt(t, s, SOL_SOCKET, SO_RCVTIMEO, "SO_RCVTIMEO", sizeof(struct timeval));
         cmp_opt(t, s, IPPROTO_TCP, TCP_CONGESTION, "TCP_CONGESTION", 16);
@@ -333,6 +365,14 @@ static void options(const struct conn *t, const struct conn *s) {
                 cmp_set(t, s, side, IPPROTO_TCP, TCP_MAXSEG, "TCP_MAXSEG 50 (EINVAL)", &v, sizeof(v));
                 v = 70000;
                 cmp_set(t, s, side, IPPROTO_TCP, TCP_MAXSEG, "TCP_MAXSEG 70000 (EINVAL)", &v, sizeof(v));
+                v = 0;
+                cmp_set(t, s, side, IPPROTO_TCP, TCP_WINDOW_CLAMP, "TCP_WINDOW_CLAMP 0 connected (EINVAL)", &v,
+                        sizeof(v));
+                v = 5;
+                cmp_set(t, s, side, IPPROTO_TCP, TCP_FASTOPEN, "TCP_FASTOPEN connected (EINVAL)", &v, sizeof(v));
+                v = 1;
+                cmp_set(t, s, side, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, "TCP_FASTOPEN_CONNECT connected (EINVAL)", &v,
+                        sizeof(v));
         }
         CMP_INT(t, s, SOL_SOCKET, SO_KEEPALIVE);
         CMP_INT(t, s, IPPROTO_TCP, TCP_KEEPIDLE);

@@ -7,7 +7,7 @@
 # blocking recv after a watch, a MOD to EPOLLET or EPOLLONESHOT with data waiting, DEL
 # and ADD again, edge-triggered sets
 # (nginx's registration: one event per arrival), the set polled and
-# nested into another, fork (the child reads), a second thread in the same set, the
+# nested into another (also edge-triggered: an edge per arrival for the outer set), fork (the child reads), a second thread in the same set, the
 # peer's close, many connections with idle ones, and a ping-pong of odd sizes checked
 # byte by byte. tests/test-smcrun-apps.sh runs it over plain TCP and under smcrun and
 # compares the transcripts line by line; with SMC_EXPECT=1 it also checks that the
@@ -304,6 +304,61 @@ def case_set_polled():
     ep.close()
     a.close()
     b.close()
+
+
+def case_nested_et():
+    out("# a set nested edge-triggered into another: an edge per arrival, data unread or not")
+    for inner_et in (False, True):
+        a, b = smcapp.pair()
+        b.setblocking(False)
+        inner = E.epoll()
+        inner.register(b.fileno(), E.EPOLLIN | (E.EPOLLET if inner_et else 0))
+        outer = E.epoll()
+        outer.register(inner.fileno(), E.EPOLLIN | E.EPOLLET)
+        fds = {inner.fileno(): "inner"}
+        out("inner et %s, empty:" % inner_et, wait(outer, fds, SHORT))
+        for i in range(3):
+            a.sendall(b"e" * (i + 1))
+            out("arrival %d, unread:" % i, wait(outer, fds), "again:", wait(outer, fds, SHORT))
+        out("inner:", wait(inner, {b.fileno(): "b"}), "read", len(b.recv(1000)))
+        a.sendall(b"f")
+        out("after the read, arrival:", wait(outer, fds), "read", len(b.recv(1000)))
+        outer.close()
+        inner.close()
+        a.close()
+        b.close()
+    # three levels (top over mid over inner), beside 9 more inner sets in one outer
+    # set (more than the library records one by one: helper 131's missed wakeup)
+    pairs = [smcapp.pair() for _ in range(10)]
+    inners = []
+    outer = E.epoll()
+    for a, b in pairs:
+        b.setblocking(False)
+        i = E.epoll()
+        i.register(b.fileno(), E.EPOLLIN)
+        outer.register(i.fileno(), E.EPOLLIN | E.EPOLLET)
+        inners.append(i)
+    a, b = pairs[9]
+    a.sendall(b"g")
+    out("10 inner sets, the last one's arrival: outer", wait(outer, {inners[9].fileno(): "inner9"}))
+    mid = E.epoll()
+    mid.register(inners[9].fileno(), E.EPOLLIN | E.EPOLLET)
+    top = E.epoll()
+    top.register(mid.fileno(), E.EPOLLIN | E.EPOLLET)
+    out("3 levels built: top", wait(top, {mid.fileno(): "mid"}))
+    for i in range(3):
+        a.sendall(b"g")
+        out("10 inner sets, 3 levels, arrival %d unread: top" % i, wait(top, {mid.fileno(): "mid"}),
+            "outer", wait(outer, {inners[9].fileno(): "inner9"}))
+    a, b = pairs[2]
+    a.sendall(b"h")
+    out("another inner set's arrival: outer", wait(outer, {inners[2].fileno(): "inner2"}), "top",
+        wait(top, {mid.fileno(): "mid"}, SHORT))
+    for x in [top, mid, outer] + inners:
+        x.close()
+    for a, b in pairs:
+        a.close()
+        b.close()
 
 
 def case_fork():
@@ -871,7 +926,7 @@ def case_fair_mixed():
 
 
 for f in (case_lt_partial, case_in_out, case_other_waits, case_select_zero, case_ctypes_waits, case_mod_et, case_mod_oneshot, case_del_add,
-          case_set_polled, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many,
+          case_set_polled, case_nested_et, case_fork, case_fork_shared_set, case_threads, case_thread_recv, case_cross_thread, case_close, case_many,
           case_et, case_et_shared, case_et_many, case_et_unread, case_fair,
           case_fair_mixed, case_fork_rearm):
     f()

@@ -218,6 +218,8 @@ ls = socket.socket()
 ls.bind(("127.0.0.1", 0))
 ls.listen(4)
 empty = tempfile.NamedTemporaryFile()
+with open("/proc/version", "rb") as f:
+    proc_len = len(f.read())
 
 
 def after_peer_end(how, path, start, count):
@@ -254,6 +256,8 @@ for how, path, start, count, want in (
         ("close", tmp.name, 0, 4096, [4096, "EPIPE", 4096]),
         ("close", tmp.name, len(data) - 1000, 4096, [1000, "EPIPE", len(data)]),
         ("close", empty.name, 0, 4096, [0, 1, 0]),
+        # (a /proc file says size 0: what reading gives, helper 131)
+        ("close", "/proc/version", 0, 4096, [proc_len, "EPIPE", proc_len]),
         ("shut", tmp.name, 0, 4096, [4096, "EPIPE", 4096, 0, errno.ECONNRESET, 86])):
     got = after_peer_end(how, path, start, count)
     if got == want:
