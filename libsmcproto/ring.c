@@ -2509,7 +2509,7 @@ uint32_t smc_ring_fionread(struct smc_ring_ep *ep) {
                 /* the ring is not empty: one owed byte keeps X readable (level-triggered
                  * pollers), the others go, so X never fills with doorbell bytes */
                 while (owed_read(ep, buf, sizeof(buf), 1) > 0)
-                        ; /* (in flight: the next settle reads it) */
+                        ; /* (a byte still in flight stays owed: the next settle reads it) */
         pthread_mutex_unlock(&ep->rx_lock);
         return n;
 }

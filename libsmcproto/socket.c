@@ -8828,14 +8828,15 @@ struct ew_set {
         bool ring_turn; /* the last merge left ring data out (maxevents): the next one
                          * looks at the rings before it asks the kernel */
         uint32_t gen;   /* ew_merge() calls (seen_gen) */
-        /* sets added to this one edge-triggered (EW_INNER_ET_MAX; never removed: sets
-         * are never freed, and a stale entry costs a doorbell at most); more than
-         * that: inner_et_all, every nested set is armed */
-        _Atomic(struct ew_set *) inner_et[8];
+        /* sets added to this one edge-triggered (never removed: sets are never freed,
+         * and a stale entry costs a doorbell at most); more than EW_INNER_ET_MAX:
+         * inner_et_all, every nested set is armed (the first EW_ARM_ALL_MAX) */
+#define EW_INNER_ET_MAX 8
+        _Atomic(struct ew_set *) inner_et[EW_INNER_ET_MAX];
         _Atomic bool inner_et_all;
         struct ew_set *next; /* ew_all */
 };
-#define EW_INNER_ET_MAX 8
+#define EW_ARM_ALL_MAX 64
 #define EW_NEST_DEPTH 4 /* levels of sets in sets armed (the kernel allows 4, EP_MAX_NESTS) */
 
 /* members that are active or owe an edge (set->n_hot counts them) */
@@ -9226,11 +9227,11 @@ static void ew_inner_arm_sets(struct ew_set *set, unsigned depth) {
                 return;
         if (atomic_load_explicit(&set->inner_et_all, memory_order_relaxed)) {
                 /* every nested set (ew_global: the list; sets are never freed) */
-                struct ew_set *v[64];
+                struct ew_set *v[EW_ARM_ALL_MAX];
                 unsigned n = 0;
 
                 pthread_mutex_lock(&ew_global);
-                for (struct ew_set *x = ew_all; x && n < 64; x = x->next)
+                for (struct ew_set *x = ew_all; x && n < EW_ARM_ALL_MAX; x = x->next)
                         if (x != set && __atomic_load_n(&x->nested, __ATOMIC_RELAXED))
                                 v[n++] = x;
                 pthread_mutex_unlock(&ew_global);
