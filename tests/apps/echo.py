@@ -17,17 +17,9 @@
 #       (round trips per second) and "errors".
 import argparse, asyncio, json, os, signal, socket, socketserver, sys, threading, time
 
+import smcapp
+
 SIZES = [1, 100, 1400, 4096, 65536, 65537, 262144, 7]
-
-
-def recv_exact(s, n):
-    buf = bytearray()
-    while len(buf) < n:
-        d = s.recv(min(n - len(buf), 1 << 20))
-        if not d:
-            raise ConnectionError("EOF after %d of %d bytes" % (len(buf), n))
-        buf += d
-    return bytes(buf)
 
 
 def serve_socket(port_file):
@@ -93,7 +85,7 @@ def client_check(port, conns, rounds):
                 # while the server waits for us to read its echo
                 t = threading.Thread(target=s.sendall, args=(msg,))
                 t.start()
-                got = recv_exact(s, n)
+                got = smcapp.recv_exact(s, n)
                 t.join()
                 if got != msg:
                     raise ValueError("round %d: %d bytes differ" % (r, n))
@@ -126,7 +118,7 @@ def client_pingpong(port, size, secs):
     end = t0 + secs
     while True:
         s.sendall(msg)
-        if recv_exact(s, size) != msg:
+        if smcapp.recv_exact(s, size) != msg:
             errors += 1
         n += 1
         if n % 64 == 0 and time.monotonic() >= end:

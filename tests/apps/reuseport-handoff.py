@@ -39,21 +39,13 @@ import sys
 import threading
 import time
 
+import smcapp
+
 N = 16
 
 
 def listener(port, backlog=64):
     return listener_on("127.0.0.1", port, backlog)
-
-
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            raise EOFError
-        b += c
-    return b
 
 
 def serve(ls, deadline):
@@ -67,8 +59,8 @@ def serve(ls, deadline):
             break
         c.settimeout(5)
         try:
-            (size,) = struct.unpack("!I", recv_exact(c, 4))
-            body = recv_exact(c, size)
+            (size,) = struct.unpack("!I", smcapp.recv_exact(c, 4))
+            body = smcapp.recv_exact(c, size)
             c.sendall(hashlib.sha256(body).digest())
             n += 1
         except (OSError, EOFError):
@@ -91,7 +83,7 @@ def clients(port, go_w, done_r):
     for c, body in zip(cs, bodies):
         c.settimeout(15)
         try:
-            h = recv_exact(c, 32)
+            h = smcapp.recv_exact(c, 32)
             got["ok" if h == hashlib.sha256(body).digest() else "wrong"] += 1
         except (ConnectionResetError, EOFError):
             got["reset"] += 1
@@ -155,8 +147,8 @@ def run(mode):
 def answer(c):
     c.settimeout(10)
     try:
-        (size,) = struct.unpack("!I", recv_exact(c, 4))
-        body = recv_exact(c, size)
+        (size,) = struct.unpack("!I", smcapp.recv_exact(c, 4))
+        body = smcapp.recv_exact(c, size)
         c.sendall(hashlib.sha256(body).digest())
     except (OSError, EOFError):
         pass
@@ -224,7 +216,7 @@ def ns_connect(a):
             c = socket.create_connection((a.addr, a.port), timeout=20)
             body = (b"%d:" % i) + os.urandom(1000 + 37 * i)
             c.sendall(struct.pack("!I", len(body)) + body)
-            h = recv_exact(c, 32)
+            h = smcapp.recv_exact(c, 32)
             what = "ok" if h == hashlib.sha256(body).digest() else "wrong"
             c.close()
         except socket.timeout:

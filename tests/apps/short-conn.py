@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+import smcapp
+
 SOL_SMC = 286
 SMC_PROTO_MODE = 0x5301
 SMC_PROTO_FALLBACK_REASON = 0x5302
@@ -38,16 +40,6 @@ def smc_info(s):
     mode = struct.unpack("i", s.getsockopt(SOL_SMC, SMC_PROTO_MODE, 4))[0]
     reason = struct.unpack("I", s.getsockopt(SOL_SMC, SMC_PROTO_FALLBACK_REASON, 4))[0]
     return mode, reason
-
-
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        d = s.recv(n - len(b))
-        if not d:
-            break
-        b += d
-    return b
 
 
 def hint_until(port):
@@ -81,7 +73,7 @@ def late(n, ls, port):
         c, _ = ls.accept()
         info = smc_info(s)
         s.sendall(b"%016d" % i)
-        ok = recv_exact(c, 16) == b"%016d" % i
+        ok = smcapp.recv_exact(c, 16, short_ok=True) == b"%016d" % i
         c.close()
         s.close()
         return info, ok
@@ -133,7 +125,7 @@ def main():
             c, _ = ls.accept()
             server_modes.append(smc_info(c))
             for r in range(rounds):
-                req = recv_exact(c, 16)
+                req = smcapp.recv_exact(c, 16, short_ok=True)
                 c.sendall(b"reply:" + req)
             c.close()
 
@@ -147,7 +139,7 @@ def main():
         for r in range(rounds):
             req = b"%08d%08d" % (i, r)
             s.sendall(req)
-            got = recv_exact(s, 22)
+            got = smcapp.recv_exact(s, 22, short_ok=True)
             if got != b"reply:" + req:
                 bad.append((i, r, got))
         s.close()

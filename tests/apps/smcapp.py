@@ -41,6 +41,20 @@ def pair(backlog=1, check=True):
     return c, s
 
 
+def recv_exact(sock, n, short_ok=False):
+    """Exactly @n bytes from @sock (received in pieces of at most 1 MiB). At EOF
+    before that: EOFError, or with @short_ok the bytes that came (b"" at once)."""
+    buf = bytearray()
+    while len(buf) < n:
+        d = sock.recv(min(n - len(buf), 1 << 20))
+        if not d:
+            if short_ok:
+                break
+            raise EOFError("EOF after %d of %d bytes" % (len(buf), n))
+        buf += d
+    return bytes(buf)
+
+
 def finish(name, fails, done, *socks):
     """Close @socks, then print the script's one line: "NAME: FAIL: ..." with the
     failures (exit status 1), else "NAME: DONE" (exit status 0)."""
