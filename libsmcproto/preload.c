@@ -980,14 +980,16 @@ static bool fd_nonblock(int fd) {
         return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-/* Wait until @fd polls @events (smc_poll: the ring's readiness for an SMC socket). */
+/* Wait until @fd polls @events (smc_poll: the ring's readiness for an SMC socket). A
+ * signal ends the wait with EINTR unless every handler has SA_RESTART, as the
+ * kernel's wait for a pipe's room (-ERESTARTSYS). */
 static int splice_wait(int fd, short events) {
         struct pollfd p = { .fd = fd, .events = events };
         int r;
 
         do
                 r = smc_poll(&p, 1, -1);
-        while (r < 0 && errno == EINTR);
+        while (r < 0 && errno == EINTR && smc_restart_after_signal());
         return r < 0 ? -1 : 0;
 }
 
@@ -1085,6 +1087,7 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
         int priv[2];
         size_t room;
         ssize_t n, w, k;
+        int r;
 
         for (;;) {
                 struct pollfd p = { .fd = fd_out, .events = POLLOUT };
@@ -1106,8 +1109,13 @@ static ssize_t splice_to_smc(int pipe_in, int fd_out, size_t len, unsigned flags
                         errno = EAGAIN;
                         return -1;
                 }
-                if (splice_wait(fd_out, POLLOUT) < 0)
+                /* as a blocking send: SO_SNDTIMEO and signals end it (helper 132:
+                 * this waited for good, past a 100 ms SO_SNDTIMEO) */
+                r = smc_fd_wait_send(fd_out);
+                if (r < 0) {
+                        errno = -r;
                         return -1;
+                }
         }
         if (len > room)
                 len = room;

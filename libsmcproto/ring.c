@@ -1343,6 +1343,23 @@ static size_t tx_file_take(const struct tx_src *src, size_t total) {
         return n;
 }
 
+/* Whether the file of a sendfile gives no byte at its offset (at or past its end):
+ * the kernel's sendfile then returns 0 without touching the socket, whatever its
+ * state (splice_direct_to_actor() reads the file before the socket's actor runs;
+ * helper 132: EPIPE here after the peer's close, or after our SHUT_WR). Asked only
+ * on a sendfile's error path. A file without a size (/proc) is asked with a pread. */
+static bool tx_file_at_end(const struct tx_src *src) {
+        int64_t pos = src->file_pos >= 0 ? src->file_pos : sys_lseek(src->file_fd, 0, SEEK_CUR);
+        struct stat st;
+        uint8_t b;
+
+        if (pos < 0 || sys_fstat(src->file_fd, &st) < 0)
+                return false;
+        if (S_ISREG(st.st_mode) && st.st_size > 0)
+                return st.st_size <= pos;
+        return sys_pread(src->file_fd, &b, 1, pos) == 0;
+}
+
 static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total, int flags, bool nonblock,
                        struct tx_deadline *dl) {
         bool sendfile = src->file_fd >= 0;
@@ -1383,6 +1400,8 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 r = 0;
                 goto out;
         }
+        if (r < 0 && sendfile && total > 0 && tx_file_at_end(src))
+                r = 0; /* (nothing to send: 0, as the kernel's) */
         if (r < 0 || total == 0)
                 goto out;
         /* where the kernel's copy would fault: after the state checks (a send to a

@@ -82,6 +82,17 @@ int smc_fd_stat_target(int fd);
  * space of the peer's ring), 0 if none or if @fd is not one. Lock-free. */
 size_t smc_fd_send_room(int fd);
 
+/* Wait until the SMC connection @fd polls POLLOUT, as a blocking send waits for room
+ * (splice(2) into it before it takes anything from the pipe): up to the socket's
+ * SO_SNDTIMEO, then -EAGAIN; a signal handler ends it with -EINTR, unless no timeout
+ * is set and every handler has SA_RESTART (the kernel restarts the call then:
+ * sock_intr_errno()). 0: writable, or @fd is no SMC connection (any more). */
+int smc_fd_wait_send(int fd);
+
+/* Whether a system call interrupted now would be restarted: every signal with a
+ * handler, not blocked, has SA_RESTART (false in a seccomp sandbox: EINTR). */
+bool smc_restart_after_signal(void);
+
 /* From now on, every connect and listen of this process is plain TCP with fallback
  * @reason (an SMC_CLC_DECL_* or SMCD_DECL_* code; 0 undoes it): as with no smcd, but
  * smcd is told of each fallback connection with @reason (smcctl connections / stats).

@@ -2508,6 +2508,49 @@ size_t smc_fd_send_room(int fd) {
         return s && sock_state(s) == SOCK_SMCD ? smc_ring_send_room(&s->ep) : 0;
 }
 
+int smc_fd_wait_send(int fd) {
+        struct smc_sock *s = sock_lookup(fd);
+        struct timeval tv = { 0 };
+        socklen_t tl = sizeof(tv);
+        uint64_t deadline = 0;
+        int timeo_fd;
+
+        if (!s || sock_state(s) != SOCK_SMCD)
+                return 0;
+        /* where smc_setsockopt() keeps SO_SNDTIMEO (as smc_sendfile()) */
+        timeo_fd = __atomic_load_n(&s->hidden, __ATOMIC_RELAXED);
+        if (timeo_fd < 0)
+                timeo_fd = __atomic_load_n(&s->optsock, __ATOMIC_RELAXED);
+        if (timeo_fd >= 0 && sys_getsockopt(timeo_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
+            (tv.tv_sec > 0 || tv.tv_usec > 0) && tv.tv_sec < 3200000000)
+                deadline = now_ns() + (uint64_t) tv.tv_sec * 1000000000u + (uint64_t) tv.tv_usec * 1000u;
+        for (;;) {
+                struct pollfd p = { .fd = fd, .events = POLLOUT };
+                int ms = -1, r;
+
+                if (deadline) {
+                        uint64_t now = now_ns(), left;
+
+                        if (now >= deadline)
+                                return -EAGAIN;
+                        left = (deadline - now + 999999u) / 1000000u;
+                        ms = left > INT_MAX ? INT_MAX : (int) left;
+                }
+                r = smc_poll(&p, 1, ms);
+                if (r > 0)
+                        return 0;
+                if (r < 0 && errno == EINTR) {
+                        if (deadline || !restart_after_signal())
+                                return -EINTR;
+                } else if (r < 0)
+                        return -errno;
+        }
+}
+
+bool smc_restart_after_signal(void) {
+        return restart_after_signal();
+}
+
 bool smc_fd_managed(int fd) {
         return sock_lookup(fd) != NULL;
 }
@@ -6015,7 +6058,10 @@ static int tcp_info_smc(struct smc_sock *s, void *val, socklen_t *len) {
 
         tx_cons = atomic_load(&ep->tx_hdr->cons);
         tx_pub = atomic_load(&ep->tx_hdr->prod);
-        tx_prod = __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED);
+        /* (this copy's cursor only while it holds bytes back: another copy may have
+         * published past it, SIOCOUTQ's case) */
+        tx_prod = __atomic_load_n(&ep->tx_unpub, __ATOMIC_RELAXED) ? __atomic_load_n(&ep->tx_prod, __ATOMIC_RELAXED)
+                                                                  : tx_pub;
         unread = smc_curs_diff(ep->tx_size, tx_cons, tx_pub); /* sent, not yet taken by the peer */
         unpub = smc_curs_diff(ep->tx_size, tx_pub, tx_prod);  /* held back by cork */
         if (ti->tcpi_state == TCPI_STATE_CLOSE)
@@ -7079,11 +7125,19 @@ SMC_PUBLIC int smc_ioctl(int fd, unsigned long req, void *arg) {
                         v = (int) smc_ring_fionread(&s->ep);
                 else if (smc_ring_tcp_closed(&s->ep))
                         v = 0; /* state CLOSE: as TCP's reset purges its write queue */
-                else
-                        v = (int) smc_curs_diff(s->ep.tx_size,
-                                                req == SIOCOUTQ ? atomic_load(&s->ep.tx_hdr->cons)
-                                                                : atomic_load(&s->ep.tx_hdr->prod),
-                                                __atomic_load_n(&s->ep.tx_prod, __ATOMIC_RELAXED));
+                else {
+                        /* our cursor while this copy holds bytes back; else the
+                         * published one, which another copy (dup, fork) may have
+                         * moved since this one last sent (helper 132: SIOCOUTQ 0
+                         * through the original after a dup filled the ring) */
+                        uint64_t pub = atomic_load(&s->ep.tx_hdr->prod);
+                        uint64_t end = __atomic_load_n(&s->ep.tx_unpub, __ATOMIC_RELAXED)
+                                               ? __atomic_load_n(&s->ep.tx_prod, __ATOMIC_RELAXED)
+                                               : pub;
+
+                        v = (int) smc_curs_diff(s->ep.tx_size, req == SIOCOUTQ ? atomic_load(&s->ep.tx_hdr->cons) : pub,
+                                                end);
+                }
                 memcpy(arg, &v, sizeof(v));
                 return 0;
         }
@@ -9375,10 +9429,67 @@ void smc_ewatch_ctl(int epfd, int op, int fd, const struct epoll_event *ev) {
         pthread_mutex_unlock(&set->lock);
 }
 
+/* Another descriptor of @s's connection in this process (a dup(2) of it: the same
+ * open file, so the kernel's epoll registrations of @s live on while it is open),
+ * not closing; NULL if none. Socket objects are recycled, never freed: reading a
+ * stale entry is safe, and its state and number are checked. */
+static struct smc_sock *sock_dup_alive(const struct smc_sock *s) {
+        struct smc_sock *o;
+
+        if (!s->dup_shared)
+                return NULL;
+        for (unsigned pos = 0; (o = table_next(&pos, FD_MAX));)
+                if (o != s && o->dup_shared && sock_state(o) == SOCK_SMCD && o->conn_id == s->conn_id &&
+                    o->fd == (int) pos - 1 && !atomic_load_explicit(&o->closing, memory_order_acquire))
+                        return o;
+        return NULL;
+}
+
+/* @s's members go to @o, a dup of it (under ew_global and the set's lock): closing
+ * one descriptor of a file leaves the kernel's registration made through it, which
+ * goes on reporting the file's events under its data until the file's last close
+ * (helper 132: EPOLLERR after the peer's reset was missing once the registered number
+ * was closed while a dup lived). Its number is gone: no epoll_ctl reaches it (-1). */
+static void ew_member_rehome(struct ew_set *set, unsigned i, struct smc_sock *o) {
+        struct ew_member *m = &set->m[i];
+        struct smc_sock *s = m->s;
+        bool blocks = ew_blocks(set, m);
+
+        if (blocks)
+                atomic_fetch_sub(&s->ew_other, 1);
+        atomic_fetch_sub(&s->ew_regs, 1);
+        if (m->et)
+                atomic_fetch_sub(&s->ep.edge_regs, 1);
+        if (EW_HOME(s) == set && EW_HOME_IDX(s) == i)
+                __atomic_store_n(&s->ew_home, NULL, __ATOMIC_RELAXED);
+        m->s = o;
+        m->fd = -1;
+        m->marked = false;
+        atomic_fetch_add(&o->ew_regs, 1); /* (two registrations now: not watched) */
+        if (m->et)
+                atomic_fetch_add(&o->ep.edge_regs, 1);
+        if (blocks)
+                atomic_fetch_add(&o->ew_other, 1);
+}
+
 static void ew_sock_gone(struct smc_sock *s) {
+        struct smc_sock *o = sock_dup_alive(s);
         struct ew_set *home;
 
         pthread_mutex_lock(&ew_global);
+        if (o) {
+                for (struct ew_set *set = ew_all; set && atomic_load(&s->ew_regs) > 0; set = set->next) {
+                        pthread_mutex_lock(&set->lock);
+                        for (unsigned i = 0; i < set->n; i++)
+                                if (set->m[i].s == s)
+                                        ew_member_rehome(set, i, o);
+                        pthread_mutex_unlock(&set->lock);
+                }
+                pthread_mutex_unlock(&ew_global);
+                ew_unwatch(s);
+                ew_unwatch(o);
+                return;
+        }
         /* the usual case: one registration, at home (no search) */
         if ((home = EW_HOME(s)) && atomic_load(&s->ew_regs) == 1) {
                 pthread_mutex_lock(&home->lock);

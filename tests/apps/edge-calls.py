@@ -19,14 +19,18 @@
 #     and the reset stays pending in SO_ERROR (they sent EPIPE, or took the reset).
 #  7. TCP_INFO's state after shutdown(SHUT_RDWR) through a dup: FIN_WAIT2 for the
 #     original too (it said ESTABLISHED: the flag was the copy's own).
+#  8. SIOCOUTQ through the original after a dup sent: the same as through the dup
+#     (the original said 0: its own cursor was stale).
 # SMC_EXPECT=1: every connection must be SMC-D.
 import ctypes
 import errno
+import fcntl
 import os
 import socket
 import struct
 import sys
 import tempfile
+import termios
 import threading
 import time
 
@@ -248,6 +252,47 @@ def case7():
     c.close()
 
 
-for fn in (case1, case2, case3, case4, case5, case6, case7):
+def outq(sock):
+    b = bytearray(4)
+    fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b)  # (= SIOCOUTQ)
+    return struct.unpack("i", b)[0]
+
+
+def case8():
+    out("8. SIOCOUTQ through the original and a dup after the dup sent (one socket, one queue)")
+    c, s = smcapp.pair()
+    d = s.dup()
+    d.send(b"x" * 1000)
+    time.sleep(0.05)
+    out("  1000 bytes unread: the same through both: %s" % (outq(s) == outq(d)))
+    d.setblocking(False)
+    try:
+        while True:
+            d.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    time.sleep(0.05)
+    out("  the peer's buffer full: the same through both: %s, more than 0: %s" % (outq(s) == outq(d), outq(s) > 0))
+    c.setblocking(False)
+    try:
+        while True:
+            if not c.recv(1 << 20):
+                break
+    except BlockingIOError:
+        pass
+    time.sleep(0.05)
+    try:
+        while c.recv(1 << 20):
+            pass
+    except BlockingIOError:
+        pass
+    time.sleep(0.05)
+    out("  all read: the original %d, the dup %d" % (outq(s), outq(d)))
+    d.close()
+    s.close()
+    c.close()
+
+
+for fn in (case1, case2, case3, case4, case5, case6, case7, case8):
     fn()
 sys.exit(0)

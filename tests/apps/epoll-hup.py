@@ -15,6 +15,7 @@
 # connection is closed then), also when the last copy goes with a process's exit
 # (smcd decides); bytes held by TCP_CORK or MSG_MORE when the sender's process exits
 # or is killed (sent, then EOF) or closes with SO_LINGER {1, 0} (dropped: ECONNRESET);
+# the reset seen through a registration whose descriptor was closed while a dup lives;
 # these also checked against TCP's results. tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
 # line; with SMC_EXPECT=1 it also checks that every connection is SMC-D.
@@ -536,8 +537,32 @@ def case17():
         s.close()
 
 
+def case18():
+    out("case 18: the peer's reset seen through a registration whose number was closed, a dup living")
+    # closing one descriptor of a file leaves the epoll registration made through it:
+    # it reports the file's events until the file's last close (helper 132: no
+    # EPOLLERR here under smcrun once the registered number was closed)
+    for close_first, et in ((False, 0), (True, 0), (True, select.EPOLLET)):
+        a, b = smcapp.pair()
+        d = b.dup()
+        ep = select.epoll()
+        ep.register(b.fileno(), select.EPOLLIN | et)
+        if close_first:
+            b.close()
+        rst_close(a)
+        time.sleep(SETTLE)
+        got = [names(m) for _, m in ep.poll(0)]
+        label = "%s, %s closed" % ("ET" if et else "LT", "that number" if close_first else "nothing")
+        out("  %s: %s" % (label, got))
+        expect(label, got, ["IN|HUP|ERR"])
+        d.close()
+        ep.close()
+        if not close_first:
+            b.close()
+
+
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
-          case13, case14, case15, case16, case17):
+          case13, case14, case15, case16, case17, case18):
     f()
 sys.exit(1 if failed else 0)

@@ -12,6 +12,8 @@
 #     but not by bytes: EAGAIN, the bytes stay in the ring.
 #  5. more than 1024 vectors: sendmsg/recvmsg EMSGSIZE, writev/readv EINVAL, as
 #     the kernel, and the connection goes on.
+#  6. pipe -> a full blocking socket: SO_SNDTIMEO ends the wait with EAGAIN, a
+#     signal with EINTR, nothing taken from the pipe.
 # Prints one line; exit status 0 only if every case held.
 import ctypes
 import errno
@@ -20,9 +22,11 @@ import hashlib
 import os
 import signal
 import socket
+import struct
 import sys
 import termios
 import threading
+import time
 
 from streams import pair, recv_all
 
@@ -302,9 +306,70 @@ def case_iov_limits():
     return ok, "iov-limits"
 
 
+def case_splice_sndtimeo():
+    """pipe -> a full blocking socket with SO_SNDTIMEO 100 ms: EAGAIN after about
+    that long, nothing taken from the pipe, as a blocking send (helper 132: the
+    library waited for good); a signal handler without SA_RESTART: EINTR."""
+    c, s = pair()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100000))
+    c.setblocking(False)
+    for _ in range(50):  # (TCP's buffers grow as the bytes move: full when it stays so)
+        n = 0
+        try:
+            while True:
+                n += c.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        if n == 0:
+            break
+        time.sleep(0.05)
+    c.setblocking(True)
+    c.settimeout(None)  # (Python's blocking mode; SO_SNDTIMEO stays)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100000))
+    r, w = os.pipe()
+    os.write(w, b"y")
+    t = time.monotonic()
+    try:
+        os.splice(r, c.fileno(), 1)
+        res = "moved"
+    except OSError as e:
+        res = errno.errorcode.get(e.errno, str(e.errno))
+    took = time.monotonic() - t
+    ok = res == "EAGAIN" and 0.05 <= took < 5 and pipe_fill(r) == 1
+    # no timeout: a signal whose handler lacks SA_RESTART ends the wait (EINTR; Python
+    # retries EINTR itself unless the handler raises)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+
+    class Alarm(Exception):
+        pass
+
+    def on_alarm(sig, frame):
+        raise Alarm()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.siginterrupt(signal.SIGALRM, True)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        os.splice(r, c.fileno(), 1)
+        res2 = "moved"
+    except Alarm:
+        res2 = "interrupted"
+    except OSError as e:
+        res2 = errno.errorcode.get(e.errno, str(e.errno))
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+    ok = ok and res2 == "interrupted" and pipe_fill(r) == 1
+    if not ok:
+        print("splice-sndtimeo: %s after %.2f s, then %s, pipe holds %d" % (res, took, res2, pipe_fill(r)))
+    for x in (c, s):
+        x.close()
+    os.close(r)
+    os.close(w)
+    return ok, "splice-sndtimeo"
+
+
 def main():
     results = [case_sendmmsg(), case_recvmmsg(), case_splice(), case_splice_full_socket(), case_splice_full_pipe(),
-               case_splice_closed_and_packets(), case_iov_limits()]
+               case_splice_closed_and_packets(), case_iov_limits(), case_splice_sndtimeo()]
     bad = [name for ok, name in results if not ok]
     print("%d cases, failed: %s" % (len(results), ", ".join(bad) or "none"))
     sys.exit(1 if bad else 0)

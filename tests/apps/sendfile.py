@@ -266,6 +266,49 @@ for how, path, start, count, want in (
         print("not ok - sendfile after the peer's %s (%d at %d): %s, want %s (as TCP)" % (how, count, start,
                                                                                       got, want))
         failed += 1
+
+
+def at_end_after(how):
+    """A sendfile with nothing left in the file (at its end, past it) on a connection
+    that fails sends (after EPIPE, after our SHUT_WR): 0, as the kernel's, which reads
+    the file before the socket is touched (helper 132: EPIPE under smcrun)."""
+    c = socket.create_connection(ls.getsockname())
+    p, _ = ls.accept()
+    if how == "EPIPE":
+        p.close()
+        time.sleep(0.02)
+        for _ in range(2):
+            try:
+                c.send(b"y")
+            except OSError:
+                pass
+            time.sleep(0.02)
+    else:
+        c.shutdown(socket.SHUT_WR)
+    fd = os.open(tmp.name, os.O_RDONLY)
+    out = []
+    for off in (len(data), len(data) + 1000):
+        try:
+            out.append(os.sendfile(c.fileno(), fd, off, 100))
+        except OSError as e:
+            out.append(errno.errorcode[e.errno])
+    try:
+        out.append(os.sendfile(c.fileno(), fd, 0, 100))  # (bytes to send: the error)
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+    os.close(fd)
+    p.close()
+    c.close()
+    return out
+
+
+for how in ("EPIPE", "SHUT_WR"):
+    got = at_end_after(how)
+    if got == [0, 0, "EPIPE"]:
+        print("ok - sendfile at the file's end after %s: %s" % (how, got))
+    else:
+        print("not ok - sendfile at the file's end after %s: %s, want [0, 0, 'EPIPE'] (as TCP)" % (how, got))
+        failed += 1
 ls.close()
 empty.close()
 tmp.close()  # (deletes it: left to the interpreter's exit it stayed in /tmp, 4 MB a run)
