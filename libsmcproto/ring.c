@@ -1199,8 +1199,18 @@ static int tx_shutdown_locked(struct smc_ring_ep *ep, int x_how) {
 
                         (void) sys_setsockopt(ep->x, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
                 }
+        } else if (ep->rx_hdr->features & SMC_DMB_FEAT_X_HUP) {
+                /* shut already: TCP's shutdown wakes the socket's waiters at every
+                 * call (inet_shutdown(): sk_state_change), an edge for edge-triggered
+                 * epoll; so does shutting X's shut side again, changing nothing
+                 * (helper 132) */
+                (void) sys_shutdown(ep->x, SHUT_WR);
         }
         return 0;
+}
+
+void smc_ring_shutdown_wake(struct smc_ring_ep *ep) {
+        (void) sys_shutdown(ep->x, SHUT_WR);
 }
 
 /* Where the bytes of a send come from: the caller's iovecs (copied), or a file read
@@ -2148,6 +2158,8 @@ int smc_ring_shutdown(struct smc_ring_ep *ep, int how) {
         if (how == SHUT_RD) {
                 if (rd)
                         rx_shut(ep, true);
+                else /* (shut already: only the wakeup, below) */
+                        (void) sys_shutdown(ep->x, SHUT_RD);
                 return 0;
         }
 

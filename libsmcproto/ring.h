@@ -373,6 +373,12 @@ bool smc_ring_error_pending(struct smc_ring_ep *ep);
  * answers getpeername(2) and shutdown(2) with ENOTCONN, and TCP_INFO says CLOSE. */
 bool smc_ring_tcp_closed(struct smc_ring_ep *ep);
 
+/* The wakeup TCP's shutdown(2) gives the socket's waiters even when it fails with
+ * ENOTCONN (inet_shutdown(): sk_state_change): for a connection whose
+ * smc_ring_tcp_closed() is true, X's write side shut again (X hung up already: no
+ * readiness changes, its waiters wake, an edge for edge-triggered epoll). */
+void smc_ring_shutdown_wake(struct smc_ring_ep *ep);
+
 /* Whether this socket's write side is shut (shutdown(SHUT_WR), a close), through any
  * of its copies (dup, fork, exec: the flag in the peer's DMB header). */
 bool smc_ring_wr_shut(struct smc_ring_ep *ep);

@@ -5471,8 +5471,10 @@ SMC_PUBLIC int smc_shutdown(int fd, int how) {
                 errno = EINVAL;
                 return -1;
         }
-        if (smc_ring_tcp_closed(&s->ep))
-                return ret_errno(-ENOTCONN); /* as inet_shutdown() in state CLOSE */
+        if (smc_ring_tcp_closed(&s->ep)) {
+                smc_ring_shutdown_wake(&s->ep); /* (inet_shutdown() wakes, then fails) */
+                return ret_errno(-ENOTCONN);    /* as inet_shutdown() in state CLOSE */
+        }
         conn_note_shared(s);
         return ret_errno(smc_ring_shutdown(&s->ep, how));
 }

@@ -16,6 +16,7 @@
 # (smcd decides); bytes held by TCP_CORK or MSG_MORE when the sender's process exits
 # or is killed (sent, then EOF) or closes with SO_LINGER {1, 0} (dropped: ECONNRESET);
 # the reset seen through a registration whose descriptor was closed while a dup lives;
+# an edge at every shutdown(2), a repeated one and one that fails with ENOTCONN;
 # these also checked against TCP's results. tests/test-smcrun-apps.sh
 # runs it over plain TCP and under smcrun and compares the two transcripts line by
 # line; with SMC_EXPECT=1 it also checks that every connection is SMC-D.
@@ -561,8 +562,40 @@ def case18():
             b.close()
 
 
+def case19():
+    out("case 19: every shutdown(2) wakes edge-triggered epoll, a repeated one and one that fails too")
+    # TCP's inet_shutdown() calls sk_state_change at every call, also before it fails
+    # with ENOTCONN (helper 132: no edge here for a second SHUT_WR nor after a reset)
+    ET = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET
+    for case in ("SHUT_WR twice", "SHUT_RD twice", "SHUT_RDWR twice", "SHUT_RD after the peer's reset"):
+        a, b = smcapp.pair()
+        ep = select.epoll()
+        ep.register(b.fileno(), ET)
+        how = getattr(socket, case.split()[0])
+        if case.endswith("reset"):
+            rst_close(a)
+            a = None
+            time.sleep(SETTLE)
+            b.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        else:
+            b.shutdown(how)
+        time.sleep(SETTLE)
+        before = [names(m) for _, m in ep.poll(0)]
+        try:
+            b.shutdown(how)
+            r = "0"
+        except OSError as e:
+            r = errno.errorcode.get(e.errno, str(e.errno))
+        time.sleep(SETTLE)
+        out("  %s: before %s; shutdown %s; then %s" % (case, before, r, [names(m) for _, m in ep.poll(0)]))
+        ep.close()
+        b.close()
+        if a:
+            a.close()
+
+
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 for f in (case1, case2, case3, case4, case5, case6, case7, case8, case9, case10, case11, case12,
-          case13, case14, case15, case16, case17, case18):
+          case13, case14, case15, case16, case17, case18, case19):
     f()
 sys.exit(1 if failed else 0)
