@@ -1410,8 +1410,12 @@ static ssize_t tx_send(struct smc_ring_ep *ep, struct tx_src *src, size_t total,
                 r = 0;
                 goto out;
         }
-        if (r < 0 && sendfile && total > 0 && tx_file_at_end(src))
-                r = 0; /* (nothing to send: 0, as the kernel's) */
+        /* (nothing to send: 0, as the kernel's; a count of 0, or a file the take
+         * above found empty, too) */
+        if (r < 0 && sendfile && (total == 0 || tx_file_at_end(src))) {
+                r = 0;
+                total = 0;
+        }
         if (r < 0 || total == 0)
                 goto out;
         /* where the kernel's copy would fault: after the state checks (a send to a
